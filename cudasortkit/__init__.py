@@ -1,0 +1,15 @@
+"""cudasortkit: fast sorting on NVIDIA GPUs, with pluggable algorithms.
+
+    >>> import cudasortkit as csk
+    >>> csk.sort(a)               # NumPy, CuPy, PyTorch, pycuda or CAI arrays
+    >>> csk.argsort(a, stable=True)
+
+See docs/ for the algorithms, tuning and writing a plugin.
+"""
+from .api import algorithms, argsort, sort, sort_by_key
+from .plugin import Request, SortPlugin, Tunable
+
+__version__ = "0.1.0"
+
+__all__ = ["sort", "argsort", "sort_by_key", "algorithms", "SortPlugin", "Tunable",
+           "Request", "__version__"]

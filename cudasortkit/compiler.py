@@ -1,0 +1,57 @@
+"""Runtime compilation of rendered templates, cached per context and source.
+
+pycuda's SourceModule compiles with nvcc and keeps cubins in its disk cache
+across processes; this module adds the in-memory cache (one module per
+(context, source, options)) and prepared functions, so a sort never compiles
+or prepares twice in one process.
+"""
+from __future__ import annotations
+
+import threading
+
+from .errors import KernelCompileError, describe
+from .render import include_dirs, render
+
+_lock = threading.Lock()
+_modules: dict = {}
+_functions: dict = {}
+
+NVCC_OPTIONS = ("-O3", "-std=c++17")
+
+
+def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defines=None):
+    """The pycuda module of one rendered template on the current context."""
+    source = render(plugin_cls, template, dtype, value_bytes, config, defines)
+    key = (state.ordinal, source, NVCC_OPTIONS)
+    with _lock:
+        module = _modules.get(key)
+    if module is not None:
+        return module
+    from pycuda.compiler import SourceModule
+    from pycuda.driver import CompileError
+
+    try:
+        module = SourceModule(source, options=list(NVCC_OPTIONS), no_extern_c=True,
+                              include_dirs=include_dirs(plugin_cls), arch=state.arch)
+    except CompileError as exc:
+        where = describe(plugin_cls.name, template, str(dtype), config)
+        detail = (getattr(exc, "stderr", None) or str(exc))
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise KernelCompileError(f"{where}: nvcc failed:\n{detail}") from exc
+    with _lock:
+        _modules[key] = module
+    return module
+
+
+def prepared_function(module, name: str, signature: str):
+    """module.get_function(name), prepare()d once with `signature`."""
+    key = (id(module), name, signature)
+    with _lock:
+        func = _functions.get(key)
+    if func is None:
+        func = module.get_function(name)
+        func.prepare(signature)
+        with _lock:
+            _functions[key] = func
+    return func

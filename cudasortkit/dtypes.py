@@ -1,0 +1,54 @@
+"""Key and value dtypes cudasortkit sorts, and how kernels see them.
+
+Kernels move keys as unsigned words and compare an order-preserving transform
+of them (kernels/keys.cuh), so a key dtype is fully described to a kernel by
+its width and its kind (unsigned, signed or float).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Every key dtype the library knows, in the order tables print them.
+KEY_DTYPES = (
+    "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+)
+
+KIND_UNSIGNED, KIND_SIGNED, KIND_FLOAT = 0, 1, 2
+
+#: Width in bytes of the value payloads kernels move (argsort uses int64).
+VALUE_BYTES = (4, 8)
+
+
+def key_dtype(dtype) -> np.dtype:
+    """The key dtype a kernel sorts for `dtype`: bool sorts as uint8.
+
+    Raises TypeError naming the supported dtypes for anything else.
+    """
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return np.dtype(np.uint8)
+    if dt.name not in KEY_DTYPES or not dt.isnative:
+        raise TypeError(
+            f"cudasortkit cannot sort dtype {dt!r}; supported key dtypes are "
+            f"bool, {', '.join(KEY_DTYPES)} (native byte order)"
+        )
+    return dt
+
+
+def key_kind(dtype) -> int:
+    """KIND_UNSIGNED, KIND_SIGNED or KIND_FLOAT for a supported key dtype."""
+    dt = key_dtype(dtype)
+    return {"u": KIND_UNSIGNED, "i": KIND_SIGNED, "f": KIND_FLOAT}[dt.kind]
+
+
+def value_bytes(dtype) -> int:
+    """Width of a value payload; TypeError unless it is 4 or 8 bytes."""
+    dt = np.dtype(dtype)
+    if dt.itemsize not in VALUE_BYTES or dt.hasobject or dt.kind == "V":
+        raise TypeError(
+            f"values of dtype {dt!r} are not supported; values must be a "
+            f"numeric dtype of {' or '.join(map(str, VALUE_BYTES))} bytes"
+        )
+    return dt.itemsize

@@ -1,0 +1,144 @@
+"""What a GPU plugin's run() gets: buffers, config, stream and three helpers.
+
+`kernel` compiles (once) and prepares a kernel of the plugin's templates for
+this job's dtype and config, `alloc` takes temporaries from the device's
+memory pool (out of memory becomes MemoryError naming plugin and size), and
+`launch` runs a prepared kernel on the job's stream, turning CUDA errors into
+KernelError naming plugin, kernel and configuration.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .compiler import compile_module, prepared_function
+from .errors import KernelError, describe
+
+#: Synchronize after every launch so an asynchronous fault names its kernel.
+SYNC_EVERY_LAUNCH = os.environ.get("CUDASORTKIT_SYNC_LAUNCHES", "") not in ("", "0")
+
+#: Static shared memory a block may always use; more needs an opt-in.
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+@dataclass
+class Kernel:
+    """A prepared kernel and the names errors need."""
+
+    function: Any
+    name: str
+    template: str
+    shared_optin: int = 0
+
+
+class Job:
+    """One plugin run: sort n keys of `dtype` from keys_in into keys_out.
+
+    keys_in is never written (it may be the caller's array); keys_out has room
+    for n keys. With values (value_bytes > 0) the same holds for values_in /
+    values_out. Buffers are device pointers as ints.
+    """
+
+    def __init__(self, plugin, state, *, dtype, n, keys_in, keys_out,
+                 values_in=0, values_out=0, value_bytes=0, descending=False,
+                 config: Mapping[str, Any] = None, request=None):
+        self.plugin = plugin
+        self.state = state
+        self.dtype = str(dtype)
+        self.n = int(n)
+        self.keys_in, self.keys_out = int(keys_in), int(keys_out)
+        self.values_in, self.values_out = int(values_in), int(values_out)
+        self.value_bytes = int(value_bytes)
+        self.descending = bool(descending)
+        self.config = dict(plugin.default_config() if config is None else config)
+        self.request = request
+        self.stream = state.stream
+        import numpy as np
+
+        self.key_bytes = np.dtype(self.dtype).itemsize
+        self._temporaries = []
+
+    # ----------------------------------------------------------- properties
+    @property
+    def key_bits(self) -> int:
+        return 8 * self.key_bytes
+
+    @property
+    def desc_mask(self) -> int:
+        """Kernel argument for csk_encode/csk_decode: all ones if descending."""
+        return (1 << self.key_bits) - 1 if self.descending else 0
+
+    @property
+    def where(self) -> str:
+        return describe(self.plugin.name, None, self.dtype, self.config)
+
+    # ------------------------------------------------------------- helpers
+    def kernel(self, template: str, name: str, signature: str, defines: Mapping[str, Any] = None,
+               config: Mapping[str, Any] = None, value_bytes: int | None = None) -> Kernel:
+        """Compile (cached) `template` for this job and prepare kernel `name`.
+
+        `config` and `value_bytes` default to the job's; pass them to build
+        a helper kernel with other settings (e.g. keys only).
+        """
+        config = self.config if config is None else config
+        value_bytes = self.value_bytes if value_bytes is None else value_bytes
+        module = compile_module(self.state, type(self.plugin), template, self.dtype,
+                                value_bytes, config, defines)
+        try:
+            function = prepared_function(module, name, signature)
+        except self.state.cuda.Error as exc:
+            raise KernelError(f"{describe(self.plugin.name, name, self.dtype, config)}: {exc}") from exc
+        return Kernel(function, name, template)
+
+    def alloc(self, nbytes: int):
+        """A device temporary of nbytes from the pool, freed when the job ends."""
+        buf = self.state.allocate(nbytes, f"{self.where}, temporaries for {self.n:,} keys")
+        self._temporaries.append(buf)
+        return buf
+
+    def launch(self, kernel: Kernel, grid, block, *args, shared: int = 0) -> None:
+        """Launch a prepared kernel on the job's stream; errors name it."""
+        grid = (grid, 1) if isinstance(grid, int) else tuple(grid)
+        block = (block, 1, 1) if isinstance(block, int) else tuple(block)
+        if grid[0] == 0:
+            return
+        try:
+            if shared > STATIC_SHARED_LIMIT and kernel.shared_optin < shared:
+                kernel.function.set_attribute(
+                    self.state.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+                kernel.shared_optin = shared
+            kernel.function.prepared_async_call(grid, block, self.stream, *args, shared_size=shared)
+            if SYNC_EVERY_LAUNCH:
+                self.stream.synchronize()
+        except self.state.cuda.Error as exc:
+            raise KernelError(
+                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: "
+                f"launch grid={grid} block={block} shared={shared} failed: {exc}"
+            ) from exc
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.state.cuda.memcpy_dtod_async(int(dst), int(src), int(nbytes), self.stream)
+
+    def memset32(self, dst: int, value: int, count: int) -> None:
+        if count:
+            self.state.cuda.memset_d32_async(int(dst), int(value), int(count), self.stream)
+
+    def blocks(self, items: int, per_block: int) -> int:
+        """ceil(items / per_block): the grid size for a tiled pass."""
+        return -(-int(items) // int(per_block))
+
+    def finish(self) -> None:
+        """Wait for the job's work; asynchronous faults name plugin and config."""
+        try:
+            self.stream.synchronize()
+        except self.state.cuda.Error as exc:
+            raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        for buf in self._temporaries:
+            buf.free()
+        self._temporaries.clear()

@@ -1,0 +1,157 @@
+"""The plugin API: what an algorithm declares and the one method it implements.
+
+Every algorithm, built in or third party, is a subclass of `SortPlugin`
+registered under the entry-point group ``cudasortkit.algorithms``. The core
+validates the declaration, renders and compiles the plugin's kernel templates
+for each key dtype and configuration, and calls `run` with a `Job` that holds
+device buffers, the configuration, a stream and the helpers for temporaries
+and launches (cudasortkit/job.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+from .dtypes import KEY_DTYPES
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """One knob of a plugin: its default and the values the tuner may try.
+
+    In kernel templates a tunable is a macro named after it, upper-cased
+    (``block_size`` -> ``BLOCK_SIZE``).
+    """
+
+    default: Any
+    values: tuple = ()
+    doc: str = ""
+
+    def __post_init__(self):
+        if not self.values:
+            object.__setattr__(self, "values", (self.default,))
+        object.__setattr__(self, "values", tuple(self.values))
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default!r} is not among {self.values!r}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller asked for, as plugins see it when deciding support.
+
+    kind is "sort" (keys only), "argsort" (int64 indices as values) or "pairs"
+    (caller's values). `key_range`, when known, is the (min, max) of the keys.
+    """
+
+    kind: str
+    dtype: str
+    n: int
+    stable: bool = False
+    descending: bool = False
+    value_bytes: int = 0
+    on_device: bool = True
+    key_range: tuple | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs_values(self) -> bool:
+        return self.kind != "sort"
+
+
+class SortPlugin:
+    """Base class of every sorting algorithm.
+
+    Subclasses declare the class attributes below and implement `run`.
+    Declarations are checked when the registry loads the plugin, so a
+    mistake shows in ``python -m cudasortkit list`` instead of at sort time.
+    """
+
+    #: Unique name, the same as the entry point's name.
+    name: ClassVar[str] = ""
+    #: Key dtypes the plugin sorts (a subset of cudasortkit.dtypes.KEY_DTYPES).
+    dtypes: ClassVar[tuple] = ()
+    #: True if equal keys always keep their input order.
+    stable: ClassVar[bool] = False
+    #: True if the plugin moves a value payload (argsort, sort_by_key).
+    pairs: ClassVar[bool] = False
+    #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
+    device: ClassVar[str] = "gpu"
+    #: Tunables by name; every GPU plugin has at least "block_size".
+    tunables: ClassVar[Mapping[str, Tunable]] = {}
+    #: Kernel template file names, found in `template_package`.
+    templates: ClassVar[tuple] = ()
+    #: Importable package whose directory holds the templates. Its directory
+    #: and cudasortkit's kernels/ (keys.cuh, scan.cuh, ...) are on the include path.
+    template_package: ClassVar[str] = "cudasortkit.kernels"
+    #: One-line description for listings.
+    summary: ClassVar[str] = ""
+
+    def unsupported(self, request: Request) -> str | None:
+        """Why this plugin cannot serve `request`, or None if it can.
+
+        The default checks the declarations; override to add limits (and call
+        super). Selection skips a plugin that returns a reason; asking for it
+        by name raises ValueError with the reason.
+        """
+        if request.dtype not in self.dtypes:
+            return f"{self.name} does not sort {request.dtype} keys"
+        if request.needs_values and not self.pairs:
+            return f"{self.name} sorts keys only (no argsort or key-value pairs)"
+        if request.stable and not self.stable:
+            return f"{self.name} is not stable"
+        return None
+
+    def default_config(self) -> dict:
+        return {name: t.default for name, t in self.tunables.items()}
+
+    def config_space(self) -> dict:
+        """Values the tuner sweeps, per tunable."""
+        return {name: t.values for name, t in self.tunables.items()}
+
+    def valid_config(self, config: Mapping[str, Any], dtype: str, value_bytes: int) -> bool:
+        """False for tunable combinations that cannot work (e.g. too much
+        shared memory); the tuner skips them. Default: all combinations."""
+        return True
+
+    def run(self, job) -> None:
+        """Sort job.n keys from job.keys_in into job.keys_out (and values).
+
+        GPU plugins get a cudasortkit.job.Job; CPU plugins a HostJob.
+        """
+        raise NotImplementedError
+
+
+def check_plugin_class(cls, entry_point_name: str | None = None) -> None:
+    """Raise TypeError/ValueError describing what is wrong with a plugin class."""
+    if not (isinstance(cls, type) and issubclass(cls, SortPlugin)) or cls is SortPlugin:
+        raise TypeError(f"{cls!r} is not a subclass of cudasortkit.SortPlugin")
+    if not isinstance(cls.name, str) or not cls.name.isidentifier():
+        raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
+    if entry_point_name is not None and cls.name != entry_point_name:
+        raise ValueError(
+            f"entry point {entry_point_name!r} loads a plugin named {cls.name!r}; they must match"
+        )
+    unknown = [d for d in cls.dtypes if d not in KEY_DTYPES]
+    if not cls.dtypes or unknown:
+        raise ValueError(
+            f"{cls.name}: dtypes must be a non-empty subset of {KEY_DTYPES}, "
+            f"unknown: {unknown}" if unknown else f"{cls.name}: declares no key dtypes"
+        )
+    if cls.device not in ("gpu", "cpu"):
+        raise ValueError(f"{cls.name}: device must be 'gpu' or 'cpu', got {cls.device!r}")
+    for tname, tunable in cls.tunables.items():
+        if not isinstance(tunable, Tunable):
+            raise TypeError(f"{cls.name}: tunable {tname!r} must be a cudasortkit.Tunable")
+        if not tname.isidentifier():
+            raise ValueError(f"{cls.name}: tunable name {tname!r} is not an identifier")
+    if cls.device == "gpu":
+        if "block_size" not in cls.tunables:
+            raise ValueError(f"{cls.name}: a GPU plugin must declare a 'block_size' tunable")
+        if not cls.templates:
+            raise ValueError(f"{cls.name}: a GPU plugin must declare its kernel templates")
+        from .render import template_path
+
+        for template in cls.templates:
+            template_path(cls, template)  # raises FileNotFoundError
+    if cls.run is SortPlugin.run:
+        raise TypeError(f"{cls.name}: does not implement run()")

@@ -1,0 +1,92 @@
+"""Which plugin serves a request: by name, or "auto".
+
+"auto" asks the tuner's measurements when there are any (cudasortkit.tuning
+registers itself as the `policy`); without them it falls back to a simple
+rule: stay on the CPU for small host arrays or without a GPU, else take the
+first usable plugin in FALLBACK_ORDER, then any other GPU plugin.
+"""
+from __future__ import annotations
+
+import warnings
+
+from . import registry
+from .device import gpu_available, unavailable_reason
+from .plugin import Request
+
+#: Built-in preference when nothing is measured (fastest general sorts first).
+FALLBACK_ORDER = ("onesweep", "radix", "counting", "merge_sort", "bitonic", "numpy")
+#: Host arrays shorter than this stay on the CPU when nothing is measured.
+HOST_CUTOFF = 1 << 16
+
+#: A callable(request, usable_plugins) -> (plugin, config) or None; set by the tuner.
+policy = None
+
+_warned_cpu = False
+
+
+def usable(request: Request) -> dict:
+    """name -> plugin for every working plugin that can serve `request` here."""
+    gpu = gpu_available()
+    return {name: p for name, p in registry.plugins().items()
+            if p.unsupported(request) is None and (p.device == "cpu" or gpu)}
+
+
+def choose(request: Request, algorithm: str = "auto"):
+    """(plugin, config) for `request`; ValueError names what could serve it."""
+    if algorithm != "auto":
+        return _by_name(request, algorithm), None
+    candidates = usable(request)
+    if not candidates:
+        raise ValueError(f"no algorithm can {_describe(request)}; available: "
+                         f"{_can_list(request) or 'none'}")
+    if policy is not None:
+        picked = policy(request, candidates)
+        if picked is not None:
+            return picked
+    return _fallback(request, candidates), None
+
+
+def _by_name(request: Request, name: str):
+    entry = registry.entries().get(name)
+    if entry is None:
+        raise ValueError(f"unknown algorithm {name!r}; known: "
+                         f"{', '.join(sorted(registry.entries())) or 'none'} (or 'auto')")
+    if not entry.ok:
+        raise ValueError(f"algorithm {name!r} failed to load: {entry.error}")
+    reason = entry.plugin.unsupported(request)
+    if reason is None and entry.plugin.device == "gpu" and not gpu_available():
+        reason = f"{name} needs a GPU: {unavailable_reason()}"
+    if reason is not None:
+        raise ValueError(f"algorithm {name!r} cannot {_describe(request)}: {reason}; "
+                         f"algorithms that can: {_can_list(request) or 'none'}")
+    return entry.plugin
+
+
+def _fallback(request: Request, candidates: dict):
+    gpu_names = [n for n, p in candidates.items() if p.device == "gpu"]
+    if "numpy" in candidates and (not gpu_names or (not request.on_device and request.n < HOST_CUTOFF)):
+        if not gpu_names and not gpu_available():
+            _warn_cpu()
+        return candidates["numpy"]
+    ordered = [n for n in FALLBACK_ORDER if n in gpu_names] + sorted(set(gpu_names) - set(FALLBACK_ORDER))
+    if ordered:
+        return candidates[ordered[0]]
+    return next(iter(candidates.values()))
+
+
+def _warn_cpu():
+    global _warned_cpu
+    if not _warned_cpu:
+        _warned_cpu = True
+        warnings.warn(f"cudasortkit is sorting on the CPU with NumPy: {unavailable_reason()}",
+                      RuntimeWarning, stacklevel=5)
+
+
+def _describe(request: Request) -> str:
+    what = {"sort": "sort", "argsort": "argsort", "pairs": "sort key-value pairs of"}[request.kind]
+    extra = [w for w, on in (("stable", request.stable), ("descending", request.descending)) if on]
+    return f"{what} {request.n} {request.dtype} keys" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _can_list(request: Request) -> str:
+    return ", ".join(sorted(usable(request)))

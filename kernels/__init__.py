@@ -1,0 +1,1 @@
+"""CUDA sources of cudasortkit (shipped as package data)."""

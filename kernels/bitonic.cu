@@ -1,0 +1,158 @@
+// Bitonic sort for any n, in the "flip" formulation: every comparator puts
+// the smaller key at the lower index, so the virtual padding up to the next
+// power of two (keys >= n) never moves and is never read or written.
+//
+// Tunables: BLOCK_SIZE threads, ITEMS_PER_THREAD keys each (both powers of
+// two); a tile of TILE keys is sorted or merged in shared memory at once.
+//
+// Keys travel as ordered words (keys.cuh) between launches: the first launch
+// encodes on load and the last decodes on store (`decode_store`).
+#include "keys.cuh"
+
+#define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
+
+// Comparator c of a step with partner distance j: lower index with bit j clear.
+__device__ __forceinline__ csk_index_t bitonic_lo(csk_index_t c, csk_index_t j)
+{
+    return ((c & ~(j - 1)) << 1) | (c & (j - 1));
+}
+
+// Shared-memory layout: TILE values (if any, 8-byte aligned first), TILE keys.
+struct BitonicTile {
+    csk_bits_t* keys;
+    csk_value_t* values;
+};
+
+__device__ __forceinline__ BitonicTile bitonic_tile()
+{
+    extern __shared__ unsigned long long bitonic_smem[];
+    BitonicTile t;
+#if CSK_HAS_VALUES
+    t.values = (csk_value_t*)bitonic_smem;
+    t.keys = (csk_bits_t*)(t.values + TILE);
+#else
+    t.values = 0;
+    t.keys = (csk_bits_t*)bitonic_smem;
+#endif
+    return t;
+}
+
+__device__ __forceinline__ void bitonic_cas_shared(BitonicTile t, int lo, int hi)
+{
+    const csk_bits_t a = t.keys[lo], b = t.keys[hi];
+    if (a > b) {
+        t.keys[lo] = b;
+        t.keys[hi] = a;
+#if CSK_HAS_VALUES
+        const csk_value_t va = t.values[lo];
+        t.values[lo] = t.values[hi];
+        t.values[hi] = va;
+#endif
+    }
+}
+
+// Steps j = first_j, first_j/2, ..., 1 of merge stage k inside the tile;
+// the step with j == k/2 is the flip (mirror) comparator.
+__device__ __forceinline__ void bitonic_steps_shared(BitonicTile t, int k, int first_j)
+{
+    for (int j = first_j; j > 0; j >>= 1) {
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD / 2; ++r) {
+            const int c = threadIdx.x + r * BLOCK_SIZE;
+            const int lo = (int)bitonic_lo(c, j);
+            const int hi = (j == (k >> 1)) ? (lo ^ (k - 1)) : (lo + j);
+            bitonic_cas_shared(t, lo, hi);
+        }
+        __syncthreads();
+    }
+}
+
+// Load a tile (padding past n with the largest word; pads never move).
+__device__ __forceinline__ void bitonic_load(BitonicTile t, const csk_bits_t* keys,
+                                             const csk_value_t* values, csk_index_t base,
+                                             csk_index_t n, bool encode, csk_bits_t mask)
+{
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const int i = threadIdx.x + r * BLOCK_SIZE;
+        const csk_index_t g = base + i;
+        if (g < n) {
+            const csk_bits_t x = keys[g];
+            t.keys[i] = encode ? csk_encode(x, mask) : x;
+#if CSK_HAS_VALUES
+            t.values[i] = values[g];
+#endif
+        } else {
+            t.keys[i] = CSK_ALL_ONES;
+        }
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void bitonic_store(BitonicTile t, csk_bits_t* keys, csk_value_t* values,
+                                              csk_index_t base, csk_index_t n, bool decode,
+                                              csk_bits_t mask)
+{
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const int i = threadIdx.x + r * BLOCK_SIZE;
+        const csk_index_t g = base + i;
+        if (g < n) {
+            const csk_bits_t u = t.keys[i];
+            keys[g] = decode ? csk_decode(u, mask) : u;
+#if CSK_HAS_VALUES
+            values[g] = t.values[i];
+#endif
+        }
+    }
+}
+
+// Sort each tile completely: keys_in -> keys_out, encoding on load.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bitonic_sort_tiles(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __restrict__ values_in,
+                   csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
+                   csk_index_t n, unsigned long long mask, int decode_store)
+{
+    const BitonicTile t = bitonic_tile();
+    const csk_index_t base = (csk_index_t)blockIdx.x * TILE;
+    bitonic_load(t, keys_in, values_in, base, n, true, (csk_bits_t)mask);
+    for (int k = 2; k <= TILE; k <<= 1)
+        bitonic_steps_shared(t, k, k >> 1);
+    bitonic_store(t, keys_out, values_out, base, n, decode_store, (csk_bits_t)mask);
+}
+
+// Finish merge stage k (> TILE) within each tile: steps j = TILE/2 ... 1.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bitonic_merge_tiles(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
+                    csk_index_t n, unsigned long long mask, int decode_store)
+{
+    const BitonicTile t = bitonic_tile();
+    const csk_index_t base = (csk_index_t)blockIdx.x * TILE;
+    bitonic_load(t, keys, values, base, n, false, 0);
+    bitonic_steps_shared(t, 2 * TILE, TILE / 2);  // k > TILE: never the flip step
+    bitonic_store(t, keys, values, base, n, decode_store, (csk_bits_t)mask);
+}
+
+// One step with partner distance j >= TILE across the whole array, in place.
+// `flip` marks the first step of a stage (mirror comparator, j == k/2).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bitonic_global_step(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
+                    csk_index_t n, csk_index_t comparators, csk_index_t j, int flip)
+{
+    const csk_index_t stride = (csk_index_t)gridDim.x * BLOCK_SIZE;
+    for (csk_index_t c = (csk_index_t)blockIdx.x * BLOCK_SIZE + threadIdx.x; c < comparators; c += stride) {
+        const csk_index_t lo = bitonic_lo(c, j);
+        const csk_index_t hi = flip ? (lo ^ (2 * j - 1)) : (lo + j);
+        if (hi >= n) continue;  // partner is padding: the larger-or-equal key, stays
+        const csk_bits_t a = keys[lo], b = keys[hi];
+        if (a > b) {
+            keys[lo] = b;
+            keys[hi] = a;
+#if CSK_HAS_VALUES
+            const csk_value_t va = values[lo];
+            values[lo] = values[hi];
+            values[hi] = va;
+#endif
+        }
+    }
+}

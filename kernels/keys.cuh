@@ -1,0 +1,111 @@
+// Key and value types, and the order-preserving key transform shared by every
+// cudasortkit kernel.
+//
+// The rendered prelude (cudasortkit/render.py) defines, before this header:
+//   CSK_KEY_BYTES    1, 2, 4 or 8     width of a key
+//   CSK_KEY_KIND     0, 1 or 2        CSK_KIND_UNSIGNED / _SIGNED / _FLOAT
+//   CSK_VALUE_BYTES  0, 4 or 8        width of the value payload (0: keys only)
+//   one macro per tunable, upper-cased (BLOCK_SIZE, ITEMS_PER_THREAD, ...)
+//
+// Kernels never see the key's own C type: they move keys as unsigned words
+// (csk_bits_t) and compare "ordered" words, where unsigned comparison gives
+// NumPy's order: every NaN is the largest key, -0.0 equals +0.0. Descending
+// order is the same transform xor-ed with all ones, so every algorithm only
+// ever sorts ascending, and a stable algorithm stays stable when descending.
+#pragma once
+
+#define CSK_KIND_UNSIGNED 0
+#define CSK_KIND_SIGNED 1
+#define CSK_KIND_FLOAT 2
+
+#if !defined(CSK_KEY_BYTES) || !defined(CSK_KEY_KIND) || !defined(CSK_VALUE_BYTES)
+#error "keys.cuh needs the cudasortkit prelude (CSK_KEY_BYTES, CSK_KEY_KIND, CSK_VALUE_BYTES)"
+#endif
+
+#if CSK_KEY_BYTES == 1
+typedef unsigned char csk_bits_t;
+#elif CSK_KEY_BYTES == 2
+typedef unsigned short csk_bits_t;
+#elif CSK_KEY_BYTES == 4
+typedef unsigned int csk_bits_t;
+#elif CSK_KEY_BYTES == 8
+typedef unsigned long long csk_bits_t;
+#else
+#error "CSK_KEY_BYTES must be 1, 2, 4 or 8"
+#endif
+
+#if CSK_VALUE_BYTES == 8
+typedef unsigned long long csk_value_t;
+#define CSK_HAS_VALUES 1
+#elif CSK_VALUE_BYTES == 4
+typedef unsigned int csk_value_t;
+#define CSK_HAS_VALUES 1
+#elif CSK_VALUE_BYTES == 0
+typedef unsigned int csk_value_t;  // placeholder so signatures stay the same
+#define CSK_HAS_VALUES 0
+#else
+#error "CSK_VALUE_BYTES must be 0, 4 or 8"
+#endif
+
+// Indices and sizes: 64-bit, so arrays past 2^31 keys work everywhere.
+typedef long long csk_index_t;
+
+#define CSK_KEY_BITS (8 * CSK_KEY_BYTES)
+#define CSK_ALL_ONES ((csk_bits_t)~(csk_bits_t)0)
+#define CSK_SIGN_BIT ((csk_bits_t)((csk_bits_t)1 << (CSK_KEY_BITS - 1)))
+
+#if CSK_KEY_KIND == CSK_KIND_FLOAT
+#if CSK_KEY_BYTES == 2
+#define CSK_INF_BITS ((csk_bits_t)0x7C00u)
+#elif CSK_KEY_BYTES == 4
+#define CSK_INF_BITS ((csk_bits_t)0x7F800000u)
+#elif CSK_KEY_BYTES == 8
+#define CSK_INF_BITS ((csk_bits_t)0x7FF0000000000000ull)
+#else
+#error "float keys are 2, 4 or 8 bytes"
+#endif
+#endif
+
+// Key bits -> ordered word (ascending unsigned order == NumPy's order).
+__device__ __forceinline__ csk_bits_t csk_to_ordered(csk_bits_t x)
+{
+#if CSK_KEY_KIND == CSK_KIND_UNSIGNED
+    return x;
+#elif CSK_KEY_KIND == CSK_KIND_SIGNED
+    return (csk_bits_t)(x ^ CSK_SIGN_BIT);
+#else
+    const csk_bits_t magnitude = (csk_bits_t)(x & (csk_bits_t)~CSK_SIGN_BIT);
+    if (magnitude > CSK_INF_BITS) return CSK_ALL_ONES;  // any NaN: last
+    if (magnitude == 0) x = 0;                          // -0.0 == +0.0
+    return (x & CSK_SIGN_BIT) ? (csk_bits_t)~x : (csk_bits_t)(x | CSK_SIGN_BIT);
+#endif
+}
+
+// Ordered word -> key bits. NaNs come back as one quiet NaN, zeros as +0.0.
+__device__ __forceinline__ csk_bits_t csk_from_ordered(csk_bits_t u)
+{
+#if CSK_KEY_KIND == CSK_KIND_UNSIGNED
+    return u;
+#elif CSK_KEY_KIND == CSK_KIND_SIGNED
+    return (csk_bits_t)(u ^ CSK_SIGN_BIT);
+#else
+    return (u & CSK_SIGN_BIT) ? (csk_bits_t)(u ^ CSK_SIGN_BIT) : (csk_bits_t)~u;
+#endif
+}
+
+// `mask` is 0 for ascending and all ones for descending (kernel argument).
+__device__ __forceinline__ csk_bits_t csk_encode(csk_bits_t x, csk_bits_t mask)
+{
+    return (csk_bits_t)(csk_to_ordered(x) ^ mask);
+}
+
+__device__ __forceinline__ csk_bits_t csk_decode(csk_bits_t u, csk_bits_t mask)
+{
+    return csk_from_ordered((csk_bits_t)(u ^ mask));
+}
+
+// The digit of an ordered word that a radix pass looks at.
+__device__ __forceinline__ unsigned csk_digit(csk_bits_t u, int shift, int bits)
+{
+    return (unsigned)((u >> shift) & (((csk_bits_t)1 << bits) - 1));
+}

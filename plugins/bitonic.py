@@ -1,0 +1,60 @@
+"""`bitonic`: bitonic sorting network for any length (not stable).
+
+Tiles of block_size x items_per_thread keys are sorted in shared memory in one
+launch; each later merge stage runs its long-distance steps as global
+launches and all steps that fit in a tile as one shared-memory launch.
+"""
+from __future__ import annotations
+
+from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.plugin import SortPlugin, Tunable
+
+GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
+
+
+class BitonicSort(SortPlugin):
+    name = "bitonic"
+    summary = "bitonic network, shared-memory tiles + global merge steps (unstable)"
+    dtypes = KEY_DTYPES
+    stable = False
+    pairs = True
+    tunables = {
+        "block_size": Tunable(256, (128, 256, 512, 1024), "threads per block"),
+        "items_per_thread": Tunable(8, (2, 4, 8, 16), "keys per thread in a tile"),
+    }
+    templates = ("bitonic.cu",)
+
+    def tile(self, config) -> int:
+        return config["block_size"] * config["items_per_thread"]
+
+    def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
+        return self.tile(config) * (key_bytes + value_bytes)
+
+    def valid_config(self, config, dtype, value_bytes):
+        import numpy as np
+
+        return self.shared_bytes(config, np.dtype(dtype).itemsize, value_bytes) <= 96 * 1024
+
+    def run(self, job):
+        cfg = job.config
+        block, tile, n = cfg["block_size"], self.tile(cfg), job.n
+        shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
+        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles", "PPPPqQi")
+        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles", "PPqQi")
+        global_step = job.kernel("bitonic.cu", "bitonic_global_step", "PPqqqi")
+        tiles = job.blocks(n, tile)
+        size = 1 << (n - 1).bit_length()  # virtual power-of-two length
+        vin, vout = job.values_in, job.values_out
+        job.launch(sort_tiles, tiles, block, job.keys_in, vin, job.keys_out, vout,
+                   n, job.desc_mask, int(size <= tile), shared=shared)
+        comparators = size // 2
+        grid = min(job.blocks(comparators, block), GRID_CAP)
+        k = 2 * tile
+        while k <= size:
+            j = k // 2
+            while j >= tile:
+                job.launch(global_step, grid, block, job.keys_out, vout, n, comparators, j, int(j == k // 2))
+                j //= 2
+            job.launch(merge_tiles, tiles, block, job.keys_out, vout, n, job.desc_mask,
+                       int(k == size), shared=shared)
+            k *= 2

@@ -1,0 +1,130 @@
+"""Test data of many distributions and the NumPy references results must match."""
+from __future__ import annotations
+
+import numpy as np
+
+from cudasortkit.dtypes import KEY_DTYPES
+
+INT_DTYPES = [d for d in KEY_DTYPES if d[0] in "iu"]
+FLOAT_DTYPES = [d for d in KEY_DTYPES if d.startswith("float")]
+
+#: Sizes that catch off-by-one and tiling bugs (plus 2^24 in the slow set).
+EDGE_SIZES = [0, 1, 2, 3, 5, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025, 2047, 2049,
+              4095, 4097, 7919, 65535, 65536, 65537, 104729]
+LARGE_SIZES = [10**6 + 3, 1 << 24]
+
+DISTRIBUTIONS = ["uniform", "few_unique", "all_equal", "sorted", "reverse",
+                 "entropy_reduced", "special"]
+
+
+def uniform(dtype, n, rng) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+    if dt.kind == "b":
+        return rng.integers(0, 2, size=n).astype(bool)
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, size=n)
+    return x.astype(dt)
+
+
+def make_keys(dist: str, dtype, n: int, rng) -> np.ndarray:
+    """n keys of `dtype` drawn from distribution `dist` (see DISTRIBUTIONS)."""
+    dt = np.dtype(dtype)
+    if dist == "uniform":
+        return uniform(dt, n, rng)
+    if dist == "few_unique":
+        return rng.choice(uniform(dt, 7, rng), size=n)
+    if dist == "all_equal":
+        return np.full(n, uniform(dt, 1, rng)[0], dt)
+    if dist == "sorted":
+        return np.sort(uniform(dt, n, rng))
+    if dist == "reverse":
+        return np.sort(uniform(dt, n, rng))[::-1].copy()
+    if dist == "entropy_reduced":
+        bits = uniform(dt, n, rng).view(f"u{dt.itemsize}") if dt.kind != "b" else uniform(dt, n, rng)
+        for _ in range(int(rng.integers(1, 3))):
+            bits = bits & uniform(dt, n, rng).view(bits.dtype)
+        return bits.view(dt)
+    if dist == "special":
+        x = uniform(dt, n, rng)
+        if dt.kind == "f":
+            tiny = np.finfo(dt).smallest_subnormal
+            pool = np.array([np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, tiny, -tiny,
+                             np.finfo(dt).max, np.finfo(dt).min], dt)
+        elif dt.kind in "iu":
+            info = np.iinfo(dt)
+            pool = np.array([info.min, info.max, 0, 1, info.max - 1], dt)
+        else:
+            return x
+        mask = rng.random(n) < 0.3
+        x[mask] = rng.choice(pool, size=int(mask.sum()))
+        return x
+    raise ValueError(dist)
+
+
+def dense_rank(keys: np.ndarray) -> np.ndarray:
+    """Rank of each key under NumPy's order (NaNs equal and last, -0 == +0)."""
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
+    if keys.dtype.kind == "f":
+        same = (s[1:] == s[:-1]) | (np.isnan(s[1:]) & np.isnan(s[:-1]))
+    else:
+        same = s[1:] == s[:-1]
+    ranks_sorted = np.concatenate([[0], np.cumsum(~same)]) if len(s) else np.zeros(0, np.int64)
+    rank = np.empty(len(keys), np.int64)
+    rank[order] = ranks_sorted
+    return rank
+
+
+def reference_argsort(keys: np.ndarray, descending: bool = False) -> np.ndarray:
+    """Stable argsort; descending keeps equal keys in input order."""
+    if not descending:
+        return np.argsort(keys, kind="stable")
+    return np.lexsort((np.arange(len(keys)), -dense_rank(keys)))
+
+
+def reference_sort(keys: np.ndarray, descending: bool = False) -> np.ndarray:
+    return keys[reference_argsort(keys, descending)]
+
+
+def to_numpy(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "get"):
+        return x.get()
+    if hasattr(x, "cpu"):
+        return x.cpu().numpy()
+    raise TypeError(type(x))
+
+
+def assert_keys_equal(got, expected, what="keys"):
+    """Equal as values: NaN == NaN and -0.0 == +0.0 (radix-family sorts
+    canonicalise both), every other bit pattern exact."""
+    got, expected = to_numpy(got), np.asarray(expected)
+    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
+    assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
+    if expected.dtype.kind == "f":
+        ok = (got == expected) | (np.isnan(got) & np.isnan(expected))
+    else:
+        ok = got == expected
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        raise AssertionError(f"{what}: {len(bad)} of {len(ok)} differ, first at {bad[:5]}: "
+                             f"got {got[bad[:5]]}, expected {expected[bad[:5]]}")
+
+
+def assert_valid_argsort(order, keys: np.ndarray, descending=False, stable=False):
+    """`order` sorts `keys`: exactly the reference when stable, else any
+    permutation that puts the keys in order."""
+    order = to_numpy(order)
+    assert order.dtype == np.int64, order.dtype
+    expected = reference_argsort(keys, descending)
+    if stable:
+        if not np.array_equal(order, expected):
+            bad = np.flatnonzero(order != expected)
+            raise AssertionError(f"argsort differs from stable reference at {bad[:5]}: "
+                                 f"got {order[bad[:5]]}, expected {expected[bad[:5]]}")
+        return
+    assert np.array_equal(np.sort(order), np.arange(len(keys))), "argsort is not a permutation"
+    assert_keys_equal(keys[order], keys[expected], "keys[argsort]")
