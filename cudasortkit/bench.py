@@ -1,0 +1,196 @@
+"""``python -m cudasortkit.bench``: time algorithms against CuPy (CUB) and NumPy
+in the same run, per operation, dtype and size.
+
+Every algorithm's output is checked once against the reference before it is
+timed; a wrong result is reported as such, never timed. Throughput is keys per
+second (GK/s); `vs_cupy` is CuPy's time over ours (>1: we are faster).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from . import api, registry
+from .dtypes import KEY_DTYPES
+from .timing import time_gpu
+
+OPS = ("sort", "argsort", "pairs")
+
+
+def parse_size(text: str) -> int:
+    text = text.strip()
+    if "^" in text:
+        base, exp = text.split("^")
+        return int(base) ** int(exp)
+    return int(float(text))
+
+
+def make_input(dtype: str, n: int, dist: str, rng) -> np.ndarray:
+    """Benchmark data: 'uniform' over the dtype, or 'range:LO:HI' integers."""
+    dt = np.dtype(dtype)
+    if dist.startswith("range:"):
+        lo, hi = (int(x) for x in dist.split(":")[1:3])
+        return rng.integers(lo, hi, size=n).astype(dt)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+    return rng.standard_normal(n).astype(dt)
+
+
+def _cupy():
+    try:
+        import cupy
+
+        return cupy
+    except Exception:
+        return None
+
+
+def _check(op, got, ref) -> bool:
+    """Keys equal as values (NaN == NaN, -0 == +0); for argsort, the indices
+    must sort the keys the same way (any order of equal keys)."""
+    if op == "argsort":
+        keys, ref_order = ref
+        return bool(np.array_equal(keys[got], keys[ref_order], equal_nan=keys.dtype.kind == "f"))
+    if op == "pairs":
+        return bool(np.array_equal(got[0], ref[0], equal_nan=True) and np.array_equal(got[1], ref[1]))
+    return bool(np.array_equal(got, ref, equal_nan=got.dtype.kind == "f"))
+
+
+def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10,
+               with_numpy=False, check=True, rng=None) -> list:
+    """Rows {op, dtype, n, algorithm, median_ms, gkeys_s, ok} for one case."""
+    cupy = _cupy()
+    rng = rng or np.random.default_rng()
+    hosts = [make_input(dtype, n, dist, rng) for _ in range(inputs)]
+    if cupy is not None:
+        devs = [cupy.asarray(h) for h in hosts]
+        vals = [cupy.arange(n, dtype=cupy.int64) for _ in hosts] if op == "pairs" else None
+    else:
+        from pycuda import gpuarray
+
+        devs = [gpuarray.to_gpu(h) for h in hosts]
+        vals = [gpuarray.to_gpu(np.arange(n, dtype=np.int64)) for _ in hosts] if op == "pairs" else None
+    ref = None
+    if check:
+        h = hosts[0]
+        if cupy is not None and n > (1 << 25):  # NumPy would take minutes; CUB is stable too
+            order = cupy.argsort(devs[0]).get()
+        else:
+            order = np.argsort(h, kind="stable")
+        ref = {"sort": h[order], "argsort": (h, order), "pairs": (h[order], order)}[op]
+
+    def ours(name):
+        if op == "sort":
+            return lambda i: api.sort(devs[i], algorithm=name)
+        if op == "argsort":
+            return lambda i: api.argsort(devs[i], algorithm=name)
+        return lambda i: api.sort_by_key(devs[i], vals[i], algorithm=name)
+
+    runners = {name: ours(name) for name in algorithms}
+    if cupy is not None:
+        runners["cupy"] = {
+            "sort": lambda i: cupy.sort(devs[i]),
+            "argsort": lambda i: cupy.argsort(devs[i]),
+            "pairs": lambda i: (lambda o: (devs[i][o], vals[i][o]))(cupy.argsort(devs[i])),
+        }[op]
+    rows = []
+    for name, run in runners.items():
+        row = {"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": name}
+        try:
+            if check:
+                got = run(0)
+                got = tuple(_host(g) for g in got) if isinstance(got, tuple) else _host(got)
+                row["ok"] = _check(op, got, ref)
+                if not row["ok"]:
+                    row["error"] = "wrong result"
+                    rows.append(row)
+                    continue
+            row.update(time_gpu(run, inputs=inputs, repeats=repeats))
+            row["gkeys_s"] = n / row["median_ms"] / 1e6
+        except (ValueError, MemoryError, RuntimeError) as exc:
+            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+        rows.append(row)
+    if with_numpy and op == "sort":
+        import time
+
+        times = []
+        for i in range(max(3, min(repeats, 5))):
+            t0 = time.perf_counter()
+            np.sort(hosts[i % inputs])
+            times.append((time.perf_counter() - t0) * 1e3)
+        ms = float(np.median(times))
+        rows.append({"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": "numpy(host)",
+                     "median_ms": ms, "gkeys_s": n / ms / 1e6, "ok": True})
+    base = next((r for r in rows if r["algorithm"] == "cupy" and "median_ms" in r), None)
+    for r in rows:
+        if base and "median_ms" in r:
+            r["vs_cupy"] = base["median_ms"] / r["median_ms"]
+    return rows
+
+
+def _host(x):
+    if isinstance(x, np.ndarray):
+        return x
+    return x.get() if hasattr(x, "get") else x.cpu().numpy()
+
+
+def format_table(rows) -> str:
+    head = f"{'op':8} {'dtype':8} {'n':>11} {'dist':12} {'algorithm':14} {'ms':>10} {'GK/s':>8} {'vs cupy':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "median_ms" in r:
+            vs = f"{r['vs_cupy']:.2f}x" if "vs_cupy" in r else "-"
+            lines.append(f"{r['op']:8} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
+                         f"{r['median_ms']:>10.3f} {r['gkeys_s']:>8.3f} {vs:>8}")
+        else:
+            lines.append(f"{r['op']:8} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
+                         f"{r.get('error', 'failed')}")
+    return "\n".join(lines)
+
+
+def build_parser(parser=None):
+    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit.bench", description=__doc__)
+    parser.add_argument("--algorithms", default=None,
+                        help="comma-separated plugin names (default: every GPU plugin)")
+    parser.add_argument("--ops", default="sort", help=f"comma-separated, of {', '.join(OPS)}")
+    parser.add_argument("--dtypes", default="uint32,float32", help="comma-separated key dtypes")
+    parser.add_argument("--sizes", default="2^20,2^24", help="comma-separated, e.g. 2^24,1000000")
+    parser.add_argument("--dist", default="uniform", help="'uniform' or 'range:LO:HI'")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--inputs", type=int, default=3, help="input sets to rotate among")
+    parser.add_argument("--numpy", action="store_true", help="also time numpy.sort on the host")
+    parser.add_argument("--no-check", action="store_true", help="skip the correctness check")
+    parser.add_argument("--json", default=None, help="write all rows to this file")
+    return parser
+
+
+def main(argv=None, args=None) -> int:
+    args = args or build_parser().parse_args(argv)
+    names = (args.algorithms.split(",") if args.algorithms else
+             [n for n, p in registry.plugins().items() if p.device == "gpu"])
+    for d in args.dtypes.split(","):
+        if d not in KEY_DTYPES:
+            raise SystemExit(f"unknown dtype {d!r}; choose from {', '.join(KEY_DTYPES)}")
+    rows = []
+    for op in args.ops.split(","):
+        for dtype in args.dtypes.split(","):
+            for size in args.sizes.split(","):
+                n = parse_size(size)
+                new = bench_case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
+                                 repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check)
+                rows += new
+                print(format_table(new).split("\n", 2)[-1], flush=True)
+    print()
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

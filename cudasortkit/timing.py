@@ -1,0 +1,41 @@
+"""GPU timing done one way everywhere (bench and tuner): CUDA events on the
+legacy default stream around the work, warm-up first, median of repeats,
+rotating among several input sets so caches don't flatter the result."""
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+
+def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
+             repeats: int = 10, min_time_s: float = 0.0) -> dict:
+    """Time run(i) for i cycling over range(inputs); returns ms statistics.
+
+    Events are recorded on the legacy default stream, which orders with
+    cudasortkit's own (blocking) stream and with CuPy's and PyTorch's
+    default streams, so any library's work in run() is inside the window.
+    """
+    from .device import get_device
+
+    state = get_device()
+    cuda = state.cuda
+    for i in range(warmup):
+        run(i % inputs)
+    cuda.Context.synchronize()
+    times = []
+    start, end = cuda.Event(), cuda.Event()
+    total = 0.0
+    k = 0
+    while k < repeats or total < min_time_s * 1e3:
+        start.record()
+        run(k % inputs)
+        end.record()
+        end.synchronize()
+        ms = end.time_since(start)
+        times.append(ms)
+        total += ms
+        k += 1
+        if k >= 10 * repeats:
+            break
+    return {"median_ms": statistics.median(times), "min_ms": min(times),
+            "max_ms": max(times), "repeats": len(times)}

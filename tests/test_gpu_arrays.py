@@ -1,0 +1,105 @@
+"""GPU inputs and outputs: CuPy, PyTorch, pycuda and bare CUDA-array-interface
+objects in, the same library out; out=, in-place, non-contiguous, host arrays."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from helpers import assert_keys_equal, assert_valid_argsort, make_keys, reference_sort
+
+pytestmark = pytest.mark.gpu
+ALGO = "bitonic"
+
+
+def test_cupy_in_cupy_out(rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("special", "float32", 10_007, rng)
+    got = csk.sort(cupy.asarray(a), algorithm=ALGO)
+    assert isinstance(got, cupy.ndarray)
+    assert_keys_equal(got, reference_sort(a))
+
+
+def test_torch_in_torch_out(rng):
+    torch = pytest.importorskip("torch")
+    a = make_keys("uniform", "int64", 10_007, rng)
+    t = torch.from_numpy(a).cuda()
+    got = csk.sort(t, algorithm=ALGO, descending=True)
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    assert_keys_equal(got.cpu().numpy(), reference_sort(a, True))
+    order = csk.argsort(t, algorithm=ALGO)
+    assert isinstance(order, torch.Tensor) and order.dtype == torch.int64
+    assert_valid_argsort(order.cpu().numpy(), a)
+
+
+def test_gpuarray_and_bare_cai(rng):
+    from pycuda import gpuarray
+
+    a = make_keys("uniform", "uint16", 4099, rng)
+    g = gpuarray.to_gpu(a)
+    got = csk.sort(g, algorithm=ALGO)
+    assert isinstance(got, gpuarray.GPUArray)
+    assert_keys_equal(got.get(), np.sort(a))
+
+    class Bare:
+        def __init__(self, arr):
+            self.__cuda_array_interface__ = arr.__cuda_array_interface__
+            self._keep = arr
+
+    got = csk.sort(Bare(g), algorithm=ALGO)
+    assert isinstance(got, gpuarray.GPUArray)
+    assert_keys_equal(got.get(), np.sort(a))
+
+
+def test_numpy_in_numpy_out(rng):
+    a = make_keys("uniform", "float64", 70_001, rng)
+    got = csk.sort(a, algorithm=ALGO)
+    assert isinstance(got, np.ndarray)
+    assert_keys_equal(got, reference_sort(a))
+
+
+def test_out_and_in_place(rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("uniform", "int32", 50_001, rng)
+    out = cupy.full(a.size, 0x5A5A5A5A, dtype=cupy.int32)  # poisoned
+    d = cupy.asarray(a)
+    assert csk.sort(d, algorithm=ALGO, out=out) is out
+    assert_keys_equal(out, np.sort(a))
+    assert np.array_equal(d.get(), a)
+    assert csk.sort(d, algorithm=ALGO, out=d) is d
+    assert_keys_equal(d, np.sort(a))
+    host_out = np.zeros_like(a)
+    csk.sort(cupy.asarray(a), algorithm=ALGO, out=host_out)
+    assert_keys_equal(host_out, np.sort(a))
+
+
+def test_noncontiguous_device_input(rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("uniform", "float32", 20_000, rng)
+    d = cupy.asarray(a)[::3]
+    got = csk.sort(d, algorithm=ALGO)
+    assert_keys_equal(got, np.sort(a[::3]))
+
+
+def test_bool_keys(rng):
+    cupy = pytest.importorskip("cupy")
+    a = rng.integers(0, 2, 10_000).astype(bool)
+    got = csk.sort(cupy.asarray(a), algorithm=ALGO)
+    assert got.dtype == cupy.bool_ and np.array_equal(got.get(), np.sort(a))
+
+
+def test_auto_uses_the_gpu_for_device_arrays(rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("uniform", "uint32", 1 << 20, rng)
+    got = csk.sort(cupy.asarray(a))
+    assert_keys_equal(got, np.sort(a))
+
+
+def test_kernel_errors_name_plugin_and_config(rng, monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    from cudasortkit import registry, select
+    from cudasortkit.errors import KernelError
+
+    plugin = registry.plugins()[ALGO]
+    bad = dict(plugin.default_config(), block_size=4096)  # more threads than a block allows
+    monkeypatch.setattr(select, "policy", lambda request, usable: (plugin, bad))
+    with pytest.raises(KernelError, match=r"plugin 'bitonic'.*block_size=4096"):
+        csk.sort(cupy.asarray(make_keys("uniform", "uint32", 1 << 16, rng)))
