@@ -31,25 +31,32 @@ class HostJob:
     config: dict
 
 
-def sort(a, *, descending=False, stable=False, algorithm="auto", out=None):
-    """Sorted copy of the 1-D array `a` (or `a` sorted into `out`; `out=a` sorts in place)."""
-    keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None)
+def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_range=None):
+    """Sorted copy of the 1-D array `a` (or `a` sorted into `out`; `out=a` sorts in place).
+
+    key_range=(lo, hi) promises lo <= every key <= hi, which lets
+    range-limited algorithms (counting sort) skip measuring it.
+    """
+    keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
+                       key_range)
     return keys
 
 
-def argsort(a, *, descending=False, stable=False, algorithm="auto"):
+def argsort(a, *, descending=False, stable=False, algorithm="auto", key_range=None):
     """int64 indices that sort `a`; with stable=True exactly numpy.argsort(kind='stable')."""
-    _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None)
+    _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
+                        key_range)
     return order
 
 
-def sort_by_key(keys, values, *, descending=False, algorithm="auto", out=None, values_out=None):
+def sort_by_key(keys, values, *, descending=False, algorithm="auto", out=None, values_out=None,
+                key_range=None):
     """(sorted keys, values in the same order); stable. Values are 4- or 8-byte numbers."""
     k, v = Operand(keys, "keys"), Operand(values, "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     _value_bytes(v.dtype)
-    return _execute("pairs", k, v, descending, True, algorithm, out, values_out)
+    return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range)
 
 
 def algorithms() -> list:
@@ -73,7 +80,8 @@ def algorithms() -> list:
     return rows
 
 
-def make_request(kind, keys: Operand, values: Operand | None, descending, stable, **options) -> Request:
+def make_request(kind, keys: Operand, values: Operand | None, descending, stable,
+                 key_range=None, **options) -> Request:
     if kind == "sort":
         vbytes = 0
     elif kind == "argsort":
@@ -82,11 +90,21 @@ def make_request(kind, keys: Operand, values: Operand | None, descending, stable
         vbytes = _value_bytes(values.dtype)
     return Request(kind=kind, dtype=keys.key_dtype.name, n=keys.n, stable=bool(stable),
                    descending=bool(descending), value_bytes=vbytes, on_device=keys.on_device,
-                   options=options)
+                   key_range=_check_range(key_range), options=options)
 
 
-def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out, values_out):
-    request = make_request(kind, keys, values, descending, stable)
+def _check_range(key_range):
+    if key_range is None:
+        return None
+    lo, hi = key_range
+    if lo > hi:
+        raise ValueError(f"key_range=(lo, hi) needs lo <= hi, got {key_range}")
+    return (lo, hi)
+
+
+def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
+             values_out, key_range=None):
+    request = make_request(kind, keys, values, descending, stable, key_range)
     plugin, config = select.choose(request, algorithm)
     if plugin.device == "cpu":
         return _run_host(plugin, config, request, keys, values, out, values_out)
