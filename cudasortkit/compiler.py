@@ -44,6 +44,13 @@ def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defi
     return module
 
 
+def forget_modules() -> None:
+    """Drop every cached module (before the context goes away)."""
+    with _lock:
+        _functions.clear()
+        _modules.clear()
+
+
 def prepared_function(module, name: str, signature: str):
     """module.get_function(name), prepare()d once with `signature`."""
     key = (id(module), name, signature)

@@ -7,6 +7,7 @@ device memory can be sorted in place with no copies.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import threading
@@ -118,8 +119,26 @@ def get_device(ordinal: int | None = None) -> DeviceState:
     with _lock:
         state = _devices.get(ordinal)
         if state is None:
+            if not _devices:
+                atexit.register(_release_all)
             state = _devices[ordinal] = DeviceState(ordinal)
     return state.activate()
+
+
+def _release_all() -> None:
+    """At exit: free pooled memory and compiled modules while the context is
+    still current, then pop it (pycuda aborts if a context is left pushed)."""
+    from . import compiler
+
+    compiler.forget_modules()
+    for state in _devices.values():
+        state.pool.stop_holding()
+    if getattr(_thread, "ordinal", None) is not None:
+        _driver().Context.pop()
+        _thread.ordinal = None
+    from pycuda.tools import clear_context_caches
+
+    clear_context_caches()
 
 
 def driver_version() -> str | None:

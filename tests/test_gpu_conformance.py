@@ -7,7 +7,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit import registry
 from helpers import (DISTRIBUTIONS, EDGE_SIZES, LARGE_SIZES, assert_keys_equal,
-                     assert_valid_argsort, make_keys, reference_sort)
+                     assert_valid_argsort, make_keys, reference_argsort, reference_sort)
 
 pytestmark = pytest.mark.gpu
 
@@ -55,20 +55,26 @@ def test_large(name, dtype, rng):
     _check_all_ops(name, a, descending=False, rng=rng)
 
 
-@pytest.mark.parametrize("name", sorted(n for n, p in GPU_PLUGINS.items() if p.pairs))
+@pytest.mark.parametrize("name", sorted(n for n, p in GPU_PLUGINS.items() if p.pairs and p.stable))
 @pytest.mark.parametrize("value_dtype", ["int32", "float32", "int64", "float64"])
 def test_sort_by_key(name, value_dtype, rng):
+    """sort_by_key is stable, so only stable plugins serve it."""
     plugin = GPU_PLUGINS[name]
     dtype = "int32" if "int32" in plugin.dtypes else plugin.dtypes[0]
     for descending in (False, True):
         keys = make_keys("few_unique", dtype, 65_537, rng)
         values = rng.integers(-1000, 1000, keys.size).astype(value_dtype)
-        if not plugin.stable:  # unique keys: the pairing is then fully determined
-            keys = rng.permutation(65_537).astype(dtype) if dtype != "int8" else keys[:1]
-            values = values[: keys.size]
         k, v = csk.sort_by_key(keys, values, algorithm=name, descending=descending)
-        from helpers import reference_argsort
-
         order = reference_argsort(keys, descending)
         assert_keys_equal(k, keys[order])
         assert np.array_equal(v, values[order])
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in GPU_PLUGINS.items() if p.pairs and not p.stable))
+def test_unstable_pairs_follow_their_keys(name, rng):
+    """Unstable plugins still move each value with its key (unique keys)."""
+    for descending in (False, True):
+        keys = rng.permutation(65_537).astype(np.int32)
+        values = keys.astype(np.float64) * 3.0
+        order = csk.argsort(keys, algorithm=name, descending=descending)
+        assert_valid_argsort(order, keys, descending)
