@@ -75,20 +75,27 @@ class Job:
 
     # ------------------------------------------------------------- helpers
     def kernel(self, template: str, name: str, signature: str, defines: Mapping[str, Any] = None,
-               config: Mapping[str, Any] = None, value_bytes: int | None = None) -> Kernel:
+               config: Mapping[str, Any] = None, value_bytes: int | None = None,
+               owner: type | None = None, dtype: str | None = None) -> Kernel:
         """Compile (cached) `template` for this job and prepare kernel `name`.
 
         `config` and `value_bytes` default to the job's; pass them to build
-        a helper kernel with other settings (e.g. keys only).
+        a helper kernel with other settings (e.g. keys only). `owner` (a
+        SortPlugin subclass, default the job's plugin class) says whose
+        template_package holds `template`, and `dtype` (default the job's)
+        the key dtype it is rendered for: shared kernels such as the scan
+        (cudasortkit/scan.py) use them. Launches still name the job's plugin.
         """
         config = self.config if config is None else config
         value_bytes = self.value_bytes if value_bytes is None else value_bytes
-        module = compile_module(self.state, type(self.plugin), template, self.dtype,
+        owner = type(self.plugin) if owner is None else owner
+        dtype = self.dtype if dtype is None else dtype
+        module = compile_module(self.state, owner, template, dtype,
                                 value_bytes, config, defines)
         try:
             function = prepared_function(module, name, signature)
         except self.state.cuda.Error as exc:
-            raise KernelError(f"{describe(self.plugin.name, name, self.dtype, config)}: {exc}") from exc
+            raise KernelError(f"{describe(self.plugin.name, name, dtype, config)}: {exc}") from exc
         return Kernel(function, name, template)
 
     def alloc(self, nbytes: int):

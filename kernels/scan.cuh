@@ -1,0 +1,104 @@
+// Prefix sums as device functions, shared by every cudasortkit kernel that
+// needs one (radix digit offsets, counting sort, the device-wide scan in
+// scan.cu). Templated on the count type T (32- or 64-bit unsigned; any type
+// with + and __shfl_up_sync works) and, for block scans, on the block size.
+//
+//   csk_warp_inclusive_scan(x) / csk_warp_exclusive_scan(x)
+//       one value per lane of a full warp, Kogge-Stone over shuffles
+//       (no shared memory, 5 steps).
+//   csk_block_exclusive_scan<T, BLOCK>(x, warp_sums, &total)
+//       one value per thread: warp scans, then a warp scan of the warp totals
+//       (warp_sums: BLOCK/32 + 1 T of shared memory). The fastest block scan.
+//   csk_blelloch_scan<T, N, BLOCK>(data, &total)
+//       work-efficient up-sweep / down-sweep (Blelloch) exclusive scan of N
+//       (power of two) values held in shared memory at padded positions
+//       CSK_SCAN_PAD(i) (one spare slot every 32, against bank conflicts);
+//       the array needs CSK_SCAN_PADDED(N) slots.
+//
+// Block scans must be called by every thread of the block (they synchronize).
+#pragma once
+
+#define CSK_SCAN_LOG_BANKS 5
+#define CSK_SCAN_PAD(i) ((i) + ((i) >> CSK_SCAN_LOG_BANKS))
+#define CSK_SCAN_PADDED(n) CSK_SCAN_PAD(n)
+
+__device__ __forceinline__ unsigned csk_lane_id() { return threadIdx.x & 31u; }
+
+template <typename T>
+__device__ __forceinline__ T csk_warp_inclusive_scan(T x)
+{
+    const unsigned lane = csk_lane_id();
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const T y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= (unsigned)d) x += y;
+    }
+    return x;
+}
+
+template <typename T>
+__device__ __forceinline__ T csk_warp_exclusive_scan(T x)
+{
+    return csk_warp_inclusive_scan(x) - x;
+}
+
+// Exclusive scan of one value per thread across the block; *total gets the
+// sum of all values (every thread). warp_sums: BLOCK / 32 + 1 shared slots.
+template <typename T, int BLOCK>
+__device__ __forceinline__ T csk_block_exclusive_scan(T x, T* warp_sums, T* total)
+{
+    static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "block scans need whole warps");
+    constexpr int WARPS = BLOCK / 32;
+    const unsigned lane = csk_lane_id(), warp = threadIdx.x >> 5;
+    const T inclusive = csk_warp_inclusive_scan(x);
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+        const T s = lane < (unsigned)WARPS ? warp_sums[lane] : (T)0;
+        const T t = csk_warp_inclusive_scan(s);
+        if (lane < (unsigned)WARPS) warp_sums[lane] = t - s;
+        if (lane == WARPS - 1) warp_sums[WARPS] = t;  // needs WARPS + 1 slots
+    }
+    __syncthreads();
+    const T result = warp_sums[warp] + inclusive - x;
+    *total = warp_sums[WARPS];
+    __syncthreads();  // warp_sums may be reused right after
+    return result;
+}
+
+// Blelloch exclusive scan of data[CSK_SCAN_PAD(0 .. N-1)] in shared memory,
+// in place; *total (optional) gets the sum. N a power of two, N >= 2.
+template <typename T, int N, int BLOCK>
+__device__ __forceinline__ void csk_blelloch_scan(T* data, T* total)
+{
+    static_assert(N >= 2 && (N & (N - 1)) == 0, "Blelloch scan length must be a power of two");
+    // Up-sweep: build partial sums in place.
+    int offset = 1;
+#pragma unroll
+    for (int d = N >> 1; d > 0; d >>= 1) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < d; t += BLOCK) {
+            const int a = offset * (2 * t + 1) - 1, b = offset * (2 * t + 2) - 1;
+            data[CSK_SCAN_PAD(b)] += data[CSK_SCAN_PAD(a)];
+        }
+        offset <<= 1;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (total) *total = data[CSK_SCAN_PAD(N - 1)];
+        data[CSK_SCAN_PAD(N - 1)] = (T)0;
+    }
+    // Down-sweep: push prefixes back down the tree.
+#pragma unroll
+    for (int d = 1; d < N; d <<= 1) {
+        offset >>= 1;
+        __syncthreads();
+        for (int t = threadIdx.x; t < d; t += BLOCK) {
+            const int a = offset * (2 * t + 1) - 1, b = offset * (2 * t + 2) - 1;
+            const T left = data[CSK_SCAN_PAD(a)];
+            data[CSK_SCAN_PAD(a)] = data[CSK_SCAN_PAD(b)];
+            data[CSK_SCAN_PAD(b)] += left;
+        }
+    }
+    __syncthreads();
+}
