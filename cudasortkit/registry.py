@@ -49,14 +49,21 @@ def _load(ep) -> PluginEntry:
 
 
 def discover() -> dict[str, PluginEntry]:
+    """Load every entry point; built-ins first, so a third-party plugin that
+    reuses a taken name is the one listed as an error (under name@dist)."""
+    def order(ep):
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        return (dist != "cudasortkit", ep.name, ep.value)
+
     entries: dict[str, PluginEntry] = {}
-    for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+    for ep in sorted(metadata.entry_points(group=GROUP), key=order):
         if ep.name in entries:
+            dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
             first = entries[ep.name]
-            entries[ep.name] = PluginEntry(
-                name=ep.name, target=first.target, distribution=first.distribution,
+            entries[f"{ep.name}@{dist}"] = PluginEntry(
+                name=ep.name, target=ep.value, distribution=dist,
                 error=f"ValueError: name {ep.name!r} is registered twice "
-                      f"({first.target} and {ep.value})")
+                      f"({first.target} and {ep.value}); this one is ignored")
             continue
         entries[ep.name] = _load(ep)
     return entries

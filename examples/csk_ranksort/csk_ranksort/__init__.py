@@ -1,0 +1,34 @@
+"""A complete third-party cudasortkit plugin in one small class.
+
+Rank sort: each key's final position is the number of keys that sort before
+it (smaller keys, and equal keys earlier in the input), so every thread
+computes one key's rank and writes it there. O(n^2) work: stable and simple,
+for small arrays only, which is why `unsupported` declines large ones.
+"""
+from cudasortkit import SortPlugin, Tunable
+from cudasortkit.dtypes import KEY_DTYPES
+
+MAX_KEYS = 1 << 16
+
+
+class RankSort(SortPlugin):
+    name = "ranksort"
+    summary = "example third-party plugin: O(n^2) stable rank sort for n <= 65536"
+    dtypes = KEY_DTYPES
+    stable = True
+    pairs = True
+    tunables = {"block_size": Tunable(256, (64, 128, 256, 512))}
+    templates = ("ranksort.cu",)
+    template_package = "csk_ranksort"  # ranksort.cu ships next to this file
+
+    def unsupported(self, request):
+        if request.n > MAX_KEYS:
+            return f"ranksort does O(n^2) work and takes at most {MAX_KEYS} keys"
+        return super().unsupported(request)
+
+    def run(self, job):
+        block = job.config["block_size"]
+        rank = job.kernel("ranksort.cu", "ranksort_scatter", "PPPPqQ")
+        job.launch(rank, job.blocks(job.n, block), block, job.keys_in, job.values_in,
+                   job.keys_out, job.values_out, job.n, job.desc_mask,
+                   shared=block * job.key_bytes)

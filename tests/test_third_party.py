@@ -1,0 +1,139 @@
+"""A third-party plugin package (examples/csk_ranksort) installed with pip is
+discovered through its entry point, listed, selectable by name, compiles with
+nvcc and sorts correctly on the GPU; broken plugins are listed with their
+errors and never break the others."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit import registry
+from helpers import assert_valid_argsort, make_keys, reference_sort, assert_keys_equal
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "csk_ranksort")
+
+
+def _add_path(monkeypatch, path):
+    monkeypatch.syspath_prepend(path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([path, os.environ.get("PYTHONPATH", "")]))
+    registry.refresh()
+
+
+@pytest.fixture(scope="module")
+def ranksort_site(tmp_path_factory):
+    """pip-installs the example plugin package into a private directory."""
+    target = str(tmp_path_factory.mktemp("site"))
+    build = str(tmp_path_factory.mktemp("build"))
+    src = os.path.join(build, "csk_ranksort")
+    shutil.copytree(EXAMPLE, src)  # build in a scratch copy: the checkout stays clean
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", target, src], check=True)
+    return target
+
+
+@pytest.fixture
+def with_ranksort(ranksort_site, monkeypatch):
+    _add_path(monkeypatch, ranksort_site)
+    yield
+    monkeypatch.undo()
+    registry.refresh()
+
+
+@pytest.fixture
+def with_broken_plugins(tmp_path, monkeypatch):
+    """Entry points that fail to import, load a non-plugin, or clash by name."""
+    (tmp_path / "badplugins.py").write_text(textwrap.dedent("""
+        from cudasortkit import SortPlugin, Tunable
+
+        class NotAPlugin:
+            name = "notaplugin"
+
+        class NoDtypes(SortPlugin):
+            name = "nodtypes"
+            def run(self, job):
+                pass
+
+        class Clash(SortPlugin):
+            name = "numpy"
+            dtypes = ("int32",)
+            device = "cpu"
+            def run(self, job):
+                pass
+    """))
+    info = tmp_path / "badplugins-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badplugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent("""
+        [cudasortkit.algorithms]
+        missing = no_such_module:Plugin
+        notaplugin = badplugins:NotAPlugin
+        nodtypes = badplugins:NoDtypes
+        numpy = badplugins:Clash
+    """))
+    _add_path(monkeypatch, str(tmp_path))
+    yield
+    monkeypatch.undo()
+    registry.refresh()
+
+
+def test_third_party_plugin_is_discovered_and_listed(with_ranksort):
+    rows = {r["name"]: r for r in csk.algorithms()}
+    assert rows["ranksort"]["status"] == "ok", rows["ranksort"]["error"]
+    assert rows["ranksort"]["distribution"] == "csk-ranksort"
+    assert rows["ranksort"]["stable"] and rows["ranksort"]["pairs"]
+    listing = subprocess.run([sys.executable, "-m", "cudasortkit", "list"], capture_output=True,
+                             text=True, check=True).stdout
+    assert "ranksort" in listing and "example third-party plugin" in listing
+
+
+def test_third_party_declines_large_requests(with_ranksort):
+    with pytest.raises(ValueError, match="at most 65536 keys"):
+        csk.sort(np.zeros(100_000, np.float32), algorithm="ranksort")
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_third_party_template_compiles(with_ranksort):
+    from test_kernels_compile import compile_one, variants
+
+    plugin = registry.plugins()["ranksort"]
+    for template, dtype, vb, config in variants(plugin):
+        rc, msg = compile_one(plugin, template, dtype, vb, config)
+        assert rc == 0, msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "float32", "float64", "uint64"])
+def test_third_party_sorts_on_gpu(with_ranksort, dtype, rng):
+    cupy = pytest.importorskip("cupy")
+    for n in (0, 1, 2, 3, 255, 257, 4099, 65536):
+        for dist in ("uniform", "few_unique", "special"):
+            a = make_keys(dist, dtype, n, rng)
+            for descending in (False, True):
+                got = csk.sort(cupy.asarray(a), algorithm="ranksort", descending=descending)
+                assert_keys_equal(got, reference_sort(a, descending))
+                order = csk.argsort(cupy.asarray(a), algorithm="ranksort", stable=True,
+                                    descending=descending)
+                assert_valid_argsort(order, a, descending, stable=True)
+
+
+def test_broken_plugins_are_listed_and_skipped(with_broken_plugins, rng):
+    entries = registry.entries()
+    assert "ModuleNotFoundError" in entries["missing"].error
+    assert "not a subclass" in entries["notaplugin"].error
+    assert "declares no key dtypes" in entries["nodtypes"].error
+    assert "registered twice" in entries["numpy@badplugins"].error
+    assert entries["numpy"].ok and entries["numpy"].distribution == "cudasortkit"
+    assert entries["bitonic"].ok
+    listing = subprocess.run([sys.executable, "-m", "cudasortkit", "list"], capture_output=True,
+                             text=True, check=True).stdout
+    assert "missing      ERROR" in listing and "no_such_module" in listing
+    with pytest.raises(ValueError, match="failed to load"):
+        csk.sort(np.arange(5), algorithm="missing")
+    a = rng.random(1000)
+    assert np.array_equal(csk.sort(a), np.sort(a))  # the rest still work
