@@ -156,3 +156,67 @@ bitonic_global_step(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ val
         }
     }
 }
+
+// STEPS consecutive half-cleaner steps j, j/2, ..., j >> (STEPS-1) (all >=
+// TILE, none a flip step) in one pass: each thread owns the 2^STEPS keys
+// base + m * low (low = j >> (STEPS-1)) that those steps compare among
+// themselves, keeps them in registers, and reads and writes them once.
+template <int STEPS>
+__device__ __forceinline__ void bitonic_global_steps(csk_bits_t* __restrict__ keys,
+                                                     csk_value_t* __restrict__ values,
+                                                     csk_index_t n, csk_index_t groups,
+                                                     csk_index_t j)
+{
+    const int M = 1 << STEPS;
+    const csk_index_t low = j >> (STEPS - 1);
+    const csk_index_t stride = (csk_index_t)gridDim.x * BLOCK_SIZE;
+    for (csk_index_t g = (csk_index_t)blockIdx.x * BLOCK_SIZE + threadIdx.x; g < groups; g += stride) {
+        const csk_index_t base = ((g & ~(low - 1)) << STEPS) | (g & (low - 1));
+        if (base >= n) continue;
+        csk_bits_t k[M];
+        csk_value_t v[M];
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+            const csk_index_t p = base + m * low;
+            k[m] = p < n ? keys[p] : CSK_ALL_ONES;  // padding: largest, never moves
+#if CSK_HAS_VALUES
+            if (p < n) v[m] = values[p];
+#endif
+        }
+#pragma unroll
+        for (int d = M >> 1; d > 0; d >>= 1) {
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+                if (m & d) continue;
+                if (k[m] > k[m + d]) {
+                    const csk_bits_t t = k[m]; k[m] = k[m + d]; k[m + d] = t;
+#if CSK_HAS_VALUES
+                    const csk_value_t tv = v[m]; v[m] = v[m + d]; v[m + d] = tv;
+#endif
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+            const csk_index_t p = base + m * low;
+            if (p < n) {
+                keys[p] = k[m];
+#if CSK_HAS_VALUES
+                values[p] = v[m];
+#endif
+            }
+        }
+        (void)v;
+    }
+}
+
+#define BITONIC_STEPS_KERNEL(S)                                                              \
+    extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)                                  \
+    bitonic_global_steps##S(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,  \
+                            csk_index_t n, csk_index_t groups, csk_index_t j)                 \
+    {                                                                                         \
+        bitonic_global_steps<S>(keys, values, n, groups, j);                                  \
+    }
+BITONIC_STEPS_KERNEL(2)
+BITONIC_STEPS_KERNEL(3)
+BITONIC_STEPS_KERNEL(4)

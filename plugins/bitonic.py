@@ -1,8 +1,10 @@
 """`bitonic`: bitonic sorting network for any length (not stable).
 
 Tiles of block_size x items_per_thread keys are sorted in shared memory in one
-launch; each later merge stage runs its long-distance steps as global
-launches and all steps that fit in a tile as one shared-memory launch.
+launch. Each later merge stage runs its first (mirror) step as a global launch,
+its other long-distance steps up to MAX_FUSED at a time in registers (one read
+and one write of the array for several steps), and all steps that fit in a
+tile as one shared-memory launch.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.plugin import SortPlugin, Tunable
 
 GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
+MAX_FUSED = 4  # half-cleaner steps done per register pass (bitonic_global_steps2..4)
 
 
 class BitonicSort(SortPlugin):
@@ -42,6 +45,8 @@ class BitonicSort(SortPlugin):
         sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles", "PPPPqQi")
         merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles", "PPqQi")
         global_step = job.kernel("bitonic.cu", "bitonic_global_step", "PPqqqi")
+        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}", "PPqqq")
+                 for s in range(2, MAX_FUSED + 1)}
         tiles = job.blocks(n, tile)
         size = 1 << (n - 1).bit_length()  # virtual power-of-two length
         vin, vout = job.values_in, job.values_out
@@ -51,10 +56,17 @@ class BitonicSort(SortPlugin):
         grid = min(job.blocks(comparators, block), GRID_CAP)
         k = 2 * tile
         while k <= size:
-            j = k // 2
+            job.launch(global_step, grid, block, job.keys_out, vout, n, comparators, k // 2, 1)
+            j = k // 4
             while j >= tile:
-                job.launch(global_step, grid, block, job.keys_out, vout, n, comparators, j, int(j == k // 2))
-                j //= 2
+                steps = min(MAX_FUSED, (j // tile).bit_length())
+                if steps == 1:
+                    job.launch(global_step, grid, block, job.keys_out, vout, n, comparators, j, 0)
+                else:
+                    groups = size >> steps
+                    job.launch(fused[steps], min(job.blocks(groups, block), GRID_CAP), block,
+                               job.keys_out, vout, n, groups, j)
+                j >>= steps
             job.launch(merge_tiles, tiles, block, job.keys_out, vout, n, job.desc_mask,
                        int(k == size), shared=shared)
             k *= 2
