@@ -1,0 +1,319 @@
+// Single-pass ("onesweep") LSD radix sort: one up-front histogram of every
+// digit, then one launch per digit that reads and writes every key once,
+// with a chained scan over tiles (decoupled look-back) for global offsets.
+//
+// Tunables: BLOCK_SIZE threads (>= RADIX_DIGITS), ITEMS_PER_THREAD keys per
+// thread, RADIX_BITS bits per digit. Define WIDE_STATUS=1 (the plugin does,
+// for n >= 2^30) for 64-bit tile status words.
+//
+// Kernels, in launch order (plugins/onesweep.py):
+//   onesweep_histogram  counts of every digit of every pass (encoded keys)
+//   onesweep_plan       per pass: exclusive digit offsets; which passes are
+//                       trivial (one digit holds every key) and are skipped;
+//                       which buffer each remaining pass reads and writes
+//   onesweep_pass       one digit: tile id from an atomic counter, ranking by
+//                       warp-level multisplit (match_any) in shared memory,
+//                       status publish + look-back, staged scatter
+//
+// Forward progress of the look-back: a tile only ever waits on tiles with a
+// smaller id, and it publishes its own per-digit aggregate before waiting on
+// anything. Tile ids come from an atomic counter taken by a block once it is
+// running, so every smaller id belongs to a block that is already resident
+// (or finished); such a block publishes its aggregate without waiting, hence
+// every flag a tile spins on is set in bounded time. With blockIdx.x as the
+// tile id this would not hold: the hardware may schedule block 900 while
+// block 10 is not yet resident, and if every resident block spins on a
+// non-resident one the grid deadlocks.
+#include "keys.cuh"
+#include "scan.cuh"
+
+#ifndef WIDE_STATUS
+#define WIDE_STATUS 0
+#endif
+
+#define RADIX_DIGITS (1 << RADIX_BITS)
+#define PASSES ((CSK_KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
+#define WARPS (BLOCK_SIZE / 32)
+#define WARP_ITEMS (32 * ITEMS_PER_THREAD)
+#define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
+#define HIST_ITEMS 8
+// Registers: ask for at least 768 resident threads per SM (85 registers).
+#define OS_MIN_BLOCKS ((768 / BLOCK_SIZE) > 0 ? (768 / BLOCK_SIZE) : 1)
+
+#if BLOCK_SIZE < RADIX_DIGITS || BLOCK_SIZE % 32 != 0
+#error "onesweep needs BLOCK_SIZE >= 2^RADIX_BITS threads, whole warps"
+#endif
+
+// ---------------------------------------------------------------- tile status
+// One word per (tile, digit): 2 flag bits on top, the count below, written and
+// read as a whole (one 32/64-bit relaxed access), so flag and count can never
+// be seen apart and no fence is needed between them.
+#if WIDE_STATUS
+typedef unsigned long long os_status_t;
+#else
+typedef unsigned int os_status_t;
+#endif
+#define OS_STATUS_BITS (8 * (int)sizeof(os_status_t))
+#define OS_FLAG_AGGREGATE ((os_status_t)1 << (OS_STATUS_BITS - 2))
+#define OS_FLAG_PREFIX ((os_status_t)2 << (OS_STATUS_BITS - 2))
+#define OS_FLAGS (OS_FLAG_AGGREGATE | OS_FLAG_PREFIX)
+#define OS_COUNT_MASK (OS_FLAG_AGGREGATE - 1)
+
+__device__ __forceinline__ unsigned os_load_relaxed(const unsigned* p)
+{
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long os_load_relaxed(const unsigned long long* p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void os_store_relaxed(unsigned* p, unsigned v)
+{
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void os_store_relaxed(unsigned long long* p, unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+
+// ------------------------------------------------------------------ histogram
+// hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
+                   unsigned long long* __restrict__ hist)
+{
+    __shared__ unsigned counts[PASSES * RADIX_DIGITS];
+    for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS; i += BLOCK_SIZE) counts[i] = 0;
+    __syncthreads();
+    const csk_bits_t kmask = (csk_bits_t)mask;
+    const csk_index_t chunk = (csk_index_t)BLOCK_SIZE * HIST_ITEMS;
+    for (csk_index_t base = (csk_index_t)blockIdx.x * chunk; base < n; base += (csk_index_t)gridDim.x * chunk) {
+        csk_bits_t u[HIST_ITEMS];
+#pragma unroll
+        for (int j = 0; j < HIST_ITEMS; ++j) {
+            const csk_index_t i = base + j * BLOCK_SIZE + threadIdx.x;
+            u[j] = i < n ? keys[i] : (csk_bits_t)0;
+        }
+#pragma unroll
+        for (int j = 0; j < HIST_ITEMS; ++j) {
+            if (base + j * BLOCK_SIZE + threadIdx.x < n) {
+                const csk_bits_t w = csk_encode(u[j], kmask);
+#pragma unroll
+                for (int p = 0; p < PASSES; ++p)
+                    atomicAdd(&counts[p * RADIX_DIGITS + csk_digit(w, p * RADIX_BITS, RADIX_BITS)], 1u);
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS; i += BLOCK_SIZE)
+        if (counts[i]) atomicAdd(&hist[i], (unsigned long long)counts[i]);
+}
+
+// ----------------------------------------------------------------------- plan
+// One block. offsets[pass * RADIX_DIGITS + d]: keys with a smaller digit d in
+// that pass. plan[pass]: -1 if skipped, else index | (active passes << 8).
+// If every pass is trivial (all keys equal) pass 0 still runs, as a stable
+// copy that also canonicalises NaN and -0.0 like every other result.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n,
+              unsigned long long* __restrict__ offsets, int* __restrict__ plan)
+{
+    __shared__ unsigned long long warp_sums[WARPS + 1];
+    __shared__ int trivial[PASSES];
+    if (threadIdx.x < PASSES) trivial[threadIdx.x] = 0;
+    __syncthreads();
+    for (int p = 0; p < PASSES; ++p) {
+        const unsigned long long c = threadIdx.x < RADIX_DIGITS ? hist[p * RADIX_DIGITS + threadIdx.x] : 0ull;
+        unsigned long long total;
+        const unsigned long long before =
+            csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(c, warp_sums, &total);
+        if (threadIdx.x < RADIX_DIGITS) {
+            offsets[p * RADIX_DIGITS + threadIdx.x] = before;
+            if (c == (unsigned long long)n) trivial[p] = 1;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int active = 0;
+        for (int p = 0; p < PASSES; ++p) active += !trivial[p];
+        if (active == 0) {
+            trivial[0] = 0;
+            active = 1;
+        }
+        int index = 0;
+        for (int p = 0; p < PASSES; ++p) plan[p] = trivial[p] ? -1 : (index++ | (active << 8));
+    }
+}
+
+// ----------------------------------------------------------------------- pass
+// Dynamic shared memory layout (bytes; plugins/onesweep.py mirrors it):
+//   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
+//   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
+//   keys staging    TILE * CSK_KEY_BYTES  (rounded up to 8)
+//   warp counters   WARPS * RADIX_DIGITS * 4
+//   scan scratch    (WARPS + 1) * 4, then the tile id (4)
+#define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
+#define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
+#define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
+
+// Sorts by the digit at `pass` from the buffer the plan says into the other:
+// the first active pass reads keys_in (encoding), the last decodes, and the
+// parity is chosen so that the last active pass writes keys_out. status is two
+// halves of tiles * RADIX_DIGITS words: active pass i uses half i % 2 (zeroed
+// beforehand) and zeroes the other half for pass i + 1. counters[i] hands out
+// the tile ids of active pass i (zeroed beforehand).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
+onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+              csk_bits_t* __restrict__ keys_tmp, const csk_value_t* __restrict__ values_in,
+              csk_value_t* __restrict__ values_out, csk_value_t* __restrict__ values_tmp,
+              csk_index_t n, unsigned long long mask, int pass, int iota_values,
+              const unsigned long long* __restrict__ offsets, const int* __restrict__ plan,
+              os_status_t* status, unsigned* counters, unsigned long long tiles)
+{
+    const int planned = plan[pass];
+    if (planned < 0) return;
+    const int index = planned & 0xff, active = planned >> 8;
+    const bool first = index == 0, last = index == active - 1;
+    const bool to_out = ((active - 1 - index) & 1) == 0;
+    const csk_bits_t* src = first ? keys_in : (to_out ? keys_tmp : keys_out);
+    csk_bits_t* dst = to_out ? keys_out : keys_tmp;
+#if CSK_HAS_VALUES
+    const csk_value_t* vsrc = first ? values_in : (to_out ? values_tmp : values_out);
+    csk_value_t* vdst = to_out ? values_out : values_tmp;
+    const bool iota = first && iota_values;
+#endif
+    const csk_bits_t kmask = (csk_bits_t)mask;
+    const int shift = pass * RADIX_BITS;
+
+    extern __shared__ unsigned long long os_smem[];
+    unsigned char* smem = (unsigned char*)os_smem;
+#if CSK_HAS_VALUES
+    csk_value_t* values_s = (csk_value_t*)smem;
+#endif
+    csk_index_t* adjust = (csk_index_t*)(smem + OS_VALUES_BYTES);
+    csk_bits_t* keys_s = (csk_bits_t*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8);
+    unsigned* warp_counts = (unsigned*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8 + OS_KEYS_BYTES);
+    unsigned* scan_scratch = warp_counts + WARPS * RADIX_DIGITS;
+    unsigned* tile_slot = scan_scratch + WARPS + 1;
+
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
+    for (int i = t; i < WARPS * RADIX_DIGITS; i += BLOCK_SIZE) warp_counts[i] = 0;
+    __syncthreads();
+    const unsigned tile = *tile_slot;
+    os_status_t* my_status = status + (csk_index_t)(index & 1) * tiles * RADIX_DIGITS;
+    os_status_t* next_status = status + (csk_index_t)((index + 1) & 1) * tiles * RADIX_DIGITS;
+    const csk_index_t tile_base = (csk_index_t)tile * TILE;
+    const csk_index_t warp_base = tile_base + warp * WARP_ITEMS;
+    // Keys of this warp's segment that exist (may be <= 0 in the last tile):
+    // item j of the lane is valid iff j * 32 + lane < warp_keys.
+    const int warp_keys = (int)(n - warp_base < (csk_index_t)WARP_ITEMS ? n - warp_base : (csk_index_t)WARP_ITEMS);
+
+    // Load warp-striped (each load instruction reads 32 consecutive keys), so
+    // that item j of lane l is key warp_base + j * 32 + l: ranking items in
+    // order j, lanes in order, visits the warp's keys in input order (stable).
+    csk_bits_t key[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        key[j] = j * 32 + lane < warp_keys ? src[warp_base + j * 32 + lane] : (csk_bits_t)0;
+    }
+    if (first) {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = csk_encode(key[j], kmask);
+    }
+
+    // Warp-level multisplit: lanes with the same digit find each other with
+    // match_any; the highest of them bumps the warp's counter for the digit.
+    unsigned* my_counts = warp_counts + warp * RADIX_DIGITS;
+    const unsigned lanes_below = (1u << lane) - 1u;
+    unsigned rank[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        const bool valid = j * 32 + lane < warp_keys;
+        const unsigned d = valid ? csk_digit(key[j], shift, RADIX_BITS) : (unsigned)RADIX_DIGITS;
+        const unsigned peers = __match_any_sync(0xffffffffu, d);
+        const int leader = 31 - __clz(peers);
+        unsigned before = 0;
+        if (lane == leader && valid) {
+            before = my_counts[d];
+            my_counts[d] = before + __popc(peers);
+        }
+        rank[j] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & lanes_below);
+        __syncwarp();
+    }
+    __syncthreads();
+
+    // Per digit: each warp's start among the tile's keys of that digit, the
+    // tile's count, published at once so successors can look back past us.
+    unsigned count = 0;
+    if (t < RADIX_DIGITS) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const unsigned c = warp_counts[w * RADIX_DIGITS + t];
+            warp_counts[w * RADIX_DIGITS + t] = count;
+            count += c;
+        }
+        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
+                         (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)count);
+        next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;
+    }
+    unsigned tile_keys;
+    const unsigned digit_start =
+        csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(count, scan_scratch, &tile_keys);
+    if (t < RADIX_DIGITS) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) warp_counts[w * RADIX_DIGITS + t] += digit_start;
+    }
+    __syncthreads();
+
+    // Stage keys (and values) in shared memory in sorted-by-digit tile order.
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        if (j * 32 + lane < warp_keys) {
+            const unsigned pos = my_counts[csk_digit(key[j], shift, RADIX_BITS)] + rank[j];
+            keys_s[pos] = key[j];
+#if CSK_HAS_VALUES
+            const csk_index_t i = warp_base + j * 32 + lane;
+            values_s[pos] = iota ? (csk_value_t)i : vsrc[i];
+#endif
+        }
+    }
+
+    // Decoupled look-back, one thread per digit: add predecessors' aggregates
+    // until one with an inclusive prefix, then publish our inclusive prefix.
+    if (t < RADIX_DIGITS) {
+        csk_index_t before = 0;
+        if (tile > 0) {
+            for (long long p = (long long)tile - 1;; --p) {
+                const os_status_t* word = &my_status[p * RADIX_DIGITS + t];
+                os_status_t s;
+                do {
+                    s = os_load_relaxed(word);
+                } while ((s & OS_FLAGS) == 0);
+                before += (csk_index_t)(s & OS_COUNT_MASK);
+                if (s & OS_FLAG_PREFIX) break;
+            }
+            os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
+                             OS_FLAG_PREFIX | (os_status_t)(before + count));
+        }
+        adjust[t] = (csk_index_t)offsets[pass * RADIX_DIGITS + t] + before - (csk_index_t)digit_start;
+    }
+    __syncthreads();
+
+    // Scatter from the staging area: consecutive threads write consecutive
+    // positions of one digit's run (coalesced per digit).
+    const int tile_n = (int)((n - tile_base) < (csk_index_t)TILE ? (n - tile_base) : (csk_index_t)TILE);
+#pragma unroll 4
+    for (int i = t; i < tile_n; i += BLOCK_SIZE) {
+        const csk_bits_t k = keys_s[i];
+        const csk_index_t g = adjust[csk_digit(k, shift, RADIX_BITS)] + i;
+        dst[g] = last ? csk_decode(k, kmask) : k;
+#if CSK_HAS_VALUES
+        vdst[g] = values_s[i];
+#endif
+    }
+}

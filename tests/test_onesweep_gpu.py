@@ -1,0 +1,148 @@
+"""onesweep beyond the generic conformance suite: tile and warp-segment
+boundaries, many tiles, skipped passes (each count of active passes, so every
+buffer parity), exact stable argsort/pairs ascending and descending, other
+tunable values, and more than 2^31 keys (64-bit offsets and status words)."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit import registry
+from helpers import assert_keys_equal, make_keys, reference_argsort, reference_sort
+
+pytestmark = pytest.mark.gpu
+NAME = "onesweep"
+
+
+def _plugin():
+    return registry.plugins()[NAME]
+
+
+def _cupy():
+    return pytest.importorskip("cupy")
+
+
+def _run(a_dev, config=None, kind="sort", values=None, descending=False):
+    """Run the plugin with an explicit config (the public API takes none)."""
+    from cudasortkit.api import _run_device, make_request
+    from cudasortkit.arrays import Operand
+
+    keys = Operand(a_dev, "a")
+    vals = None if values is None else Operand(values, "values")
+    request = make_request(kind, keys, vals, descending, True)
+    return _run_device(_plugin(), config, request, keys, vals, None, None)
+
+
+def _check_exact(a, descending=False, config=None, kind="argsort"):
+    """Keys and the stable order (argsort, or int32 payload for pairs)."""
+    cupy = _cupy()
+    dev = cupy.asarray(a)
+    order = reference_argsort(a, descending)
+    if kind == "argsort":
+        k, v = _run(dev, config, "argsort", descending=descending)
+        got = v.get()
+    else:
+        payload = np.arange(a.size, dtype=np.int32)
+        k, v = _run(dev, config, "pairs", cupy.asarray(payload), descending)
+        assert_keys_equal(k, a[order], "pairs keys")
+        got = v.get()
+    if not np.array_equal(got, order):
+        bad = np.flatnonzero(got != order)
+        raise AssertionError(f"{kind} n={a.size} desc={descending}: order differs at {bad[:5]} "
+                             f"({bad.size} of {a.size})")
+    k, _ = _run(dev, config, "sort", descending=descending)
+    assert_keys_equal(k, a[order], f"sort n={a.size} desc={descending}")
+    assert np.array_equal(dev.get().view(np.uint8), a.view(np.uint8)), "input was modified"
+
+
+def _boundary_sizes(config):
+    tile = config["block_size"] * config["items_per_thread"]
+    warp_items = 32 * config["items_per_thread"]
+    sizes = {2, 31, 33, warp_items - 1, warp_items, warp_items + 1, tile - 1, tile, tile + 1,
+             2 * tile - 1, 2 * tile + 1, 3 * tile + warp_items + 5, 17 * tile - 1, 17 * tile + 1}
+    return sorted(s for s in sizes if s >= 2)
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "int64", "float32", "uint8", "float16"])
+def test_tile_boundaries(dtype, rng):
+    config = _plugin().default_config()
+    for n in _boundary_sizes(config):
+        _check_exact(make_keys("uniform", dtype, n, rng), descending=bool(n % 2), config=config)
+
+
+def test_many_tiles(rng):
+    cupy = _cupy()
+    n = (1 << 24) + 7
+    a = make_keys("uniform", "uint32", n, rng)
+    got = csk.sort(cupy.asarray(a), algorithm=NAME)
+    assert_keys_equal(got, np.sort(a), "2^24+7 uint32")
+    b = make_keys("entropy_reduced", "float64", n, rng)
+    got = csk.sort(cupy.asarray(b), algorithm=NAME, descending=True)
+    assert_keys_equal(got, reference_sort(b, True), "2^24+7 float64 descending")
+
+
+# Keys whose varying bits lie in chosen 8-bit digits: 0, 1, 2, 3 active passes.
+@pytest.mark.parametrize("varying, active", [(0x00000000, 0), (0x00FF0000, 1), (0x00000FFF, 2),
+                                             (0xFF00FF00, 2), (0xFFFFFF00, 3), (0xFFFFFFFF, 4)])
+@pytest.mark.parametrize("kind", ["argsort", "pairs"])
+def test_skipped_passes(varying, active, kind, rng):
+    base = np.uint32(0x5A3C_96E1) & ~np.uint32(varying)
+    bits = (rng.integers(0, 1 << 32, 300_007, dtype=np.uint64).astype(np.uint32) & np.uint32(varying)) | base
+    _check_exact(bits, descending=False, kind=kind)
+    _check_exact(bits, descending=True, kind=kind)
+    _check_exact(bits.view(np.int32), descending=False, kind=kind)
+
+
+def test_twelve_bit_keys_and_all_equal(rng):
+    for dtype in ("uint32", "uint64", "int16"):
+        a = rng.integers(0, 1 << 12, 1_000_003).astype(dtype)
+        _check_exact(a)
+    for dtype in ("float64", "int8", "float32"):
+        _check_exact(make_keys("all_equal", dtype, 70_001, rng), descending=True)
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "int32", "float32", "float64", "int64", "uint16", "int8"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_stable_argsort_and_pairs(dtype, descending, rng):
+    for dist in ("few_unique", "special", "sorted"):
+        a = make_keys(dist, dtype, 200_003, rng)
+        _check_exact(a, descending, kind="argsort")
+        _check_exact(a, descending, kind="pairs")
+
+
+def test_pairs_eight_byte_values(rng):
+    cupy = _cupy()
+    keys = make_keys("few_unique", "float32", 500_009, rng)
+    values = rng.standard_normal(keys.size)
+    for descending in (False, True):
+        k, v = csk.sort_by_key(cupy.asarray(keys), cupy.asarray(values), algorithm=NAME,
+                               descending=descending)
+        order = reference_argsort(keys, descending)
+        assert_keys_equal(k, keys[order])
+        assert np.array_equal(v.get(), values[order])
+
+
+@pytest.mark.parametrize("change", [{"radix_bits": 6}, {"radix_bits": 7}, {"block_size": 384},
+                                    {"block_size": 512, "items_per_thread": 8},
+                                    {"items_per_thread": 24}, {"items_per_thread": 12}])
+def test_other_tunables(change, rng):
+    config = dict(_plugin().default_config(), **change)
+    for dtype in ("uint32", "float64", "int16"):
+        n = 3 * config["block_size"] * config["items_per_thread"] + 77
+        _check_exact(make_keys("special", dtype, n, rng), True, config)
+        _check_exact(make_keys("uniform", dtype, 100_003, rng), False, config, kind="pairs")
+
+
+def test_more_than_2_pow_31_keys(rng):
+    cupy = _cupy()
+    n = (1 << 31) + 12_345
+    free, _ = cupy.cuda.Device().mem_info
+    if free < 10 * n:
+        pytest.skip(f"needs ~{10 * n >> 30} GiB free on the GPU")
+    a = cupy.random.randint(0, 256, n, dtype=cupy.int32).astype(cupy.uint8)
+    got = csk.sort(a, algorithm=NAME)
+    assert bool(cupy.all(got[1:] >= got[:-1])), "not sorted"
+    assert bool(cupy.all(cupy.bincount(got, minlength=256) == cupy.bincount(a, minlength=256)))
+    del got
+    got = csk.sort(a, algorithm=NAME, descending=True)
+    assert bool(cupy.all(got[1:] <= got[:-1])), "not sorted descending"
+    assert bool(cupy.all(cupy.bincount(got, minlength=256) == cupy.bincount(a, minlength=256)))
