@@ -17,7 +17,7 @@ from . import api, registry
 from .dtypes import KEY_DTYPES
 from .timing import time_gpu
 
-OPS = ("sort", "argsort", "pairs")
+OPS = ("sort", "argsort", "pairs", "merge")
 
 
 def parse_size(text: str) -> int:
@@ -132,6 +132,74 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
     return rows
 
 
+def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeats=10,
+                with_numpy=False, check=True, rng=None) -> list:
+    """Rows for op "merge": cudasortkit.merge of two sorted n-key arrays (into a
+    preallocated out), a device-to-device copy of the same bytes and CuPy's sort
+    of the concatenation, in one run. n counts the keys of each input; GK/s
+    counts output keys; gb_s is bytes read + written over time and copy_frac
+    the merge's share of the copy's bandwidth. `algorithms` is not used."""
+    from .device import get_device
+    from .merging import merge
+
+    cupy = _cupy()
+    state = get_device()
+    rng = rng or np.random.default_rng()
+    hosts = [tuple(np.sort(make_input(dtype, n, dist, rng)) for _ in "ab") for _ in range(inputs)]
+    if cupy is not None:
+        to_dev, empty = cupy.asarray, (lambda m: cupy.empty(m, dtype))
+    else:
+        from pycuda import gpuarray
+
+        to_dev, empty = gpuarray.to_gpu, (lambda m: gpuarray.empty(m, dtype))
+    devs = [tuple(to_dev(x) for x in h) for h in hosts]
+    out = empty(2 * n)
+    nbytes = 2 * n * np.dtype(dtype).itemsize
+    src = [to_dev(np.concatenate(h)) for h in hosts]
+    ptr = (lambda x: int(x.data.ptr)) if cupy is not None else (lambda x: int(x.gpudata))
+    runners = {
+        "merge": lambda i: merge(*devs[i], out=out),
+        "copy(d2d)": lambda i: state.cuda.memcpy_dtod(ptr(out), ptr(src[i]), nbytes),
+    }
+    if cupy is not None:
+        runners["cupy"] = lambda i: cupy.sort(cupy.concatenate(devs[i]))
+    rows = []
+    for name, run in runners.items():
+        row = {"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": name}
+        try:
+            if check and name == "merge":
+                got = _host(merge(*devs[0]))
+                row["ok"] = _check("sort", got, np.sort(np.concatenate(hosts[0]), kind="stable"))
+                if not row["ok"]:
+                    row["error"] = "wrong result"
+                    rows.append(row)
+                    continue
+            row.update(time_gpu(run, inputs=inputs, repeats=repeats))
+            row["gkeys_s"] = 2 * n / row["median_ms"] / 1e6
+            row["gb_s"] = 2 * nbytes / row["median_ms"] / 1e6
+        except (ValueError, MemoryError, RuntimeError) as exc:
+            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+        rows.append(row)
+    timed = {r["algorithm"]: r for r in rows if "median_ms" in r}
+    if "cupy" in timed:
+        for r in timed.values():
+            r["vs_cupy"] = timed["cupy"]["median_ms"] / r["median_ms"]
+    if "merge" in timed and "copy(d2d)" in timed:
+        timed["merge"]["copy_frac"] = timed["merge"]["gb_s"] / timed["copy(d2d)"]["gb_s"]
+    return rows
+
+
+def merge_summary(rows) -> str:
+    """One line per merge case: bandwidth against the copy measured with it."""
+    lines = []
+    for r in rows:
+        if r["algorithm"] == "merge" and "copy_frac" in r:
+            copy = next(c for c in rows if c["algorithm"] == "copy(d2d)")
+            lines.append(f"merge {r['dtype']} 2x{r['n']}: {r['gb_s']:.0f} GB/s = "
+                         f"{100 * r['copy_frac']:.1f}% of d2d copy {copy['gb_s']:.0f} GB/s (read + written)")
+    return "\n".join(lines)
+
+
 def _host(x):
     if isinstance(x, np.ndarray):
         return x
@@ -180,10 +248,13 @@ def main(argv=None, args=None) -> int:
         for dtype in args.dtypes.split(","):
             for size in args.sizes.split(","):
                 n = parse_size(size)
-                new = bench_case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
-                                 repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check)
+                case = bench_merge if op == "merge" else bench_case
+                new = case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
+                           repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check)
                 rows += new
                 print(format_table(new).split("\n", 2)[-1], flush=True)
+                if op == "merge":
+                    print(merge_summary(new), flush=True)
     print()
     print(format_table(rows))
     if args.json:

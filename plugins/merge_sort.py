@@ -1,0 +1,89 @@
+"""`merge_sort`: stable merge sort from block sorts and merge-path merges.
+
+Each block sorts a tile of block_size x items_per_thread keys in registers
+and shared memory, then log2(n / tile) global passes merge pairs of sorted
+runs, ping-ponging between keys_out and a temporary so the last pass lands in
+keys_out. Every merge is partitioned by co-rank (merge path), so all threads
+work in every step. The same kernels serve cudasortkit.merge (`merge` below).
+"""
+from __future__ import annotations
+
+from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.plugin import SortPlugin, Tunable
+
+TEMPLATE = "merge_sort.cu"
+PARTITION_BLOCK = 128  # threads of the co-rank search kernels (one split each)
+SHARED_LIMIT = 96 * 1024
+
+
+class MergeSort(SortPlugin):
+    name = "merge_sort"
+    summary = "merge sort: register + shared-memory tile sort, merge-path global passes (stable)"
+    dtypes = KEY_DTYPES
+    stable = True
+    pairs = True
+    tunables = {
+        "block_size": Tunable(256, (128, 256, 512), "threads per block (a power of two)"),
+        # Odd counts keep the thread-major shared-memory accesses (stride IPT)
+        # free of bank conflicts.
+        "items_per_thread": Tunable(15, (7, 8, 11, 15, 16), "keys each thread sorts and merges"),
+    }
+    templates = (TEMPLATE,)
+
+    def tile(self, config) -> int:
+        return config["block_size"] * config["items_per_thread"]
+
+    def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
+        return self.tile(config) * (key_bytes + value_bytes)
+
+    def valid_config(self, config, dtype, value_bytes):
+        import numpy as np
+
+        return self.shared_bytes(config, np.dtype(dtype).itemsize, value_bytes) <= SHARED_LIMIT
+
+    def run(self, job):
+        cfg = job.config
+        block, tile, n = cfg["block_size"], self.tile(cfg), job.n
+        kb, vb = job.key_bytes, job.value_bytes
+        shared = self.shared_bytes(cfg, kb, vb)
+        passes, width = 0, tile
+        while width < n:
+            passes, width = passes + 1, width * 2
+        blocks = job.blocks(n, tile)
+        out = (job.keys_out, job.values_out)
+        tmp = (int(job.alloc(n * kb)), int(job.alloc(n * vb)) if vb else 0) if passes else out
+        # Ping-pong so that the last pass writes keys_out.
+        src, dst = (out, tmp) if passes % 2 == 0 else (tmp, out)
+        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles", "PPPPqQi")
+        job.launch(sort_tiles, blocks, block, job.keys_in, job.values_in, src[0], src[1],
+                   n, job.desc_mask, int(passes == 0), shared=shared)
+        if not passes:
+            return
+        partition = job.kernel(TEMPLATE, "merge_sort_partition", "PqqPq")
+        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass", "PPPPqqPQi")
+        splits = int(job.alloc(8 * blocks))
+        width = tile
+        for p in range(passes):
+            job.launch(partition, job.blocks(blocks, PARTITION_BLOCK), PARTITION_BLOCK,
+                       src[0], n, width, splits, blocks)
+            job.launch(merge_pass, blocks, block, src[0], src[1], dst[0], dst[1], n, width, splits,
+                       job.desc_mask, int(p == passes - 1), shared=shared)
+            src, dst, width = dst, src, width * 2
+
+    def merge(self, job, a, a_values, na: int, b, b_values, nb: int) -> None:
+        """Stable merge of sorted device arrays a (na keys) and b (nb keys)
+        into job.keys_out / job.values_out (na + nb each); job.descending
+        means both inputs are sorted descending. Used by cudasortkit.merge."""
+        cfg = job.config
+        block, tile, total = cfg["block_size"], self.tile(cfg), na + nb
+        if total == 0:
+            return
+        blocks = job.blocks(total, tile)
+        partition = job.kernel(TEMPLATE, "merge_partition", "PqPqPqQ")
+        merge = job.kernel(TEMPLATE, "merge_arrays", "PPqPPqPPPQ")
+        splits = int(job.alloc(8 * blocks))
+        job.launch(partition, job.blocks(blocks, PARTITION_BLOCK), PARTITION_BLOCK,
+                   a, na, b, nb, splits, blocks, job.desc_mask)
+        job.launch(merge, blocks, block, a, a_values, na, b, b_values, nb, job.keys_out,
+                   job.values_out, splits, job.desc_mask,
+                   shared=self.shared_bytes(cfg, job.key_bytes, job.value_bytes))

@@ -1,0 +1,72 @@
+"""cudasortkit.merge / merge_by_key without a GPU: argument checks, and the
+host path (NumPy inputs, no GPU) against a stable-sort reference. On a machine
+with a GPU the same calls run the GPU kernels and must give the same results."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.merging import host_merge_order
+from helpers import DISTRIBUTIONS, make_keys, reference_argsort, reference_sort
+
+
+def sorted_keys(dist, dtype, n, rng, descending=False):
+    return reference_sort(make_keys(dist, dtype, n, rng), descending)
+
+
+def expected_merge(a, b, descending=False):
+    """Stable sort of a ++ b: equal keys keep a's before b's (input order)."""
+    both = np.concatenate([a, b])
+    return both[reference_argsort(both, descending)], reference_argsort(both, descending)
+
+
+@pytest.mark.parametrize("dtype", KEY_DTYPES)
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("descending", [False, True])
+def test_merge_matches_stable_sort(dtype, dist, descending, rng):
+    for na, nb in [(0, 0), (0, 5), (5, 0), (1, 1), (100, 3), (3, 100), (257, 255), (1000, 1000)]:
+        a = sorted_keys(dist, dtype, na, rng, descending)
+        b = sorted_keys(dist, dtype, nb, rng, descending)
+        before = (a.copy(), b.copy())
+        keys, order = expected_merge(a, b, descending)
+        got = csk.merge(a, b, descending=descending)
+        assert got.dtype == a.dtype and got.shape == (na + nb,)
+        assert np.array_equal(got.view(f"u{a.itemsize}"), keys.view(f"u{a.itemsize}")), "keys differ bitwise"
+        k, v = csk.merge_by_key(a, np.arange(na), b, np.arange(na, na + nb), descending=descending)
+        assert np.array_equal(v, order), "pairs are not in stable merge order"
+        assert np.array_equal(a, before[0], equal_nan=True) and np.array_equal(b, before[1], equal_nan=True)
+
+
+def test_host_merge_order_is_a_permutation(rng):
+    a = np.sort(rng.integers(0, 5, 50))
+    b = np.sort(rng.integers(0, 5, 70))
+    pos = host_merge_order(a, b)
+    assert np.array_equal(np.sort(pos), np.arange(120))
+
+
+def test_bool_merges_as_uint8():
+    got = csk.merge(np.array([False, True]), np.array([False, False, True]))
+    assert got.dtype == bool and got.tolist() == [False, False, False, True, True]
+
+
+def test_out_is_written_and_returned(rng):
+    a, b = np.sort(rng.random(10)), np.sort(rng.random(7))
+    out = np.full(17, np.nan)
+    assert csk.merge(a, b, out=out) is out
+    assert np.array_equal(out, np.sort(np.concatenate([a, b])))
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: csk.merge(np.zeros(3, np.int32), np.zeros(3, np.int64)), TypeError),
+    (lambda: csk.merge(np.zeros((2, 2)), np.zeros(3)), ValueError),
+    (lambda: csk.merge(np.zeros(2, np.complex64), np.zeros(2, np.complex64)), TypeError),
+    (lambda: csk.merge(np.zeros(2, ">i4"), np.zeros(2, ">i4")), TypeError),
+    (lambda: csk.merge(np.zeros(2), np.zeros(3), out=np.zeros(4)), ValueError),
+    (lambda: csk.merge_by_key(np.zeros(2), np.zeros(3), np.zeros(2), np.zeros(2)), ValueError),
+    (lambda: csk.merge_by_key(np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2, np.int32)), TypeError),
+    (lambda: csk.merge_by_key(np.zeros(2), np.zeros(2, np.int16), np.zeros(2), np.zeros(2, np.int16)),
+     TypeError),
+])
+def test_bad_arguments_raise(call, error):
+    with pytest.raises(error):
+        call()
