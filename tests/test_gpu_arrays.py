@@ -103,3 +103,45 @@ def test_kernel_errors_name_plugin_and_config(rng, monkeypatch):
     monkeypatch.setattr(select, "policy", lambda request, usable: (plugin, bad))
     with pytest.raises(KernelError, match=r"plugin 'bitonic'.*block_size=4096"):
         csk.sort(cupy.asarray(make_keys("uniform", "uint32", 1 << 16, rng)))
+
+
+def test_in_place_sort_restores_input_when_a_plugin_fails(rng, monkeypatch):
+    """The plugin writes into out (= the input), then fails: the input comes back intact."""
+    cupy = pytest.importorskip("cupy")
+    from cudasortkit import registry
+
+    plugin = registry.plugins()[ALGO]
+    real_run = type(plugin).run
+
+    def run_then_fail(self, job):
+        real_run(self, job)
+        raise MemoryError("simulated: out of GPU memory mid-sort")
+
+    monkeypatch.setattr(type(plugin), "run", run_then_fail)
+    a = make_keys("uniform", "float32", 100_003, rng)
+    d = cupy.asarray(a)
+    with pytest.raises(MemoryError, match="simulated"):
+        csk.sort(d, algorithm=ALGO, out=d)
+    assert np.array_equal(d.get(), a)
+
+
+def test_compile_failure_names_plugin_and_leaves_input(rng, monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    from cudasortkit import compiler
+    from cudasortkit.errors import KernelCompileError
+
+    real_render = compiler.render
+    monkeypatch.setattr(compiler, "render",
+                        lambda *a, **k: real_render(*a, **k) + "\nthis is not C++;\n")
+    a = make_keys("uniform", "int16", 5000, rng)
+    d = cupy.asarray(a)
+    with pytest.raises(KernelCompileError, match=r"plugin 'bitonic'.*keys int16.*block_size="):
+        csk.sort(d, algorithm=ALGO, out=d)
+    assert np.array_equal(d.get(), a)
+
+
+def test_out_of_memory_is_a_clear_memory_error():
+    from cudasortkit.device import get_device
+
+    with pytest.raises(MemoryError, match=r"radix-test: out of GPU memory allocating"):
+        get_device().allocate(1 << 50, "radix-test")
