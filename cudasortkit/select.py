@@ -13,13 +13,19 @@ from . import registry
 from .device import gpu_available, unavailable_reason
 from .plugin import Request
 
-#: Built-in preference when nothing is measured (fastest general sorts first).
-FALLBACK_ORDER = ("onesweep", "radix", "counting", "merge_sort", "bitonic", "numpy")
+#: Built-in preference when nothing is measured: counting first (it declines what
+#: it cannot serve: floats, wide key ranges), then the fastest general sorts.
+FALLBACK_ORDER = ("counting", "onesweep", "radix", "merge_sort", "bitonic", "numpy")
 #: Host arrays shorter than this stay on the CPU when nothing is measured.
 HOST_CUTOFF = 1 << 16
 
 #: A callable(request, usable_plugins) -> (plugin, config) or None; set by the tuner.
 policy = None
+#: A callable(request, plugin) -> config or None (defaults) for a plugin chosen by
+#: name; set by the tuner so named plugins run their tuned config too.
+configure = None
+
+_tuning_loaded = False
 
 _warned_cpu = False
 
@@ -33,8 +39,10 @@ def usable(request: Request) -> dict:
 
 def choose(request: Request, algorithm: str = "auto"):
     """(plugin, config) for `request`; ValueError names what could serve it."""
+    _load_tuning()
     if algorithm != "auto":
-        return _by_name(request, algorithm), None
+        plugin = _by_name(request, algorithm)
+        return plugin, (configure(request, plugin) if configure is not None else None)
     candidates = usable(request)
     if not candidates:
         raise ValueError(f"no algorithm can {_describe(request)}; available: "
@@ -44,6 +52,21 @@ def choose(request: Request, algorithm: str = "auto"):
         if picked is not None:
             return picked
     return _fallback(request, candidates), None
+
+
+def _load_tuning():
+    """Install cudasortkit.tuning's hooks on first selection (keeps import cheap)."""
+    global _tuning_loaded
+    if _tuning_loaded:
+        return
+    _tuning_loaded = True
+    try:
+        from . import tuning
+
+        tuning.install()
+    except Exception as exc:  # a broken tuner must not stop sorting
+        warnings.warn(f"cudasortkit: tuning is unavailable ({type(exc).__name__}: {exc}); "
+                      "using default selection", RuntimeWarning, stacklevel=3)
 
 
 def _by_name(request: Request, name: str):

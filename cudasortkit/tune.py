@@ -1,0 +1,194 @@
+"""``python -m cudasortkit.tune``: measure every plugin on this GPU and cache
+the best configs, so algorithm="auto" (and plugins asked for by name) use them.
+
+    python -m cudasortkit.tune --quick          # about a minute
+    python -m cudasortkit.tune                  # full sweep (long)
+    python -m cudasortkit.tune --show           # print the cached table
+    python -m cudasortkit.tune --plot tune.png  # throughput vs size (matplotlib)
+    python -m cudasortkit.tune --check          # the selection bars, measured now
+
+See docs/tuning.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .dtypes import KEY_DTYPES
+from .tuning.policy import MIN_BUCKET, OPS, bucket_of
+
+QUICK = {"dtypes": "uint32,float32", "sizes": "2^10:2^24", "ops": "sort", "budget": 60.0, "repeats": 5}
+FULL = {"dtypes": ",".join(KEY_DTYPES), "sizes": "2^10:2^28", "ops": ",".join(OPS), "budget": None,
+        "repeats": 10}
+
+
+def parse_sizes(text: str) -> list:
+    """'2^10:2^24' (every factor of 4) or '2^12,65536' -> sorted buckets (log2)."""
+    from .bench import parse_size
+
+    out = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if ":" in part:
+            lo, hi = (bucket_of(parse_size(p)) for p in part.split(":"))
+            out.update(range(lo, hi + 1, 2))
+        else:
+            out.add(bucket_of(parse_size(part)))
+    return sorted(b for b in out if b >= MIN_BUCKET)
+
+
+def build_parser(parser=None):
+    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit.tune", description=__doc__,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"about a minute: dtypes {QUICK['dtypes']}, sizes {QUICK['sizes']}, "
+                             "sort only, each tunable varied alone")
+    parser.add_argument("--plugins", default=None, help="comma-separated plugin names (default: all)")
+    parser.add_argument("--dtypes", default=None, help="comma-separated key dtypes")
+    parser.add_argument("--sizes", default=None,
+                        help="sizes, e.g. 2^10:2^24 (every factor of 4) or 2^12,2^20")
+    parser.add_argument("--ops", default=None, help=f"comma-separated, of {', '.join(OPS)}")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds; past it, remaining entries get the default config only")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per config")
+    parser.add_argument("--host-max", default="2^22",
+                        help="largest host-array size whose CPU/GPU costs are measured")
+    parser.add_argument("--show", action="store_true", help="print the cached table and exit")
+    parser.add_argument("--verbose", "-v", action="store_true", help="with --show: every entry")
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help="draw throughput vs size per plugin and dtype (needs matplotlib)")
+    parser.add_argument("--check", action="store_true",
+                        help="measure the selection bars against the cached table and exit")
+    parser.add_argument("--cache-file", default=None,
+                        help="read this cache file for --show/--plot (no GPU needed)")
+    parser.add_argument("--json", default=None, help="write the sweep summary / check rows here")
+    return parser
+
+
+def _table(args):
+    """(table, path) for --show/--plot: --cache-file, else this device's cache."""
+    from .tuning import cache
+    from .device import gpu_available
+
+    if args.cache_file:
+        table = cache.load_any(args.cache_file)
+        if table is None:
+            raise SystemExit(f"{args.cache_file}: not a readable tuning cache")
+        return [(table, args.cache_file)]
+    if gpu_available():
+        from .tuning.runtime import context
+
+        ctx = context()
+        return [(ctx.table, ctx.store.path)]
+    files = cache.cache_files()
+    tables = [(t, p) for p in files if (t := cache.load_any(p)) is not None]
+    if not tables:
+        raise SystemExit(f"no GPU here and no tuning cache in {cache.cache_dir()}")
+    return tables
+
+
+def main(argv=None, args=None) -> int:
+    args = args or build_parser().parse_args(argv)
+    if args.show or (args.plot and not args.quick and not args.plugins and not args.check) or args.cache_file:
+        from .tuning.report import plot, show
+
+        for table, path in _table(args):
+            if args.show or not args.plot:
+                print(show(table, path, args.verbose))
+                print()
+            if args.plot:
+                print(f"plot written to {plot(table, args.plot)}")
+        return 0
+    from .device import gpu_available, unavailable_reason
+
+    if not gpu_available():
+        raise SystemExit(f"tuning needs a GPU: {unavailable_reason()}")
+    if args.check:
+        from .tuning.report import check
+        from .tuning.runtime import context
+
+        out = check(context().table, repeats=args.repeats or 10)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1, default=str)
+        return 0
+    return _sweep(args)
+
+
+def _sweep(args) -> int:
+    from . import registry
+    from .tuning import runtime
+
+    preset = QUICK if args.quick else FULL
+    plugins = registry.plugins()
+    if args.plugins:
+        names = [n.strip() for n in args.plugins.split(",") if n.strip()]
+        unknown = [n for n in names if n not in plugins]
+        if unknown:
+            raise SystemExit(f"unknown or broken plugins {unknown}; working: {', '.join(sorted(plugins))}")
+        chosen = {n: plugins[n] for n in names}
+        if "numpy" in plugins:
+            chosen.setdefault("numpy", plugins["numpy"])  # host crossover needs it
+    else:
+        chosen = dict(plugins)
+    dtypes = (args.dtypes or preset["dtypes"]).split(",")
+    for d in dtypes:
+        if d not in KEY_DTYPES:
+            raise SystemExit(f"unknown dtype {d!r}; choose from {', '.join(KEY_DTYPES)}")
+    if not args.dtypes and not args.quick:
+        dtypes = [d for d in dtypes if any(d in p.dtypes for p in chosen.values() if p.device == "gpu")]
+    buckets = parse_sizes(args.sizes or preset["sizes"])
+    ops = (args.ops or preset["ops"]).split(",")
+    for op in ops:
+        if op not in OPS:
+            raise SystemExit(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    gpu = [n for n, p in chosen.items() if p.device == "gpu"]
+    if not gpu:
+        raise SystemExit("no working GPU plugin to tune")
+    from .bench import parse_size
+
+    host_max = bucket_of(parse_size(args.host_max))
+    budget = args.budget if args.budget is not None else preset["budget"]
+    total = len(ops) * len(dtypes) * len(buckets) * len(gpu)
+    print(f"tuning {', '.join(sorted(gpu))} | ops {','.join(ops)} | dtypes {','.join(dtypes)} | "
+          f"sizes 2^{buckets[0]}..2^{buckets[-1]} | {'quick' if args.quick else 'full'}"
+          + (f" | budget {budget:.0f} s" if budget else ""), flush=True)
+    progress, log = _progress(total)
+    try:
+        summary = runtime.sweep(chosen, dtypes, buckets, ops, strategy="quick" if args.quick else "full",
+                                budget_s=budget, host_max_bucket=host_max,
+                                repeats=args.repeats or preset["repeats"], progress=progress, log=log)
+    finally:
+        if progress is not None:
+            progress.close()
+    print(f"done in {summary['seconds']:.1f} s: {summary['entries']} entries, "
+          f"{summary['rejected']} configs rejected, {summary['failed']} entries failed, "
+          f"{summary['defaults_only']} measured at defaults only (budget)")
+    for s in summary["skipped"][:20]:
+        print(f"  skipped: {s}")
+    print(f"cache: {summary['path']}" + ("" if summary["saved"] else " (NOT saved: in memory only)"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1, default=str)
+    if args.plot:
+        from .tuning.report import plot
+
+        print(f"plot written to {plot(runtime.context().table, args.plot)}")
+    return 0
+
+
+def _progress(total):
+    """A tqdm bar if tqdm is installed (cudasortkit[tune]), else plain lines."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None, lambda msg: print(msg, flush=True)
+    bar = tqdm(total=total, unit="entry", dynamic_ncols=True, file=sys.stderr)
+    return bar, bar.write
+
+
+if __name__ == "__main__":
+    sys.exit(main())

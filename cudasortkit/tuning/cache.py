@@ -1,0 +1,389 @@
+"""The tuning cache: one JSON file per device key, written atomically under a lock.
+
+Layout (schema 1)::
+
+    {"schema": 1,
+     "device": {"name", "compute_capability", "sm_count", "driver", "nvcc", "cudasortkit"},
+     "plugins": {NAME: {"hash": SHA, "results": {OP: {DTYPE: {BUCKET: ENTRY}}}}},
+     "host":    {OP: {DTYPE: {BUCKET: {"extra_ms", "via"}}}}}
+
+OP is "sort", "argsort" (8-byte values) or "pairs" (4-byte values); BUCKET is
+log2 of the measured size as a string. An ENTRY holds the best measured
+"ms" and its "config", the default config's "default_ms", and what was
+tried or rejected. A plugin whose kernel sources or tunables changed (its
+hash differs) has its results dropped on load, so it re-tunes; a changed
+driver, nvcc or cudasortkit version is a different device key, so a
+different file.
+
+Nothing here may crash a sort: an unreadable file is reported once, moved
+aside and rebuilt; a read-only directory keeps results in memory (warned once).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import glob
+import hashlib
+import inspect
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+import warnings
+
+SCHEMA = 1
+ENV_DIR = "CUDASORTKIT_CACHE_DIR"
+
+_warned: set = set()
+_warn_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str) -> None:
+    with _warn_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def cache_dir() -> str:
+    """$CUDASORTKIT_CACHE_DIR, else platformdirs.user_cache_dir("cudasortkit")."""
+    path = os.environ.get(ENV_DIR)
+    if path:
+        return os.path.abspath(os.path.expanduser(path))
+    import platformdirs
+
+    return platformdirs.user_cache_dir("cudasortkit")
+
+
+# ------------------------------------------------------------------ device key
+_nvcc_version = None
+
+
+def nvcc_version() -> str:
+    """Last line of `nvcc --version` (what SourceModule compiles with), once per process."""
+    global _nvcc_version
+    if _nvcc_version is None:
+        import shutil
+        import subprocess
+
+        exe = shutil.which("nvcc")
+        text = "none"
+        if exe:
+            try:
+                out = subprocess.run([exe, "--version"], capture_output=True, text=True,
+                                     timeout=30).stdout.strip()
+                text = out.splitlines()[-1].strip() if out else "unknown"
+            except (OSError, subprocess.SubprocessError):
+                text = "unknown"
+        _nvcc_version = text
+    return _nvcc_version
+
+
+def device_info(state) -> dict:
+    """What identifies a device's tuning: hardware, driver, compiler, library."""
+    from .. import __version__
+    from ..device import driver_version
+
+    return {
+        "name": state.name,
+        "compute_capability": "%d.%d" % tuple(state.compute_capability),
+        "sm_count": int(state.sm_count),
+        "driver": driver_version(),
+        "nvcc": nvcc_version(),
+        "cudasortkit": __version__,
+    }
+
+
+def device_key(info: dict) -> str:
+    """File-name-safe key: readable device part plus a hash of every field."""
+    digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:12]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", str(info.get("name", "device"))).strip("-").lower()
+    cc = str(info.get("compute_capability", "")).replace(".", "")
+    return f"{slug or 'device'}-sm{cc}-{digest}"
+
+
+# ---------------------------------------------------------------- plugin hash
+_hashes: dict = {}
+
+
+def plugin_hash(plugin) -> str:
+    """Hash of what a plugin's timings depend on: its kernel templates, the
+    shared headers next to them and in cudasortkit's kernels/, its Python
+    module, its tunables and dtypes. Any change there means re-tuning."""
+    cls = type(plugin)
+    cached = _hashes.get(cls)
+    if cached is not None:
+        return cached
+    h = hashlib.sha256()
+    h.update(repr((cls.name, tuple(cls.dtypes), cls.stable, cls.pairs, cls.device,
+                   sorted((k, t.default, tuple(t.values)) for k, t in cls.tunables.items()))).encode())
+    files = []
+    if cls.device == "gpu":
+        from ..render import include_dirs, template_path
+
+        files += [template_path(cls, t) for t in cls.templates]
+        for d in include_dirs(cls):
+            files += sorted(glob.glob(os.path.join(d, "*.cuh")))
+    with contextlib.suppress(TypeError, OSError):
+        files.append(inspect.getsourcefile(cls))
+    for path in files:
+        if not path:
+            continue
+        h.update(os.path.basename(path).encode())
+        with contextlib.suppress(OSError), open(path, "rb") as f:
+            h.update(f.read())
+    digest = h.hexdigest()[:16]
+    _hashes[cls] = digest
+    return digest
+
+
+# ---------------------------------------------------------------- file lock
+class FileLock:
+    """An exclusive lock on `path` shared by processes: fcntl.flock on POSIX,
+    msvcrt.locking on Windows, else an O_EXCL lock file (stale after 60 s)."""
+
+    def __init__(self, path: str, timeout: float = 30.0):
+        self.path = path
+        self.timeout = timeout
+        self._fd = None
+        self._mode = None
+
+    def __enter__(self):
+        deadline = time.monotonic() + self.timeout
+        try:
+            import fcntl
+        except ImportError:
+            fcntl = None
+        if fcntl is not None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._mode = "fcntl"
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            return self
+        try:
+            import msvcrt
+        except ImportError:
+            msvcrt = None
+        if msvcrt is not None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._mode = "msvcrt"
+            while True:
+                try:
+                    msvcrt.locking(self._fd, msvcrt.LK_NBLCK, 1)
+                    return self
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"could not lock {self.path}")
+                    time.sleep(0.05)
+        self._mode = "excl"
+        while True:
+            try:
+                self._fd = os.open(self.path + ".excl", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                return self
+            except FileExistsError:
+                with contextlib.suppress(OSError):
+                    if time.time() - os.path.getmtime(self.path + ".excl") > 60:
+                        os.unlink(self.path + ".excl")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"could not lock {self.path}")
+                time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        if self._fd is None:
+            return
+        if self._mode == "fcntl":
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        elif self._mode == "msvcrt":
+            import msvcrt
+
+            with contextlib.suppress(OSError):
+                msvcrt.locking(self._fd, msvcrt.LK_UNLCK, 1)
+        os.close(self._fd)
+        if self._mode == "excl":
+            with contextlib.suppress(OSError):
+                os.unlink(self.path + ".excl")
+        self._fd = None
+
+
+# ---------------------------------------------------------------- the store
+def empty(info: dict | None = None) -> dict:
+    return {"schema": SCHEMA, "device": dict(info or {}), "plugins": {}, "host": {}}
+
+
+class CorruptCache(ValueError):
+    """The file is not a cache of this schema."""
+
+
+def validate(data) -> dict:
+    """`data` if it looks like a schema-1 cache, else CorruptCache saying why."""
+    if not isinstance(data, dict):
+        raise CorruptCache("top level is not an object")
+    if data.get("schema") != SCHEMA:
+        raise CorruptCache(f"schema {data.get('schema')!r}, expected {SCHEMA}")
+    for key in ("plugins", "host"):
+        if not isinstance(data.get(key, {}), dict):
+            raise CorruptCache(f"{key!r} is not an object")
+    for name, block in data.get("plugins", {}).items():
+        if not isinstance(block, dict) or not isinstance(block.get("results", {}), dict):
+            raise CorruptCache(f"plugin {name!r} is malformed")
+    data.setdefault("plugins", {})
+    data.setdefault("host", {})
+    data.setdefault("device", {})
+    return data
+
+
+def read_file(path: str) -> dict | None:
+    """The cache at `path`; None if there is none. Corrupt or unreadable
+    files are reported once and moved aside (to PATH.corrupt-TIME)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        warn_once("read:" + path, f"cudasortkit: cannot read tuning cache {path} ({exc}); "
+                                  "tuning again in memory")
+        return None
+    try:
+        return validate(json.loads(text))
+    except (ValueError, CorruptCache) as exc:
+        aside = f"{path}.corrupt-{int(time.time())}"
+        try:
+            os.replace(path, aside)
+            where = f"moved to {aside}"
+        except OSError:
+            where = "could not move it aside"
+        warn_once("corrupt:" + path, f"cudasortkit: tuning cache {path} is unreadable "
+                                     f"({type(exc).__name__}: {str(exc)[:120]}); {where}, rebuilding")
+        return None
+
+
+def merge(base: dict, new: dict) -> dict:
+    """`base` updated with every entry of `new` (new wins per entry)."""
+    out = copy.deepcopy(base)
+    out["device"] = new.get("device") or out.get("device", {})
+    for name, block in new.get("plugins", {}).items():
+        mine = out["plugins"].get(name)
+        if mine is None or mine.get("hash") != block.get("hash"):
+            out["plugins"][name] = copy.deepcopy(block)
+            continue
+        for op, by_dtype in block.get("results", {}).items():
+            for dtype, by_bucket in by_dtype.items():
+                mine["results"].setdefault(op, {}).setdefault(dtype, {}).update(copy.deepcopy(by_bucket))
+    for op, by_dtype in new.get("host", {}).items():
+        for dtype, by_bucket in by_dtype.items():
+            out["host"].setdefault(op, {}).setdefault(dtype, {}).update(copy.deepcopy(by_bucket))
+    return out
+
+
+class Store:
+    """One device's cache file, held in memory and saved by merging.
+
+    `data` is the in-memory table. `save()` takes the lock, re-reads the file
+    (another tuner may have written), merges this process's new results into
+    it and replaces the file atomically. Failures to write switch the store to
+    memory only, with one warning.
+    """
+
+    def __init__(self, directory: str, info: dict, plugin_hashes: dict | None = None):
+        self.directory = directory
+        self.info = dict(info)
+        self.key = device_key(self.info)
+        self.path = os.path.join(directory, self.key + ".json")
+        self.plugin_hashes = dict(plugin_hashes or {})
+        self.read_only = False
+        self.lock = threading.RLock()
+        self._pending = empty(self.info)
+        self.data = self._load()
+
+    def _load(self) -> dict:
+        data = read_file(self.path) or empty(self.info)
+        return self._drop_stale(data)
+
+    def _drop_stale(self, data: dict) -> dict:
+        """Forget results of plugins whose current hash differs from the file's."""
+        for name, h in self.plugin_hashes.items():
+            block = data["plugins"].get(name)
+            if block is not None and block.get("hash") != h:
+                data["plugins"][name] = {"hash": h, "results": {}, "stale_dropped": True}
+        data["device"] = dict(self.info)
+        return data
+
+    def plugin_block(self, data: dict, name: str) -> dict:
+        block = data["plugins"].get(name)
+        h = self.plugin_hashes.get(name)
+        if block is None or (h is not None and block.get("hash") != h):
+            block = data["plugins"][name] = {"hash": h, "results": {}}
+        return block
+
+    def results(self, name: str) -> dict:
+        block = self.data["plugins"].get(name)
+        return block.get("results", {}) if block else {}
+
+    def put(self, name: str, op: str, dtype: str, bucket: int, entry: dict) -> None:
+        """Record one plugin entry in memory (and in what the next save writes)."""
+        with self.lock:
+            for data in (self.data, self._pending):
+                block = self.plugin_block(data, name)
+                block["results"].setdefault(op, {}).setdefault(dtype, {})[str(bucket)] = copy.deepcopy(entry)
+
+    def put_host(self, op: str, dtype: str, bucket: int, entry: dict) -> None:
+        with self.lock:
+            for data in (self.data, self._pending):
+                data["host"].setdefault(op, {}).setdefault(dtype, {})[str(bucket)] = dict(entry)
+
+    def save(self) -> bool:
+        """Merge pending results into the file; False if kept in memory only."""
+        with self.lock:
+            if self.read_only:
+                return False
+            if not self._pending["plugins"] and not self._pending["host"]:
+                return True
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+                with FileLock(self.path + ".lock"):
+                    on_disk = read_file(self.path) or empty(self.info)
+                    merged = self._drop_stale(merge(on_disk, self._pending))
+                    self._write(merged)
+            except (OSError, TimeoutError) as exc:
+                self.read_only = True
+                warn_once("write:" + self.directory,
+                          f"cudasortkit: cannot write the tuning cache in {self.directory} "
+                          f"({type(exc).__name__}: {exc}); keeping tuning results in memory "
+                          f"(set {ENV_DIR} to a writable directory)")
+                return False
+            self._pending = empty(self.info)
+            # Adopt what other processes wrote, keeping ours on top.
+            self.data = merge(merged, self.data) if merged is not self.data else merged
+            return True
+
+    def _write(self, data: dict) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=self.key + ".", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def load_any(path: str) -> dict | None:
+    """A cache file by path (for --show/--plot without a GPU), not moved if bad."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return validate(json.load(f))
+    except (OSError, ValueError, CorruptCache):
+        return None
+
+
+def cache_files(directory: str | None = None) -> list:
+    directory = directory or cache_dir()
+    return sorted(glob.glob(os.path.join(directory, "*.json")))

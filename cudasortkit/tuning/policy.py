@@ -1,0 +1,206 @@
+"""Selection from measurements: pure functions over a cache table (no GPU).
+
+`decide(table, request, candidates)` estimates every candidate's time for the
+request from the measured size buckets (log-log interpolation between buckets,
+scaled beyond them) and picks the fastest. For host (NumPy) input a GPU
+plugin also pays the measured host overhead of that size (uploads, downloads,
+allocation and launch latency, "host" table) while the CPU `numpy` plugin pays
+its measured time, so the CPU/GPU crossover comes from measurements.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+#: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
+MIN_BUCKET, MAX_BUCKET = 10, 32
+
+#: Measured operations: sort (keys only), argsort (8-byte values), pairs (4-byte values).
+OPS = ("sort", "argsort", "pairs")
+OP_SHAPE = {"sort": ("sort", 0), "argsort": ("argsort", 8), "pairs": ("pairs", 4)}
+
+
+def bucket_of(n: int) -> int:
+    """The size bucket of n: the nearest even power of two, at least 2^10."""
+    if n <= 1 << MIN_BUCKET:
+        return MIN_BUCKET
+    b = 2 * math.floor(math.log2(n) / 2 + 0.5)
+    return max(MIN_BUCKET, min(MAX_BUCKET, b))
+
+
+def op_of(request) -> str:
+    """Which measured operation a request behaves like."""
+    if request.kind == "sort":
+        return "sort"
+    if request.kind == "argsort" or request.value_bytes == 8:
+        return "argsort"
+    return "pairs"
+
+
+def _similar_ops(op: str) -> tuple:
+    return {"sort": ("sort",), "argsort": ("argsort", "pairs"), "pairs": ("pairs", "argsort")}[op]
+
+
+def points(by_bucket: dict, key: str = "ms") -> dict:
+    """{bucket(int): value} of usable entries (measured, not failed)."""
+    out = {}
+    for b, e in (by_bucket or {}).items():
+        v = e.get(key) if isinstance(e, dict) else None
+        if isinstance(v, (int, float)) and v > 0 and not e.get("failed"):
+            out[int(b)] = float(v)
+    return out
+
+
+def interpolate(pts: dict, n: int, above: str = "nlogn") -> float | None:
+    """Estimated value at n from {bucket: value}.
+
+    Between buckets: linear in (log2 n, log value). Below the smallest: the
+    smallest's value (small sorts are latency-bound). Above the largest:
+    scaled by n/N ("linear") or n log n / N log N ("nlogn").
+    """
+    if not pts:
+        return None
+    x = math.log2(max(n, 1))
+    bs = sorted(pts)
+    if x <= bs[0]:
+        return pts[bs[0]]
+    if x >= bs[-1]:
+        top = bs[-1]
+        ratio = 2.0 ** (x - top)
+        if above == "nlogn":
+            ratio *= x / top
+        return pts[top] * ratio
+    for lo, hi in zip(bs, bs[1:]):
+        if lo <= x <= hi:
+            t = (x - lo) / (hi - lo)
+            return math.exp((1 - t) * math.log(pts[lo]) + t * math.log(pts[hi]))
+    return pts[bs[-1]]  # unreachable
+
+
+def nearest_config(by_bucket: dict, n: int):
+    """The tuned config of the measured bucket nearest to n (log scale)."""
+    usable = {int(b): e for b, e in (by_bucket or {}).items()
+              if isinstance(e, dict) and e.get("config") is not None and not e.get("failed")}
+    if not usable:
+        return None
+    x = math.log2(max(n, 1))
+    best = min(usable, key=lambda b: (abs(b - x), b))
+    return dict(usable[best]["config"])
+
+
+@dataclass
+class Estimate:
+    name: str
+    ms: float
+    config: dict | None
+    note: str = ""
+
+
+@dataclass
+class Decision:
+    """What auto picks and why (cudasortkit.explain shows it)."""
+
+    name: str | None
+    config: dict | None
+    ms: float | None
+    reason: str
+    estimates: list = field(default_factory=list)  # Estimate, fastest first
+    unmeasured: list = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"auto -> {self.name} {self.config or '(default config)'}: {self.reason}"]
+        for e in self.estimates:
+            cfg = "" if e.config is None else f" {e.config}"
+            lines.append(f"  {e.name:14} ~{e.ms:10.4f} ms{cfg}{('  ' + e.note) if e.note else ''}")
+        if self.unmeasured:
+            lines.append(f"  not measured here: {', '.join(self.unmeasured)}")
+        return "\n".join(lines)
+
+
+def plugin_results(table: dict, name: str) -> dict:
+    block = table.get("plugins", {}).get(name)
+    return block.get("results", {}) if isinstance(block, dict) else {}
+
+
+def _entries(table, name, op, dtype):
+    res = plugin_results(table, name)
+    for o in _similar_ops(op):
+        by_bucket = res.get(o, {}).get(dtype)
+        if points(by_bucket):
+            return o, by_bucket
+    return None, None
+
+
+def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
+    """A plugin's estimated time for the request from its own measurements."""
+    op = op_of(request)
+    used_op, by_bucket = _entries(table, name, op, request.dtype)
+    if by_bucket is None:
+        return None
+    above = "linear" if getattr(plugin, "device", "gpu") == "gpu" else "nlogn"
+    ms = interpolate(points(by_bucket), request.n, above)
+    config = nearest_config(by_bucket, request.n)
+    note = f"from {used_op} measurements" if used_op != op else ""
+    if config is not None and plugin is not None and hasattr(plugin, "valid_config"):
+        if not plugin.valid_config(config, request.dtype, request.value_bytes):
+            config = None
+            note = (note + "; " if note else "") + "tuned config invalid here, default used"
+    return Estimate(name, ms, config, note)
+
+
+def host_extra(table: dict, request) -> float | None:
+    """Measured extra cost of host input for a GPU plugin (copies, allocation, latency)."""
+    host = table.get("host", {})
+    for o in _similar_ops(op_of(request)):
+        pts = points(host.get(o, {}).get(request.dtype), "extra_ms")
+        if pts:
+            return interpolate(pts, request.n, "linear")
+    return None
+
+
+def decide(table: dict, request, candidates: dict, host_cutoff: int = 1 << 16) -> Decision | None:
+    """The measured-fastest candidate for `request`, or None if nothing is measured.
+
+    `candidates` maps name -> plugin (already filtered for the request).
+    """
+    gpu = {n: p for n, p in candidates.items() if getattr(p, "device", "gpu") == "gpu"}
+    cpu = {n: p for n, p in candidates.items() if n not in gpu}
+    estimates, unmeasured = [], []
+    for name, plugin in sorted(gpu.items()):
+        e = estimate(table, name, plugin, request)
+        (estimates.append(e) if e is not None else unmeasured.append(name))
+    if not estimates:
+        return None
+    op = op_of(request)
+    if request.on_device:
+        estimates.sort(key=lambda e: e.ms)
+        best = estimates[0]
+        reason = (f"fastest measured for {op} of {request.n:,} {request.dtype} keys on the device"
+                  + (f" ({estimates[1].name} ~{estimates[1].ms / best.ms:.2f}x slower)"
+                     if len(estimates) > 1 else ""))
+        return Decision(best.name, best.config, best.ms, reason, estimates, unmeasured)
+    # Host input: GPU plugins pay the measured host overhead; CPU plugins run as measured.
+    extra = host_extra(table, request)
+    host_ests = []
+    cpu_ests = [e for e in (estimate(table, n, p, request) for n, p in sorted(cpu.items())) if e]
+    if extra is None:
+        for e in estimates:
+            host_ests.append(Estimate(e.name, e.ms, e.config, "device time only"))
+        if cpu and (request.n < host_cutoff or not cpu_ests):
+            name = "numpy" if "numpy" in cpu else sorted(cpu)[0]
+            best = next((e for e in cpu_ests if e.name == name), None)
+            return Decision(name, None, best.ms if best else None,
+                            f"host input below {host_cutoff:,} keys and no host overhead measured "
+                            "(documented default cutoff)", cpu_ests + host_ests, unmeasured)
+    else:
+        for e in estimates:
+            host_ests.append(Estimate(e.name, e.ms + extra, e.config,
+                                      f"{e.ms:.4f} on device + {extra:.4f} host overhead"))
+    unmeasured += [n for n in sorted(cpu) if n not in {e.name for e in cpu_ests}]
+    every = sorted(host_ests + cpu_ests, key=lambda e: e.ms)
+    best = every[0]
+    where = "CPU" if best.name in cpu else "GPU"
+    reason = f"fastest measured for {op} of {request.n:,} {request.dtype} host keys, on the {where}"
+    if len(every) > 1:
+        reason += f" (next {every[1].name} ~{every[1].ms / best.ms:.2f}x slower)"
+    return Decision(best.name, best.config, best.ms, reason, every, unmeasured)

@@ -1,0 +1,392 @@
+"""The tuner inside the library: the `select` hooks, lazy first-run tuning,
+sweeps and `explain`.
+
+`auto_policy` and `configure` are installed into cudasortkit.select on the
+first selection (select._load_tuning). Both are cheap on the hot path: a
+decision is memoised per request shape until the table changes, and nothing
+here touches the GPU unless a GPU plugin is a candidate.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import cache
+from .policy import (MAX_BUCKET, OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
+                     points, plugin_results)
+
+ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
+ENV_BUDGET = "CUDASORTKIT_AUTOTUNE_BUDGET"
+#: Lazy tuning measures at most this bucket (2^26 keys); larger sizes extrapolate.
+LAZY_MAX_BUCKET = 26
+
+_lock = threading.RLock()
+_contexts: dict = {}
+_memo: dict = {}
+_MEMO_MAX = 4096
+_tuning = threading.local()
+
+
+def autotune_enabled() -> bool:
+    return os.environ.get(ENV_AUTOTUNE, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def lazy_budget_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV_BUDGET, "1.0")))
+    except ValueError:
+        return 1.0
+
+
+class tuning_now:
+    """While active (in this thread), selection never starts lazy tuning."""
+
+    def __enter__(self):
+        _tuning.depth = getattr(_tuning, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _tuning.depth -= 1
+
+
+def _in_tuning() -> bool:
+    return getattr(_tuning, "depth", 0) > 0
+
+
+class Context:
+    """One device's store plus what lazy tuning already attempted."""
+
+    def __init__(self, state, store: cache.Store):
+        self.state = state
+        self.store = store
+        self.attempted: set = set()
+        self.lock = threading.RLock()
+
+    @property
+    def table(self) -> dict:
+        return self.store.data
+
+    def know(self, plugins) -> None:
+        """Register current plugin hashes; stale results of a changed plugin are dropped."""
+        for name, plugin in plugins.items():
+            if name not in self.store.plugin_hashes:
+                h = cache.plugin_hash(plugin)
+                self.store.plugin_hashes[name] = h
+                block = self.store.data["plugins"].get(name)
+                if block is not None and block.get("hash") != h:
+                    self.store.data["plugins"][name] = {"hash": h, "results": {}}
+
+    def changed(self) -> None:
+        _memo.clear()
+
+
+def context(state=None) -> Context:
+    """The tuning context of the current device and cache directory."""
+    from .. import registry
+    from ..device import get_device
+
+    state = state or get_device()
+    directory = cache.cache_dir()
+    key = (directory, state.ordinal)
+    with _lock:
+        ctx = _contexts.get(key)
+        if ctx is None:
+            store = cache.Store(directory, cache.device_info(state))
+            ctx = _contexts[key] = Context(state, store)
+            ctx.know(registry.plugins())
+    return ctx
+
+
+def reset() -> None:
+    """Forget every in-memory table and decision (tests; after changing env vars)."""
+    with _lock:
+        _contexts.clear()
+        _memo.clear()
+
+
+# ------------------------------------------------------------------ hooks
+def _memo_key(request, names) -> tuple:
+    return (os.environ.get(cache.ENV_DIR), os.environ.get("CUDASORTKIT_DEVICE"),
+            os.environ.get(ENV_AUTOTUNE), request.kind, request.dtype, request.n,
+            request.value_bytes, request.on_device, names)
+
+
+_NONE = object()
+
+
+def auto_policy(request, candidates: dict):
+    """select.policy: (plugin, config) with the best measured time, or None
+    (then select's documented fallback rule decides)."""
+    if not any(p.device == "gpu" for p in candidates.values()):
+        return None
+    key = _memo_key(request, tuple(candidates))
+    hit = _memo.get(key)
+    if hit is not None:
+        return None if hit is _NONE else hit
+    try:
+        ctx = context()
+        ctx.know(candidates)
+        if autotune_enabled() and not _in_tuning():
+            lazy_fill(ctx, request, candidates)
+        decision = decide(ctx.table, request, candidates)
+    except Exception as exc:  # selection must never fail because of tuning
+        cache.warn_once("policy", f"cudasortkit: tuned selection failed ({type(exc).__name__}: {exc}); "
+                                  "using the default rule")
+        return None
+    result = _NONE if decision is None else (candidates[decision.name], decision.config)
+    if len(_memo) > _MEMO_MAX:
+        _memo.clear()
+    _memo[key] = result
+    return None if result is _NONE else result
+
+
+def configure(request, plugin):
+    """select.configure: the tuned config of a plugin asked for by name (None: defaults)."""
+    if plugin.device != "gpu":
+        return None
+    key = ("by-name", plugin.name) + _memo_key(request, ())
+    hit = _memo.get(key)
+    if hit is not None:
+        return None if hit is _NONE else dict(hit)
+    try:
+        ctx = context()
+        ctx.know({plugin.name: plugin})
+        if autotune_enabled() and not _in_tuning():
+            lazy_fill(ctx, request, {plugin.name: plugin}, host=False)
+        est = estimate(ctx.table, plugin.name, plugin, request)
+    except Exception as exc:
+        cache.warn_once("configure", f"cudasortkit: reading tuned configs failed "
+                                     f"({type(exc).__name__}: {exc}); using defaults")
+        return None
+    config = est.config if est is not None else None
+    _memo[key] = _NONE if config is None else config
+    return None if config is None else dict(config)
+
+
+def install() -> None:
+    """Put the hooks into cudasortkit.select (unless something else is there)."""
+    from .. import select
+
+    if select.policy is None:
+        select.policy = auto_policy
+    if getattr(select, "configure", None) is None:
+        select.configure = configure
+
+
+# -------------------------------------------------------------- lazy tuning
+def _has(table, name, op, dtype, bucket) -> bool:
+    entry = plugin_results(table, name).get(op, {}).get(dtype, {}).get(str(bucket))
+    return isinstance(entry, dict)
+
+
+def lazy_fill(ctx: Context, request, candidates: dict, host: bool = True) -> None:
+    """Tune the (plugin, op, dtype, bucket) entries this request needs and the
+    cache lacks, within about lazy_budget_s() in all; then save."""
+    op, dtype = op_of(request), request.dtype
+    b = bucket_of(request.n)
+    if b > LAZY_MAX_BUCKET:
+        return
+    table = ctx.table
+    gpu = {n: p for n, p in candidates.items() if p.device == "gpu"}
+    missing = [n for n in sorted(gpu) if not _has(table, n, op, dtype, b)
+               and (n, op, dtype, b) not in ctx.attempted]
+    need_host = (host and not request.on_device and "numpy" in candidates
+                 and not points(table.get("host", {}).get(op, {}).get(dtype), "extra_ms").get(b)
+                 and ("host", op, dtype, b) not in ctx.attempted)
+    if not missing and not need_host:
+        return
+    with ctx.lock, tuning_now():
+        try:
+            _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host)
+        except Exception as exc:
+            cache.warn_once(f"lazy:{op}:{dtype}:{b}",
+                            f"cudasortkit: first-run tuning of {op} {dtype} 2^{b} failed "
+                            f"({type(exc).__name__}: {str(exc)[:200]}); using defaults there")
+        finally:
+            ctx.changed()
+
+
+def _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host) -> None:
+    from .tuner import Case, Tuner
+
+    budget = lazy_budget_s()
+    start = time.monotonic()
+    n = 1 << b
+    state = ctx.state
+    if state.free_memory() < 8 * n * (8 + 8):
+        for name in missing:
+            ctx.attempted.add((name, op, dtype, b))
+        return
+    case = Case(state, op, dtype, n, inputs=2)
+    try:
+        tuner = Tuner(state, repeats=3, warmup=1)
+        for i, name in enumerate(missing):
+            ctx.attempted.add((name, op, dtype, b))
+            left = budget - (time.monotonic() - start)
+            deadline = time.monotonic() + max(0.0, left) / (len(missing) - i)
+            entry = tuner.tune(gpu[name], case, "quick", deadline)
+            entry["lazy"] = True
+            ctx.store.put(name, op, dtype, b, entry)
+    finally:
+        case.free()
+    if need_host:
+        ctx.attempted.add(("host", op, dtype, b))
+        _measure_host_bucket(ctx, op, dtype, b, gpu)
+    ctx.store.save()
+
+
+def _measure_host_bucket(ctx, op, dtype, b, gpu) -> None:
+    """Host costs at bucket b via the GPU plugin measured fastest there."""
+    from .tuner import measure_host
+
+    best = None
+    for name in gpu:
+        e = plugin_results(ctx.table, name).get(op, {}).get(dtype, {}).get(str(b))
+        if isinstance(e, dict) and e.get("ms") and (best is None or e["ms"] < best[1]):
+            best = (name, e["ms"])
+    if best is None:
+        return
+    ctx.changed()
+    h = measure_host(op, dtype, 1 << b, best[0], best[1])
+    ctx.store.put_host(op, dtype, b, {"extra_ms": h["extra_ms"], "via": h["via"],
+                                      "gpu_host_ms": h["gpu_host_ms"], "n": h["n"]})
+    from .. import registry
+
+    numpy_plugin = registry.plugins().get("numpy")
+    if numpy_plugin is not None:
+        ctx.know({"numpy": numpy_plugin})
+        ctx.store.put("numpy", op, dtype, b, {"ms": h["numpy_ms"], "config": None,
+                                              "n": h["n"], "wall": True})
+
+
+# ------------------------------------------------------------------- sweeps
+def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
+          budget_s: float | None = None, host_max_bucket: int = 22, repeats: int = 5,
+          inputs: int = 3, progress=None, log=print, state=None) -> dict:
+    """Tune every (op, dtype, bucket, plugin) and the host costs; save as it goes.
+
+    Past `budget_s` seconds the remaining entries are measured with the
+    default config only (so the table stays complete). Returns a summary.
+    """
+    from ..plugin import Request
+    from .tuner import Case, Tuner
+
+    ctx = context(state)
+    ctx.know(plugins)
+    tuner = Tuner(ctx.state, repeats=repeats, warmup=2)
+    start = time.monotonic()
+    summary = {"entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0, "skipped": []}
+    gpu = {n: p for n, p in plugins.items() if p.device == "gpu"}
+    with ctx.lock, tuning_now():
+        for op in ops:
+            kind, vb = OP_SHAPE[op]
+            for dtype in dtypes:
+                for b in sorted(buckets):
+                    n = 1 << b
+                    req = Request(kind=kind, dtype=dtype, n=n, value_bytes=vb)
+                    todo = {name: p for name, p in gpu.items() if p.unsupported(req) is None}
+                    for name in sorted(set(gpu) - set(todo)):
+                        summary["skipped"].append(f"{name} {op} {dtype}: {gpu[name].unsupported(req)}")
+                    if not todo:
+                        if progress:
+                            progress.update(len(gpu))
+                        continue
+                    need = n * (np.dtype(dtype).itemsize + vb) * (inputs + 4)
+                    if ctx.state.free_memory() < need:
+                        summary["skipped"].append(f"{op} {dtype} 2^{b}: not enough GPU memory")
+                        if progress:
+                            progress.update(len(gpu))
+                        continue
+                    case = Case(ctx.state, op, dtype, n, inputs=inputs)
+                    parts = []
+                    try:
+                        for name, plugin in sorted(todo.items()):
+                            over = budget_s is not None and time.monotonic() - start > budget_s
+                            entry = tuner.tune(plugin, case, "default" if over else strategy)
+                            summary["defaults_only"] += over
+                            summary["entries"] += 1
+                            summary["rejected"] += entry.get("rejected_count", 0)
+                            if "failed" in entry:
+                                summary["failed"] += 1
+                                parts.append(f"{name} FAILED ({entry['failed'][:80]})")
+                            else:
+                                parts.append(f"{name} {entry['ms']:.4f} ms {entry['config']}")
+                            ctx.store.put(name, op, dtype, b, entry)
+                            if progress:
+                                progress.update(1)
+                    finally:
+                        case.free()
+                    ctx.changed()
+                    if "numpy" in plugins and b <= host_max_bucket:
+                        try:
+                            _measure_host_bucket(ctx, op, dtype, b, todo)
+                            h = ctx.table["host"][op][dtype][str(b)]
+                            parts.append(f"| host: numpy {plugin_results(ctx.table, 'numpy')[op][dtype][str(b)]['ms']:.4f} ms, "
+                                         f"gpu overhead {h['extra_ms']:.4f} ms")
+                        except Exception as exc:
+                            parts.append(f"| host measurement failed: {type(exc).__name__}: {exc}")
+                    if log:
+                        log(f"{op:7} {dtype:8} 2^{b:<2}  " + "; ".join(parts))
+                ctx.store.save()
+                ctx.changed()
+    summary["seconds"] = time.monotonic() - start
+    summary["path"] = ctx.store.path
+    summary["saved"] = not ctx.store.read_only
+    return summary
+
+
+# ------------------------------------------------------------------ explain
+def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
+            algorithm: str = "auto", key_range=None) -> Decision:
+    """Which plugin and config `algorithm` would use for `a`, and why.
+
+    kind is "sort", "argsort" or "pairs" (pass `values`). Nothing is tuned or
+    sorted; where nothing is measured yet, it says what the first sort will do.
+    """
+    from .. import select
+    from ..api import make_request
+    from ..arrays import Operand
+
+    select._load_tuning()
+    req = make_request(kind, Operand(a, "a"), None if values is None else Operand(values, "values"),
+                       descending, stable or kind == "pairs", key_range)
+    if algorithm != "auto":
+        plugin = select._by_name(req, algorithm)
+        if plugin.device != "gpu":
+            return Decision(plugin.name, None, None, "asked for by name (CPU plugin, no tunables)")
+        ctx = context()
+        ctx.know({plugin.name: plugin})
+        est = estimate(ctx.table, plugin.name, plugin, req)
+        if est is None:
+            return Decision(plugin.name, None, None, "asked for by name; not measured here yet: "
+                            + _first_run_note())
+        return Decision(plugin.name, est.config, est.ms,
+                        "asked for by name; tuned config of the nearest measured size", [est])
+    candidates = select.usable(req)
+    if not candidates:
+        raise ValueError(f"no algorithm can serve this request ({req.kind} {req.dtype})")
+    if not any(p.device == "gpu" for p in candidates.values()):
+        name = select._fallback(req, candidates).name
+        return Decision(name, None, None, "no GPU plugin can run here"
+                        + ("" if "gpu" in {p.device for p in candidates.values()} else
+                           f" ({select.unavailable_reason() or 'none serves this request'})"))
+    ctx = context()
+    ctx.know(candidates)
+    d = decide(ctx.table, req, candidates)
+    if d is None:
+        name = select._fallback(req, candidates).name
+        return Decision(name, None, None, "nothing measured for this request on this device yet; "
+                        "the default rule picks it. " + _first_run_note())
+    missing = [n for n, p in candidates.items() if p.device == "gpu"
+               and not _has(ctx.table, n, op_of(req), req.dtype, bucket_of(req.n))]
+    if missing and autotune_enabled() and bucket_of(req.n) <= LAZY_MAX_BUCKET:
+        d.reason += f"; the first sort will tune {', '.join(sorted(missing))} at 2^{bucket_of(req.n)} (lazy)"
+    return d
+
+
+def _first_run_note() -> str:
+    if autotune_enabled():
+        return "the first sort tunes it (about a second) and caches the result"
+    return f"{ENV_AUTOTUNE}=0, so default configs are used"

@@ -1,0 +1,275 @@
+"""Measurements on the GPU: run a plugin's configs on fresh random inputs,
+check each config's output once against NumPy, time the survivors with
+cudasortkit.timing (CUDA events, warm-up, median, rotating inputs).
+
+A config that fails to compile, fails to launch or sorts wrongly is rejected
+(listed in the entry with its reason), never chosen. The tuner runs plugins
+through a Job directly with an explicit config, never through the public API,
+so it cannot recurse into lazy tuning.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from ..plugin import Request
+from .policy import OP_SHAPE
+
+VALUE_DTYPES = {4: np.int32, 8: np.int64}
+
+#: Prefer the default unless another config is faster by more than this (noise).
+NOISE = 0.02
+
+
+class Rejected(Exception):
+    """A config that must not be used: wrong result, compile or launch failure."""
+
+
+def random_keys(dtype: str, n: int, rng) -> np.ndarray:
+    """Uniform over the integer range, standard normal floats (as the bench)."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+    return rng.standard_normal(n, dtype=np.float32 if dt.itemsize <= 4 else np.float64).astype(dt)
+
+
+class Case:
+    """Device inputs and outputs for one (op, dtype, n), shared by every plugin."""
+
+    def __init__(self, state, op: str, dtype: str, n: int, inputs: int = 3, rng=None):
+        self.state, self.op, self.dtype, self.n = state, op, dtype, int(n)
+        kind, self.value_bytes = OP_SHAPE[op]
+        self.request = Request(kind=kind, dtype=dtype, n=self.n, value_bytes=self.value_bytes)
+        rng = rng or np.random.default_rng()
+        cuda = state.cuda
+        self.hosts = [random_keys(dtype, self.n, rng) for _ in range(inputs)]
+        key_bytes = np.dtype(dtype).itemsize
+        self._bufs = []
+        self.keys = [self._upload(h) for h in self.hosts]
+        self.out = self._alloc(self.n * key_bytes)
+        self.vals, self.vout = [0] * inputs, 0
+        if self.value_bytes:
+            v = np.arange(self.n, dtype=VALUE_DTYPES[self.value_bytes])
+            self.vals = [self._upload(v)] * inputs
+            self.vout = self._alloc(self.n * self.value_bytes)
+        cuda.Context.synchronize()
+        self._order = None
+
+    def _alloc(self, nbytes):
+        buf = self.state.allocate(nbytes, f"tuner buffers for {self.n:,} {self.dtype} keys")
+        self._bufs.append(buf)
+        return int(buf)
+
+    def _upload(self, host):
+        ptr = self._alloc(host.nbytes)
+        self.state.cuda.memcpy_htod(ptr, host)
+        return ptr
+
+    @property
+    def order(self):
+        if self._order is None:
+            self._order = np.argsort(self.hosts[0], kind="stable")
+        return self._order
+
+    def run(self, plugin, config, i: int = 0) -> None:
+        from ..job import Job
+
+        vb = self.value_bytes
+        job = Job(plugin, self.state, dtype=self.dtype, n=self.n, keys_in=self.keys[i],
+                  keys_out=self.out, values_in=self.vals[i] if vb else 0,
+                  values_out=self.vout if vb else 0, value_bytes=vb, descending=False,
+                  config=config, request=self.request)
+        try:
+            plugin.run(job)
+        finally:
+            job.finish()
+
+    def check(self, plugin) -> str | None:
+        """Why the last run on input 0 is wrong, or None."""
+        cuda = self.state.cuda
+        got = np.empty(self.n, self.dtype)
+        cuda.memcpy_dtoh(got, self.out)
+        h, order = self.hosts[0], self.order
+        want = h[order]
+        eq = got == want
+        if got.dtype.kind == "f":
+            eq |= np.isnan(got) & np.isnan(want)
+        if not eq.all():
+            return f"keys differ from numpy.sort at index {int(np.argmax(~eq))}"
+        if self.value_bytes:
+            v = np.empty(self.n, VALUE_DTYPES[self.value_bytes])
+            cuda.memcpy_dtoh(v, self.vout)
+            if v.min(initial=0) < 0 or v.max(initial=0) >= self.n:
+                return "values out of range"
+            if plugin.stable:
+                if not np.array_equal(v, order):
+                    return "values are not in stable order"
+            elif not np.array_equal(h[v], want) or np.bincount(v, minlength=self.n).max(initial=0) > 1:
+                return "values do not follow their keys"
+        return None
+
+    def free(self):
+        for buf in self._bufs:
+            buf.free()
+        self._bufs.clear()
+
+
+def configs_quick(plugin, dtype: str, value_bytes: int) -> list:
+    """Default first, then each tunable varied alone (others at default)."""
+    default = plugin.default_config()
+    out = [default]
+    for name, values in plugin.config_space().items():
+        for v in values:
+            cfg = dict(default, **{name: v})
+            if cfg not in out:
+                out.append(cfg)
+    return [c for c in out if _valid(plugin, c, dtype, value_bytes)]
+
+
+def configs_full(plugin, dtype: str, value_bytes: int) -> list:
+    """Default first, then every combination of tunable values."""
+    space = plugin.config_space()
+    names = list(space)
+    out = [plugin.default_config()]
+    for combo in itertools.product(*(space[n] for n in names)):
+        cfg = dict(zip(names, combo))
+        if cfg not in out:
+            out.append(cfg)
+    return [c for c in out if _valid(plugin, c, dtype, value_bytes)]
+
+
+def _valid(plugin, config, dtype, value_bytes) -> bool:
+    try:
+        return bool(plugin.valid_config(config, dtype, value_bytes))
+    except Exception:
+        return False
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+class Tuner:
+    """Times configs of plugins on Cases; `repeats`/`warmup` as cudasortkit.timing."""
+
+    def __init__(self, state, *, repeats: int = 5, warmup: int = 2):
+        self.state = state
+        self.repeats = repeats
+        self.warmup = warmup
+
+    def measure(self, plugin, case: Case, config) -> float:
+        """Median ms of one config; Rejected if it fails or sorts wrongly."""
+        from ..timing import time_gpu
+
+        try:
+            case.run(plugin, config, 0)
+        except Exception as exc:
+            raise Rejected(_short(exc)) from exc
+        wrong = case.check(plugin)
+        if wrong:
+            raise Rejected(f"wrong result: {wrong}")
+        try:
+            stats = time_gpu(lambda i: case.run(plugin, config, i), inputs=len(case.keys),
+                             warmup=self.warmup, repeats=self.repeats)
+        except Exception as exc:
+            raise Rejected(_short(exc)) from exc
+        return float(stats["median_ms"])
+
+    def tune(self, plugin, case: Case, strategy: str = "quick", deadline: float | None = None) -> dict:
+        """The cache entry of one (plugin, op, dtype, size): best config and its time.
+
+        strategy "quick": default, each tunable alone, then the per-tunable
+        winners combined; "full": every valid combination; "default": only the
+        default. Past `deadline` (time.monotonic()) no further config is tried
+        once one has been measured; the entry is then marked incomplete.
+        """
+        dtype, vb = case.dtype, case.value_bytes
+        if strategy == "full":
+            configs = configs_full(plugin, dtype, vb)
+        elif strategy == "default":
+            configs = configs_quick(plugin, dtype, vb)[:1]
+        else:
+            configs = configs_quick(plugin, dtype, vb)
+        default = plugin.default_config()
+        tried, rejected = [], []
+        complete = True
+        t0 = time.monotonic()
+
+        def attempt(cfg) -> bool:
+            if deadline is not None and tried and time.monotonic() > deadline:
+                return False
+            try:
+                tried.append((cfg, self.measure(plugin, case, cfg)))
+            except Rejected as exc:
+                rejected.append({"config": cfg, "reason": str(exc)})
+            return True
+
+        for cfg in configs:
+            if not attempt(cfg):
+                complete = False
+                break
+        if complete and strategy == "quick" and len(tried) > 2:
+            combo = dict(default)
+            for name in plugin.config_space():
+                alone = [(c, ms) for c, ms in tried
+                         if all(c[k] == default[k] for k in c if k != name)]
+                if alone:
+                    combo[name] = min(alone, key=lambda t: t[1])[0][name]
+            if combo not in [c for c, _ in tried] and _valid(plugin, combo, dtype, vb):
+                complete = attempt(combo)
+        entry = {"n": case.n, "strategy": strategy, "complete": complete and strategy != "default",
+                 "tried": len(tried), "seconds": round(time.monotonic() - t0, 3),
+                 "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if rejected:
+            entry["rejected"] = rejected[:8]
+            entry["rejected_count"] = len(rejected)
+        if not tried:
+            entry["failed"] = rejected[0]["reason"] if rejected else "no valid config"
+            return entry
+        default_ms = next((ms for c, ms in tried if c == default), None)
+        best_cfg, best_ms = min(tried, key=lambda t: t[1])
+        if default_ms is not None and best_ms >= default_ms * (1 - NOISE):
+            best_cfg, best_ms = default, default_ms  # not faster beyond noise
+        entry.update(ms=best_ms, config=best_cfg, default_ms=default_ms)
+        return entry
+
+
+# ------------------------------------------------------------ host overhead
+def wall_ms(fn, min_s: float = 0.05, min_reps: int = 5, max_reps: int = 200) -> float:
+    """Median wall-clock ms of fn() (host-side work: NumPy, or API calls that sync)."""
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_reps or (time.perf_counter() - start < min_s and len(times) < max_reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(times))
+
+
+def api_call(op: str, keys, values, algorithm: str):
+    from .. import api
+
+    if op == "sort":
+        return lambda: api.sort(keys, algorithm=algorithm)
+    if op == "argsort":
+        return lambda: api.argsort(keys, algorithm=algorithm)
+    return lambda: api.sort_by_key(keys, values, algorithm=algorithm)
+
+
+def measure_host(op: str, dtype: str, n: int, gpu_name: str, gpu_ms: float, rng=None) -> dict:
+    """Host-input costs at n: the numpy plugin's wall time, and the extra a
+    GPU plugin pays over its device time (uploads, downloads, allocation,
+    launch latency), measured with `gpu_name` whose device time is `gpu_ms`."""
+    rng = rng or np.random.default_rng()
+    keys = random_keys(dtype, n, rng)
+    _, vb = OP_SHAPE[op]
+    values = np.arange(n, dtype=VALUE_DTYPES[vb]) if vb else None
+    numpy_ms = wall_ms(api_call(op, keys, values, "numpy"))
+    host_ms = wall_ms(api_call(op, keys, values, gpu_name))
+    return {"numpy_ms": numpy_ms, "gpu_host_ms": host_ms,
+            "extra_ms": max(host_ms - gpu_ms, 1e-4), "via": gpu_name, "n": n}

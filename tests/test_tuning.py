@@ -1,0 +1,392 @@
+"""CPU tests of the tuning cache and the measured selection (no GPU needed):
+the policy works on plain tables, so synthetic measurements drive it."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from cudasortkit import select
+from cudasortkit.plugin import Request, SortPlugin, Tunable
+from cudasortkit.tuning import cache, policy, runtime
+
+INFO = {"name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 132, "driver": "12.8",
+        "nvcc": "Build cuda_12.8", "cudasortkit": "0.1.0"}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings():
+    cache._warned.clear()
+    yield
+    cache._warned.clear()
+
+
+def entry(ms, config=None, default_ms=None):
+    return {"ms": ms, "config": config or {"block_size": 256}, "default_ms": default_ms or ms}
+
+
+# ------------------------------------------------------------------- cache
+def test_round_trip(tmp_path):
+    store = cache.Store(str(tmp_path), INFO, {"alpha": "h1"})
+    store.put("alpha", "sort", "uint32", 20, entry(1.5, {"block_size": 512}, 2.0))
+    store.put_host("sort", "uint32", 10, {"extra_ms": 0.05, "via": "alpha"})
+    assert store.save()
+    data = json.loads(open(store.path).read())
+    assert data["schema"] == cache.SCHEMA and data["device"] == INFO
+    assert data["plugins"]["alpha"]["hash"] == "h1"
+    again = cache.Store(str(tmp_path), INFO, {"alpha": "h1"})
+    got = again.data["plugins"]["alpha"]["results"]["sort"]["uint32"]["20"]
+    assert got["ms"] == 1.5 and got["config"] == {"block_size": 512}
+    assert again.data["host"]["sort"]["uint32"]["10"]["extra_ms"] == 0.05
+    assert os.path.basename(store.path).startswith("fake-gpu-9000-sm90-")
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_device_key_changes_with_driver_and_version():
+    keys = {cache.device_key(INFO), cache.device_key(dict(INFO, driver="13.0")),
+            cache.device_key(dict(INFO, cudasortkit="0.2.0")), cache.device_key(dict(INFO, nvcc="x"))}
+    assert len(keys) == 4
+
+
+def test_corrupt_file_is_reported_once_set_aside_and_rebuilt(tmp_path):
+    path = cache.Store(str(tmp_path), INFO).path
+    for text in ("{not json", json.dumps({"schema": 999}), json.dumps([1, 2])):
+        with open(path, "w") as f:
+            f.write(text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            store = cache.Store(str(tmp_path), INFO)
+        assert store.data["plugins"] == {}
+        assert not os.path.exists(path)
+        assert len([p for p in os.listdir(tmp_path) if ".corrupt-" in p]) >= 1
+        store.put("alpha", "sort", "uint32", 12, entry(0.1))
+        assert store.save()
+        assert cache.load_any(path)["plugins"]["alpha"]["results"]["sort"]["uint32"]["12"]["ms"] == 0.1
+        os.remove(path)
+        yield_warnings = [w for w in caught if "unreadable" in str(w.message)]
+        assert len(yield_warnings) <= 1
+    # reported once per file, however often it is found corrupt
+    assert sum("corrupt:" in k for k in cache._warned) == 1
+
+
+def test_truncated_file_never_crashes(tmp_path):
+    store = cache.Store(str(tmp_path), INFO)
+    store.put("alpha", "sort", "uint32", 12, entry(0.1))
+    store.save()
+    text = open(store.path).read()
+    with open(store.path, "w") as f:
+        f.write(text[: len(text) // 2])
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        again = cache.Store(str(tmp_path), INFO)
+    assert again.data["plugins"] == {}
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from cudasortkit.tuning import cache
+    directory, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    info = {info!r}
+    store = cache.Store(directory, info, {{"alpha": "h", "beta": "h"}})
+    for i in range(count):
+        store.put(who, "sort", "uint32", 10 + i, {{"ms": float(i + 1), "config": {{"block_size": 128}}}})
+        store.put_host("sort", who, i, {{"extra_ms": 1.0}})
+        assert store.save()
+""").format(info=INFO)
+
+
+def test_two_concurrent_writer_processes_lose_nothing(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path), who, "40"])
+             for who in ("alpha", "beta")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    data = cache.load_any(cache.Store(str(tmp_path), INFO).path)
+    for who in ("alpha", "beta"):
+        assert len(data["plugins"][who]["results"]["sort"]["uint32"]) == 40
+        assert len(data["host"]["sort"][who]) == 40
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp") or ".corrupt-" in p]
+
+
+def test_stale_plugin_hash_drops_results_so_they_retune(tmp_path):
+    store = cache.Store(str(tmp_path), INFO, {"alpha": "old", "beta": "same"})
+    store.put("alpha", "sort", "uint32", 20, entry(1.0))
+    store.put("beta", "sort", "uint32", 20, entry(2.0))
+    store.save()
+    fresh = cache.Store(str(tmp_path), INFO, {"alpha": "new", "beta": "same"})
+    assert not runtime._has(fresh.data, "alpha", "sort", "uint32", 20)  # lazy tuning will redo it
+    assert runtime._has(fresh.data, "beta", "sort", "uint32", 20)
+    fresh.put("alpha", "sort", "uint32", 20, entry(0.5))
+    fresh.save()
+    data = cache.load_any(fresh.path)
+    assert data["plugins"]["alpha"]["hash"] == "new"
+    assert data["plugins"]["alpha"]["results"]["sort"]["uint32"]["20"]["ms"] == 0.5
+
+
+def test_plugin_hash_follows_tunables_and_source():
+    class A(SortPlugin):
+        name = "hash_a"
+        dtypes = ("uint32",)
+        device = "cpu"
+        tunables = {"x": Tunable(1, (1, 2))}
+
+        def run(self, job):
+            pass
+
+    class B(A):
+        tunables = {"x": Tunable(1, (1, 2, 4))}
+
+    from cudasortkit.plugins.bitonic import BitonicSort
+
+    hashes = {cache.plugin_hash(A()), cache.plugin_hash(B()), cache.plugin_hash(BitonicSort())}
+    assert len(hashes) == 3
+    assert cache.plugin_hash(BitonicSort()) == cache.plugin_hash(BitonicSort())
+
+
+def test_read_only_cache_dir_works_in_memory_with_one_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    directory = str(blocker / "cache")  # cannot be created
+    store = cache.Store(directory, INFO)
+    store.put("alpha", "sort", "uint32", 12, entry(0.1))
+    with pytest.warns(RuntimeWarning, match="in memory"):
+        assert store.save() is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.put("alpha", "sort", "uint32", 14, entry(0.2))
+        assert store.save() is False  # no second warning
+    assert runtime._has(store.data, "alpha", "sort", "uint32", 14)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores permissions")
+def test_read_only_existing_dir_still_reads(tmp_path):
+    store = cache.Store(str(tmp_path), INFO)
+    store.put("alpha", "sort", "uint32", 12, entry(0.1))
+    store.save()
+    os.chmod(tmp_path, 0o500)
+    try:
+        again = cache.Store(str(tmp_path), INFO)
+        assert runtime._has(again.data, "alpha", "sort", "uint32", 12)
+        again.put("alpha", "sort", "uint32", 14, entry(0.2))
+        with pytest.warns(RuntimeWarning, match="in memory"):
+            assert again.save() is False
+    finally:
+        os.chmod(tmp_path, 0o700)
+
+
+def test_cache_dir_env_override(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "x"))
+    assert cache.cache_dir() == str(tmp_path / "x")
+    monkeypatch.delenv(cache.ENV_DIR)
+    assert "cudasortkit" in cache.cache_dir()
+
+
+# ------------------------------------------------------------ selection
+class Fake:
+    def __init__(self, name, device="gpu", stable=False, max_block=1024):
+        self.name, self.device, self.stable, self.max_block = name, device, stable, max_block
+
+    def valid_config(self, config, dtype, value_bytes):
+        return config.get("block_size", 0) <= self.max_block
+
+    def unsupported(self, request):
+        return None
+
+
+def synthetic():
+    """fast_small wins below ~2^16, big_radix above; numpy beats the GPU on host below ~2^14."""
+    t = cache.empty(INFO)
+    small = {b: 0.01 * 2 ** max(0, b - 10) ** 1 for b in range(10, 25, 2)}
+    small = {10: 0.010, 12: 0.012, 14: 0.020, 16: 0.060, 18: 0.25, 20: 1.0, 22: 4.0, 24: 16.0}
+    radix = {10: 0.030, 12: 0.031, 14: 0.033, 16: 0.040, 18: 0.08, 20: 0.2, 22: 0.7, 24: 2.6}
+    cpu = {10: 0.008, 12: 0.03, 14: 0.13, 16: 0.6, 18: 2.6, 20: 11.0, 22: 48.0}
+    extra = {10: 0.060, 12: 0.062, 14: 0.07, 16: 0.1, 18: 0.25, 20: 0.9, 22: 3.4}
+    for name, table, cfg in (("fast_small", small, {"block_size": 128}),
+                             ("big_radix", radix, {"block_size": 512})):
+        t["plugins"][name] = {"hash": "h", "results": {"sort": {"uint32": {
+            str(b): {"ms": ms, "config": dict(cfg, tile=b), "default_ms": ms * 1.1}
+            for b, ms in table.items()}}}}
+    t["plugins"]["big_radix"]["results"]["argsort"] = {"uint32": {"20": entry(0.5, {"block_size": 256})}}
+    t["plugins"]["numpy"] = {"hash": "h", "results": {"sort": {"uint32": {
+        str(b): {"ms": ms, "config": None} for b, ms in cpu.items()}}}}
+    t["host"] = {"sort": {"uint32": {str(b): {"extra_ms": ms, "via": "big_radix"} for b, ms in extra.items()}}}
+    return t
+
+
+CANDS = {"fast_small": Fake("fast_small"), "big_radix": Fake("big_radix"), "numpy": Fake("numpy", "cpu")}
+
+
+def pick(n, on_device=True, kind="sort", dtype="uint32", vb=0, cands=CANDS, table=None):
+    req = Request(kind=kind, dtype=dtype, n=n, on_device=on_device, value_bytes=vb)
+    return policy.decide(table or synthetic(), req, cands)
+
+
+def test_buckets_and_interpolation():
+    assert [policy.bucket_of(n) for n in (0, 1, 1000, 1024, 1500, 3000, 5000, 1 << 20, 1 << 40)] == \
+        [10, 10, 10, 10, 10, 12, 12, 20, 32]
+    pts = {10: 1.0, 12: 4.0}
+    assert policy.interpolate(pts, 1 << 10) == 1.0
+    assert policy.interpolate(pts, 1 << 11) == pytest.approx(2.0)  # log-log midpoint
+    assert policy.interpolate(pts, 100) == 1.0
+    assert policy.interpolate(pts, 1 << 13, "linear") == pytest.approx(8.0)
+    assert policy.interpolate(pts, 1 << 13, "nlogn") == pytest.approx(8.0 * 13 / 12)
+    assert policy.interpolate({}, 5) is None
+
+
+def test_device_selection_follows_measurements_and_interpolates():
+    assert pick(1 << 10).name == "fast_small"
+    assert pick(1 << 14).name == "fast_small"
+    assert pick(1 << 16).name == "big_radix"
+    assert pick(1 << 24).name == "big_radix"
+    assert pick(1 << 28).name == "big_radix"  # extrapolated
+    # between buckets: 2^15 interpolates 0.020..0.060 vs 0.033..0.040
+    d = pick(1 << 15)
+    est = {e.name: e.ms for e in d.estimates}
+    assert est["fast_small"] == pytest.approx((0.020 * 0.060) ** 0.5)
+    assert d.name == ("fast_small" if est["fast_small"] < est["big_radix"] else "big_radix")
+    assert "numpy" not in est  # device input: the CPU plugin is not a candidate
+
+
+def test_config_comes_from_nearest_bucket():
+    assert pick(1 << 20).config == {"block_size": 512, "tile": 20}
+    assert pick(3 << 19).config["tile"] == 20   # log2 = 20.58 -> nearest 20... 
+    assert pick(7 << 19).config["tile"] == 22   # log2 = 21.8 -> 22
+
+
+def test_host_input_crossover_is_measured_not_fixed():
+    assert pick(1000, on_device=False).name == "numpy"
+    assert pick(1 << 12, on_device=False).name == "numpy"
+    assert pick(1 << 16, on_device=False).name == "big_radix"
+    assert pick(1 << 22, on_device=False).name == "big_radix"
+    # a slower CPU moves the crossover down, with no code change
+    t = synthetic()
+    for e in t["plugins"]["numpy"]["results"]["sort"]["uint32"].values():
+        e["ms"] *= 20
+    assert pick(1 << 12, on_device=False, table=t).name != "numpy"
+    d = pick(1 << 18, on_device=False)
+    assert any("host overhead" in e.note for e in d.estimates)
+
+
+def test_host_input_without_host_measurements_uses_documented_cutoff():
+    t = synthetic()
+    t["host"] = {}
+    assert pick(1000, on_device=False, table=t).name == "numpy"
+    assert pick(1 << 20, on_device=False, table=t).name == "big_radix"
+
+
+def test_nothing_measured_returns_none_and_unmeasured_are_listed():
+    assert pick(1 << 20, dtype="float64") is None
+    cands = dict(CANDS, newcomer=Fake("newcomer"))
+    d = pick(1 << 20, cands=cands)
+    assert d.name == "big_radix" and d.unmeasured == ["newcomer"]
+    assert "newcomer" in str(d)
+
+
+def test_ops_map_and_borrow_similar_measurements():
+    assert policy.op_of(Request("pairs", "uint32", 5, value_bytes=8)) == "argsort"
+    assert policy.op_of(Request("pairs", "uint32", 5, value_bytes=4)) == "pairs"
+    d = pick(1 << 20, kind="pairs", vb=4)
+    assert d.name == "big_radix" and "argsort" in d.estimates[0].note
+    assert pick(1 << 20, kind="argsort", vb=8).config == {"block_size": 256}
+
+
+def test_invalid_tuned_config_falls_back_to_default():
+    cands = {"big_radix": Fake("big_radix", max_block=256)}
+    d = pick(1 << 20, cands=cands)
+    assert d.name == "big_radix" and d.config is None
+
+
+def test_failed_entries_are_ignored():
+    t = synthetic()
+    t["plugins"]["fast_small"]["results"]["sort"]["uint32"]["10"] = {"failed": "wrong result"}
+    d = pick(1 << 10, table=t)
+    assert {e.name: e.ms for e in d.estimates}["fast_small"] == pytest.approx(0.012)
+
+
+# ------------------------------------------------------- hooks (no GPU)
+@pytest.fixture
+def fake_context(tmp_path, monkeypatch):
+    store = cache.Store(str(tmp_path), INFO)
+    store.data = synthetic()
+    ctx = runtime.Context(state=None, store=store)
+    monkeypatch.setattr(runtime, "context", lambda state=None: ctx)
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "0")
+    runtime._memo.clear()
+    yield ctx
+    runtime._memo.clear()
+
+
+def test_auto_policy_and_by_name_configure_use_the_table(fake_context, monkeypatch):
+    monkeypatch.setattr(cache, "plugin_hash", lambda p: "h")
+    plugin, config = runtime.auto_policy(Request("sort", "uint32", 1 << 20), CANDS)
+    assert plugin.name == "big_radix" and config["block_size"] == 512
+    plugin, _ = runtime.auto_policy(Request("sort", "uint32", 1000, on_device=False), CANDS)
+    assert plugin.name == "numpy"
+    assert runtime.configure(Request("sort", "uint32", 1 << 10), CANDS["big_radix"]) == \
+        {"block_size": 512, "tile": 10}
+    assert runtime.configure(Request("sort", "uint32", 1 << 10), CANDS["numpy"]) is None
+    assert runtime.auto_policy(Request("sort", "float64", 1 << 10), CANDS) is None  # -> fallback
+
+
+def test_lazy_tuning_is_skipped_when_disabled(fake_context, monkeypatch):
+    called = []
+    monkeypatch.setattr(runtime, "_lazy_measure", lambda *a: called.append(a))
+    monkeypatch.setattr(cache, "plugin_hash", lambda p: "h")
+    runtime.auto_policy(Request("sort", "uint32", 1 << 26), CANDS)
+    assert not called
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "1")
+    runtime._memo.clear()
+    runtime.auto_policy(Request("sort", "uint32", 1 << 26), CANDS)
+    assert called and called[0][1:5] == ("sort", "uint32", 26, ["big_radix", "fast_small"])
+    runtime._memo.clear()
+    called.clear()
+    runtime.auto_policy(Request("sort", "uint32", 1 << 20), CANDS)  # measured: nothing to do
+    assert not called
+
+
+def test_select_installs_hooks_and_cpu_only_still_sorts():
+    select._load_tuning()
+    assert select.policy is runtime.auto_policy and select.configure is runtime.configure
+    import cudasortkit as csk
+
+    a = np.random.default_rng(1).integers(0, 100, 1000).astype(np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.array_equal(csk.sort(a), np.sort(a))
+        if not select.gpu_available():
+            assert "no GPU" in csk.explain(a).reason
+
+
+def test_importing_cudasortkit_does_not_import_pycuda_or_tuner():
+    code = ("import sys, cudasortkit; assert 'pycuda' not in sys.modules; "
+            "assert 'cudasortkit.tuning.tuner' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------- CLI
+def test_show_and_parse_sizes_without_gpu(tmp_path, capsys):
+    from cudasortkit import tune
+
+    assert tune.parse_sizes("2^10:2^16") == [10, 12, 14, 16]
+    assert tune.parse_sizes("2^12,65536,1000") == [10, 12, 16]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(synthetic()))
+    assert tune.main(["--show", "--cache-file", str(path), "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "Fake GPU 9000" in out and "big_radix" in out and "fast_small" in out
+    line = next(l for l in out.splitlines() if l.startswith("sort    uint32         1024"))
+    assert "fast_small" in line and line.rstrip().endswith("numpy")
+
+
+def test_plot_from_cache_file(tmp_path):
+    pytest.importorskip("matplotlib")
+    from cudasortkit import tune
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(synthetic()))
+    png = tmp_path / "p.png"
+    assert tune.main(["--plot", str(png), "--cache-file", str(path)]) == 0
+    assert png.stat().st_size > 1000
