@@ -9,8 +9,9 @@ See docs/ for the algorithms, tuning and writing a plugin.
 from .api import algorithms, argsort, sort, sort_by_key
 from .merging import merge, merge_by_key
 from .plugin import Request, SortPlugin, Tunable
+from .tuning import explain
 
 __version__ = "0.1.0"
 
-__all__ = ["sort", "argsort", "sort_by_key", "merge", "merge_by_key", "algorithms", "SortPlugin",
-           "Tunable", "Request", "__version__"]
+__all__ = ["sort", "argsort", "sort_by_key", "merge", "merge_by_key", "algorithms", "explain",
+           "SortPlugin", "Tunable", "Request", "__version__"]
