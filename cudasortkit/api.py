@@ -90,7 +90,36 @@ def make_request(kind, keys: Operand, values: Operand | None, descending, stable
         vbytes = _value_bytes(values.dtype)
     return Request(kind=kind, dtype=keys.key_dtype.name, n=keys.n, stable=bool(stable),
                    descending=bool(descending), value_bytes=vbytes, on_device=keys.on_device,
-                   key_range=_check_range(key_range), options=options)
+                   key_range=_check_range(key_range), options=options,
+                   range_probe=_RangeProbe(keys))
+
+
+class _RangeProbe:
+    """Request.range_probe: (min, max) of integer keys, measured once on first
+    call (NumPy for host arrays, one GPU reduction for device arrays)."""
+
+    def __init__(self, keys: Operand):
+        self.keys = keys
+        self.done = False
+        self.value = None
+
+    def __call__(self):
+        if not self.done:
+            self.value = self._measure()
+            self.done = True
+        return self.value
+
+    def _measure(self):
+        keys = self.keys
+        if keys.n == 0 or keys.key_dtype.kind not in "iu":
+            return None
+        if not keys.on_device:
+            return int(keys.array.min()), int(keys.array.max())
+        from .corekernels import key_minmax
+        from .device import get_device
+
+        state = get_device(keys.ordinal)
+        return key_minmax(state, keys.device_ptr(state), keys.n, keys.key_dtype)
 
 
 def _check_range(key_range):

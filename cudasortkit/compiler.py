@@ -15,13 +15,28 @@ from .render import include_dirs, render
 _lock = threading.Lock()
 _modules: dict = {}
 _functions: dict = {}
+_sources: dict = {}
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
 
+def _source(plugin_cls, template, dtype, value_bytes, config, defines):
+    """render(), remembered: a render reads the template file (~50 us), which
+    would otherwise be paid by every Job.kernel call of every sort."""
+    key = (plugin_cls, template, str(dtype), int(value_bytes), tuple(sorted(config.items())),
+           tuple(sorted((defines or {}).items())))
+    with _lock:
+        source = _sources.get(key)
+    if source is None:
+        source = render(plugin_cls, template, dtype, value_bytes, config, defines)
+        with _lock:
+            _sources[key] = source
+    return source
+
+
 def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defines=None):
     """The pycuda module of one rendered template on the current context."""
-    source = render(plugin_cls, template, dtype, value_bytes, config, defines)
+    source = _source(plugin_cls, template, dtype, value_bytes, config, defines)
     key = (state.ordinal, source, NVCC_OPTIONS)
     with _lock:
         module = _modules.get(key)

@@ -10,7 +10,7 @@ and launches (cudasortkit/job.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from .dtypes import KEY_DTYPES
 
@@ -41,6 +41,8 @@ class Request:
 
     kind is "sort" (keys only), "argsort" (int64 indices as values) or "pairs"
     (caller's values). `key_range`, when known, is the (min, max) of the keys.
+    `range_probe` measures (min, max) on demand (integer keys; filled in by the
+    API, runs at most once per call); plugins ask through `keys_range()`.
     """
 
     kind: str
@@ -52,10 +54,19 @@ class Request:
     on_device: bool = True
     key_range: tuple | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    range_probe: Callable[[], tuple | None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def needs_values(self) -> bool:
         return self.kind != "sort"
+
+    def keys_range(self) -> tuple | None:
+        """(min, max) of the keys: the caller's key_range, else measured by
+        range_probe (a pass over the keys, so ask only when it matters), else
+        None (no keys, or nothing can measure them)."""
+        if self.key_range is not None:
+            return self.key_range
+        return self.range_probe() if self.range_probe is not None else None
 
 
 class SortPlugin:

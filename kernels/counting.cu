@@ -1,0 +1,460 @@
+// Counting sort for integer keys that take few distinct values
+// (plugins/counting.py drives these kernels).
+//
+// Every key falls in a bin: bin = (ordered word ^ mask) - base (keys.cuh), so
+// bins 0 .. bins-1 are already in output order, descending included (the
+// mask flips the order, and nothing else changes, so stability holds).
+//
+// Keys only (nothing to move but the keys themselves):
+//   counting_histogram     count keys per bin (privatized shared-memory
+//                          histograms, or global atomics for many bins)
+//   DeviceScan (scan.py)   exclusive scan: the first output slot of each bin
+//   counting_fill          every output slot finds its bin in the offsets and
+//                          writes that bin's key: runs of equal keys, no scatter
+//
+// Pairs / argsort: one stable counting pass per digit of the bin (LSD, at most
+// 8 bits, so a range of 2^8 bins is one pass, 2^16 two):
+//   counting_digit_counts  digit counts of each chunk, digit-major (d * chunks + c)
+//   DeviceScan             exclusive scan in (digit, chunk) order: where each
+//                          chunk's keys of each digit start in the output
+//   counting_scatter       stable ranking inside the chunk (warp match + per-warp
+//                          counts, tile by tile), staged through shared memory
+//                          so that each digit's run is written coalesced
+//
+// Tunables: BLOCK_SIZE (a multiple of 32, >= 256), VEC_LOADS (16-byte loads or
+// stores in flight per thread in the histogram and fill), SLICE_BINS (host
+// side: shared counters per histogram block), AGGREGATE (warp-aggregated
+// atomics where keys repeat), SCATTER_ITEMS (keys per thread per scatter tile).
+#include "keys.cuh"
+#include "scan.cuh"
+
+#define COUNTING_WARPS (BLOCK_SIZE / 32)
+#define KEYS_PER_VEC (16 / CSK_KEY_BYTES)
+#define SCATTER_TILE (BLOCK_SIZE * SCATTER_ITEMS)
+#define MAX_DIGITS 256
+#define NO_BIN 0xFFFFFFFFu
+
+// Where scatter values come from / go to (runtime arguments).
+#define VALUES_NONE 0   // no values
+#define VALUES_WORDS 1  // csk_value_t arrays (the caller's values, or argsort's int64)
+#define VALUES_INDEX 2  // from: the key's input position (argsort's first pass)
+#define VALUES_U32 3    // 32-bit indices (argsort's intermediate passes)
+
+#if BLOCK_SIZE % 32 != 0 || BLOCK_SIZE < MAX_DIGITS
+#error "counting kernels need BLOCK_SIZE a multiple of 32 and at least 256"
+#endif
+#if SCATTER_TILE > 65535
+#error "scatter tiles are ranked with 16-bit counters"
+#endif
+
+typedef unsigned long long u64;
+
+union KeyVec {
+    uint4 v;
+    csk_bits_t k[KEYS_PER_VEC];
+};
+
+// The bin of key bits x; >= bins when x is outside the range (caller's key_range).
+__device__ __forceinline__ u64 counting_bin(csk_bits_t x, csk_bits_t mask, csk_bits_t base)
+{
+    return (u64)(csk_bits_t)(csk_encode(x, mask) - base);
+}
+
+// An array of n keys seen as aligned 16-byte vectors: key e sits in vector
+// (e + head) / KEYS_PER_VEC. Keys must be aligned to their own size.
+struct VecSpan {
+    long long head;   // keys of the first vector that precede the array
+    long long count;  // vectors that hold at least one key
+};
+
+__device__ __forceinline__ VecSpan vec_span(const void* p, long long n)
+{
+    VecSpan s;
+    s.head = (long long)(((unsigned long long)p & 15ull) / CSK_KEY_BYTES);
+    s.count = (s.head + n + KEYS_PER_VEC - 1) / KEYS_PER_VEC;
+    return s;
+}
+
+__device__ __forceinline__ const uint4* vec_base(const void* p)
+{
+    return (const uint4*)((unsigned long long)p & ~15ull);
+}
+
+// Keys j in [*lo, *hi) of vector v lie inside [begin, end).
+__device__ __forceinline__ void vec_keys(long long v, const VecSpan& s, long long begin,
+                                         long long end, int* lo, int* hi)
+{
+    const long long e0 = v * KEYS_PER_VEC - s.head;
+    const long long a = begin - e0, b = end - e0;
+    *lo = (int)(a < 0 ? 0 : (a > KEYS_PER_VEC ? KEYS_PER_VEC : a));
+    *hi = (int)(b < 0 ? 0 : (b > KEYS_PER_VEC ? KEYS_PER_VEC : b));
+}
+
+// ---------------------------------------------------------------- histogram
+// Grid: chunks x slices (slice = blockIdx % slices, so the blocks that read the
+// same chunk run side by side and share it through L2). With slices > 0 each
+// block counts the bins [slice * slice_bins, +slice_bins) of its chunk in
+// shared memory, `copies` counters per bin (lane & (copies - 1) picks one, so
+// equal keys in a warp do not serialize), then adds them to counts. With
+// slices == 0 (too many bins) every key is a global atomic.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u64 base,
+                   u64 bins, unsigned* __restrict__ counts, unsigned* __restrict__ bad,
+                   int slices, unsigned slice_bins, unsigned copies, long long vecs_per_chunk)
+{
+    extern __shared__ unsigned hist[];
+    const bool in_shared = slices > 0;
+    const unsigned slice = in_shared ? blockIdx.x % slices : 0;
+    const long long chunk = in_shared ? blockIdx.x / slices : blockIdx.x;
+    const u64 lo = (u64)slice * slice_bins;
+    const unsigned width = in_shared ? (unsigned)min((u64)slice_bins, bins - lo) : 0;
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned copy = lane & (copies - 1);
+    for (unsigned i = threadIdx.x; i < width * copies; i += BLOCK_SIZE) hist[i] = 0;
+    __syncthreads();
+
+    const VecSpan span = vec_span(keys, n);
+    const uint4* vecs = vec_base(keys);
+    const long long v_begin = chunk * vecs_per_chunk;
+    const long long v_end = min(span.count, v_begin + vecs_per_chunk);
+    const csk_bits_t m = (csk_bits_t)mask, b0 = (csk_bits_t)base;
+    bool outside = false;
+    // The loop bounds are the same for the whole block, so warps stay converged.
+    for (long long v0 = v_begin; v0 < v_end; v0 += (long long)BLOCK_SIZE * VEC_LOADS) {
+        KeyVec w[VEC_LOADS];
+#pragma unroll
+        for (int r = 0; r < VEC_LOADS; ++r) {
+            const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
+            if (v < v_end) w[r].v = vecs[v];
+        }
+#pragma unroll
+        for (int r = 0; r < VEC_LOADS; ++r) {
+            const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
+            int j_lo = 0, j_hi = 0;
+            if (v < v_end) vec_keys(v, span, 0, n, &j_lo, &j_hi);
+#pragma unroll
+            for (int j = 0; j < KEYS_PER_VEC; ++j) {
+                unsigned target = NO_BIN;  // bin in this slice (shared) or in counts (global)
+                if (j >= j_lo && j < j_hi) {
+                    const u64 bin = counting_bin(w[r].k[j], m, b0);
+                    if (bin >= bins)
+                        outside = true;
+                    else if (!in_shared)
+                        target = (unsigned)bin;
+                    else if (bin - lo < width)  // bin < lo wraps around: not in slice
+                        target = (unsigned)(bin - lo);
+                }
+#if AGGREGATE
+                if (copies == 1) {  // one atomic per distinct bin of the warp
+                    const unsigned peers = __match_any_sync(0xffffffffu, target);
+                    if (target != NO_BIN && lane == (unsigned)(__ffs(peers) - 1)) {
+                        if (in_shared)
+                            atomicAdd(&hist[target], (unsigned)__popc(peers));
+                        else
+                            atomicAdd(&counts[target], (unsigned)__popc(peers));
+                    }
+                    continue;
+                }
+#endif
+                if (target != NO_BIN) {
+                    if (in_shared)
+                        atomicAdd(&hist[target * copies + copy], 1u);
+                    else
+                        atomicAdd(&counts[target], 1u);
+                }
+            }
+        }
+    }
+    if (outside && bad) atomicOr(bad, 1u);
+    if (!in_shared) return;
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < width; i += BLOCK_SIZE) {
+        unsigned s = 0;
+        for (unsigned c = 0; c < copies; ++c)
+            s += hist[i * copies + ((c + i) & (copies - 1))];  // rotated: no bank conflicts
+        if (s) atomicAdd(&counts[lo + i], s);
+    }
+}
+
+// --------------------------------------------------------------------- fill
+// Largest b in [lo, hi] with offsets[b] <= e (given offsets[lo] <= e): the bin
+// of output slot e (empty bins share their offset with the next bin).
+__device__ __forceinline__ unsigned find_bin(const unsigned* __restrict__ offsets, unsigned lo,
+                                             unsigned hi, long long e)
+{
+    while (lo < hi) {
+        const unsigned mid = lo + (hi - lo + 1) / 2;
+        if ((long long)offsets[mid] <= e)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ long long bin_end(const unsigned* __restrict__ offsets, unsigned b,
+                                             unsigned bins, long long n)
+{
+    return b + 1 < bins ? (long long)offsets[b + 1] : n;
+}
+
+// out[e] = the key of the bin holding slot e; offsets = exclusive scan of the
+// counts. Each block first finds the bins of its first and last slot, so each
+// thread searches only that (usually tiny) range, then walks forward.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+counting_fill(csk_bits_t* __restrict__ out, long long n, const unsigned* __restrict__ offsets,
+              unsigned bins, u64 mask, u64 base)
+{
+    __shared__ unsigned first_bin, last_bin;
+    const VecSpan span = vec_span(out, n);
+    uint4* vecs = (uint4*)vec_base(out);
+    const long long v_begin = (long long)blockIdx.x * BLOCK_SIZE * VEC_LOADS;
+    const long long v_end = min(span.count, v_begin + (long long)BLOCK_SIZE * VEC_LOADS);
+    if (threadIdx.x == 0) {
+        const long long e = v_begin * KEYS_PER_VEC - span.head;
+        first_bin = find_bin(offsets, 0, bins - 1, e < 0 ? 0 : e);
+    }
+    if (threadIdx.x == BLOCK_SIZE - 1) {
+        const long long e = v_end * KEYS_PER_VEC - span.head;
+        last_bin = find_bin(offsets, 0, bins - 1, (e < n ? e : n) - 1);
+    }
+    __syncthreads();
+    const unsigned lo = first_bin, hi = last_bin;
+    const csk_bits_t m = (csk_bits_t)mask, b0 = (csk_bits_t)base;
+#pragma unroll
+    for (int r = 0; r < VEC_LOADS; ++r) {
+        const long long v = v_begin + r * BLOCK_SIZE + threadIdx.x;
+        if (v >= v_end) continue;
+        int j_lo, j_hi;
+        vec_keys(v, span, 0, n, &j_lo, &j_hi);
+        const long long e0 = v * KEYS_PER_VEC - span.head;
+        unsigned b = find_bin(offsets, lo, hi, e0 + j_lo);
+        long long end = bin_end(offsets, b, bins, n);
+        csk_bits_t key = csk_decode((csk_bits_t)(b0 + b), m);
+        KeyVec w;
+#pragma unroll
+        for (int j = 0; j < KEYS_PER_VEC; ++j) {
+            if (j >= j_lo && j < j_hi && e0 + j >= end) {
+                b = find_bin(offsets, b + 1, hi, e0 + j);
+                end = bin_end(offsets, b, bins, n);
+                key = csk_decode((csk_bits_t)(b0 + b), m);
+            }
+            w.k[j] = key;
+        }
+        if (j_lo == 0 && j_hi == KEYS_PER_VEC) {
+            vecs[v] = w.v;
+        } else {
+#pragma unroll
+            for (int j = 0; j < KEYS_PER_VEC; ++j)
+                if (j >= j_lo && j < j_hi) out[e0 + j] = w.k[j];
+        }
+    }
+}
+
+// ------------------------------------------------------ pairs: digit counts
+// counts[d * gridDim.x + c] = keys of chunk c (chunk_items keys from
+// c * chunk_items) whose bin has digit d = (bin >> shift) & (2^digit_bits - 1).
+// One counter per digit and lane (32 copies), so equal keys never serialize.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+counting_digit_counts(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u64 base,
+                      u64 bins, int shift, int digit_bits, long long chunk_items,
+                      unsigned* __restrict__ counts, unsigned* __restrict__ bad)
+{
+    __shared__ unsigned hist[MAX_DIGITS * 32];
+    const unsigned digits = 1u << digit_bits, dmask = digits - 1;
+    const unsigned lane = threadIdx.x & 31u;
+    for (unsigned i = threadIdx.x; i < digits * 32; i += BLOCK_SIZE) hist[i] = 0;
+    __syncthreads();
+
+    const VecSpan span = vec_span(keys, n);
+    const uint4* vecs = vec_base(keys);
+    const long long begin = (long long)blockIdx.x * chunk_items;
+    const long long end = min(n, begin + chunk_items);
+    const long long v_begin = (begin + span.head) / KEYS_PER_VEC;
+    const long long v_end = (end + span.head + KEYS_PER_VEC - 1) / KEYS_PER_VEC;
+    const csk_bits_t m = (csk_bits_t)mask, b0 = (csk_bits_t)base;
+    bool outside = false;
+    for (long long v0 = v_begin; v0 < v_end; v0 += (long long)BLOCK_SIZE * VEC_LOADS) {
+        KeyVec w[VEC_LOADS];
+#pragma unroll
+        for (int r = 0; r < VEC_LOADS; ++r) {
+            const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
+            if (v < v_end) w[r].v = vecs[v];
+        }
+#pragma unroll
+        for (int r = 0; r < VEC_LOADS; ++r) {
+            const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
+            if (v >= v_end) continue;
+            int j_lo, j_hi;
+            vec_keys(v, span, begin, end, &j_lo, &j_hi);
+#pragma unroll
+            for (int j = 0; j < KEYS_PER_VEC; ++j) {
+                if (j < j_lo || j >= j_hi) continue;
+                const u64 bin = counting_bin(w[r].k[j], m, b0);
+                if (bin >= bins) {
+                    outside = true;
+                    continue;
+                }
+                const unsigned d = (unsigned)(bin >> shift) & dmask;
+                atomicAdd(&hist[d * 32 + lane], 1u);
+            }
+        }
+    }
+    if (outside && bad) atomicOr(bad, 1u);
+    __syncthreads();
+    for (unsigned d = threadIdx.x; d < digits; d += BLOCK_SIZE) {
+        unsigned s = 0;
+        for (unsigned c = 0; c < 32; ++c) s += hist[d * 32 + ((c + d) & 31u)];
+        counts[(long long)d * gridDim.x + blockIdx.x] = s;
+    }
+}
+
+// ----------------------------------------------------------- pairs: scatter
+__device__ __forceinline__ csk_value_t counting_load_value(const void* __restrict__ values,
+                                                          int from, long long i)
+{
+    if (from == VALUES_INDEX) return (csk_value_t)i;
+    if (from == VALUES_U32) return (csk_value_t)((const unsigned*)values)[i];
+    if (from == VALUES_WORDS) return ((const csk_value_t*)values)[i];
+    return 0;
+}
+
+__device__ __forceinline__ void counting_store_value(void* __restrict__ values, int to,
+                                                     unsigned i, csk_value_t x)
+{
+    if (to == VALUES_U32)
+        ((unsigned*)values)[i] = (unsigned)x;
+    else if (to == VALUES_WORDS)
+        ((csk_value_t*)values)[i] = x;
+}
+
+// One stable counting pass on digit (bin >> shift) & (2^digit_bits - 1).
+// Block c handles chunk c: chunk_tiles tiles of SCATTER_TILE keys, in order.
+// In a tile, warp w owns keys [w * 32 * SCATTER_ITEMS, +32 * SCATTER_ITEMS),
+// read in steps of 32 (key k*32 + lane), so input order is (warp, step, lane):
+//   1. each warp ranks its keys per digit: __match_any_sync finds the lanes
+//      with the same digit, per-warp counters carry the earlier steps;
+//   2. per digit, prefix over warps; a block scan (scan.cuh) over digits
+//      gives where each digit starts in the tile;
+//   3. keys, then values, go to shared memory in sorted order and out to
+//      running[d] + (slot - tile_start[d]): each digit's run is contiguous.
+// offsets: the exclusive scan of counting_digit_counts, so running[d] starts
+// at offsets[d * chunks + c]. Keys outside [0, bins) (a broken key_range
+// promise, already reported) are dropped.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+counting_scatter(const csk_bits_t* __restrict__ keys_in, const void* __restrict__ values_in,
+                 csk_bits_t* __restrict__ keys_out, void* __restrict__ values_out, long long n,
+                 u64 mask, u64 base, u64 bins, int shift, int digit_bits, int chunk_tiles,
+                 const unsigned* __restrict__ offsets, int values_from, int values_to,
+                 int write_keys)
+{
+    extern __shared__ u64 counting_stage[];  // SCATTER_TILE slots of max(key, value) bytes
+    __shared__ unsigned short warp_counts[COUNTING_WARPS][MAX_DIGITS];
+    __shared__ unsigned tile_start[MAX_DIGITS];
+    __shared__ unsigned running[MAX_DIGITS];
+    __shared__ unsigned scan_sums[COUNTING_WARPS + 1];
+    csk_bits_t* stage_keys = (csk_bits_t*)counting_stage;
+    csk_value_t* stage_values = (csk_value_t*)counting_stage;
+
+    const unsigned digits = 1u << digit_bits, dmask = digits - 1;
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const unsigned lanes_below = (1u << lane) - 1u;
+    const csk_bits_t m = (csk_bits_t)mask, b0 = (csk_bits_t)base;
+    const unsigned d_mine = threadIdx.x;  // the digit this thread keeps totals for
+    const bool has_digit = d_mine < digits;
+    if (has_digit) running[d_mine] = offsets[(long long)d_mine * gridDim.x + blockIdx.x];
+    for (unsigned i = threadIdx.x; i < COUNTING_WARPS * MAX_DIGITS; i += BLOCK_SIZE)
+        (&warp_counts[0][0])[i] = 0;
+    __syncthreads();
+
+    const long long chunk_begin = (long long)blockIdx.x * chunk_tiles * SCATTER_TILE;
+    for (int t = 0; t < chunk_tiles; ++t) {
+        const long long tile_begin = chunk_begin + (long long)t * SCATTER_TILE;
+        if (tile_begin >= n) break;  // the same for the whole block
+
+        // 1. load, digit, rank among the warp's earlier keys of the same digit
+        csk_bits_t key[SCATTER_ITEMS];
+        csk_value_t value[SCATTER_ITEMS];
+        unsigned digit[SCATTER_ITEMS], slot[SCATTER_ITEMS];
+#pragma unroll
+        for (int k = 0; k < SCATTER_ITEMS; ++k) {
+            const long long i = tile_begin + (long long)(warp * 32 * SCATTER_ITEMS + k * 32 + lane);
+            unsigned d = NO_BIN;
+            key[k] = 0;
+            value[k] = 0;
+            if (i < n) {
+                key[k] = keys_in[i];
+                value[k] = counting_load_value(values_in, values_from, i);
+                const u64 bin = counting_bin(key[k], m, b0);
+                if (bin < bins) d = (unsigned)(bin >> shift) & dmask;
+            }
+            digit[k] = d;
+            const unsigned peers = __match_any_sync(0xffffffffu, d);
+            unsigned before = 0;
+            if (d != NO_BIN) before = warp_counts[warp][d];
+            slot[k] = before + __popc(peers & lanes_below);
+            __syncwarp();
+            if (d != NO_BIN && lane == (unsigned)(__ffs(peers) - 1))
+                warp_counts[warp][d] = (unsigned short)(before + __popc(peers));
+            __syncwarp();
+        }
+        __syncthreads();
+
+        // 2. per digit: warp starts within the digit, the digit's total, and
+        //    (block scan over digits) the digit's first slot in the tile
+        unsigned total = 0;
+        if (has_digit) {
+            for (int w = 0; w < COUNTING_WARPS; ++w) {
+                const unsigned c = warp_counts[w][d_mine];
+                warp_counts[w][d_mine] = (unsigned short)total;
+                total += c;
+            }
+        }
+        unsigned tile_keys;
+        const unsigned start =
+            csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(total, scan_sums, &tile_keys);
+        if (has_digit) tile_start[d_mine] = start;
+        __syncthreads();
+
+        // 3. keys to shared memory in sorted order, then out, coalesced per digit
+#pragma unroll
+        for (int k = 0; k < SCATTER_ITEMS; ++k) {
+            if (digit[k] != NO_BIN) {
+                slot[k] += tile_start[digit[k]] + warp_counts[warp][digit[k]];
+                stage_keys[slot[k]] = key[k];
+            }
+        }
+        __syncthreads();
+        unsigned dest[SCATTER_ITEMS];
+#pragma unroll
+        for (int k = 0; k < SCATTER_ITEMS; ++k) {
+            const unsigned s = k * BLOCK_SIZE + threadIdx.x;
+            if (s < tile_keys) {
+                const csk_bits_t x = stage_keys[s];
+                const unsigned d = (unsigned)(counting_bin(x, m, b0) >> shift) & dmask;
+                dest[k] = running[d] + (s - tile_start[d]);
+                if (write_keys) keys_out[dest[k]] = x;
+            }
+        }
+        if (values_to != VALUES_NONE) {
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < SCATTER_ITEMS; ++k)
+                if (digit[k] != NO_BIN) stage_values[slot[k]] = value[k];
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < SCATTER_ITEMS; ++k) {
+                const unsigned s = k * BLOCK_SIZE + threadIdx.x;
+                if (s < tile_keys) counting_store_value(values_out, values_to, dest[k], stage_values[s]);
+            }
+        }
+        __syncthreads();
+
+        // 4. next tile: advance each digit's output position, clear warp counts
+        if (has_digit) {
+            running[d_mine] += total;
+            for (int w = 0; w < COUNTING_WARPS; ++w) warp_counts[w][d_mine] = 0;
+        }
+        __syncthreads();
+    }
+}

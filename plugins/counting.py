@@ -1,0 +1,305 @@
+"""`counting`: counting sort for integer keys that take few distinct values.
+
+Keys become bins 0 .. bins-1 (bin = ordered key - smallest ordered key, so
+descending is the same code with the keys.cuh mask). The number of bins is the
+key range, max - min + 1:
+
+* 8- and 16-bit integer keys (and bool, which sorts as uint8): always, over the
+  whole dtype (256 or 65,536 bins), or the caller's key_range.
+* 32- and 64-bit integer keys: when max - min + 1 <= RANGE_LIMIT (2^20), taken
+  from key_range=(lo, hi) if the caller gives it, else measured by one GPU
+  min/max pass (Request.keys_range). Wider ranges are declined, so "auto"
+  moves on and a request by name gets ValueError with the reason.
+* Float keys: not supported (no small set of bins; use radix or onesweep).
+
+Keys only: histogram -> exclusive scan (cudasortkit.scan.DeviceScan) -> every
+output slot gets its bin's key (no scatter). Pairs and argsort: one stable
+counting pass per 8-bit digit of the bin, least significant first, so up to
+256 bins take one pass and 65,536 two. Stable throughout, ascending and
+descending. kernels/counting.cu has the details; docs/algorithms/counting.md
+the limits.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.scan import DeviceScan
+
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+#: Most bins (max - min + 1) the plugin sorts into; wider ranges are declined.
+RANGE_LIMIT = 1 << 20
+#: Counts and output positions are 32-bit.
+MAX_KEYS = (1 << 32) - 1
+#: Shared memory for a histogram with several counters per bin (<= 256 bins
+#: get one per lane, so equal keys never serialize).
+COPIES_BYTES = 32 * 1024
+#: More bins than MAX_SLICES * slice_bins: count with global atomics.
+MAX_SLICES = 4
+#: Bits of the bin sorted per stable scatter pass (256 digits).
+DIGIT_BITS = 8
+
+VALUES_NONE, VALUES_WORDS, VALUES_INDEX, VALUES_U32 = 0, 1, 2, 3
+
+_SIGNATURES = {
+    "counting_histogram": "PqQQQPPiIIq",
+    "counting_fill": "PqPIQQ",
+    "counting_digit_counts": "PqQQQiiqPP",
+    "counting_scatter": "PPPPqQQQiiiPiii",
+}
+
+
+def bin_layout(dtype, lo: int, hi: int, descending: bool) -> tuple:
+    """(base, bins): the ordered word (keys.cuh, mask applied) of the first bin
+    and the number of bins for keys in [lo, hi]."""
+    dt = np.dtype(dtype)
+    bits = 8 * dt.itemsize
+    shift = -int(np.iinfo(dt).min)  # ordered word of a signed key: key + 2^(bits-1)
+    olo, ohi = int(lo) + shift, int(hi) + shift
+    base = ((1 << bits) - 1) - ohi if descending else olo
+    return base, ohi - olo + 1
+
+
+def clamp_range(dtype, key_range) -> tuple | None:
+    """The caller's key_range as integers inside the dtype, or None if no key
+    of the dtype can lie in it."""
+    info = np.iinfo(np.dtype(dtype))
+    lo, hi = key_range
+    lo, hi = max(int(math.ceil(lo)), int(info.min)), min(int(math.floor(hi)), int(info.max))
+    return (lo, hi) if lo <= hi else None
+
+
+def digit_passes(bins: int) -> tuple:
+    """(passes, bits per pass) of the stable scatter for `bins` bins."""
+    total = max(1, (bins - 1).bit_length())
+    passes = -(-total // DIGIT_BITS)
+    return passes, -(-total // passes)
+
+
+class CountingSort(SortPlugin):
+    name = "counting"
+    summary = "counting sort for integer keys with a small range (<= 2^20 values; stable)"
+    dtypes = INT_DTYPES
+    stable = True
+    pairs = True
+    #: The generic suite sorts uniform int32/int64/uint32/uint64 keys by name,
+    #: which this plugin correctly declines (range far above RANGE_LIMIT) with
+    #: ValueError; tests/test_counting_gpu.py runs the same checks with ranges
+    #: it serves and asserts the ValueError for those it does not.
+    conformance_exempt = True
+    tunables = {
+        "block_size": Tunable(512, (256, 512, 1024), "threads per block"),
+        "vec_loads": Tunable(2, (1, 2, 4), "16-byte loads/stores in flight per thread (histogram, fill)"),
+        "slice_bins": Tunable(16384, (4096, 8192, 16384, 32768),
+                              "32-bit shared counters per histogram block (bins beyond: more slices)"),
+        "aggregate": Tunable(1, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
+        "scatter_items": Tunable(8, (4, 8, 16), "keys per thread in a stable-scatter tile"),
+    }
+    templates = ("counting.cu",)
+
+    def __init__(self):
+        self._kernels = {}
+        self._smem_per_sm = {}
+
+    # ------------------------------------------------------------ support
+    def unsupported(self, request):
+        if np.dtype(request.dtype).kind == "f":
+            return ("counting sorts integer keys only: float keys have no small set of bins "
+                    "(use radix or onesweep)")
+        reason = super().unsupported(request)
+        if reason is not None:
+            return reason
+        if request.n > MAX_KEYS:
+            return f"counting counts with 32-bit counters: at most {MAX_KEYS:,} keys"
+        if request.n <= 1:
+            return None
+        if request.key_range is not None and clamp_range(request.dtype, request.key_range) is None:
+            return f"key_range={request.key_range} holds no {request.dtype} value"
+        if np.dtype(request.dtype).itemsize <= 2:
+            return None  # 256 or 65,536 bins at most
+        measured = request.keys_range()
+        if measured is None:
+            return "counting needs the key range; pass key_range=(lo, hi)"
+        lo, hi = clamp_range(request.dtype, measured)
+        bins = hi - lo + 1
+        if bins > RANGE_LIMIT:
+            return (f"keys span {bins:,} values ({lo} .. {hi}); counting sorts at most "
+                    f"{RANGE_LIMIT:,} (2^20) distinct values")
+        return None
+
+    def valid_config(self, config, dtype, value_bytes):
+        return self.scatter_shared(config, np.dtype(dtype).itemsize, value_bytes) <= 48 * 1024
+
+    def scatter_shared(self, config, key_bytes: int, value_bytes: int) -> int:
+        """Shared bytes of counting_scatter: staging tile + per-warp counters + digit arrays."""
+        block = config["block_size"]
+        tile = block * config["scatter_items"]
+        stage = tile * max(key_bytes, value_bytes or 4)
+        return stage + (block // 32) * 256 * 2 + 2 * 256 * 4 + 4 * (block // 32 + 1)
+
+    # ---------------------------------------------------------------- run
+    def run(self, job):
+        if job.n > MAX_KEYS:
+            raise ValueError(f"counting: {job.n:,} keys is more than {MAX_KEYS:,}")
+        lo, hi, promised = self._key_range(job)
+        base, bins = bin_layout(job.dtype, lo, hi, job.descending)
+        if bins > RANGE_LIMIT:
+            raise ValueError(f"counting: keys span {bins:,} values, more than {RANGE_LIMIT:,}")
+        keys_in = job.keys_in
+        if keys_in % job.key_bytes:  # vector loads need keys aligned to their size
+            aligned = job.alloc(job.n * job.key_bytes)
+            job.copy(int(aligned), keys_in, job.n * job.key_bytes)
+            keys_in = int(aligned)
+        flag = 0
+        if promised:  # the caller's key_range: verify it while counting
+            flag = int(job.alloc(4))
+            job.memset32(flag, 0, 1)
+        if job.value_bytes == 0:
+            self._sort_keys(job, keys_in, base, bins, flag)
+        else:
+            self._sort_pairs(job, keys_in, base, bins, flag)
+
+    def _key_range(self, job):
+        """(lo, hi, promised): the keys' range and whether it is only the
+        caller's promise (then kernels check it)."""
+        request = job.request
+        info = np.iinfo(np.dtype(job.dtype))
+        if request is not None and request.key_range is not None:
+            clamped = clamp_range(job.dtype, request.key_range)
+            if clamped is None:
+                raise ValueError(f"counting: key_range={request.key_range} holds no {job.dtype} value")
+            return clamped[0], clamped[1], True
+        if job.key_bytes <= 2:
+            return int(info.min), int(info.max), False
+        measured = request.keys_range() if request is not None else None
+        if measured is None:
+            from cudasortkit.corekernels import key_minmax
+
+            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype)
+        return int(measured[0]), int(measured[1]), False
+
+    def _check_flag(self, job, flag, request_range):
+        if not flag:
+            return
+        state = job.state
+        host = np.zeros(1, np.uint32)
+        state.stream.synchronize()
+        state.cuda.memcpy_dtoh(host, flag)
+        if host[0]:
+            raise ValueError(f"counting: some keys lie outside key_range={request_range}")
+
+    def _kernel(self, job, name):
+        """job.kernel, remembered per device/dtype/values/config (no re-render per sort)."""
+        key = (job.state.ordinal, name, job.dtype, job.value_bytes, tuple(sorted(job.config.items())))
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._kernels[key] = job.kernel("counting.cu", name, _SIGNATURES[name])
+        return kernel
+
+    def _blocks_per_sm(self, job, block: int, shared: int) -> int:
+        state = job.state
+        per_sm = self._smem_per_sm.get(state.ordinal)
+        if per_sm is None:
+            attr = state.cuda.device_attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+            per_sm = self._smem_per_sm[state.ordinal] = state.device.get_attribute(attr)
+        by_threads = max(1, 2048 // block)
+        return max(1, min(by_threads, per_sm // max(shared + 1024, 1)))
+
+    # ---------------------------------------------------------- keys only
+    def histogram_layout(self, bins: int, slice_cap: int) -> tuple:
+        """(slices, slice_bins, copies) of counting_histogram; slices == 0: global atomics."""
+        copies = 32
+        while copies > 1 and bins * copies * 4 > COPIES_BYTES:
+            copies //= 2
+        if copies > 1:
+            return 1, bins, copies
+        if bins <= slice_cap:
+            return 1, bins, 1
+        slices = -(-bins // slice_cap)
+        if slices > MAX_SLICES:
+            return 0, 0, 1
+        return slices, slice_cap, 1
+
+    def _sort_keys(self, job, keys_in, base, bins, flag):
+        cfg, state, n = job.config, job.state, job.n
+        block, vec_loads = cfg["block_size"], cfg["vec_loads"]
+        kpv = 16 // job.key_bytes
+        counts = int(job.alloc(bins * 4))
+        job.memset32(counts, 0, bins)
+        slice_cap = min(cfg["slice_bins"], state.max_shared_per_block // 4)
+        slice_cap = 1 << (slice_cap.bit_length() - 1)
+        slices, slice_bins, copies = self.histogram_layout(bins, slice_cap)
+        shared = slice_bins * copies * 4 if slices else 0
+        head = (keys_in % 16) // job.key_bytes
+        vectors = (head + n + kpv - 1) // kpv
+        target = state.sm_count * self._blocks_per_sm(job, block, shared)
+        chunks = max(1, min(target // max(slices, 1), job.blocks(vectors, block * vec_loads)))
+        per_chunk = job.blocks(vectors, chunks)
+        chunks = job.blocks(vectors, per_chunk)
+        job.launch(self._kernel(job, "counting_histogram"), chunks * max(slices, 1), block,
+                   keys_in, n, job.desc_mask, base, bins, counts, flag, slices, slice_bins,
+                   copies, per_chunk, shared=shared)
+        self._check_flag(job, flag, job.request.key_range if job.request else None)
+        DeviceScan(job, bins)(counts, counts)
+        out = job.keys_out
+        staged = out % job.key_bytes != 0
+        if staged:  # vector stores need an aligned output
+            out = int(job.alloc(n * job.key_bytes))
+        out_vectors = ((out % 16) // job.key_bytes + n + kpv - 1) // kpv
+        job.launch(self._kernel(job, "counting_fill"), job.blocks(out_vectors, block * vec_loads),
+                   block, out, n, counts, bins, job.desc_mask, base)
+        if staged:
+            job.copy(job.keys_out, out, n * job.key_bytes)
+
+    # ------------------------------------------------------ pairs, argsort
+    def _sort_pairs(self, job, keys_in, base, bins, flag):
+        cfg, state, n = job.config, job.state, job.n
+        block = cfg["block_size"]
+        tile = block * cfg["scatter_items"]
+        passes, bits = digit_passes(bins)
+        digits = 1 << bits
+        tiles = job.blocks(n, tile)
+        chunk_tiles = max(1, min(8, tiles // (state.sm_count * 4)))
+        chunks = job.blocks(tiles, chunk_tiles)
+        argsort = job.request is not None and job.request.kind == "argsort"
+        vb = job.value_bytes
+
+        matrix = int(job.alloc(digits * chunks * 4))
+        scan = DeviceScan(job, digits * chunks)
+        counter = self._kernel(job, "counting_digit_counts")
+        scatter = self._kernel(job, "counting_scatter")
+        shared = tile * max(job.key_bytes, vb)
+
+        # Where each pass reads and writes (the last pass writes the outputs).
+        def final_or_temp(p, final, temp):
+            return final if (passes - 1 - p) % 2 == 0 else temp
+
+        key_temp = int(job.alloc(n * job.key_bytes)) if passes > 1 else 0
+        if argsort:  # 32-bit indices between passes; argsort's keys output is never read
+            index_temps = [int(job.alloc(n * 4)) for _ in range(min(passes - 1, 2))]
+        else:
+            value_temp = int(job.alloc(n * vb)) if passes > 1 else 0
+        keys_src, values_src = keys_in, job.values_in
+        for p in range(passes):
+            last = p == passes - 1
+            keys_dst = final_or_temp(p, job.keys_out, key_temp)
+            if argsort:
+                values_from = VALUES_INDEX if p == 0 else VALUES_U32
+                values_to = VALUES_WORDS if last else VALUES_U32
+                values_dst = job.values_out if last else index_temps[p % 2]
+            else:
+                values_from = values_to = VALUES_WORDS
+                values_dst = final_or_temp(p, job.values_out, value_temp)
+            write_keys = int(not (argsort and last))
+            shift = p * bits
+            job.launch(counter, chunks, block, keys_src, n, job.desc_mask, base, bins, shift, bits,
+                       chunk_tiles * tile, matrix, flag if p == 0 else 0)
+            if p == 0:
+                self._check_flag(job, flag, job.request.key_range if job.request else None)
+            scan(matrix, matrix)
+            job.launch(scatter, chunks, block, keys_src, values_src, keys_dst, values_dst, n,
+                       job.desc_mask, base, bins, shift, bits, chunk_tiles, matrix, values_from,
+                       values_to, write_keys, shared=shared)
+            keys_src, values_src = keys_dst, values_dst
