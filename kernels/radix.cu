@@ -1,0 +1,336 @@
+// Stable LSD radix sort (plugins/radix.py drives it), reduce-then-scan form.
+//
+// Tunables: DIGIT_BITS (4..8) bits per pass, BLOCK_SIZE threads (whole warps),
+// ITEMS_PER_THREAD keys per thread; a tile is TILE = BLOCK_SIZE * ITEMS keys.
+// Defines: OFFSET_BYTES 4 or 8 (width of the digit x block offset table;
+// 8 once n reaches 2^32).
+//
+// Every kernel of one sort uses the same partition: G blocks, block b owns
+// the contiguous tiles [b*T/G, (b+1)*T/G) of the T tiles. Per sort:
+//   radix_histogram_all  one read of the input: for every pass p, block b's
+//                        digit counts table[p][d*G + b] and the global digit
+//                        totals (the host skips passes whose digit is the
+//                        same for every key, and the first pass needs no
+//                        upsweep of its own)
+// per (non-skipped) pass:
+//   radix_upsweep        block b's digit counts of this pass -> table[p]
+//   (DeviceScan)         exclusive scan of table[p] (digit-major): where
+//                        block b's keys of digit d start in the output
+//   radix_downsweep      per tile: rank keys stably inside the tile (warp-
+//                        private digit counters filled in key order with
+//                        ballot-based peer masks), reorder the tile by
+//                        digit in shared memory, then write each digit's run
+//                        to consecutive addresses (coalesced); values follow
+//                        the same permutation through the same buffer.
+// Keys move as ordered words (keys.cuh): the first pass encodes on load
+// (csk_encode, descending folded into the mask), the last decodes on store.
+#include "keys.cuh"
+#include "scan.cuh"
+
+#define RADIX (1 << DIGIT_BITS)
+#define WARPS (BLOCK_SIZE / 32)
+#define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
+#define PASSES ((CSK_KEY_BITS + DIGIT_BITS - 1) / DIGIT_BITS)
+// Digits each thread owns in the per-tile digit scan.
+#define DIGITS_PER_THREAD ((RADIX + BLOCK_SIZE - 1) / BLOCK_SIZE)
+
+#ifndef OFFSET_BYTES
+#define OFFSET_BYTES 4
+#endif
+#if OFFSET_BYTES == 4
+typedef unsigned int radix_offset_t;
+#elif OFFSET_BYTES == 8
+typedef unsigned long long radix_offset_t;
+#else
+#error "OFFSET_BYTES must be 4 or 8"
+#endif
+
+#if BLOCK_SIZE % 32 != 0
+#error "BLOCK_SIZE must be a multiple of 32"
+#endif
+#if DIGIT_BITS < 1 || DIGIT_BITS > 8
+#error "DIGIT_BITS must be 1..8"
+#endif
+
+// Tiles [first, last) of block b in a grid of G blocks over T tiles.
+__device__ __forceinline__ void radix_block_tiles(long long tiles, long long& first, long long& last)
+{
+    const long long b = blockIdx.x, g = gridDim.x;
+    first = b * tiles / g;
+    last = (b + 1) * tiles / g;
+}
+
+__device__ __forceinline__ int radix_pass_bits(int shift)
+{
+    return min(DIGIT_BITS, CSK_KEY_BITS - shift);
+}
+
+// ------------------------------------------------------------------ histograms
+
+// For every pass: block counts -> table[p * RADIX * G + d * G + b], and
+// global totals[p * RADIX + d] (zeroed by the host first).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+radix_histogram_all(const csk_bits_t* __restrict__ keys, long long n, unsigned long long mask,
+                    radix_offset_t* __restrict__ table, unsigned long long* __restrict__ totals)
+{
+    __shared__ unsigned hist[PASSES * RADIX];
+    for (int i = threadIdx.x; i < PASSES * RADIX; i += BLOCK_SIZE) hist[i] = 0;
+    __syncthreads();
+    long long first, last;
+    radix_block_tiles((n + TILE - 1) / TILE, first, last);
+    const long long end = min(last * TILE, n);
+    for (long long base = first * TILE; base < end; base += TILE) {
+        csk_bits_t u[ITEMS_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const long long i = base + r * BLOCK_SIZE + threadIdx.x;
+            u[r] = i < end ? csk_encode(keys[i], (csk_bits_t)mask) : (csk_bits_t)0;
+        }
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            if (base + r * BLOCK_SIZE + threadIdx.x < end) {
+#pragma unroll
+                for (int p = 0; p < PASSES; ++p)
+                    atomicAdd(&hist[p * RADIX + csk_digit(u[r], p * DIGIT_BITS, radix_pass_bits(p * DIGIT_BITS))], 1u);
+            }
+        }
+    }
+    __syncthreads();
+    const long long g = gridDim.x;
+    for (int i = threadIdx.x; i < PASSES * RADIX; i += BLOCK_SIZE) {
+        const unsigned c = hist[i];
+        const int p = i / RADIX, d = i % RADIX;
+        table[(long long)p * RADIX * g + (long long)d * g + blockIdx.x] = (radix_offset_t)c;
+        if (c) atomicAdd(&totals[i], (unsigned long long)c);
+    }
+}
+
+// Block b's digit counts of the pass at `shift` -> table[d * G + b].
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+radix_upsweep(const csk_bits_t* __restrict__ keys, long long n, int shift,
+              radix_offset_t* __restrict__ table)
+{
+    __shared__ unsigned hist[WARPS][RADIX];
+    const int warp = threadIdx.x >> 5;
+    for (int i = threadIdx.x; i < WARPS * RADIX; i += BLOCK_SIZE) (&hist[0][0])[i] = 0;
+    __syncthreads();
+    const int bits = radix_pass_bits(shift);
+    long long first, last;
+    radix_block_tiles((n + TILE - 1) / TILE, first, last);
+    const long long end = min(last * TILE, n);
+    for (long long base = first * TILE; base < end; base += TILE) {
+        csk_bits_t u[ITEMS_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const long long i = base + r * BLOCK_SIZE + threadIdx.x;
+            u[r] = i < end ? keys[i] : (csk_bits_t)0;
+        }
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r)
+            if (base + r * BLOCK_SIZE + threadIdx.x < end)
+                atomicAdd(&hist[warp][csk_digit(u[r], shift, bits)], 1u);
+    }
+    __syncthreads();
+    const long long g = gridDim.x;
+    for (int d = threadIdx.x; d < RADIX; d += BLOCK_SIZE) {
+        unsigned c = 0;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) c += hist[w][d];
+        table[(long long)d * g + blockIdx.x] = (radix_offset_t)c;
+    }
+}
+
+// -------------------------------------------------------------------- scatter
+
+// Dynamic shared memory of radix_downsweep, in this order (8-byte aligned):
+//   gbase[RADIX]  u64   output index of tile position 0 for each digit
+//   dbase[RADIX]  u64   block's next output index per digit
+//   whist[WARPS][RADIX] u32   per-warp digit counters, then warp prefixes
+//   tstart[RADIX] u32   tile position where each digit's run starts
+//   scratch[WARPS + 2] u32   block scan
+//   exchange[TILE] of max(key, value) bytes
+// plugins/radix.py computes the same size (shared_bytes).
+#define RADIX_EXCHANGE_BYTES (CSK_VALUE_BYTES > CSK_KEY_BYTES ? CSK_VALUE_BYTES : CSK_KEY_BYTES)
+#define RADIX_HEAD_BYTES (16 * RADIX + 4 * WARPS * RADIX + 4 * RADIX + 4 * (WARPS + 2))
+#define RADIX_HEAD_ALIGNED ((RADIX_HEAD_BYTES + 15) / 16 * 16)
+
+struct RadixShared {
+    unsigned long long* gbase;
+    unsigned long long* dbase;
+    unsigned* whist;
+    unsigned* tstart;
+    unsigned* scratch;
+    unsigned char* exchange;
+};
+
+// One tile: rank, reorder in shared memory, write runs. FULL: no bounds checks.
+template <bool FULL>
+__device__ __forceinline__ void radix_tile(const RadixShared& sm, const csk_bits_t* __restrict__ keys_in,
+                                           const csk_value_t* __restrict__ values_in,
+                                           csk_bits_t* __restrict__ keys_out,
+                                           csk_value_t* __restrict__ values_out, long long base,
+                                           int valid, int shift, int bits, int encode, int decode,
+                                           csk_bits_t mask)
+{
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    unsigned* my_hist = sm.whist + warp * RADIX;
+    csk_bits_t* exchange = (csk_bits_t*)sm.exchange;
+
+    // Load: warp w takes tile positions [w * 32 * ITEMS, (w+1) * 32 * ITEMS),
+    // 32 consecutive keys per step, so (step, lane) is the key order.
+    for (int d = lane; d < RADIX; d += 32) my_hist[d] = 0;
+    const int first = warp * 32 * ITEMS_PER_THREAD + lane;
+    const csk_bits_t* src = keys_in + base + first;
+    csk_bits_t u[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        if (FULL || first + r * 32 < valid) {
+            const csk_bits_t x = src[r * 32];
+            u[r] = encode ? csk_encode(x, mask) : x;
+        } else {
+            u[r] = CSK_ALL_ONES;  // past n: largest digit, after every real key
+        }
+    }
+    __syncwarp();
+
+    // Rank inside the warp, in key order: pos[r] is first the key's rank
+    // among the warp's keys of its digit, later its tile position.
+    const unsigned lanemask_lt = (1u << lane) - 1u;
+    unsigned pos[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const unsigned d = csk_digit(u[r], shift, bits);
+        unsigned peers = 0xffffffffu;
+#pragma unroll
+        for (int b = 0; b < DIGIT_BITS; ++b) {
+            const bool set = (d >> b) & 1u;
+            const unsigned vote = __ballot_sync(0xffffffffu, set);
+            peers &= set ? vote : ~vote;
+        }
+        const unsigned before = my_hist[d];
+        __syncwarp();
+        if (lane == 31u - __clz(peers)) my_hist[d] = before + __popc(peers);
+        __syncwarp();
+        pos[r] = before + __popc(peers & lanemask_lt);
+    }
+    __syncthreads();
+
+    // Per digit: warp prefixes (in place), tile counts, tile starts, and
+    // gbase[d]: the output index of tile position 0 for digit d.
+    {
+        unsigned cnt[DIGITS_PER_THREAD];
+        unsigned sum = 0;
+#pragma unroll
+        for (int j = 0; j < DIGITS_PER_THREAD; ++j) {
+            const int d = threadIdx.x * DIGITS_PER_THREAD + j;
+            unsigned running = 0;
+            if (d < RADIX) {
+#pragma unroll
+                for (int w = 0; w < WARPS; ++w) {
+                    const unsigned c = sm.whist[w * RADIX + d];
+                    sm.whist[w * RADIX + d] = running;
+                    running += c;
+                }
+            }
+            cnt[j] = running;
+            sum += running;
+        }
+        unsigned total;
+        unsigned start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(sum, sm.scratch, &total);
+#pragma unroll
+        for (int j = 0; j < DIGITS_PER_THREAD; ++j) {
+            const int d = threadIdx.x * DIGITS_PER_THREAD + j;
+            if (d < RADIX) {
+                sm.tstart[d] = start;
+                sm.gbase[d] = sm.dbase[d] - start;
+                sm.dbase[d] += cnt[j];
+            }
+            start += cnt[j];
+        }
+    }
+    __syncthreads();
+
+    // Reorder the tile by digit in shared memory.
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const unsigned d = csk_digit(u[r], shift, bits);
+        pos[r] += sm.tstart[d] + my_hist[d];
+        exchange[pos[r]] = u[r];
+    }
+    __syncthreads();
+
+    // Write each digit's run to consecutive output addresses.
+#if CSK_HAS_VALUES
+    unsigned out_digits[(ITEMS_PER_THREAD + 3) / 4];  // 8-bit digits, packed
+#pragma unroll
+    for (int j = 0; j < (ITEMS_PER_THREAD + 3) / 4; ++j) out_digits[j] = 0;
+#endif
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const int i = r * BLOCK_SIZE + threadIdx.x;
+        if (FULL || i < valid) {
+            const csk_bits_t w = exchange[i];
+            const unsigned d = csk_digit(w, shift, bits);
+            keys_out[sm.gbase[d] + i] = decode ? csk_decode(w, mask) : w;
+#if CSK_HAS_VALUES
+            out_digits[r / 4] |= d << (8 * (r % 4));
+#endif
+        }
+    }
+#if CSK_HAS_VALUES
+    // Values take the same permutation through the same buffer.
+    csk_value_t* vexchange = (csk_value_t*)sm.exchange;
+    const csk_value_t* vsrc = values_in + base + first;
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r)
+        if (FULL || first + r * 32 < valid) vexchange[pos[r]] = vsrc[r * 32];
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const int i = r * BLOCK_SIZE + threadIdx.x;
+        const unsigned d = (out_digits[r / 4] >> (8 * (r % 4))) & 0xFFu;
+        if (FULL || i < valid) values_out[sm.gbase[d] + i] = vexchange[i];
+    }
+#endif
+    __syncthreads();
+}
+
+// Occupancy floor for the register allocator: small keys-only tiles keep 768
+// threads per SM resident, wider payloads 512.
+#define RADIX_MIN_THREADS ((CSK_KEY_BYTES <= 4 && !CSK_HAS_VALUES) ? 768 : 512)
+#define RADIX_MIN_BLOCKS (RADIX_MIN_THREADS / BLOCK_SIZE > 0 ? RADIX_MIN_THREADS / BLOCK_SIZE : 1)
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, RADIX_MIN_BLOCKS)
+radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __restrict__ values_in,
+                csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
+                long long n, int shift, int encode, int decode, unsigned long long mask64,
+                const radix_offset_t* __restrict__ offsets)
+{
+    extern __shared__ unsigned long long radix_smem[];
+    RadixShared sm;
+    sm.gbase = radix_smem;
+    sm.dbase = sm.gbase + RADIX;
+    sm.whist = (unsigned*)(sm.dbase + RADIX);
+    sm.tstart = sm.whist + WARPS * RADIX;
+    sm.scratch = sm.tstart + RADIX;
+    sm.exchange = (unsigned char*)radix_smem + RADIX_HEAD_ALIGNED;
+
+    const long long g = gridDim.x;
+    for (int d = threadIdx.x; d < RADIX; d += BLOCK_SIZE)
+        sm.dbase[d] = (unsigned long long)offsets[(long long)d * g + blockIdx.x];
+
+    const csk_bits_t mask = (csk_bits_t)mask64;
+    const int bits = radix_pass_bits(shift);
+    long long first, last;
+    radix_block_tiles((n + TILE - 1) / TILE, first, last);
+    for (long long t = first; t < last; ++t) {
+        const long long base = t * TILE;
+        if (n - base >= TILE)
+            radix_tile<true>(sm, keys_in, values_in, keys_out, values_out, base, TILE, shift, bits,
+                             encode, decode, mask);
+        else
+            radix_tile<false>(sm, keys_in, values_in, keys_out, values_out, base, (int)(n - base),
+                              shift, bits, encode, decode, mask);
+    }
+}
