@@ -43,6 +43,10 @@ def choose(request: Request, algorithm: str = "auto"):
     if algorithm != "auto":
         plugin = _by_name(request, algorithm)
         return plugin, (configure(request, plugin) if configure is not None else None)
+    fast = getattr(policy, "cached", None)
+    picked = fast(request) if fast is not None else None
+    if picked is not None:
+        return picked
     candidates = usable(request)
     if not candidates:
         raise ValueError(f"no algorithm can {_describe(request)}; available: "

@@ -47,6 +47,12 @@ def build_parser(parser=None):
                         help=f"about a minute: dtypes {QUICK['dtypes']}, sizes {QUICK['sizes']}, "
                              "sort only, each tunable varied alone")
     parser.add_argument("--plugins", default=None, help="comma-separated plugin names (default: all)")
+    parser.add_argument("--exclude", default="", help="comma-separated plugin names to leave out")
+    parser.add_argument("--in-process", action="store_true",
+                        help="tune every plugin in this process (default: one child process per "
+                             "GPU plugin, so a plugin that crashes its CUDA context spoils nothing else)")
+    parser.add_argument("--plugin-timeout", type=float, default=None,
+                        help="seconds per plugin's child process (default: 300 with --quick, none otherwise)")
     parser.add_argument("--dtypes", default=None, help="comma-separated key dtypes")
     parser.add_argument("--sizes", default=None,
                         help="sizes, e.g. 2^10:2^24 (every factor of 4) or 2^12,2^20")
@@ -134,6 +140,8 @@ def _sweep(args) -> int:
             chosen.setdefault("numpy", plugins["numpy"])  # host crossover needs it
     else:
         chosen = dict(plugins)
+    for name in filter(None, (x.strip() for x in args.exclude.split(","))):
+        chosen.pop(name, None)
     dtypes = (args.dtypes or preset["dtypes"]).split(",")
     for d in dtypes:
         if d not in KEY_DTYPES:
@@ -152,6 +160,8 @@ def _sweep(args) -> int:
 
     host_max = bucket_of(parse_size(args.host_max))
     budget = args.budget if args.budget is not None else preset["budget"]
+    if not args.in_process and len(gpu) > 1:
+        return _sweep_isolated(args, sorted(gpu), dtypes, buckets, ops, budget)
     total = len(ops) * len(dtypes) * len(buckets) * len(gpu)
     print(f"tuning {', '.join(sorted(gpu))} | ops {','.join(ops)} | dtypes {','.join(dtypes)} | "
           f"sizes 2^{buckets[0]}..2^{buckets[-1]} | {'quick' if args.quick else 'full'}"
@@ -178,6 +188,44 @@ def _sweep(args) -> int:
 
         print(f"plot written to {plot(runtime.context().table, args.plot)}")
     return 0
+
+
+def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
+    """One child process per GPU plugin; they merge into the same cache file
+    under its lock. A child that crashes or hangs loses only its own plugin."""
+    import subprocess
+
+    import time
+
+    timeout = args.plugin_timeout or (300.0 if args.quick else None)
+    start = time.monotonic()
+    failed = []
+    for i, name in enumerate(names):
+        share = None if budget is None else max(0.0, budget - (time.monotonic() - start)) / (len(names) - i)
+        argv = [sys.executable, "-m", "cudasortkit.tune", "--in-process", "--plugins", name,
+                "--dtypes", ",".join(dtypes), "--sizes", ",".join(f"2^{b}" for b in buckets),
+                "--ops", ",".join(ops), "--host-max", args.host_max]
+        argv += ["--quick"] if args.quick else []
+        argv += ["--budget", str(share)] if share is not None else []
+        argv += ["--repeats", str(args.repeats)] if args.repeats else []
+        print(f"--- {name}", flush=True)
+        try:
+            rc = subprocess.run(argv, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        if rc != 0:
+            failed.append(f"{name} ({'timed out after %.0f s' % timeout if rc == 'timeout' else 'exit %s' % rc})")
+    if failed:
+        print(f"tuning failed for: {', '.join(failed)}; their entries may be missing or incomplete "
+              "(the other plugins' results are cached)")
+    from .tuning import runtime
+
+    runtime.reset()
+    if args.plot:
+        from .tuning.report import plot
+
+        print(f"plot written to {plot(runtime.context().table, args.plot)}")
+    return 0 if len(failed) < len(names) else 1
 
 
 def _progress(total):

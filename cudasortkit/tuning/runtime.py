@@ -128,22 +128,54 @@ def auto_policy(request, candidates: dict):
     try:
         ctx = context()
         ctx.know(candidates)
+        settled = True
         if autotune_enabled() and not _in_tuning():
-            lazy_fill(ctx, request, candidates)
+            settled = lazy_fill(ctx, request, candidates)
         decision = decide(ctx.table, request, candidates)
     except Exception as exc:  # selection must never fail because of tuning
         cache.warn_once("policy", f"cudasortkit: tuned selection failed ({type(exc).__name__}: {exc}); "
                                   "using the default rule")
         return None
     result = _NONE if decision is None else (candidates[decision.name], decision.config)
+    if not settled:  # lazy tuning continues on the next call
+        return None if result is _NONE else result
     if len(_memo) > _MEMO_MAX:
         _memo.clear()
     _memo[key] = result
+    fast = _fast_key(request)
+    if fast is not None and result is not _NONE:
+        _memo[fast] = result
     return None if result is _NONE else result
 
 
+def _fast_key(request):
+    """Key of a whole request (candidates follow from it and the registry), or None."""
+    if request.options:
+        return None
+    from .. import registry
+
+    table = registry._entries
+    return ("fast", id(table), len(table) if table is not None else 0, request.descending,
+            request.stable, request.key_range) + _memo_key(request, ())
+
+
+def cached(request):
+    """select's fast path: the decision already made for this exact request, or None.
+
+    Skips computing the usable plugins again for repeated request shapes
+    (what makes auto on tiny host arrays cost about what NumPy does)."""
+    key = _fast_key(request)
+    return None if key is None else _memo.get(key)
+
+
+auto_policy.cached = cached
+
+
 def configure(request, plugin):
-    """select.configure: the tuned config of a plugin asked for by name (None: defaults)."""
+    """select.configure: the tuned config of a plugin asked for by name (None: defaults).
+
+    Only reads the cache (the nearest measured size's config): asking for a
+    plugin by name never starts tuning, so it stays predictable."""
     if plugin.device != "gpu":
         return None
     key = ("by-name", plugin.name) + _memo_key(request, ())
@@ -153,8 +185,6 @@ def configure(request, plugin):
     try:
         ctx = context()
         ctx.know({plugin.name: plugin})
-        if autotune_enabled() and not _in_tuning():
-            lazy_fill(ctx, request, {plugin.name: plugin}, host=False)
         est = estimate(ctx.table, plugin.name, plugin, request)
     except Exception as exc:
         cache.warn_once("configure", f"cudasortkit: reading tuned configs failed "
@@ -181,31 +211,41 @@ def _has(table, name, op, dtype, bucket) -> bool:
     return isinstance(entry, dict)
 
 
-def lazy_fill(ctx: Context, request, candidates: dict, host: bool = True) -> None:
+def lazy_fill(ctx: Context, request, candidates: dict, host: bool = True) -> bool:
     """Tune the (plugin, op, dtype, bucket) entries this request needs and the
-    cache lacks, within about lazy_budget_s() in all; then save."""
+    cache lacks, within about lazy_budget_s(); then save.
+
+    Plugins go in the fallback order (likely fastest first); each gets at
+    least its default config measured, and once the budget is spent the rest
+    wait for later calls, so one call pays about one budget (plus compiles)."""
     op, dtype = op_of(request), request.dtype
     b = bucket_of(request.n)
     if b > LAZY_MAX_BUCKET:
-        return
+        return True
     table = ctx.table
     gpu = {n: p for n, p in candidates.items() if p.device == "gpu"}
-    missing = [n for n in sorted(gpu) if not _has(table, n, op, dtype, b)
+    from ..select import FALLBACK_ORDER
+
+    order = sorted(gpu, key=lambda n: (FALLBACK_ORDER.index(n) if n in FALLBACK_ORDER else 99, n))
+    missing = [n for n in order if not _has(table, n, op, dtype, b)
                and (n, op, dtype, b) not in ctx.attempted]
     need_host = (host and not request.on_device and "numpy" in candidates
                  and not points(table.get("host", {}).get(op, {}).get(dtype), "extra_ms").get(b)
                  and ("host", op, dtype, b) not in ctx.attempted)
     if not missing and not need_host:
-        return
+        return True
     with ctx.lock, tuning_now():
         try:
             _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host)
         except Exception as exc:
+            for name in missing:
+                ctx.attempted.add((name, op, dtype, b))
             cache.warn_once(f"lazy:{op}:{dtype}:{b}",
                             f"cudasortkit: first-run tuning of {op} {dtype} 2^{b} failed "
                             f"({type(exc).__name__}: {str(exc)[:200]}); using defaults there")
         finally:
             ctx.changed()
+    return all((n, op, dtype, b) in ctx.attempted for n in missing)
 
 
 def _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host) -> None:
@@ -219,10 +259,12 @@ def _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host) -> None:
         for name in missing:
             ctx.attempted.add((name, op, dtype, b))
         return
-    case = Case(state, op, dtype, n, inputs=2)
+    case = Case(state, op, dtype, n, inputs=2) if missing else None
     try:
         tuner = Tuner(state, repeats=3, warmup=1)
         for i, name in enumerate(missing):
+            if i and time.monotonic() - start > budget:
+                break  # the rest is tuned by later calls, about a budget each
             ctx.attempted.add((name, op, dtype, b))
             left = budget - (time.monotonic() - start)
             deadline = time.monotonic() + max(0.0, left) / (len(missing) - i)
@@ -230,14 +272,14 @@ def _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host) -> None:
             entry["lazy"] = True
             ctx.store.put(name, op, dtype, b, entry)
     finally:
-        case.free()
-    if need_host:
+        if case is not None:
+            case.free()
+    if need_host and _measure_host_bucket(ctx, op, dtype, b, gpu):
         ctx.attempted.add(("host", op, dtype, b))
-        _measure_host_bucket(ctx, op, dtype, b, gpu)
     ctx.store.save()
 
 
-def _measure_host_bucket(ctx, op, dtype, b, gpu) -> None:
+def _measure_host_bucket(ctx, op, dtype, b, gpu) -> bool:
     """Host costs at bucket b via the GPU plugin measured fastest there."""
     from .tuner import measure_host
 
@@ -247,7 +289,7 @@ def _measure_host_bucket(ctx, op, dtype, b, gpu) -> None:
         if isinstance(e, dict) and e.get("ms") and (best is None or e["ms"] < best[1]):
             best = (name, e["ms"])
     if best is None:
-        return
+        return False
     ctx.changed()
     h = measure_host(op, dtype, 1 << b, best[0], best[1])
     ctx.store.put_host(op, dtype, b, {"extra_ms": h["extra_ms"], "via": h["via"],
@@ -259,6 +301,7 @@ def _measure_host_bucket(ctx, op, dtype, b, gpu) -> None:
         ctx.know({"numpy": numpy_plugin})
         ctx.store.put("numpy", op, dtype, b, {"ms": h["numpy_ms"], "config": None,
                                               "n": h["n"], "wall": True})
+    return True
 
 
 # ------------------------------------------------------------------- sweeps
@@ -279,6 +322,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
     start = time.monotonic()
     summary = {"entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0, "skipped": []}
     gpu = {n: p for n, p in plugins.items() if p.device == "gpu"}
+    plan = {}
     with ctx.lock, tuning_now():
         for op in ops:
             kind, vb = OP_SHAPE[op]
@@ -303,8 +347,14 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                     parts = []
                     try:
                         for name, plugin in sorted(todo.items()):
-                            over = budget_s is not None and time.monotonic() - start > budget_s
-                            entry = tuner.tune(plugin, case, "default" if over else strategy)
+                            # The budget decides per (plugin, op, dtype) group, at its
+                            # first size: compiles happen there, later sizes reuse them.
+                            group = (name, op, dtype)
+                            if group not in plan:
+                                over = budget_s is not None and time.monotonic() - start > budget_s
+                                plan[group] = "default" if over else strategy
+                            over = plan[group] == "default" and strategy != "default"
+                            entry = tuner.tune(plugin, case, plan[group])
                             summary["defaults_only"] += over
                             summary["entries"] += 1
                             summary["rejected"] += entry.get("rejected_count", 0)

@@ -160,9 +160,23 @@ class Tuner:
         self.state = state
         self.repeats = repeats
         self.warmup = warmup
+        self._uncompilable: dict = {}  # (plugin, dtype, value_bytes, config) -> reason
 
     def measure(self, plugin, case: Case, config) -> float:
         """Median ms of one config; Rejected if it fails or sorts wrongly."""
+        from ..errors import KernelCompileError
+
+        key = (plugin.name, case.dtype, case.value_bytes, tuple(sorted(config.items())))
+        if key in self._uncompilable:
+            raise Rejected(self._uncompilable[key])
+        try:
+            return self._measure(plugin, case, config)
+        except Rejected as exc:
+            if isinstance(exc.__cause__, KernelCompileError):
+                self._uncompilable[key] = str(exc)
+            raise
+
+    def _measure(self, plugin, case: Case, config) -> float:
         from ..timing import time_gpu
 
         try:
@@ -200,7 +214,7 @@ class Tuner:
         t0 = time.monotonic()
 
         def attempt(cfg) -> bool:
-            if deadline is not None and tried and time.monotonic() > deadline:
+            if deadline is not None and (tried or rejected) and time.monotonic() > deadline:
                 return False
             try:
                 tried.append((cfg, self.measure(plugin, case, cfg)))

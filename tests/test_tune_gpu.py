@@ -1,0 +1,152 @@
+"""GPU tests of the tuner: a quick sweep of two plugins on two dtypes, measured
+selection picks the faster one, wrong configs are rejected, and lazy first-run
+tuning fills an empty cache. Every test uses its own temporary cache dir."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit import registry, select
+from cudasortkit.plugin import Request
+from cudasortkit.plugins.bitonic import BitonicSort
+from cudasortkit.tuning import cache, runtime
+
+pytestmark = pytest.mark.gpu
+
+
+class BitonicTwice(BitonicSort):
+    """The same sort done twice: a second plugin known to be about 2x slower."""
+
+    name = "bitonic_twice"
+
+    def run(self, job):
+        super().run(job)
+        super().run(job)
+
+
+class BitonicBrokenIpt2(BitonicSort):
+    """Sorts wrongly (copies its input) when items_per_thread == 2."""
+
+    name = "bitonic_broken_ipt2"
+
+    def run(self, job):
+        if job.config["items_per_thread"] == 2:
+            job.copy(job.keys_out, job.keys_in, job.n * job.key_bytes)
+            return
+        super().run(job)
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "1")
+    runtime.reset()
+    yield tmp_path
+    runtime.reset()
+
+
+@pytest.fixture
+def extra_plugins():
+    for cls in (BitonicTwice, BitonicBrokenIpt2):
+        registry.register(cls)
+    yield {n: registry.plugins()[n] for n in ("bitonic", "bitonic_twice", "bitonic_broken_ipt2", "numpy")}
+    for cls in (BitonicTwice, BitonicBrokenIpt2):
+        registry.entries().pop(cls.name, None)
+    runtime.reset()
+
+
+def _gpu(a):
+    from pycuda import gpuarray
+
+    from cudasortkit.device import get_device
+
+    get_device()
+    return gpuarray.to_gpu(a)
+
+
+def test_quick_tune_two_plugins_two_dtypes_and_selection_picks_the_faster(tmp_cache, extra_plugins,
+                                                                          monkeypatch):
+    plugins = {n: extra_plugins[n] for n in ("bitonic", "bitonic_twice", "numpy")}
+    dtypes, buckets = ["uint32", "float32"], [12, 16]
+    summary = runtime.sweep(plugins, dtypes, buckets, ["sort"], strategy="quick", repeats=3,
+                            host_max_bucket=12, log=print)
+    assert summary["entries"] == 8 and summary["failed"] == 0 and summary["saved"]
+    data = cache.load_any(summary["path"])
+    assert data["device"]["name"] and data["schema"] == cache.SCHEMA
+    for name in ("bitonic", "bitonic_twice"):
+        p = plugins[name]
+        for dt in dtypes:
+            for b in buckets:
+                e = data["plugins"][name]["results"]["sort"][dt][str(b)]
+                assert e["ms"] > 0 and e["tried"] >= 5 and e["complete"]
+                assert p.valid_config(e["config"], dt, 0)
+                assert e["ms"] <= e["default_ms"]  # the default is always among the tried
+    for dt in dtypes:
+        for b in buckets:
+            fast = data["plugins"]["bitonic"]["results"]["sort"][dt][str(b)]["ms"]
+            slow = data["plugins"]["bitonic_twice"]["results"]["sort"][dt][str(b)]["ms"]
+            assert slow > 1.3 * fast, (dt, b, fast, slow)
+        assert data["host"]["sort"][dt]["12"]["extra_ms"] > 0
+        assert data["plugins"]["numpy"]["results"]["sort"][dt]["12"]["ms"] > 0
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "0")  # sizes between/beyond buckets: interpolated
+    gpu_pair = {n: plugins[n] for n in ("bitonic", "bitonic_twice")}
+    for dt in dtypes:
+        for n in (1 << 12, 3 << 13, 1 << 16, 1 << 20):
+            plugin, config = runtime.auto_policy(Request("sort", dt, n), gpu_pair)
+            assert plugin.name == "bitonic"
+            assert plugin.valid_config(config, dt, 0)
+    # a plugin asked for by name runs its tuned config
+    _, config = select.choose(Request("sort", "uint32", 1 << 16), "bitonic")
+    assert config == data["plugins"]["bitonic"]["results"]["sort"]["uint32"]["16"]["config"]
+    # and sorts right with it
+    rng = np.random.default_rng()
+    a = rng.integers(0, 2**32, 1 << 16, dtype=np.uint32)
+    assert np.array_equal(csk.sort(_gpu(a), algorithm="bitonic").get(), np.sort(a))
+    d = csk.explain(_gpu(a), algorithm="bitonic")
+    assert d.name == "bitonic" and d.config == config
+
+
+def test_wrong_configs_are_rejected_never_cached(tmp_cache, extra_plugins):
+    plugins = {"bitonic_broken_ipt2": extra_plugins["bitonic_broken_ipt2"]}
+    summary = runtime.sweep(plugins, ["uint32"], [12], ["sort"], strategy="quick", repeats=2, log=print)
+    assert summary["rejected"] >= 1
+    e = cache.load_any(summary["path"])["plugins"]["bitonic_broken_ipt2"]["results"]["sort"]["uint32"]["12"]
+    assert e["config"]["items_per_thread"] != 2
+    assert any(r["config"]["items_per_thread"] == 2 and "wrong result" in r["reason"]
+               for r in e["rejected"])
+
+
+def test_autotune_off_writes_nothing_and_uses_defaults(tmp_cache, monkeypatch):
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "0")
+    runtime.reset()
+    a = np.random.default_rng().integers(-100, 100, 5000).astype(np.int32)
+    assert np.array_equal(csk.sort(_gpu(a), algorithm="bitonic").get(), np.sort(a))
+    assert select.choose(Request("sort", "int32", 5000), "bitonic")[1] is None
+    assert cache.cache_files(str(tmp_cache)) == []
+    assert "CUDASORTKIT_AUTOTUNE=0" in csk.explain(_gpu(a), algorithm="bitonic").reason
+
+
+def test_lazy_first_run_tuning_fills_the_cache(tmp_cache, extra_plugins):
+    rng = np.random.default_rng()
+    a = rng.integers(0, 2**32, 5000, dtype=np.uint32)
+    assert np.array_equal(csk.sort(_gpu(a), algorithm="bitonic").get(), np.sort(a))
+    assert cache.cache_files(str(tmp_cache)) == []  # by name: cached configs only, no tuning
+    gpu_names = [n for n, p in select.usable(Request("sort", "uint32", 5000)).items() if p.device == "gpu"]
+    for _ in range(2 * len(gpu_names)):  # each call tunes about a second's worth
+        assert np.array_equal(csk.sort(_gpu(a)).get(), np.sort(a))
+    files = cache.cache_files(str(tmp_cache))
+    assert len(files) == 1
+    results = cache.load_any(files[0])["plugins"]
+    for name in gpu_names:
+        e = results[name]["results"]["sort"]["uint32"]["12"]
+        assert e["lazy"] and (e.get("ms", 0) > 0 or e.get("failed")), (name, e)
+    assert results["bitonic"]["results"]["sort"]["uint32"]["12"]["ms"] > 0
+    # auto on a host array: tunes the GPU candidates and the host costs of that size
+    h = rng.standard_normal(3000).astype(np.float32)
+    for _ in range(2 * len(gpu_names)):
+        assert np.array_equal(csk.sort(h), np.sort(h))
+    data = cache.load_any(files[0])
+    assert data["host"]["sort"]["float32"]["12"]["extra_ms"] > 0
+    assert data["plugins"]["numpy"]["results"]["sort"]["float32"]["12"]["ms"] > 0
+    assert data["plugins"]["bitonic"]["results"]["sort"]["float32"]["12"]["ms"] > 0
+    print(csk.explain(h))
+    assert csk.explain(h).name in registry.plugins()
