@@ -379,8 +379,8 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                             parts.append(f"| host measurement failed: {type(exc).__name__}: {exc}")
                     if log:
                         log(f"{op:7} {dtype:8} 2^{b:<2}  " + "; ".join(parts))
-                ctx.store.save()
-                ctx.changed()
+                    ctx.store.save()  # a crash later loses nothing measured so far
+                    ctx.changed()
     summary["seconds"] = time.monotonic() - start
     summary["path"] = ctx.store.path
     summary["saved"] = not ctx.store.read_only
