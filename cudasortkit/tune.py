@@ -195,8 +195,13 @@ def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
     under its lock. A child that crashes or hangs loses only its own plugin."""
     import subprocess
 
+    import signal
     import time
 
+    def _terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminate)
     timeout = args.plugin_timeout or (300.0 if args.quick else None)
     start = time.monotonic()
     failed = []
@@ -209,10 +214,15 @@ def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
         argv += ["--budget", str(share)] if share is not None else []
         argv += ["--repeats", str(args.repeats)] if args.repeats else []
         print(f"--- {name}", flush=True)
+        child = subprocess.Popen(argv)
         try:
-            rc = subprocess.run(argv, timeout=timeout).returncode
+            rc = child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        finally:
+            if child.poll() is None:  # timed out, interrupted or terminated: no orphan on the GPU
+                child.kill()
+                child.wait()
         if rc != 0:
             failed.append(f"{name} ({'timed out after %.0f s' % timeout if rc == 'timeout' else 'exit %s' % rc})")
     if failed:
