@@ -7,7 +7,8 @@
 // thread merges ITEMS_PER_THREAD outputs, so no thread idles.
 // Phase 2: log2(n / TILE) passes, each merging pairs of sorted runs of
 // `width` keys from one buffer into the other (merge_sort_partition finds
-// every block's co-rank, merge_sort_pass merges; kernels/merge.cuh).
+// every block's co-rank, one warp per block, merge_sort_pass merges;
+// kernels/merge.cuh).
 //
 // Keys are ordered words (keys.cuh) from the first load to the last store,
 // which decodes (`decode`). Padding past n in the last tile is the largest
@@ -127,16 +128,23 @@ __device__ __forceinline__ MergePassSpot merge_pass_spot(csk_index_t blk, csk_in
     return s;
 }
 
+// The split a partition kernel's warp works on (one warp per split).
+__device__ __forceinline__ csk_index_t partition_warp()
+{
+    return ((csk_index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+}
+
 // splits[blk] = co-rank of block blk's first output within its pair of runs.
 extern "C" __global__ void merge_sort_partition(const csk_bits_t* __restrict__ keys, csk_index_t n,
                                                 csk_index_t width, csk_index_t* __restrict__ splits,
                                                 csk_index_t blocks)
 {
-    const csk_index_t blk = (csk_index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (blk >= blocks) return;
+    const csk_index_t blk = partition_warp();
+    if (blk >= blocks) return;  // whole warps
     const MergePassSpot s = merge_pass_spot(blk, n, width);
     const csk_bits_t* a = keys + s.start;
-    splits[blk] = merge_corank<false, csk_index_t>(a, s.na, a + s.na, s.nb, s.d0, 0);
+    const csk_index_t split = merge_corank_warp<false>(a, s.na, a + s.na, s.nb, s.d0, 0);
+    if ((threadIdx.x & 31) == 0) splits[blk] = split;
 }
 
 // One pass of phase 2: keys_in's runs of `width` merged pairwise into keys_out.
@@ -165,9 +173,10 @@ extern "C" __global__ void merge_partition(const csk_bits_t* __restrict__ a, csk
                                            csk_index_t* __restrict__ splits, csk_index_t blocks,
                                            unsigned long long mask64)
 {
-    const csk_index_t blk = (csk_index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (blk >= blocks) return;
-    splits[blk] = merge_corank<true, csk_index_t>(a, na, b, nb, blk * TILE, (csk_bits_t)mask64);
+    const csk_index_t blk = partition_warp();
+    if (blk >= blocks) return;  // whole warps
+    const csk_index_t split = merge_corank_warp<true>(a, na, b, nb, blk * TILE, (csk_bits_t)mask64);
+    if ((threadIdx.x & 31) == 0) splits[blk] = split;
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
