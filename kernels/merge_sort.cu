@@ -17,6 +17,14 @@
 
 #define TILE MERGE_TILE
 
+// Blocks per SM the merge kernels may ask registers for (a define, for
+// experiments); unset, ptxas picks (a minimum of 1 makes it take twice as many).
+#ifdef MERGE_MIN_BLOCKS
+#define MERGE_BOUNDS __launch_bounds__(BLOCK_SIZE, MERGE_MIN_BLOCKS)
+#else
+#define MERGE_BOUNDS __launch_bounds__(BLOCK_SIZE)
+#endif
+
 __device__ __forceinline__ void regs_swap_if_greater(csk_bits_t (&k)[ITEMS_PER_THREAD],
                                                      csk_value_t (&v)[ITEMS_PER_THREAD], int j)
 {
@@ -148,7 +156,7 @@ extern "C" __global__ void merge_sort_partition(const csk_bits_t* __restrict__ k
 }
 
 // One pass of phase 2: keys_in's runs of `width` merged pairwise into keys_out.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+extern "C" __global__ void MERGE_BOUNDS
 merge_sort_pass(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __restrict__ values_in,
                 csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
                 csk_index_t n, csk_index_t width, const csk_index_t* __restrict__ splits,
@@ -179,7 +187,7 @@ extern "C" __global__ void merge_partition(const csk_bits_t* __restrict__ a, csk
     if ((threadIdx.x & 31) == 0) splits[blk] = split;
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+extern "C" __global__ void MERGE_BOUNDS
 merge_arrays(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ av, csk_index_t na,
              const csk_bits_t* __restrict__ b, const csk_value_t* __restrict__ bv, csk_index_t nb,
              csk_bits_t* __restrict__ out, csk_value_t* __restrict__ outv,
