@@ -23,7 +23,7 @@
 //
 // Tunables: BLOCK_SIZE (a multiple of 32, >= 256), VEC_LOADS (16-byte loads or
 // stores in flight per thread in the histogram and fill), SLICE_BINS (host
-// side: shared counters per histogram block), AGGREGATE (warp-aggregated
+// side: packed 16-bit shared counters per histogram block), AGGREGATE (warp-aggregated
 // atomics where keys repeat), SCATTER_ITEMS (keys per thread per scatter tile).
 #include "keys.cuh"
 #include "scan.cuh"
@@ -91,12 +91,36 @@ __device__ __forceinline__ void vec_keys(long long v, const VecSpan& s, long lon
 }
 
 // ---------------------------------------------------------------- histogram
+// Add inc to the 16-bit counter `target` of a packed shared histogram (two
+// counters per 32-bit word, low half = even bin), exactly: the atomic's old
+// word says whether this add wrapped the low counter (then its 2^16 goes to
+// the global count, and the carry it pushed into the high counter is taken
+// back off the high bin's global count) or wrapped the high counter (its 2^16
+// goes to the global count). Sums are modulo 2^32, so the order of these
+// corrections and the final flush does not matter.
+__device__ __forceinline__ void counting_add_packed(unsigned* hist, unsigned* __restrict__ counts,
+                                                    u64 lo, unsigned width, unsigned target,
+                                                    unsigned inc)
+{
+    const unsigned shift = (target & 1u) << 4;
+    const unsigned old = atomicAdd(&hist[target >> 1], inc << shift);
+    if (shift == 0 && (old & 0xFFFFu) + inc > 0xFFFFu) {
+        atomicAdd(&counts[lo + target], 0x10000u);
+        if (target + 1 < width) atomicSub(&counts[lo + target + 1], 1u);
+    }
+    if ((u64)old + ((u64)inc << shift) > 0xFFFFFFFFull && (target | 1u) < width)
+        atomicAdd(&counts[lo + (target | 1u)], 0x10000u);
+}
+
 // Grid: chunks x slices (slice = blockIdx % slices, so the blocks that read the
 // same chunk run side by side and share it through L2). With slices > 0 each
 // block counts the bins [slice * slice_bins, +slice_bins) of its chunk in
-// shared memory, `copies` counters per bin (lane & (copies - 1) picks one, so
-// equal keys in a warp do not serialize), then adds them to counts. With
-// slices == 0 (too many bins) every key is a global atomic.
+// shared memory, then adds them to counts:
+//   copies >= 1: `copies` 32-bit counters per bin (lane & (copies - 1) picks
+//                one, so equal keys in a warp do not serialize on one address);
+//   copies == 0: packed 16-bit counters (counting_add_packed), so 65,536 bins
+//                fit in 128 KiB and a 16-bit key range needs one slice.
+// With slices == 0 (too many bins) every key is a global atomic.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u64 base,
                    u64 bins, unsigned* __restrict__ counts, unsigned* __restrict__ bad,
@@ -104,13 +128,15 @@ counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u
 {
     extern __shared__ unsigned hist[];
     const bool in_shared = slices > 0;
+    const bool packed = copies == 0;
     const unsigned slice = in_shared ? blockIdx.x % slices : 0;
     const long long chunk = in_shared ? blockIdx.x / slices : blockIdx.x;
     const u64 lo = (u64)slice * slice_bins;
     const unsigned width = in_shared ? (unsigned)min((u64)slice_bins, bins - lo) : 0;
+    const unsigned words = packed ? (width + 1) / 2 : width * copies;
     const unsigned lane = threadIdx.x & 31u;
-    const unsigned copy = lane & (copies - 1);
-    for (unsigned i = threadIdx.x; i < width * copies; i += BLOCK_SIZE) hist[i] = 0;
+    const unsigned copy = packed ? 0 : lane & (copies - 1);
+    for (unsigned i = threadIdx.x; i < words; i += BLOCK_SIZE) hist[i] = 0;
     __syncthreads();
 
     const VecSpan span = vec_span(keys, n);
@@ -144,24 +170,21 @@ counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u
                     else if (bin - lo < width)  // bin < lo wraps around: not in slice
                         target = (unsigned)(bin - lo);
                 }
+                unsigned inc = 1;
 #if AGGREGATE
-                if (copies == 1) {  // one atomic per distinct bin of the warp
+                if (copies <= 1) {  // one atomic per distinct bin of the warp
                     const unsigned peers = __match_any_sync(0xffffffffu, target);
-                    if (target != NO_BIN && lane == (unsigned)(__ffs(peers) - 1)) {
-                        if (in_shared)
-                            atomicAdd(&hist[target], (unsigned)__popc(peers));
-                        else
-                            atomicAdd(&counts[target], (unsigned)__popc(peers));
-                    }
-                    continue;
+                    if (lane != (unsigned)(__ffs(peers) - 1)) target = NO_BIN;
+                    inc = (unsigned)__popc(peers);
                 }
 #endif
-                if (target != NO_BIN) {
-                    if (in_shared)
-                        atomicAdd(&hist[target * copies + copy], 1u);
-                    else
-                        atomicAdd(&counts[target], 1u);
-                }
+                if (target == NO_BIN) continue;
+                if (!in_shared)
+                    atomicAdd(&counts[target], inc);
+                else if (packed)
+                    counting_add_packed(hist, counts, lo, width, target, inc);
+                else
+                    atomicAdd(&hist[target * copies + copy], inc);
             }
         }
     }
@@ -170,8 +193,12 @@ counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u
     __syncthreads();
     for (unsigned i = threadIdx.x; i < width; i += BLOCK_SIZE) {
         unsigned s = 0;
-        for (unsigned c = 0; c < copies; ++c)
-            s += hist[i * copies + ((c + i) & (copies - 1))];  // rotated: no bank conflicts
+        if (packed) {
+            s = (hist[i >> 1] >> ((i & 1u) << 4)) & 0xFFFFu;
+        } else {
+            for (unsigned c = 0; c < copies; ++c)
+                s += hist[i * copies + ((c + i) & (copies - 1))];  // rotated: no bank conflicts
+        }
         if (s) atomicAdd(&counts[lo + i], s);
     }
 }

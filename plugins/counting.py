@@ -92,8 +92,8 @@ class CountingSort(SortPlugin):
     tunables = {
         "block_size": Tunable(512, (256, 512, 1024), "threads per block"),
         "vec_loads": Tunable(2, (1, 2, 4), "16-byte loads/stores in flight per thread (histogram, fill)"),
-        "slice_bins": Tunable(16384, (4096, 8192, 16384, 32768),
-                              "32-bit shared counters per histogram block (bins beyond: more slices)"),
+        "slice_bins": Tunable(65536, (16384, 32768, 65536),
+                              "packed 16-bit shared counters per histogram block (more bins: slices)"),
         "aggregate": Tunable(1, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
         "scatter_items": Tunable(8, (4, 8, 16), "keys per thread in a stable-scatter tile"),
     }
@@ -209,18 +209,26 @@ class CountingSort(SortPlugin):
 
     # ---------------------------------------------------------- keys only
     def histogram_layout(self, bins: int, slice_cap: int) -> tuple:
-        """(slices, slice_bins, copies) of counting_histogram; slices == 0: global atomics."""
+        """(slices, slice_bins, copies) of counting_histogram: copies >= 2 are
+        32-bit counters per bin (few bins), copies == 0 packed 16-bit counters
+        in slices of slice_cap bins; slices == 0: global atomics."""
         copies = 32
         while copies > 1 and bins * copies * 4 > COPIES_BYTES:
             copies //= 2
         if copies > 1:
             return 1, bins, copies
         if bins <= slice_cap:
-            return 1, bins, 1
+            return 1, bins, 0
         slices = -(-bins // slice_cap)
         if slices > MAX_SLICES:
             return 0, 0, 1
-        return slices, slice_cap, 1
+        return slices, slice_cap, 0
+
+    @staticmethod
+    def histogram_shared(slices: int, slice_bins: int, copies: int) -> int:
+        if not slices:
+            return 0
+        return slice_bins * copies * 4 if copies else -(-slice_bins // 2) * 4
 
     def _sort_keys(self, job, keys_in, base, bins, flag):
         cfg, state, n = job.config, job.state, job.n
@@ -228,10 +236,10 @@ class CountingSort(SortPlugin):
         kpv = 16 // job.key_bytes
         counts = int(job.alloc(bins * 4))
         job.memset32(counts, 0, bins)
-        slice_cap = min(cfg["slice_bins"], state.max_shared_per_block // 4)
+        slice_cap = min(cfg["slice_bins"], state.max_shared_per_block // 2)  # 2 bytes a bin
         slice_cap = 1 << (slice_cap.bit_length() - 1)
         slices, slice_bins, copies = self.histogram_layout(bins, slice_cap)
-        shared = slice_bins * copies * 4 if slices else 0
+        shared = self.histogram_shared(slices, slice_bins, copies)
         head = (keys_in % 16) // job.key_bytes
         vectors = (head + n + kpv - 1) // kpv
         target = state.sm_count * self._blocks_per_sm(job, block, shared)

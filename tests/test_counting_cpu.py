@@ -140,12 +140,19 @@ def test_digit_passes():
 
 
 def test_histogram_layout():
-    assert PLUGIN.histogram_layout(256, 16384) == (1, 256, 32)
-    assert PLUGIN.histogram_layout(1000, 16384) == (1, 1000, 8)
-    assert PLUGIN.histogram_layout(16384, 16384) == (1, 16384, 1)
-    assert PLUGIN.histogram_layout(65536, 16384) == (4, 16384, 1)
-    assert PLUGIN.histogram_layout(65537, 16384) == (0, 0, 1)  # global atomics
-    assert PLUGIN.histogram_layout(RANGE_LIMIT, 16384) == (0, 0, 1)
+    assert PLUGIN.histogram_layout(256, 65536) == (1, 256, 32)
+    assert PLUGIN.histogram_layout(1000, 65536) == (1, 1000, 8)
+    assert PLUGIN.histogram_layout(4096, 65536) == (1, 4096, 2)
+    assert PLUGIN.histogram_layout(4097, 65536) == (1, 4097, 0)  # packed 16-bit
+    assert PLUGIN.histogram_layout(65536, 65536) == (1, 65536, 0)
+    assert PLUGIN.histogram_layout(65536, 16384) == (4, 16384, 0)
+    assert PLUGIN.histogram_layout(65537, 65536) == (2, 65536, 0)
+    assert PLUGIN.histogram_layout(4 * 65536 + 1, 65536) == (0, 0, 1)  # global atomics
+    assert PLUGIN.histogram_layout(RANGE_LIMIT, 65536) == (0, 0, 1)
+    assert PLUGIN.histogram_shared(1, 65536, 0) == 128 * 1024
+    assert PLUGIN.histogram_shared(1, 4097, 0) == 2049 * 4
+    assert PLUGIN.histogram_shared(1, 256, 32) == 32 * 1024
+    assert PLUGIN.histogram_shared(0, 0, 1) == 0
 
 
 def test_default_config_fits_48k_shared_memory():
