@@ -171,7 +171,8 @@ def plot(table: dict, filename: str, ops=("sort",)) -> str:
 
 
 # ------------------------------------------------------------------ bars
-def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000, log=print) -> dict:
+def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000, rounds: int = 3,
+          log=print) -> dict:
     """Measure the issue's bars in one run, against the tuned table.
 
     1. auto sort vs the best single plugin (each run by name with its tuned
@@ -203,22 +204,25 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
             n = 1 << b
             hosts = [random_keys(dtype, n, rng) for _ in range(inputs)]
             devs = _to_device(hosts)
-            times = {}
             names = [nm for nm in sorted(gpu) if _ok(table, nm, dtype, b)
                      and gpu[nm].unsupported(Request("sort", dtype, n)) is None]
             ref = np.sort(hosts[0])
+            runners, times = {}, {}
             for name in names + ["auto"]:
-                alg = name
                 try:
-                    got = _host(api.sort(devs[0], algorithm=alg))
-                    if not np.array_equal(got, ref, equal_nan=got.dtype.kind == "f"):
-                        times[name] = None
-                        continue
-                    times[name] = time_gpu(lambda i: api.sort(devs[i], algorithm=alg),
-                                           inputs=inputs, repeats=repeats)["median_ms"]
+                    got = _host(api.sort(devs[0], algorithm=name))
+                    if np.array_equal(got, ref, equal_nan=got.dtype.kind == "f"):
+                        runners[name] = (lambda alg: lambda i: api.sort(devs[i], algorithm=alg))(name)
+                    else:
+                        log(f"  {name} {dtype} 2^{b}: WRONG RESULT")
                 except Exception as exc:
-                    times[name] = None
                     log(f"  {name} {dtype} 2^{b}: {type(exc).__name__}: {str(exc)[:120]}")
+            # Rounds alternate among the contenders; each keeps its best median,
+            # so a hiccup in one round does not decide the comparison.
+            for _ in range(rounds):
+                for name, run in runners.items():
+                    ms = time_gpu(run, inputs=inputs, repeats=repeats, min_time_s=0.02)["median_ms"]
+                    times[name] = min(times.get(name, ms), ms)
             pick = api_pick(dtype, n)
             singles = {k: v for k, v in times.items() if k != "auto" and v}
             if not singles or not times.get("auto"):
@@ -272,9 +276,14 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
     for dtype in sorted({dt for (_, dt) in cells}):
         a = random_keys(dtype, host_n, rng)
         api.sort(a)
-        t_auto = wall_ms(lambda: api.sort(a), min_s=0.2, max_reps=20000)
-        t_np = wall_ms(lambda: np.sort(a), min_s=0.2, max_reps=20000)
-        t_csk = wall_ms(lambda: api.sort(a, algorithm="numpy"), min_s=0.2, max_reps=20000)
+        contenders = {"auto": lambda: api.sort(a), "np": lambda: np.sort(a),
+                      "csk": lambda: api.sort(a, algorithm="numpy")}
+        best = {}
+        for _ in range(rounds):  # alternate; each keeps its best median
+            for k, fn in contenders.items():
+                ms = wall_ms(fn, min_s=0.1, max_reps=20000)
+                best[k] = min(best.get(k, ms), ms)
+        t_auto, t_np, t_csk = best["auto"], best["np"], best["csk"]
         pick = api_pick(dtype, host_n, on_device=False)
         ratio = t_auto / t_np
         out["host"].append({"dtype": dtype, "n": host_n, "auto": pick, "auto_us": t_auto * 1e3,

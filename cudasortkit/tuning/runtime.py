@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from .. import registry
 from . import cache
 from .policy import (MAX_BUCKET, OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
                      points, plugin_results)
@@ -28,6 +29,7 @@ _contexts: dict = {}
 _memo: dict = {}
 _MEMO_MAX = 4096
 _tuning = threading.local()
+_environ = os.environ
 
 
 def autotune_enabled() -> bool:
@@ -149,14 +151,17 @@ def auto_policy(request, candidates: dict):
 
 
 def _fast_key(request):
-    """Key of a whole request (candidates follow from it and the registry), or None."""
+    """Key of a whole request (candidates follow from it and the registry), or None.
+
+    Kept small on purpose (it is computed on every auto call): the cache dir
+    is in it; the device and CUDASORTKIT_AUTOTUNE are not (reset() after
+    changing those in a running process)."""
     if request.options:
         return None
-    from .. import registry
-
     table = registry._entries
-    return ("fast", id(table), len(table) if table is not None else 0, request.descending,
-            request.stable, request.key_range) + _memo_key(request, ())
+    return (id(table), len(table) if table is not None else 0, _environ.get(cache.ENV_DIR),
+            request.kind, request.dtype, request.n, request.value_bytes, request.on_device,
+            request.stable, request.descending, request.key_range)
 
 
 def cached(request):
@@ -349,9 +354,13 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                         for name, plugin in sorted(todo.items()):
                             # The budget decides per (plugin, op, dtype) group, at its
                             # first size: compiles happen there, later sizes reuse them.
+                            # A plugin's first group is always tuned, so every plugin
+                            # gets tuned configs for at least one operation and dtype.
                             group = (name, op, dtype)
                             if group not in plan:
-                                over = budget_s is not None and time.monotonic() - start > budget_s
+                                first = not any(g[0] == name for g in plan)
+                                over = (budget_s is not None and not first
+                                        and time.monotonic() - start > budget_s)
                                 plan[group] = "default" if over else strategy
                             over = plan[group] == "default" and strategy != "default"
                             entry = tuner.tune(plugin, case, plan[group])
