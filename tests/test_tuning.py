@@ -199,7 +199,6 @@ class Fake:
 def synthetic():
     """fast_small wins below ~2^16, big_radix above; numpy beats the GPU on host below ~2^14."""
     t = cache.empty(INFO)
-    small = {b: 0.01 * 2 ** max(0, b - 10) ** 1 for b in range(10, 25, 2)}
     small = {10: 0.010, 12: 0.012, 14: 0.020, 16: 0.060, 18: 0.25, 20: 1.0, 22: 4.0, 24: 16.0}
     radix = {10: 0.030, 12: 0.031, 14: 0.033, 16: 0.040, 18: 0.08, 20: 0.2, 22: 0.7, 24: 2.6}
     cpu = {10: 0.008, 12: 0.03, 14: 0.13, 16: 0.6, 18: 2.6, 20: 11.0, 22: 48.0}
@@ -252,7 +251,7 @@ def test_device_selection_follows_measurements_and_interpolates():
 
 def test_config_comes_from_nearest_bucket():
     assert pick(1 << 20).config == {"block_size": 512, "tile": 20}
-    assert pick(3 << 19).config["tile"] == 20   # log2 = 20.58 -> nearest 20... 
+    assert pick(3 << 19).config["tile"] == 20   # log2 = 20.58 -> nearest 20
     assert pick(7 << 19).config["tile"] == 22   # log2 = 21.8 -> 22
 
 

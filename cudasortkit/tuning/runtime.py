@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import registry
 from . import cache
-from .policy import (MAX_BUCKET, OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
+from .policy import (OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
                      points, plugin_results)
 
 ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
