@@ -138,9 +138,14 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     preallocated out), a device-to-device copy of the same bytes and CuPy's sort
     of the concatenation, in one run. n counts the keys of each input; GK/s
     counts output keys; gb_s is bytes read + written over time and copy_frac
-    the merge's share of the copy's bandwidth. `algorithms` is not used."""
+    the merge's share of the copy's bandwidth. "merge" is the public call
+    (host overhead and its synchronize included), "merge(kernels)" only the
+    plugin's launches on a prepared Job, comparable with the single copy call.
+    `algorithms` is not used."""
     from .device import get_device
+    from .job import Job
     from .merging import merge
+    from .plugins.merge_sort import MergeSort
 
     cupy = _cupy()
     state = get_device()
@@ -157,8 +162,11 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     nbytes = 2 * n * np.dtype(dtype).itemsize
     src = [to_dev(np.concatenate(h)) for h in hosts]
     ptr = (lambda x: int(x.data.ptr)) if cupy is not None else (lambda x: int(x.gpudata))
+    plugin = MergeSort()
+    jobs = [Job(plugin, state, dtype=dtype, n=2 * n, keys_in=ptr(d[0]), keys_out=ptr(out)) for d in devs]
     runners = {
         "merge": lambda i: merge(*devs[i], out=out),
+        "merge(kernels)": lambda i: plugin.merge(jobs[i], ptr(devs[i][0]), 0, n, ptr(devs[i][1]), 0, n),
         "copy(d2d)": lambda i: state.cuda.memcpy_dtod(ptr(out), ptr(src[i]), nbytes),
     }
     if cupy is not None:
@@ -180,12 +188,15 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
         except (ValueError, MemoryError, RuntimeError) as exc:
             row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
         rows.append(row)
+    for job in jobs:
+        job.finish()  # frees the kernels-only runs' temporaries
     timed = {r["algorithm"]: r for r in rows if "median_ms" in r}
     if "cupy" in timed:
         for r in timed.values():
             r["vs_cupy"] = timed["cupy"]["median_ms"] / r["median_ms"]
-    if "merge" in timed and "copy(d2d)" in timed:
-        timed["merge"]["copy_frac"] = timed["merge"]["gb_s"] / timed["copy(d2d)"]["gb_s"]
+    for name in ("merge", "merge(kernels)"):
+        if name in timed and "copy(d2d)" in timed:
+            timed[name]["copy_frac"] = timed[name]["gb_s"] / timed["copy(d2d)"]["gb_s"]
     return rows
 
 
@@ -193,9 +204,9 @@ def merge_summary(rows) -> str:
     """One line per merge case: bandwidth against the copy measured with it."""
     lines = []
     for r in rows:
-        if r["algorithm"] == "merge" and "copy_frac" in r:
+        if r["algorithm"].startswith("merge") and "copy_frac" in r:
             copy = next(c for c in rows if c["algorithm"] == "copy(d2d)")
-            lines.append(f"merge {r['dtype']} 2x{r['n']}: {r['gb_s']:.0f} GB/s = "
+            lines.append(f"{r['algorithm']} {r['dtype']} 2x{r['n']}: {r['gb_s']:.0f} GB/s = "
                          f"{100 * r['copy_frac']:.1f}% of d2d copy {copy['gb_s']:.0f} GB/s (read + written)")
     return "\n".join(lines)
 
