@@ -399,19 +399,26 @@ counting_scatter(const csk_bits_t* __restrict__ keys_in, const void* __restrict_
         const long long tile_begin = chunk_begin + (long long)t * SCATTER_TILE;
         if (tile_begin >= n) break;  // the same for the whole block
 
-        // 1. load, digit, rank among the warp's earlier keys of the same digit
+        // 1. load (all of the thread's keys and values in flight at once), then
+        //    digit and rank among the warp's earlier keys of the same digit
         csk_bits_t key[SCATTER_ITEMS];
         csk_value_t value[SCATTER_ITEMS];
         unsigned digit[SCATTER_ITEMS], slot[SCATTER_ITEMS];
+        const long long first = tile_begin + (long long)(warp * 32 * SCATTER_ITEMS + lane);
 #pragma unroll
         for (int k = 0; k < SCATTER_ITEMS; ++k) {
-            const long long i = tile_begin + (long long)(warp * 32 * SCATTER_ITEMS + k * 32 + lane);
-            unsigned d = NO_BIN;
+            const long long i = first + k * 32;
             key[k] = 0;
             value[k] = 0;
             if (i < n) {
                 key[k] = keys_in[i];
                 value[k] = counting_load_value(values_in, values_from, i);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < SCATTER_ITEMS; ++k) {
+            unsigned d = NO_BIN;
+            if (first + k * 32 < n) {
                 const u64 bin = counting_bin(key[k], m, b0);
                 if (bin < bins) d = (unsigned)(bin >> shift) & dmask;
             }

@@ -94,7 +94,7 @@ class CountingSort(SortPlugin):
         "vec_loads": Tunable(2, (1, 2, 4), "16-byte loads/stores in flight per thread (histogram, fill)"),
         "slice_bins": Tunable(65536, (16384, 32768, 65536),
                               "packed 16-bit shared counters per histogram block (more bins: slices)"),
-        "aggregate": Tunable(1, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
+        "aggregate": Tunable(0, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
         "scatter_items": Tunable(8, (4, 8, 16), "keys per thread in a stable-scatter tile"),
     }
     templates = ("counting.cu",)
@@ -207,6 +207,21 @@ class CountingSort(SortPlugin):
         by_threads = max(1, 2048 // block)
         return max(1, min(by_threads, per_sm // max(shared + 1024, 1)))
 
+    def _resident_blocks(self, job, kernel, block: int, dynamic_shared: int) -> int:
+        """Blocks of `kernel` one SM holds (registers, shared memory, threads)."""
+        key = (job.state.ordinal, kernel.name, job.dtype, job.value_bytes, block, dynamic_shared)
+        blocks = self._kernels.get(key)
+        if blocks is None:
+            try:
+                regs = -(-kernel.function.num_regs // 8) * 8
+                static = kernel.function.shared_size_bytes
+                by_regs = 65536 // max(regs * block, 1)
+                blocks = max(1, min(by_regs, self._blocks_per_sm(job, block, static + dynamic_shared)))
+            except Exception:  # attributes unavailable: a safe guess
+                blocks = 2
+            self._kernels[key] = blocks
+        return blocks
+
     # ---------------------------------------------------------- keys only
     def histogram_layout(self, bins: int, slice_cap: int) -> tuple:
         """(slices, slice_bins, copies) of counting_histogram: copies >= 2 are
@@ -268,17 +283,21 @@ class CountingSort(SortPlugin):
         tile = block * cfg["scatter_items"]
         passes, bits = digit_passes(bins)
         digits = 1 << bits
-        tiles = job.blocks(n, tile)
-        chunk_tiles = max(1, min(8, tiles // (state.sm_count * 4)))
-        chunks = job.blocks(tiles, chunk_tiles)
         argsort = job.request is not None and job.request.kind == "argsort"
         vb = job.value_bytes
-
-        matrix = int(job.alloc(digits * chunks * 4))
-        scan = DeviceScan(job, digits * chunks)
         counter = self._kernel(job, "counting_digit_counts")
         scatter = self._kernel(job, "counting_scatter")
         shared = tile * max(job.key_bytes, vb)
+        # Chunks (runs of tiles a block scatters in order): about whole waves
+        # of resident blocks, at most 8 tiles each, so no wave runs half empty.
+        tiles = job.blocks(n, tile)
+        resident = state.sm_count * self._resident_blocks(job, scatter, block, shared)
+        waves = job.blocks(tiles, resident * 8)
+        chunk_tiles = job.blocks(tiles, min(tiles, resident * waves))
+        chunks = job.blocks(tiles, chunk_tiles)
+
+        matrix = int(job.alloc(digits * chunks * 4))
+        scan = DeviceScan(job, digits * chunks)
 
         # Where each pass reads and writes (the last pass writes the outputs).
         def final_or_temp(p, final, temp):

@@ -33,6 +33,11 @@ def _no_lazy_tuning(monkeypatch):
     monkeypatch.setenv("CUDASORTKIT_AUTOTUNE", "0")
 
 
+def random_int(lo, hi, rng):
+    """A random Python int in [lo, hi] (any size, unlike Generator.integers)."""
+    return lo + int(rng.integers(0, 1 << 62)) * (hi - lo + 1) // (1 << 62)
+
+
 def narrow(dist, dtype, n, rng, width=None):
     """Keys of `dist` that counting serves: 8/16-bit as generated, wider
     dtypes folded into a window of `width` values somewhere in the dtype."""
@@ -41,7 +46,7 @@ def narrow(dist, dtype, n, rng, width=None):
         return make_keys(dist, dt, n, rng)
     info = np.iinfo(dt)
     width = int(width or rng.integers(1, 5000))
-    lo = int(rng.integers(int(info.min), int(info.max) - width + 2))
+    lo = random_int(int(info.min), int(info.max) - width + 1, rng)
     raw = make_keys(dist, "uint32", n, rng).astype(np.uint64) % np.uint64(width)
     return (raw.astype(object) + lo).astype(dt) if dt.itemsize == 8 else (raw.astype(np.int64) + lo).astype(dt)
 
@@ -90,7 +95,7 @@ def test_wide_range_is_declined_clearly(cupy, dtype, rng):
 def test_range_just_under_and_over_the_limit(cupy, dtype, rng):
     n = 300_007
     info = np.iinfo(dtype)
-    lo = int(rng.integers(int(info.min), int(info.max) - RANGE_LIMIT))
+    lo = random_int(int(info.min), int(info.max) - RANGE_LIMIT, rng)
     a = (rng.integers(0, RANGE_LIMIT, n).astype(object) + lo).astype(dtype)
     a[:2] = [lo, lo + RANGE_LIMIT - 1]  # exactly RANGE_LIMIT values
     rng.shuffle(a)
