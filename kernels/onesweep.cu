@@ -30,6 +30,9 @@
 #ifndef WIDE_STATUS
 #define WIDE_STATUS 0
 #endif
+#ifndef EARLY_COUNTS
+#define EARLY_COUNTS 0
+#endif
 
 #define RADIX_DIGITS (1 << RADIX_BITS)
 #define PASSES ((CSK_KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
@@ -160,6 +163,56 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n,
 #define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
 #define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
 
+// Warp-level multisplit ranking of one item per lane: lanes with the same
+// digit find each other with match_any; the highest of them bumps the warp's
+// counter for that digit. Returns the counter's old value plus the number of
+// peers in lower lanes. Called by all 32 lanes; invalid lanes count nowhere.
+__device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t key, int shift,
+                                                 bool valid, int lane)
+{
+    const unsigned d = valid ? csk_digit(key, shift, RADIX_BITS) : (unsigned)RADIX_DIGITS;
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int leader = 31 - __clz(peers);
+    unsigned before = 0;
+    if (lane == leader && valid) {
+        before = my_counts[d];
+        my_counts[d] = before + __popc(peers);
+    }
+    const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1u));
+    __syncwarp();
+    return rank;
+}
+
+// From each warp's digit counts (warp_counts[w][d]): publish the tile's
+// per-digit count (flag AGGREGATE, or PREFIX for tile 0) so that successors
+// can look back past this tile, and turn warp_counts[w][d] into the tile
+// position of warp w's first key of digit d. count / digit_start: this
+// thread's digit (t < RADIX_DIGITS). Called by all threads; ends synchronized.
+__device__ __forceinline__ void os_publish_counts(unsigned* warp_counts, unsigned* scan_scratch,
+                                                  os_status_t* my_status, unsigned tile,
+                                                  unsigned& count, unsigned& digit_start)
+{
+    const int t = threadIdx.x;
+    count = 0;
+    if (t < RADIX_DIGITS) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const unsigned c = warp_counts[w * RADIX_DIGITS + t];
+            warp_counts[w * RADIX_DIGITS + t] = count;
+            count += c;
+        }
+        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
+                         (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)count);
+    }
+    unsigned tile_keys;
+    digit_start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(count, scan_scratch, &tile_keys);
+    if (t < RADIX_DIGITS) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) warp_counts[w * RADIX_DIGITS + t] += digit_start;
+    }
+    __syncthreads();
+}
+
 // Sorts by the digit at `pass` from the buffer the plan says into the other:
 // the first active pass reads keys_in (encoding), the last decodes, and the
 // parity is chosen so that the last active pass writes keys_out. status is two
@@ -226,51 +279,38 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = csk_encode(key[j], kmask);
     }
 
-    // Warp-level multisplit: lanes with the same digit find each other with
-    // match_any; the highest of them bumps the warp's counter for the digit.
     unsigned* my_counts = warp_counts + warp * RADIX_DIGITS;
-    const unsigned lanes_below = (1u << lane) - 1u;
-    unsigned rank[ITEMS_PER_THREAD];
+    unsigned count, digit_start;
+#if EARLY_COUNTS
+    // Early counts: the warps' digit counts first (shared atomics), so the
+    // tile publishes its aggregate before ranking and every key can be
+    // staged as soon as it is ranked (no ranks kept in registers).
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (j * 32 + lane < warp_keys) atomicAdd(&my_counts[csk_digit(key[j], shift, RADIX_BITS)], 1u);
+    __syncthreads();
+    os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         const bool valid = j * 32 + lane < warp_keys;
-        const unsigned d = valid ? csk_digit(key[j], shift, RADIX_BITS) : (unsigned)RADIX_DIGITS;
-        const unsigned peers = __match_any_sync(0xffffffffu, d);
-        const int leader = 31 - __clz(peers);
-        unsigned before = 0;
-        if (lane == leader && valid) {
-            before = my_counts[d];
-            my_counts[d] = before + __popc(peers);
+        const unsigned pos = os_rank_item(my_counts, key[j], shift, valid, lane);
+        if (valid) {
+            keys_s[pos] = key[j];
+#if CSK_HAS_VALUES
+            const csk_index_t i = warp_base + j * 32 + lane;
+            values_s[pos] = iota ? (csk_value_t)i : vsrc[i];
+#endif
         }
-        rank[j] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & lanes_below);
-        __syncwarp();
     }
-    __syncthreads();
-
-    // Per digit: each warp's start among the tile's keys of that digit, the
-    // tile's count, published at once so successors can look back past us.
-    unsigned count = 0;
-    if (t < RADIX_DIGITS) {
+#else
+    // Rank first (the warps' counters start at 0), then publish the counts
+    // and turn the counters into tile positions, then stage.
+    unsigned rank[ITEMS_PER_THREAD];
 #pragma unroll
-        for (int w = 0; w < WARPS; ++w) {
-            const unsigned c = warp_counts[w * RADIX_DIGITS + t];
-            warp_counts[w * RADIX_DIGITS + t] = count;
-            count += c;
-        }
-        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
-                         (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)count);
-        next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;
-    }
-    unsigned tile_keys;
-    const unsigned digit_start =
-        csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(count, scan_scratch, &tile_keys);
-    if (t < RADIX_DIGITS) {
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) warp_counts[w * RADIX_DIGITS + t] += digit_start;
-    }
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        rank[j] = os_rank_item(my_counts, key[j], shift, j * 32 + lane < warp_keys, lane);
     __syncthreads();
-
-    // Stage keys (and values) in shared memory in sorted-by-digit tile order.
+    os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         if (j * 32 + lane < warp_keys) {
@@ -282,6 +322,8 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #endif
         }
     }
+#endif
+    if (t < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;
 
     // Decoupled look-back, one thread per digit: add predecessors' aggregates
     // until one with an inclusive prefix, then publish our inclusive prefix.

@@ -63,8 +63,9 @@ def _boundary_sizes(config):
 
 
 @pytest.mark.parametrize("dtype", ["uint32", "int64", "float32", "uint8", "float16"])
-def test_tile_boundaries(dtype, rng):
-    config = _plugin().default_config()
+@pytest.mark.parametrize("early_counts", [0, 1])
+def test_tile_boundaries(dtype, early_counts, rng):
+    config = dict(_plugin().default_config(), early_counts=early_counts)
     for n in _boundary_sizes(config):
         _check_exact(make_keys("uniform", dtype, n, rng), descending=bool(n % 2), config=config)
 
@@ -121,7 +122,9 @@ def test_pairs_eight_byte_values(rng):
         assert np.array_equal(v.get(), values[order])
 
 
-@pytest.mark.parametrize("change", [{"radix_bits": 6}, {"radix_bits": 7}, {"block_size": 384},
+@pytest.mark.parametrize("change", [{"early_counts": 1}, {"early_counts": 1, "items_per_thread": 24},
+                                    {"early_counts": 1, "block_size": 384, "radix_bits": 7},
+                                    {"radix_bits": 6}, {"radix_bits": 7}, {"block_size": 384},
                                     {"block_size": 512, "items_per_thread": 8},
                                     {"items_per_thread": 24}, {"items_per_thread": 12}])
 def test_other_tunables(change, rng):
@@ -138,7 +141,8 @@ def test_more_than_2_pow_31_keys(rng):
     free, _ = cupy.cuda.Device().mem_info
     if free < 10 * n:
         pytest.skip(f"needs ~{10 * n >> 30} GiB free on the GPU")
-    a = cupy.random.randint(0, 256, n, dtype=cupy.int32).astype(cupy.uint8)
+    block = cupy.asarray(rng.integers(0, 256, 1 << 20, dtype=np.uint8))  # cheap to make:
+    a = cupy.concatenate([cupy.tile(block, n >> 20), block[: n & ((1 << 20) - 1)]])  # tiled
     got = csk.sort(a, algorithm=NAME)
     assert bool(cupy.all(got[1:] >= got[:-1])), "not sorted"
     assert bool(cupy.all(cupy.bincount(got, minlength=256) == cupy.bincount(a, minlength=256)))
