@@ -213,6 +213,33 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_counts, unsigne
     __syncthreads();
 }
 
+// Decoupled look-back, one thread per digit (t < RADIX_DIGITS): add the
+// predecessors' counts, walking back over aggregates until an inclusive
+// prefix; publish our own inclusive prefix; adjust[d] = global index of the
+// tile's first key of digit d minus its tile position.
+__device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
+                                             csk_index_t* adjust, int pass, unsigned tile,
+                                             unsigned count, unsigned digit_start)
+{
+    const int t = threadIdx.x;
+    if (t >= RADIX_DIGITS) return;
+    csk_index_t before = 0;
+    if (tile > 0) {
+        for (long long p = (long long)tile - 1;; --p) {
+            const os_status_t* word = &my_status[p * RADIX_DIGITS + t];
+            os_status_t s;
+            do {
+                s = os_load_relaxed(word);
+            } while ((s & OS_FLAGS) == 0);
+            before += (csk_index_t)(s & OS_COUNT_MASK);
+            if (s & OS_FLAG_PREFIX) break;
+        }
+        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
+                         OS_FLAG_PREFIX | (os_status_t)(before + count));
+    }
+    adjust[t] = (csk_index_t)offsets[pass * RADIX_DIGITS + t] + before - (csk_index_t)digit_start;
+}
+
 // Sorts by the digit at `pass` from the buffer the plan says into the other:
 // the first active pass reads keys_in (encoding), the last decodes, and the
 // parity is chosen so that the last active pass writes keys_out. status is two
@@ -283,13 +310,16 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     unsigned count, digit_start;
 #if EARLY_COUNTS
     // Early counts: the warps' digit counts first (shared atomics), so the
-    // tile publishes its aggregate before ranking and every key can be
-    // staged as soon as it is ranked (no ranks kept in registers).
+    // tile publishes its aggregate and looks back before ranking, and every
+    // key is staged as soon as it is ranked (no ranks kept in registers).
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane < warp_keys) atomicAdd(&my_counts[csk_digit(key[j], shift, RADIX_BITS)], 1u);
     __syncthreads();
     os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
+    // Look back now, before ranking (as CUB's onesweep does): our inclusive
+    // prefix is out a whole ranking earlier, so successors walk back less.
+    os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         const bool valid = j * 32 + lane < warp_keys;
@@ -325,25 +355,9 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #endif
     if (t < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;
 
-    // Decoupled look-back, one thread per digit: add predecessors' aggregates
-    // until one with an inclusive prefix, then publish our inclusive prefix.
-    if (t < RADIX_DIGITS) {
-        csk_index_t before = 0;
-        if (tile > 0) {
-            for (long long p = (long long)tile - 1;; --p) {
-                const os_status_t* word = &my_status[p * RADIX_DIGITS + t];
-                os_status_t s;
-                do {
-                    s = os_load_relaxed(word);
-                } while ((s & OS_FLAGS) == 0);
-                before += (csk_index_t)(s & OS_COUNT_MASK);
-                if (s & OS_FLAG_PREFIX) break;
-            }
-            os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
-                             OS_FLAG_PREFIX | (os_status_t)(before + count));
-        }
-        adjust[t] = (csk_index_t)offsets[pass * RADIX_DIGITS + t] + before - (csk_index_t)digit_start;
-    }
+#if !EARLY_COUNTS
+    os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
+#endif
     __syncthreads();
 
     // Scatter from the staging area: consecutive threads write consecutive
