@@ -163,144 +163,60 @@ struct RadixShared {
     unsigned char* exchange;
 };
 
-// One tile: rank, reorder in shared memory, write runs. FULL: no bounds checks.
+// Keys of one tile into registers, warp-striped: warp w takes tile positions
+// [w * 32 * ITEMS, (w+1) * 32 * ITEMS), 32 consecutive keys per step, so
+// (step, lane) is the key order. Past n: the largest word (largest digit,
+// ranked after every real key, never written).
 template <bool FULL>
-__device__ __forceinline__ void radix_tile(const RadixShared& sm, const csk_bits_t* __restrict__ keys_in,
-                                           const csk_value_t* __restrict__ values_in,
-                                           csk_bits_t* __restrict__ keys_out,
-                                           csk_value_t* __restrict__ values_out, long long base,
-                                           int valid, int shift, int bits, int encode, int decode,
-                                           csk_bits_t mask)
+__device__ __forceinline__ void radix_load_keys(csk_bits_t (&u)[ITEMS_PER_THREAD],
+                                                const csk_bits_t* __restrict__ src, int first,
+                                                int valid, int encode, csk_bits_t mask)
 {
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    unsigned* my_hist = sm.whist + warp * RADIX;
-    csk_bits_t* exchange = (csk_bits_t*)sm.exchange;
-
-    // Load: warp w takes tile positions [w * 32 * ITEMS, (w+1) * 32 * ITEMS),
-    // 32 consecutive keys per step, so (step, lane) is the key order.
-    for (int d = lane; d < RADIX; d += 32) my_hist[d] = 0;
-    const int first = warp * 32 * ITEMS_PER_THREAD + lane;
-    const csk_bits_t* src = keys_in + base + first;
-    csk_bits_t u[ITEMS_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
         if (FULL || first + r * 32 < valid) {
             const csk_bits_t x = src[r * 32];
             u[r] = encode ? csk_encode(x, mask) : x;
         } else {
-            u[r] = CSK_ALL_ONES;  // past n: largest digit, after every real key
+            u[r] = CSK_ALL_ONES;
         }
     }
-    __syncwarp();
-
-    // Rank inside the warp, in key order: pos[r] is first the key's rank
-    // among the warp's keys of its digit, later its tile position.
-    const unsigned lanemask_lt = (1u << lane) - 1u;
-    unsigned pos[ITEMS_PER_THREAD];
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const unsigned d = csk_digit(u[r], shift, bits);
-        unsigned peers = 0xffffffffu;
-#pragma unroll
-        for (int b = 0; b < DIGIT_BITS; ++b) {
-            const bool set = (d >> b) & 1u;
-            const unsigned vote = __ballot_sync(0xffffffffu, set);
-            peers &= set ? vote : ~vote;
-        }
-        const unsigned before = my_hist[d];
-        __syncwarp();
-        if (lane == 31u - __clz(peers)) my_hist[d] = before + __popc(peers);
-        __syncwarp();
-        pos[r] = before + __popc(peers & lanemask_lt);
-    }
-    __syncthreads();
-
-    // Per digit: warp prefixes (in place), tile counts, tile starts, and
-    // gbase[d]: the output index of tile position 0 for digit d.
-    {
-        unsigned cnt[DIGITS_PER_THREAD];
-        unsigned sum = 0;
-#pragma unroll
-        for (int j = 0; j < DIGITS_PER_THREAD; ++j) {
-            const int d = threadIdx.x * DIGITS_PER_THREAD + j;
-            unsigned running = 0;
-            if (d < RADIX) {
-#pragma unroll
-                for (int w = 0; w < WARPS; ++w) {
-                    const unsigned c = sm.whist[w * RADIX + d];
-                    sm.whist[w * RADIX + d] = running;
-                    running += c;
-                }
-            }
-            cnt[j] = running;
-            sum += running;
-        }
-        unsigned total;
-        unsigned start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(sum, sm.scratch, &total);
-#pragma unroll
-        for (int j = 0; j < DIGITS_PER_THREAD; ++j) {
-            const int d = threadIdx.x * DIGITS_PER_THREAD + j;
-            if (d < RADIX) {
-                sm.tstart[d] = start;
-                sm.gbase[d] = sm.dbase[d] - start;
-                sm.dbase[d] += cnt[j];
-            }
-            start += cnt[j];
-        }
-    }
-    __syncthreads();
-
-    // Reorder the tile by digit in shared memory.
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const unsigned d = csk_digit(u[r], shift, bits);
-        pos[r] += sm.tstart[d] + my_hist[d];
-        exchange[pos[r]] = u[r];
-    }
-    __syncthreads();
-
-    // Write each digit's run to consecutive output addresses.
-#if CSK_HAS_VALUES
-    unsigned out_digits[(ITEMS_PER_THREAD + 3) / 4];  // 8-bit digits, packed
-#pragma unroll
-    for (int j = 0; j < (ITEMS_PER_THREAD + 3) / 4; ++j) out_digits[j] = 0;
-#endif
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const int i = r * BLOCK_SIZE + threadIdx.x;
-        if (FULL || i < valid) {
-            const csk_bits_t w = exchange[i];
-            const unsigned d = csk_digit(w, shift, bits);
-            keys_out[sm.gbase[d] + i] = decode ? csk_decode(w, mask) : w;
-#if CSK_HAS_VALUES
-            out_digits[r / 4] |= d << (8 * (r % 4));
-#endif
-        }
-    }
-#if CSK_HAS_VALUES
-    // Values take the same permutation through the same buffer.
-    csk_value_t* vexchange = (csk_value_t*)sm.exchange;
-    const csk_value_t* vsrc = values_in + base + first;
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r)
-        if (FULL || first + r * 32 < valid) vexchange[pos[r]] = vsrc[r * 32];
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const int i = r * BLOCK_SIZE + threadIdx.x;
-        const unsigned d = (out_digits[r / 4] >> (8 * (r % 4))) & 0xFFu;
-        if (FULL || i < valid) values_out[sm.gbase[d] + i] = vexchange[i];
-    }
-#endif
-    __syncthreads();
 }
+
+__device__ __forceinline__ void radix_load_tile(csk_bits_t (&u)[ITEMS_PER_THREAD],
+                                                const csk_bits_t* __restrict__ keys, long long base,
+                                                int first, int valid, int encode, csk_bits_t mask)
+{
+    if (valid == TILE)
+        radix_load_keys<true>(u, keys + base + first, first, valid, encode, mask);
+    else
+        radix_load_keys<false>(u, keys + base + first, first, valid, encode, mask);
+}
+
+#if CSK_HAS_VALUES
+__device__ __forceinline__ void radix_load_values(csk_value_t (&v)[ITEMS_PER_THREAD],
+                                                  const csk_value_t* __restrict__ values,
+                                                  long long base, int first, int valid)
+{
+    const csk_value_t* src = values + base + first;
+    if (valid == TILE) {
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) v[r] = src[r * 32];
+    } else {
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r)
+            v[r] = first + r * 32 < valid ? src[r * 32] : (csk_value_t)0;
+    }
+}
+#endif
 
 // Occupancy floor for the register allocator: small keys-only tiles keep 768
 // threads per SM resident, wider payloads 512.
 #define RADIX_MIN_THREADS ((CSK_KEY_BYTES <= 4 && !CSK_HAS_VALUES) ? 768 : 512)
 #define RADIX_MIN_BLOCKS (RADIX_MIN_THREADS / BLOCK_SIZE > 0 ? RADIX_MIN_THREADS / BLOCK_SIZE : 1)
 
+// Each block walks its tiles; the next tile's keys (and values) are loaded
+// while the current one is being written, so load latency overlaps work.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, RADIX_MIN_BLOCKS)
 radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __restrict__ values_in,
                 csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
@@ -315,6 +231,7 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
     sm.tstart = sm.whist + WARPS * RADIX;
     sm.scratch = sm.tstart + RADIX;
     sm.exchange = (unsigned char*)radix_smem + RADIX_HEAD_ALIGNED;
+    csk_bits_t* exchange = (csk_bits_t*)sm.exchange;
 
     const long long g = gridDim.x;
     for (int d = threadIdx.x; d < RADIX; d += BLOCK_SIZE)
@@ -322,15 +239,160 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
 
     const csk_bits_t mask = (csk_bits_t)mask64;
     const int bits = radix_pass_bits(shift);
-    long long first, last;
-    radix_block_tiles((n + TILE - 1) / TILE, first, last);
-    for (long long t = first; t < last; ++t) {
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const unsigned lanemask_lt = (1u << lane) - 1u;
+    unsigned* my_hist = sm.whist + warp * RADIX;
+    const int first = warp * 32 * ITEMS_PER_THREAD + lane;
+
+    long long t, last;
+    radix_block_tiles((n + TILE - 1) / TILE, t, last);
+    if (t >= last) return;
+    csk_bits_t u[ITEMS_PER_THREAD];
+    radix_load_tile(u, keys_in, t * TILE, first, (int)min((long long)TILE, n - t * TILE), encode, mask);
+#if CSK_HAS_VALUES
+    csk_value_t v[ITEMS_PER_THREAD];
+    radix_load_values(v, values_in, t * TILE, first, (int)min((long long)TILE, n - t * TILE));
+#endif
+
+    for (; t < last; ++t) {
         const long long base = t * TILE;
-        if (n - base >= TILE)
-            radix_tile<true>(sm, keys_in, values_in, keys_out, values_out, base, TILE, shift, bits,
-                             encode, decode, mask);
-        else
-            radix_tile<false>(sm, keys_in, values_in, keys_out, values_out, base, (int)(n - base),
-                              shift, bits, encode, decode, mask);
+        const int valid = (int)min((long long)TILE, n - base);
+        const long long next = base + TILE;
+        const int next_valid = (int)min((long long)TILE, n - next);
+
+        // Rank inside the warp, in key order: the leader of each group of
+        // equal digits bumps the warp's counter; pos[r] is first the key's
+        // rank among the warp's keys of its digit, later its tile position.
+        for (int d = lane; d < RADIX; d += 32) my_hist[d] = 0;
+        __syncwarp();
+        unsigned pos[ITEMS_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const unsigned d = csk_digit(u[r], shift, bits);
+            unsigned peers = 0xffffffffu;
+#pragma unroll
+            for (int b = 0; b < DIGIT_BITS; ++b) {
+                const bool set = (d >> b) & 1u;
+                const unsigned vote = __ballot_sync(0xffffffffu, set);
+                peers &= set ? vote : ~vote;
+            }
+            const unsigned leader = 31u - __clz(peers);
+            unsigned before = 0;
+            if (lane == leader) before = atomicAdd(&my_hist[d], (unsigned)__popc(peers));
+            before = __shfl_sync(0xffffffffu, before, leader);
+            pos[r] = before + __popc(peers & lanemask_lt);
+        }
+        __syncthreads();
+
+        // Per digit: warp prefixes (in place), tile counts, tile starts, and
+        // gbase[d]: the output index of tile position 0 for digit d.
+        {
+            unsigned cnt[DIGITS_PER_THREAD];
+            unsigned sum = 0;
+#pragma unroll
+            for (int j = 0; j < DIGITS_PER_THREAD; ++j) {
+                const int d = threadIdx.x * DIGITS_PER_THREAD + j;
+                unsigned running = 0;
+                if (d < RADIX) {
+#pragma unroll
+                    for (int w = 0; w < WARPS; ++w) {
+                        const unsigned c = sm.whist[w * RADIX + d];
+                        sm.whist[w * RADIX + d] = running;
+                        running += c;
+                    }
+                }
+                cnt[j] = running;
+                sum += running;
+            }
+            unsigned total;
+            unsigned start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(sum, sm.scratch, &total);
+#pragma unroll
+            for (int j = 0; j < DIGITS_PER_THREAD; ++j) {
+                const int d = threadIdx.x * DIGITS_PER_THREAD + j;
+                if (d < RADIX) {
+                    sm.tstart[d] = start;
+                    sm.gbase[d] = sm.dbase[d] - start;
+                    sm.dbase[d] += cnt[j];
+                }
+                start += cnt[j];
+            }
+        }
+        __syncthreads();
+
+        // Reorder the tile by digit in shared memory.
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const unsigned d = csk_digit(u[r], shift, bits);
+            pos[r] += sm.tstart[d] + my_hist[d];
+            exchange[pos[r]] = u[r];
+        }
+        __syncthreads();
+
+        // Start loading the next tile's keys, then write each digit's run of
+        // this tile to consecutive output addresses.
+        if (t + 1 < last) radix_load_tile(u, keys_in, next, first, next_valid, encode, mask);
+#if CSK_HAS_VALUES
+        unsigned out_digits[(ITEMS_PER_THREAD + 3) / 4];  // 8-bit digits, packed
+#pragma unroll
+        for (int j = 0; j < (ITEMS_PER_THREAD + 3) / 4; ++j) out_digits[j] = 0;
+#endif
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const int i = r * BLOCK_SIZE + threadIdx.x;
+            if (i < valid) {
+                const csk_bits_t w = exchange[i];
+                const unsigned d = csk_digit(w, shift, bits);
+                keys_out[sm.gbase[d] + i] = decode ? csk_decode(w, mask) : w;
+#if CSK_HAS_VALUES
+                out_digits[r / 4] |= d << (8 * (r % 4));
+#endif
+            }
+        }
+#if CSK_HAS_VALUES
+        // Values take the same permutation through the same buffer.
+        csk_value_t* vexchange = (csk_value_t*)sm.exchange;
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) vexchange[pos[r]] = v[r];
+        __syncthreads();
+        if (t + 1 < last) radix_load_values(v, values_in, next, first, next_valid);
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const int i = r * BLOCK_SIZE + threadIdx.x;
+            const unsigned d = (out_digits[r / 4] >> (8 * (r % 4))) & 0xFFu;
+            if (i < valid) values_out[sm.gbase[d] + i] = vexchange[i];
+        }
+#endif
+        __syncthreads();
+    }
+}
+
+// ------------------------------------------------------------------ table scan
+
+// offsets[d * G + b] = (keys of digits < d) + (keys of digit d in blocks < b),
+// in place over block counts `table` of one pass; `totals` are the pass's
+// global digit counts (from radix_histogram_all). One block per digit: its
+// row of G block counts is contiguous. Uses the shared block scan (scan.cuh).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+radix_scan_table(radix_offset_t* __restrict__ table, const unsigned long long* __restrict__ totals,
+                 int g)
+{
+    __shared__ unsigned long long scratch[WARPS + 2];
+    const int d = blockIdx.x;
+    // Digit start: sum of totals[0 .. d).
+    unsigned long long mine = 0;
+    for (int k = threadIdx.x; k < d; k += BLOCK_SIZE) mine += totals[k];
+    unsigned long long digit_start;
+    csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(mine, scratch, &digit_start);
+    // Row scan, BLOCK_SIZE counts at a time.
+    radix_offset_t* row = table + (long long)d * g;
+    unsigned long long carry = digit_start;
+    for (int b0 = 0; b0 < g; b0 += BLOCK_SIZE) {
+        const int b = b0 + threadIdx.x;
+        const unsigned long long c = b < g ? (unsigned long long)row[b] : 0ull;
+        unsigned long long chunk;
+        const unsigned long long before = csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(c, scratch, &chunk);
+        if (b < g) row[b] = (radix_offset_t)(carry + before);
+        carry += chunk;
     }
 }

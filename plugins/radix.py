@@ -4,7 +4,9 @@ One read of the input first histograms every digit of every pass at once;
 passes whose digit is the same for every key are skipped (keys that only use
 12 bits cost two 8-bit passes, all-equal keys none), and the first pass
 reuses those block counts. Each remaining pass: block digit counts (upsweep),
-a DeviceScan of the digit x block table, and a scatter that ranks keys
+a scan of the digit x block table (one launch: a block per digit row, with
+the shared block scan of kernels/scan.cuh and the digit totals), and a
+scatter that ranks keys
 stably in shared memory and writes each digit's run coalesced. Key
 transforms (signed, float, descending) happen in the first pass's load and
 the last pass's store; buffers ping-pong so the last pass lands in keys_out.
@@ -16,7 +18,6 @@ import numpy as np
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.errors import KernelError
 from cudasortkit.plugin import SortPlugin, Tunable
-from cudasortkit.scan import DeviceScan
 
 #: Shared memory a downsweep block may take (leaves room for 2 blocks per SM
 #: on sm_80/sm_90, and keeps sm_75's 64 KiB in reach for the defaults).
@@ -89,19 +90,20 @@ class RadixSort(SortPlugin):
         hist_all = job.kernel("radix.cu", "radix_histogram_all", "PqQPP", defines=defines)
         upsweep = job.kernel("radix.cu", "radix_upsweep", "PqiP", defines=defines)
         downsweep = job.kernel("radix.cu", "radix_downsweep", "PPPPqiiiQP", defines=defines)
+        scan_table = job.kernel("radix.cu", "radix_scan_table", "PPi", defines=defines)
         shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
         grid = self._grid(job, downsweep, shared, job.blocks(n, tile))
         table_len = radix * grid
 
         # One read of the input: every pass's block counts and digit totals.
         table = int(job.alloc(passes * table_len * offset_bytes))
-        totals = job.alloc(passes * radix * 8)
+        totals = int(job.alloc(passes * radix * 8))
         job.memset32(totals, 0, passes * radix * 2)
         job.launch(hist_all, grid, block, job.keys_in, n, job.desc_mask, table, totals)
         host_totals = np.empty(passes * radix, np.uint64)
         try:
             job.stream.synchronize()
-            job.state.cuda.memcpy_dtoh(host_totals, int(totals))
+            job.state.cuda.memcpy_dtoh(host_totals, totals)
         except job.state.cuda.Error as exc:
             raise KernelError(f"{job.where}: radix_histogram_all failed: {exc}") from exc
         per_pass = host_totals.reshape(passes, radix)
@@ -119,7 +121,6 @@ class RadixSort(SortPlugin):
             tmp_keys = int(job.alloc(n * job.key_bytes))
             if vb:
                 tmp_values = int(job.alloc(n * vb))
-        scan = DeviceScan(job, table_len, count_bytes=offset_bytes)
         src_k, src_v = job.keys_in, job.values_in
         for i, p in enumerate(active):
             lands_in_out = (len(active) - 1 - i) % 2 == 0
@@ -128,7 +129,7 @@ class RadixSort(SortPlugin):
             part = table + p * table_len * offset_bytes
             if i > 0:
                 job.launch(upsweep, grid, block, src_k, n, p * bits, part)
-            scan(part, part, inclusive=False)
+            job.launch(scan_table, radix, block, part, totals + p * radix * 8, grid)
             job.launch(downsweep, grid, block, src_k, src_v, dst_k, dst_v, n, p * bits,
                        int(i == 0), int(i == len(active) - 1), job.desc_mask, part, shared=shared)
             src_k, src_v = dst_k, dst_v
