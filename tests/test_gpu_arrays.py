@@ -133,6 +133,7 @@ def test_compile_failure_names_plugin_and_leaves_input(rng, monkeypatch):
     real_render = compiler.render
     monkeypatch.setattr(compiler, "render",
                         lambda *a, **k: real_render(*a, **k) + "\nthis is not C++;\n")
+    monkeypatch.setattr(compiler, "_sources", {})  # the broken text must not outlive the test
     a = make_keys("uniform", "int16", 5000, rng)
     d = cupy.asarray(a)
     with pytest.raises(KernelCompileError, match=r"plugin 'bitonic'.*keys int16.*block_size="):
