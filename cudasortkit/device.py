@@ -8,7 +8,6 @@ device memory can be sorted in place with no copies.
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import threading
 
@@ -21,8 +20,23 @@ class GPUUnavailable(RuntimeError):
     """No pycuda, no driver or no device: GPU plugins cannot run here."""
 
 
-@functools.lru_cache(maxsize=1)
+_driver_state: list = []  # [pycuda.driver] or [GPUUnavailable]: decided once
+
+
 def _driver():
+    """pycuda.driver, initialised; GPUUnavailable (remembered) if it cannot be."""
+    if not _driver_state:
+        try:
+            _driver_state.append(_start_driver())
+        except GPUUnavailable as exc:
+            _driver_state.append(exc)
+    result = _driver_state[0]
+    if isinstance(result, GPUUnavailable):
+        raise result
+    return result
+
+
+def _start_driver():
     try:
         import pycuda.driver as cuda
     except ImportError as exc:

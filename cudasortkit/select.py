@@ -58,6 +58,13 @@ def choose(request: Request, algorithm: str = "auto"):
     return _fallback(request, candidates), None
 
 
+def settled(request: Request) -> bool:
+    """True when auto's choice for `request` will not change on the next call
+    (no tuner, or the tuner has made and kept its decision)."""
+    pending = getattr(policy, "pending", None)
+    return pending is None or not pending(request)
+
+
 def _load_tuning():
     """Install cudasortkit.tuning's hooks on first selection (keeps import cheap)."""
     global _tuning_loaded

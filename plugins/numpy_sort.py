@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cudasortkit.api import numpy_sort
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.plugin import SortPlugin
 
@@ -27,10 +28,7 @@ class NumpySort(SortPlugin):
     def run(self, job):
         keys = job.keys
         if job.kind == "sort":
-            # NumPy 2.4's default (SIMD) float16 sort was seen returning
-            # unsorted output on x86-64; its stable sort is right.
-            stable = job.stable or keys.dtype == np.float16
-            out = np.sort(keys, kind="stable" if stable else None)
+            out = numpy_sort(keys, job.stable)
             return (out[::-1] if job.descending else out), None
         order = stable_order(keys, job.descending)
         if job.kind == "argsort":

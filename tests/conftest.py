@@ -1,7 +1,16 @@
 """Shared test setup: the `gpu` marker skips without a usable GPU, and every
 GPU test runs with poisoned result buffers (cudasortkit.arrays.POISON_BYTE)."""
+import os
+import tempfile
+
 import numpy as np
 import pytest
+
+# Tests choose algorithms explicitly or through auto's documented fallback: no
+# lazy tuning (it would add seconds per new size), and never the user's cache.
+# Tuner tests opt back in with monkeypatch.
+os.environ.setdefault("CUDASORTKIT_AUTOTUNE", "0")
+os.environ.setdefault("CUDASORTKIT_CACHE_DIR", tempfile.mkdtemp(prefix="csk-test-cache-"))
 
 from cudasortkit import arrays
 from cudasortkit.device import gpu_available, unavailable_reason

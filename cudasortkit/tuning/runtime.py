@@ -82,6 +82,9 @@ class Context:
 
     def changed(self) -> None:
         _memo.clear()
+        from .. import api
+
+        api.forget_fast_paths()
 
 
 def context(state=None) -> Context:
@@ -106,6 +109,10 @@ def reset() -> None:
     with _lock:
         _contexts.clear()
         _memo.clear()
+        _pending.clear()
+    from .. import api
+
+    api.forget_fast_paths()
 
 
 # ------------------------------------------------------------------ hooks
@@ -116,6 +123,7 @@ def _memo_key(request, names) -> tuple:
 
 
 _NONE = object()
+_pending: set = set()
 
 
 def auto_policy(request, candidates: dict):
@@ -139,12 +147,14 @@ def auto_policy(request, candidates: dict):
                                   "using the default rule")
         return None
     result = _NONE if decision is None else (candidates[decision.name], decision.config)
+    fast = _fast_key(request)
     if not settled:  # lazy tuning continues on the next call
+        _pending.add(fast)
         return None if result is _NONE else result
+    _pending.discard(fast)
     if len(_memo) > _MEMO_MAX:
         _memo.clear()
     _memo[key] = result
-    fast = _fast_key(request)
     if fast is not None and result is not _NONE:
         _memo[fast] = result
     return None if result is _NONE else result
@@ -173,7 +183,14 @@ def cached(request):
     return None if key is None else _memo.get(key)
 
 
+def pending(request) -> bool:
+    """True while lazy tuning for this request shape is unfinished (the
+    choice may still change on the next call)."""
+    return _fast_key(request) in _pending
+
+
 auto_policy.cached = cached
+auto_policy.pending = pending
 
 
 def configure(request, plugin):
