@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every benchmark bar of the issues, in one run on a GPU machine, against CuPy
+# (CUB) in the same process per line. Writes JSON per group to ${OUT:-.}.
+#   bash tools/bench_bars.sh [group ...]   groups: sort wide argsort counting merge
+set -u
+out=${OUT:-.}
+bench() { name=$1; shift; python3 -m cudasortkit.bench --json "$out/bench-$name.json" "$@" 2>&1 | sed -n '/^op /,$p'; }
+groups=${*:-sort wide argsort counting merge}
+for g in $groups; do
+  case $g in
+    sort)     bench sort --algorithms onesweep,radix,merge_sort,bitonic --dtypes uint32,float32 --sizes 2^20,2^24,2^28 --repeats 7 ;;
+    wide)     bench wide --algorithms onesweep,radix,bitonic --dtypes uint64,float64 --sizes 2^26 --repeats 7 ;;
+    argsort)  bench argsort --algorithms onesweep,radix,merge_sort,counting --ops argsort --dtypes uint32,uint16 --sizes 2^24 ;;
+    counting) bench counting --algorithms counting,onesweep,radix --dtypes uint8,uint16 --sizes 2^26
+              bench counting-range --algorithms counting,onesweep,radix --dtypes int32 --sizes 2^26 --dist range:0:1000 ;;
+    merge)    bench merge --ops merge --dtypes uint32 --sizes 2^24 ;;
+  esac
+done
