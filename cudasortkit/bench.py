@@ -162,13 +162,21 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     nbytes = 2 * n * np.dtype(dtype).itemsize
     src = [to_dev(np.concatenate(h)) for h in hosts]
     ptr = (lambda x: int(x.data.ptr)) if cupy is not None else (lambda x: int(x.gpudata))
-    plugin = MergeSort()
-    jobs = [Job(plugin, state, dtype=dtype, n=2 * n, keys_in=ptr(d[0]), keys_out=ptr(out)) for d in devs]
-    runners = {
-        "merge": lambda i: merge(*devs[i], out=out),
-        "merge(kernels)": lambda i: plugin.merge(jobs[i], ptr(devs[i][0]), 0, n, ptr(devs[i][1]), 0, n),
-        "copy(d2d)": lambda i: state.cuda.memcpy_dtod(ptr(out), ptr(src[i]), nbytes),
-    }
+    plugins = registry.plugins()
+    kernel_rows = {"merge(kernels)": plugins["merge_sort"]}
+    kernel_rows.update({f"k:{name[len('merge_sort_'):]}": plugins[name] for name in algorithms
+                        if name.startswith("merge_sort_")})
+    jobs = []
+
+    def kernels_only(plugin):
+        mine = [Job(plugin, state, dtype=dtype, n=2 * n, keys_in=ptr(d[0]), keys_out=ptr(out))
+                for d in devs]
+        jobs.extend(mine)
+        return lambda i: plugin.merge(mine[i], ptr(devs[i][0]), 0, n, ptr(devs[i][1]), 0, n)
+
+    runners = {"merge": lambda i: merge(*devs[i], out=out)}
+    runners.update({label: kernels_only(p) for label, p in kernel_rows.items()})
+    runners["copy(d2d)"] = lambda i: state.cuda.memcpy_dtod(ptr(out), ptr(src[i]), nbytes)
     if cupy is not None:
         runners["cupy"] = lambda i: cupy.sort(cupy.concatenate(devs[i]))
     rows = []
@@ -194,7 +202,7 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     if "cupy" in timed:
         for r in timed.values():
             r["vs_cupy"] = timed["cupy"]["median_ms"] / r["median_ms"]
-    for name in ("merge", "merge(kernels)"):
+    for name in ["merge"] + list(kernel_rows):
         if name in timed and "copy(d2d)" in timed:
             timed[name]["copy_frac"] = timed[name]["gb_s"] / timed["copy(d2d)"]["gb_s"]
     return rows
@@ -204,7 +212,7 @@ def merge_summary(rows) -> str:
     """One line per merge case: bandwidth against the copy measured with it."""
     lines = []
     for r in rows:
-        if r["algorithm"].startswith("merge") and "copy_frac" in r:
+        if "copy_frac" in r:
             copy = next(c for c in rows if c["algorithm"] == "copy(d2d)")
             lines.append(f"{r['algorithm']} {r['dtype']} 2x{r['n']}: {r['gb_s']:.0f} GB/s = "
                          f"{100 * r['copy_frac']:.1f}% of d2d copy {copy['gb_s']:.0f} GB/s (read + written)")
@@ -243,14 +251,37 @@ def build_parser(parser=None):
     parser.add_argument("--inputs", type=int, default=3, help="input sets to rotate among")
     parser.add_argument("--numpy", action="store_true", help="also time numpy.sort on the host")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=V,...",
+                        help="also time a copy of plugin NAME with other tunable defaults, e.g. "
+                             "onesweep:early_counts=1 (repeatable)")
     parser.add_argument("--json", default=None, help="write all rows to this file")
     return parser
+
+
+def register_variant(spec: str) -> str:
+    """Register a copy of a plugin whose tunable defaults are changed by `spec`
+    ('NAME:key=value,...'); returns its name (e.g. onesweep_ec1)."""
+    from .plugin import Tunable
+
+    base, _, settings = spec.partition(":")
+    cls = type(registry.plugins()[base])
+    tunables, label = dict(cls.tunables), [base]
+    for item in filter(None, settings.split(",")):
+        key, value = item.split("=")
+        old = tunables[key]
+        tunables[key] = Tunable(type(old.default)(value), old.values, old.doc)
+        label.append("".join(w[0] for w in key.split("_")) + value)
+    name = "_".join(label)
+    registry.register(type(cls.__name__ + "Variant", (cls,),
+                           {"name": name, "tunables": tunables, "__module__": cls.__module__}))
+    return name
 
 
 def main(argv=None, args=None) -> int:
     args = args or build_parser().parse_args(argv)
     names = (args.algorithms.split(",") if args.algorithms else
              [n for n, p in registry.plugins().items() if p.device == "gpu"])
+    names += [register_variant(spec) for spec in args.variant]
     for d in args.dtypes.split(","):
         if d not in KEY_DTYPES:
             raise SystemExit(f"unknown dtype {d!r}; choose from {', '.join(KEY_DTYPES)}")
