@@ -23,6 +23,10 @@ ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
 ENV_BUDGET = "CUDASORTKIT_AUTOTUNE_BUDGET"
 #: Lazy tuning measures at most this bucket (2^26 keys); larger sizes extrapolate.
 LAZY_MAX_BUCKET = 26
+#: Lazy tuning measures host costs (copies, NumPy's own sort) up to 2^20 keys:
+#: past that NumPy takes seconds to time and the GPU wins by far; estimates
+#: for larger host arrays extrapolate from the measured sizes.
+LAZY_HOST_MAX_BUCKET = 20
 
 _lock = threading.RLock()
 _contexts: dict = {}
@@ -252,7 +256,7 @@ def lazy_fill(ctx: Context, request, candidates: dict, host: bool = True) -> boo
     missing = [n for n in order if not _has(table, n, op, dtype, b)
                and (n, op, dtype, b) not in ctx.attempted]
     need_host = (host and not request.on_device and "numpy" in candidates
-                 and not points(table.get("host", {}).get(op, {}).get(dtype), "extra_ms").get(b)
+                 and b <= LAZY_HOST_MAX_BUCKET and not points(table.get("host", {}).get(op, {}).get(dtype), "extra_ms").get(b)
                  and ("host", op, dtype, b) not in ctx.attempted)
     if not missing and not need_host:
         return True

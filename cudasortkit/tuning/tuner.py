@@ -92,8 +92,14 @@ class Case:
         cuda = self.state.cuda
         got = np.empty(self.n, self.dtype)
         cuda.memcpy_dtoh(got, self.out)
-        h, order = self.hosts[0], self.order
-        want = h[order]
+        h = self.hosts[0]
+        if self.value_bytes:
+            order = self.order
+            want = h[order]
+        else:  # keys only: NumPy's sort is far cheaper than a stable argsort of n keys
+            from ..api import numpy_sort
+
+            want = numpy_sort(h, False)
         eq = got == want
         if got.dtype.kind == "f":
             eq |= np.isnan(got) & np.isnan(want)
