@@ -274,6 +274,8 @@ def test_host_input_without_host_measurements_uses_documented_cutoff():
     t["host"] = {}
     assert pick(1000, on_device=False, table=t).name == "numpy"
     assert pick(1 << 20, on_device=False, table=t).name == "big_radix"
+    del t["plugins"]["numpy"]  # nothing measured on the host at all (first lazy call, 10M keys)
+    assert pick(10_000_000, on_device=False, table=t).name == "big_radix"
 
 
 def test_nothing_measured_returns_none_and_unmeasured_are_listed():

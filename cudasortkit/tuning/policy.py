@@ -186,7 +186,7 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = 1 << 16) -
     if extra is None:
         for e in estimates:
             host_ests.append(Estimate(e.name, e.ms, e.config, "device time only"))
-        if cpu and (request.n < host_cutoff or not cpu_ests):
+        if cpu and request.n < host_cutoff:
             name = "numpy" if "numpy" in cpu else sorted(cpu)[0]
             best = next((e for e in cpu_ests if e.name == name), None)
             return Decision(name, None, best.ms if best else None,
