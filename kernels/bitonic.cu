@@ -17,27 +17,7 @@ __device__ __forceinline__ csk_index_t bitonic_lo(csk_index_t c, csk_index_t j)
     return ((c & ~(j - 1)) << 1) | (c & (j - 1));
 }
 
-// Shared-memory layout: TILE values (if any, 8-byte aligned first), TILE keys.
-struct BitonicTile {
-    csk_bits_t* keys;
-    csk_value_t* values;
-};
-
-__device__ __forceinline__ BitonicTile bitonic_tile()
-{
-    extern __shared__ unsigned long long bitonic_smem[];
-    BitonicTile t;
-#if CSK_HAS_VALUES
-    t.values = (csk_value_t*)bitonic_smem;
-    t.keys = (csk_bits_t*)(t.values + TILE);
-#else
-    t.values = 0;
-    t.keys = (csk_bits_t*)bitonic_smem;
-#endif
-    return t;
-}
-
-__device__ __forceinline__ void bitonic_cas_shared(BitonicTile t, int lo, int hi)
+__device__ __forceinline__ void bitonic_cas_shared(csk_tile t, int lo, int hi)
 {
     const csk_bits_t a = t.keys[lo], b = t.keys[hi];
     if (a > b) {
@@ -53,7 +33,7 @@ __device__ __forceinline__ void bitonic_cas_shared(BitonicTile t, int lo, int hi
 
 // Steps j = first_j, first_j/2, ..., 1 of merge stage k inside the tile;
 // the step with j == k/2 is the flip (mirror) comparator.
-__device__ __forceinline__ void bitonic_steps_shared(BitonicTile t, int k, int first_j)
+__device__ __forceinline__ void bitonic_steps_shared(csk_tile t, int k, int first_j)
 {
     for (int j = first_j; j > 0; j >>= 1) {
 #pragma unroll
@@ -68,7 +48,7 @@ __device__ __forceinline__ void bitonic_steps_shared(BitonicTile t, int k, int f
 }
 
 // Load a tile (padding past n with the largest word; pads never move).
-__device__ __forceinline__ void bitonic_load(BitonicTile t, const csk_bits_t* keys,
+__device__ __forceinline__ void bitonic_load(csk_tile t, const csk_bits_t* keys,
                                              const csk_value_t* values, csk_index_t base,
                                              csk_index_t n, bool encode, csk_bits_t mask)
 {
@@ -89,7 +69,7 @@ __device__ __forceinline__ void bitonic_load(BitonicTile t, const csk_bits_t* ke
     __syncthreads();
 }
 
-__device__ __forceinline__ void bitonic_store(BitonicTile t, csk_bits_t* keys, csk_value_t* values,
+__device__ __forceinline__ void bitonic_store(csk_tile t, csk_bits_t* keys, csk_value_t* values,
                                               csk_index_t base, csk_index_t n, bool decode,
                                               csk_bits_t mask)
 {
@@ -113,7 +93,7 @@ bitonic_sort_tiles(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __
                    csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
                    csk_index_t n, unsigned long long mask, int decode_store)
 {
-    const BitonicTile t = bitonic_tile();
+    const csk_tile t = csk_shared_tile(TILE);
     const csk_index_t base = (csk_index_t)blockIdx.x * TILE;
     bitonic_load(t, keys_in, values_in, base, n, true, (csk_bits_t)mask);
     for (int k = 2; k <= TILE; k <<= 1)
@@ -126,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 bitonic_merge_tiles(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
                     csk_index_t n, unsigned long long mask, int decode_store)
 {
-    const BitonicTile t = bitonic_tile();
+    const csk_tile t = csk_shared_tile(TILE);
     const csk_index_t base = (csk_index_t)blockIdx.x * TILE;
     bitonic_load(t, keys, values, base, n, false, 0);
     bitonic_steps_shared(t, 2 * TILE, TILE / 2);  // k > TILE: never the flip step

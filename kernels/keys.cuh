@@ -109,3 +109,41 @@ __device__ __forceinline__ unsigned csk_digit(csk_bits_t u, int shift, int bits)
 {
     return (unsigned)((u >> shift) & (((csk_bits_t)1 << bits) - 1));
 }
+
+// A block's tile of `capacity` keys (and as many values) in dynamic shared
+// memory: the values first (8-byte aligned), then the keys. The launch sizes
+// the dynamic shared memory: capacity * (CSK_KEY_BYTES + CSK_VALUE_BYTES).
+struct csk_tile {
+    csk_bits_t* keys;
+    csk_value_t* values;
+};
+
+__device__ __forceinline__ csk_tile csk_shared_tile(int capacity)
+{
+    extern __shared__ unsigned long long csk_tile_smem[];
+    csk_tile t;
+#if CSK_HAS_VALUES
+    t.values = (csk_value_t*)csk_tile_smem;
+    t.keys = (csk_bits_t*)(t.values + capacity);
+#else
+    t.values = 0;
+    t.keys = (csk_bits_t*)csk_tile_smem;
+    (void)capacity;
+#endif
+    return t;
+}
+
+// Striped (coalesced) load of one tile into registers: item r of thread t is
+// keys[base + r * BLOCK + t]; positions at or past `end` read as `fill`.
+// ENCODE turns keys into ordered words (first pass) as they arrive.
+template <int ITEMS, int BLOCK, bool ENCODE>
+__device__ __forceinline__ void csk_load_striped(const csk_bits_t* __restrict__ keys, long long base,
+                                                 long long end, csk_bits_t (&u)[ITEMS],
+                                                 csk_bits_t mask, csk_bits_t fill)
+{
+#pragma unroll
+    for (int r = 0; r < ITEMS; ++r) {
+        const long long i = base + r * BLOCK + threadIdx.x;
+        u[r] = i < end ? (ENCODE ? csk_encode(keys[i], mask) : keys[i]) : fill;
+    }
+}

@@ -71,26 +71,6 @@ __device__ __forceinline__ csk_index_t merge_corank_warp(const csk_bits_t* a, cs
     return lo + __popc(__ballot_sync(0xffffffffu, before));
 }
 
-// Shared-memory tile: MERGE_TILE values (if any, 8-byte aligned first), then keys.
-struct MergeTile {
-    csk_bits_t* keys;
-    csk_value_t* values;
-};
-
-__device__ __forceinline__ MergeTile merge_tile_smem()
-{
-    extern __shared__ unsigned long long merge_smem[];
-    MergeTile t;
-#if CSK_HAS_VALUES
-    t.values = (csk_value_t*)merge_smem;
-    t.keys = (csk_bits_t*)(t.values + MERGE_TILE);
-#else
-    t.values = 0;
-    t.keys = (csk_bits_t*)merge_smem;
-#endif
-    return t;
-}
-
 // Serial merge of ITEMS_PER_THREAD outputs from the split (a, b) of the
 // shared runs keys[a .. a_end) and keys[b .. b_end) (starting on the merge
 // path, the greedy merge is the stable merge). Outputs past both ends are
@@ -114,7 +94,7 @@ __device__ __forceinline__ void merge_serial(const csk_bits_t* keys, int a, int 
 }
 
 // Registers (thread-major: item r of thread t is tile index t*IPT + r) to the tile.
-__device__ __forceinline__ void merge_regs_to_tile(MergeTile t, const csk_bits_t (&k)[ITEMS_PER_THREAD],
+__device__ __forceinline__ void merge_regs_to_tile(csk_tile t, const csk_bits_t (&k)[ITEMS_PER_THREAD],
                                                    const csk_value_t (&v)[ITEMS_PER_THREAD], int count)
 {
 #pragma unroll
@@ -130,7 +110,7 @@ __device__ __forceinline__ void merge_regs_to_tile(MergeTile t, const csk_bits_t
 }
 
 // Values of the outputs a merge_serial produced (gathered before the tile changes).
-__device__ __forceinline__ void merge_gather_values(MergeTile t, const int (&src)[ITEMS_PER_THREAD],
+__device__ __forceinline__ void merge_gather_values(csk_tile t, const int (&src)[ITEMS_PER_THREAD],
                                                     csk_value_t (&v)[ITEMS_PER_THREAD])
 {
 #if CSK_HAS_VALUES
@@ -150,7 +130,7 @@ __device__ __forceinline__ void merge_block(const csk_bits_t* __restrict__ a, co
                                             csk_bits_t* __restrict__ out, csk_value_t* __restrict__ outv,
                                             bool decode, csk_bits_t mask)
 {
-    const MergeTile t = merge_tile_smem();
+    const csk_tile t = csk_shared_tile(MERGE_TILE);
     const csk_index_t b0 = d0 - a0;
     const int na = (int)(a1 - a0), count = (int)(d1 - d0);
     a += a0;

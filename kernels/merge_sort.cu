@@ -57,7 +57,7 @@ merge_sort_tiles(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __re
                  csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
                  csk_index_t n, unsigned long long mask64, int decode)
 {
-    const MergeTile t = merge_tile_smem();
+    const csk_tile t = csk_shared_tile(MERGE_TILE);
     const csk_bits_t mask = (csk_bits_t)mask64;
     const csk_index_t base = (csk_index_t)blockIdx.x * TILE;
     const int count = (int)min((csk_index_t)TILE, n - base);

@@ -81,11 +81,7 @@ radix_histogram_all(const csk_bits_t* __restrict__ keys, long long n, unsigned l
     const long long end = min(last * TILE, n);
     for (long long base = first * TILE; base < end; base += TILE) {
         csk_bits_t u[ITEMS_PER_THREAD];
-#pragma unroll
-        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-            const long long i = base + r * BLOCK_SIZE + threadIdx.x;
-            u[r] = i < end ? csk_encode(keys[i], (csk_bits_t)mask) : (csk_bits_t)0;
-        }
+        csk_load_striped<ITEMS_PER_THREAD, BLOCK_SIZE, true>(keys, base, end, u, (csk_bits_t)mask, 0);
 #pragma unroll
         for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
             if (base + r * BLOCK_SIZE + threadIdx.x < end) {
@@ -120,11 +116,7 @@ radix_upsweep(const csk_bits_t* __restrict__ keys, long long n, int shift,
     const long long end = min(last * TILE, n);
     for (long long base = first * TILE; base < end; base += TILE) {
         csk_bits_t u[ITEMS_PER_THREAD];
-#pragma unroll
-        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-            const long long i = base + r * BLOCK_SIZE + threadIdx.x;
-            u[r] = i < end ? keys[i] : (csk_bits_t)0;
-        }
+        csk_load_striped<ITEMS_PER_THREAD, BLOCK_SIZE, false>(keys, base, end, u, 0, 0);
 #pragma unroll
         for (int r = 0; r < ITEMS_PER_THREAD; ++r)
             if (base + r * BLOCK_SIZE + threadIdx.x < end)
