@@ -44,33 +44,6 @@ __device__ __forceinline__ Index merge_corank(const csk_bits_t* a, Index na, con
     return lo;
 }
 
-// The same co-rank, found by a whole warp (all 32 lanes call it with the same
-// arguments; every lane gets the result): each round the lanes test 32 points
-// of the range at once and keep the gap where the test turns false, so a
-// search over 2^25 keys takes 5 rounds of parallel loads instead of 25
-// dependent ones. The partition kernels use it: their loads miss the cache.
-template <bool ENCODE>
-__device__ __forceinline__ csk_index_t merge_corank_warp(const csk_bits_t* a, csk_index_t na,
-                                                         const csk_bits_t* b, csk_index_t nb,
-                                                         csk_index_t diag, csk_bits_t mask)
-{
-    const int lane = threadIdx.x & 31;
-    csk_index_t lo = diag > nb ? diag - nb : 0;
-    csk_index_t hi = diag < na ? diag : na;
-    while (hi - lo > 32) {  // warp-uniform
-        const csk_index_t m = lo + (hi - lo) * (lane + 1) / 33;  // strictly increasing in lane
-        const bool before = merge_ord<ENCODE>(a[m], mask) <= merge_ord<ENCODE>(b[diag - 1 - m], mask);
-        const int c = __popc(__ballot_sync(0xffffffffu, before));  // lanes [0, c) test true
-        const csk_index_t m_true = __shfl_sync(0xffffffffu, m, c > 0 ? c - 1 : 0);
-        const csk_index_t m_false = __shfl_sync(0xffffffffu, m, c < 32 ? c : 31);
-        if (c > 0) lo = m_true + 1;
-        if (c < 32) hi = m_false;
-    }
-    const csk_index_t m = lo + lane;
-    const bool before = m < hi && merge_ord<ENCODE>(a[m], mask) <= merge_ord<ENCODE>(b[diag - 1 - m], mask);
-    return lo + __popc(__ballot_sync(0xffffffffu, before));
-}
-
 // Serial merge of ITEMS_PER_THREAD outputs from the split (a, b) of the
 // shared runs keys[a .. a_end) and keys[b .. b_end) (starting on the merge
 // path, the greedy merge is the stable merge). Outputs past both ends are

@@ -12,8 +12,7 @@ from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.plugin import SortPlugin, Tunable
 
 TEMPLATE = "merge_sort.cu"
-PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a warp per split)
-WARP = 32
+PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a thread per split)
 SHARED_LIMIT = 96 * 1024
 
 
@@ -65,7 +64,7 @@ class MergeSort(SortPlugin):
         splits = int(job.alloc(8 * blocks))
         width = tile
         for p in range(passes):
-            job.launch(partition, job.blocks(blocks * WARP, PARTITION_BLOCK), PARTITION_BLOCK,
+            job.launch(partition, job.blocks(blocks, PARTITION_BLOCK), PARTITION_BLOCK,
                        src[0], n, width, splits, blocks)
             job.launch(merge_pass, blocks, block, src[0], src[1], dst[0], dst[1], n, width, splits,
                        job.desc_mask, int(p == passes - 1), shared=shared)
@@ -83,7 +82,7 @@ class MergeSort(SortPlugin):
         partition = job.kernel(TEMPLATE, "merge_partition", "PqPqPqQ")
         merge = job.kernel(TEMPLATE, "merge_arrays", "PPqPPqPPPQ")
         splits = int(job.alloc(8 * blocks))
-        job.launch(partition, job.blocks(blocks * WARP, PARTITION_BLOCK), PARTITION_BLOCK,
+        job.launch(partition, job.blocks(blocks, PARTITION_BLOCK), PARTITION_BLOCK,
                    a, na, b, nb, splits, blocks, job.desc_mask)
         job.launch(merge, blocks, block, a, a_values, na, b, b_values, nb, job.keys_out,
                    job.values_out, splits, job.desc_mask,
