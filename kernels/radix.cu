@@ -202,9 +202,13 @@ __device__ __forceinline__ void radix_load_values(csk_value_t (&v)[ITEMS_PER_THR
 }
 #endif
 
-// Occupancy floor for the register allocator: small keys-only tiles keep 768
-// threads per SM resident, wider payloads 512.
+// Occupancy floor for the register allocator (tunable MIN_RESIDENT_THREADS;
+// 0: small keys-only tiles keep 768 threads per SM resident, wider payloads 512).
+#if MIN_RESIDENT_THREADS > 0
+#define RADIX_MIN_THREADS MIN_RESIDENT_THREADS
+#else
 #define RADIX_MIN_THREADS ((CSK_KEY_BYTES <= 4 && !CSK_HAS_VALUES) ? 768 : 512)
+#endif
 #define RADIX_MIN_BLOCKS (RADIX_MIN_THREADS / BLOCK_SIZE > 0 ? RADIX_MIN_THREADS / BLOCK_SIZE : 1)
 
 // Each block walks its tiles; the next tile's keys (and values) are loaded

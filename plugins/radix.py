@@ -34,6 +34,9 @@ class RadixSort(SortPlugin):
         "digit_bits": Tunable(8, (4, 5, 6, 7, 8), "bits sorted per pass (2^bits buckets)"),
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
         "items_per_thread": Tunable(16, (4, 8, 12, 16, 20), "keys per thread in a tile"),
+        "min_resident_threads": Tunable(0, (0, 512, 768, 1024),
+                                        "scatter's register cap: threads kept resident per SM "
+                                        "(0: 768 for keys-only keys of <= 4 bytes, else 512)"),
     }
     templates = ("radix.cu",)
 
