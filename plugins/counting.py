@@ -100,7 +100,7 @@ class CountingSort(SortPlugin):
     templates = ("counting.cu",)
 
     def __init__(self):
-        self._kernels = {}
+        self._resident = {}  # (device, kernel, dtype, values, block, shared) -> blocks per SM
         self._smem_per_sm = {}
 
     # ------------------------------------------------------------ support
@@ -191,12 +191,7 @@ class CountingSort(SortPlugin):
             raise ValueError(f"counting: some keys lie outside key_range={request_range}")
 
     def _kernel(self, job, name):
-        """job.kernel, remembered per device/dtype/values/config (no re-render per sort)."""
-        key = (job.state.ordinal, name, job.dtype, job.value_bytes, tuple(sorted(job.config.items())))
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            kernel = self._kernels[key] = job.kernel("counting.cu", name, _SIGNATURES[name])
-        return kernel
+        return job.kernel("counting.cu", name, _SIGNATURES[name])  # compiled and prepared once
 
     def _blocks_per_sm(self, job, block: int, shared: int) -> int:
         state = job.state
@@ -210,7 +205,7 @@ class CountingSort(SortPlugin):
     def _resident_blocks(self, job, kernel, block: int, dynamic_shared: int) -> int:
         """Blocks of `kernel` one SM holds (registers, shared memory, threads)."""
         key = (job.state.ordinal, kernel.name, job.dtype, job.value_bytes, block, dynamic_shared)
-        blocks = self._kernels.get(key)
+        blocks = self._resident.get(key)
         if blocks is None:
             try:
                 regs = -(-kernel.function.num_regs // 8) * 8
@@ -219,7 +214,7 @@ class CountingSort(SortPlugin):
                 blocks = max(1, min(by_regs, self._blocks_per_sm(job, block, static + dynamic_shared)))
             except Exception:  # attributes unavailable: a safe guess
                 blocks = 2
-            self._kernels[key] = blocks
+            self._resident[key] = blocks
         return blocks
 
     # ---------------------------------------------------------- keys only
