@@ -69,24 +69,6 @@ __device__ __forceinline__ void bitonic_load(csk_tile t, const csk_bits_t* keys,
     __syncthreads();
 }
 
-__device__ __forceinline__ void bitonic_store(csk_tile t, csk_bits_t* keys, csk_value_t* values,
-                                              csk_index_t base, csk_index_t n, bool decode,
-                                              csk_bits_t mask)
-{
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const int i = threadIdx.x + r * BLOCK_SIZE;
-        const csk_index_t g = base + i;
-        if (g < n) {
-            const csk_bits_t u = t.keys[i];
-            keys[g] = decode ? csk_decode(u, mask) : u;
-#if CSK_HAS_VALUES
-            values[g] = t.values[i];
-#endif
-        }
-    }
-}
-
 // Sort each tile completely: keys_in -> keys_out, encoding on load.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 bitonic_sort_tiles(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __restrict__ values_in,
@@ -98,7 +80,8 @@ bitonic_sort_tiles(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __
     bitonic_load(t, keys_in, values_in, base, n, true, (csk_bits_t)mask);
     for (int k = 2; k <= TILE; k <<= 1)
         bitonic_steps_shared(t, k, k >> 1);
-    bitonic_store(t, keys_out, values_out, base, n, decode_store, (csk_bits_t)mask);
+    csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, keys_out + base, CSK_HAS_VALUES ? values_out + base : values_out, n - base,
+                                                decode_store, (csk_bits_t)mask);
 }
 
 // Finish merge stage k (> TILE) within each tile: steps j = TILE/2 ... 1.
@@ -110,7 +93,8 @@ bitonic_merge_tiles(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ val
     const csk_index_t base = (csk_index_t)blockIdx.x * TILE;
     bitonic_load(t, keys, values, base, n, false, 0);
     bitonic_steps_shared(t, 2 * TILE, TILE / 2);  // k > TILE: never the flip step
-    bitonic_store(t, keys, values, base, n, decode_store, (csk_bits_t)mask);
+    csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, keys + base, CSK_HAS_VALUES ? values + base : values, n - base, decode_store,
+                                                (csk_bits_t)mask);
 }
 
 // One step with partner distance j >= TILE across the whole array, in place.

@@ -133,6 +133,27 @@ __device__ __forceinline__ csk_tile csk_shared_tile(int capacity)
     return t;
 }
 
+// Striped (coalesced) store of a shared tile's first `count` keys (and values)
+// to keys[0, count) / values[0, count), decoding ordered words if `decode`.
+template <int ITEMS, int BLOCK>
+__device__ __forceinline__ void csk_store_tile(csk_tile t, csk_bits_t* __restrict__ keys,
+                                               csk_value_t* __restrict__ values, long long count,
+                                               bool decode, csk_bits_t mask)
+{
+#pragma unroll
+    for (int r = 0; r < ITEMS; ++r) {
+        const int i = r * BLOCK + threadIdx.x;
+        if (i < count) {
+            const csk_bits_t u = t.keys[i];
+            keys[i] = decode ? csk_decode(u, mask) : u;
+#if CSK_HAS_VALUES
+            values[i] = t.values[i];
+#endif
+        }
+    }
+    (void)values;
+}
+
 // Striped (coalesced) load of one tile into registers: item r of thread t is
 // keys[base + r * BLOCK + t]; positions at or past `end` read as `fill`.
 // ENCODE turns keys into ordered words (first pass) as they arrive.

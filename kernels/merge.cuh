@@ -136,15 +136,5 @@ __device__ __forceinline__ void merge_block(const csk_bits_t* __restrict__ a, co
     merge_regs_to_tile(t, k, v, count);
     __syncthreads();
 
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const int j = threadIdx.x + r * BLOCK_SIZE;
-        if (j < count) {
-            const csk_bits_t u = t.keys[j];
-            out[j] = decode ? csk_decode(u, mask) : u;
-#if CSK_HAS_VALUES
-            outv[j] = t.values[j];
-#endif
-        }
-    }
+    csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, out, outv, count, decode, mask);
 }

@@ -105,17 +105,9 @@ merge_sort_tiles(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __re
     merge_regs_to_tile(t, k, v, TILE);
     __syncthreads();
 
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const int i = threadIdx.x + r * BLOCK_SIZE;
-        if (i < count) {
-            const csk_bits_t u = t.keys[i];
-            keys_out[base + i] = decode ? csk_decode(u, mask) : u;
-#if CSK_HAS_VALUES
-            values_out[base + i] = t.values[i];
-#endif
-        }
-    }
+    csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, keys_out + base, CSK_HAS_VALUES ? values_out + base : values_out,
+                                                count, decode,
+                                                mask);
 }
 
 // Where block `blk` of a pass with runs of `width` keys works: its pair of
