@@ -27,6 +27,7 @@
 // atomics where keys repeat), SCATTER_ITEMS (keys per thread per scatter tile).
 #include "keys.cuh"
 #include "scan.cuh"
+#include "peers.cuh"
 
 #define COUNTING_WARPS (BLOCK_SIZE / 32)
 #define KEYS_PER_VEC (16 / CSK_KEY_BYTES)
@@ -173,7 +174,7 @@ counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u
                 unsigned inc = 1;
 #if AGGREGATE
                 if (copies <= 1) {  // one atomic per distinct bin of the warp
-                    const unsigned peers = __match_any_sync(0xffffffffu, target);
+                    const unsigned peers = __match_any_sync(0xffffffffu, target);  // bins: too wide for ballots
                     if (lane != (unsigned)(__ffs(peers) - 1)) target = NO_BIN;
                     inc = (unsigned)__popc(peers);
                 }
@@ -359,8 +360,8 @@ __device__ __forceinline__ void counting_store_value(void* __restrict__ values, 
 // Block c handles chunk c: chunk_tiles tiles of SCATTER_TILE keys, in order.
 // In a tile, warp w owns keys [w * 32 * SCATTER_ITEMS, +32 * SCATTER_ITEMS),
 // read in steps of 32 (key k*32 + lane), so input order is (warp, step, lane):
-//   1. each warp ranks its keys per digit: __match_any_sync finds the lanes
-//      with the same digit, per-warp counters carry the earlier steps;
+//   1. each warp ranks its keys per digit: csk_warp_peers (peers.cuh) finds
+//      the lanes with the same digit, per-warp counters carry the earlier steps;
 //   2. per digit, prefix over warps; a block scan (scan.cuh) over digits
 //      gives where each digit starts in the tile;
 //   3. keys, then values, go to shared memory in sorted order and out to
@@ -423,7 +424,7 @@ counting_scatter(const csk_bits_t* __restrict__ keys_in, const void* __restrict_
                 if (bin < bins) d = (unsigned)(bin >> shift) & dmask;
             }
             digit[k] = d;
-            const unsigned peers = __match_any_sync(0xffffffffu, d);
+            const unsigned peers = csk_warp_peers<9>(min(d, (unsigned)MAX_DIGITS), k);  // NO_BIN -> 256
             unsigned before = 0;
             if (d != NO_BIN) before = warp_counts[warp][d];
             slot[k] = before + __popc(peers & lanes_below);

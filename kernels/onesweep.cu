@@ -26,6 +26,7 @@
 // non-resident one the grid deadlocks.
 #include "keys.cuh"
 #include "scan.cuh"
+#include "peers.cuh"
 
 #ifndef WIDE_STATUS
 #define WIDE_STATUS 0
@@ -164,14 +165,14 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n,
 #define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
 
 // Warp-level multisplit ranking of one item per lane: lanes with the same
-// digit find each other with match_any; the highest of them bumps the warp's
+// digit find each other (peers.cuh); the highest of them bumps the warp's
 // counter for that digit. Returns the counter's old value plus the number of
 // peers in lower lanes. Called by all 32 lanes; invalid lanes count nowhere.
 __device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t key, int shift,
-                                                 bool valid, int lane)
+                                                 bool valid, int lane, int item)
 {
     const unsigned d = valid ? csk_digit(key, shift, RADIX_BITS) : (unsigned)RADIX_DIGITS;
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const unsigned peers = csk_warp_peers<RADIX_BITS + 1>(d, item);
     const int leader = 31 - __clz(peers);
     unsigned before = 0;
     if (lane == leader && valid) {
@@ -323,7 +324,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         const bool valid = j * 32 + lane < warp_keys;
-        const unsigned pos = os_rank_item(my_counts, key[j], shift, valid, lane);
+        const unsigned pos = os_rank_item(my_counts, key[j], shift, valid, lane, j);
         if (valid) {
             keys_s[pos] = key[j];
 #if CSK_HAS_VALUES
@@ -338,7 +339,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     unsigned rank[ITEMS_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        rank[j] = os_rank_item(my_counts, key[j], shift, j * 32 + lane < warp_keys, lane);
+        rank[j] = os_rank_item(my_counts, key[j], shift, j * 32 + lane < warp_keys, lane, j);
     __syncthreads();
     os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
 #pragma unroll

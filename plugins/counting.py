@@ -95,6 +95,8 @@ class CountingSort(SortPlugin):
         "slice_bins": Tunable(65536, (16384, 32768, 65536),
                               "packed 16-bit shared counters per histogram block (more bins: slices)"),
         "aggregate": Tunable(0, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
+        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
+                              "__match_any_sync, the rest with ballots (0: never)"),
         "scatter_items": Tunable(8, (4, 8, 16), "keys per thread in a stable-scatter tile"),
     }
     templates = ("counting.cu",)

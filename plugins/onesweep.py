@@ -39,6 +39,8 @@ class OnesweepSort(SortPlugin):
         "block_size": Tunable(256, (256, 384, 512), "threads per block (>= 2^radix_bits)"),
         "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile"),
         "radix_bits": Tunable(8, (6, 7, 8), "bits per digit pass"),
+        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
+                              "__match_any_sync, the rest with ballots (0: never)"),
         "early_counts": Tunable(0, (0, 1), "1: count digits with shared atomics first, publish the "
                                 "tile's counts before ranking and stage keys as they are ranked"),
     }

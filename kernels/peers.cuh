@@ -1,0 +1,38 @@
+// Warp-level multisplit helper shared by the ranking kernels (radix,
+// onesweep, counting): which lanes of a warp hold the same small label
+// (a digit), so that one lane per label can bump a shared counter and every
+// lane knows its rank among its peers.
+//
+//   csk_warp_peers<BITS>(label, item)
+//       mask of the lanes whose label equals this lane's; labels must be
+//       below 2^BITS and every lane of the warp must call it. `item` is the
+//       caller's (unrolled, so compile-time) item index: it picks the method.
+//
+// Two methods, mixed by the WARP_MATCH tunable of the plugin (every
+// WARP_MATCH-th item uses the second; 0: never, 1: always):
+//   ballots: one __ballot_sync per label bit, ALU work;
+//   __match_any_sync: one instruction (sm_70+), but on sm_90 it issues to a
+//     narrow pipe (ADU). Nsight Compute on an H100 showed ranking kernels that
+//     used it for every key limited by that pipe (ADU 60-75% busy, short
+//     scoreboard stalls) and ballot-only ones limited by the ALU; mixing the
+//     two keeps both pipes busy. The tuner picks the mix per device.
+#pragma once
+
+#ifndef WARP_MATCH
+#define WARP_MATCH 0
+#endif
+
+template <int BITS>
+__device__ __forceinline__ unsigned csk_warp_peers(unsigned label, int item)
+{
+    if (WARP_MATCH > 0 && item % (WARP_MATCH > 0 ? WARP_MATCH : 1) == 0)
+        return __match_any_sync(0xffffffffu, label);
+    unsigned peers = 0xffffffffu;
+#pragma unroll
+    for (int b = 0; b < BITS; ++b) {
+        const bool set = (label >> b) & 1u;
+        const unsigned vote = __ballot_sync(0xffffffffu, set);
+        peers &= set ? vote : ~vote;
+    }
+    return peers;
+}
