@@ -149,10 +149,21 @@ def _check_range(key_range):
     return (lo, hi)
 
 
+def run_plugin(plugin, config, kind: str, keys, values=None):
+    """Run `plugin` with `config` (None: defaults) exactly as a public call
+    would (request, result buffers, argsort indices, job, synchronization),
+    without selection. The tuner times this, so that what it measures is
+    what sort() costs the caller, host-side work included."""
+    k = Operand(keys, "keys")
+    v = Operand(values, "values") if values is not None else None
+    return _execute(kind, k, v, False, kind == "pairs", plugin.name, None, None,
+                    chosen=(plugin, config))
+
+
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None):
+             values_out, key_range=None, chosen=None):
     request = make_request(kind, keys, values, descending, stable, key_range)
-    plugin, config = select.choose(request, algorithm)
+    plugin, config = chosen if chosen is not None else select.choose(request, algorithm)
     if (plugin.name == "numpy" and kind == "sort" and algorithm == "auto" and not keys.on_device
             and not descending and key_range is None and out is None and select.settled(request)):
         _HOST_CPU_BUCKETS.add((keys.dtype, bool(stable), keys.n.bit_length()))

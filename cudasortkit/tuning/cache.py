@@ -33,7 +33,9 @@ import threading
 import time
 import warnings
 
-SCHEMA = 1
+#: 2: times are whole calls through api.run_plugin (host-side work included);
+#: 1 held device time only. Files of another schema are set aside and rebuilt.
+SCHEMA = 2
 ENV_DIR = "CUDASORTKIT_CACHE_DIR"
 
 _warned: set = set()
@@ -219,7 +221,7 @@ class CorruptCache(ValueError):
 
 
 def validate(data) -> dict:
-    """`data` if it looks like a schema-1 cache, else CorruptCache saying why."""
+    """`data` if it looks like a cache of this SCHEMA, else CorruptCache saying why."""
     if not isinstance(data, dict):
         raise CorruptCache("top level is not an object")
     if data.get("schema") != SCHEMA:

@@ -185,7 +185,7 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = 1 << 16) -
     cpu_ests = [e for e in (estimate(table, n, p, request) for n, p in sorted(cpu.items())) if e]
     if extra is None:
         for e in estimates:
-            host_ests.append(Estimate(e.name, e.ms, e.config, "device time only"))
+            host_ests.append(Estimate(e.name, e.ms, e.config, "device arrays only"))
         if cpu and request.n < host_cutoff:
             name = "numpy" if "numpy" in cpu else sorted(cpu)[0]
             best = next((e for e in cpu_ests if e.name == name), None)

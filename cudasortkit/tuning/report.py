@@ -51,7 +51,7 @@ def _fmt_cfg(cfg) -> str:
 
 def show(table: dict, path: str = "", verbose: bool = False) -> str:
     """The cached table: per (op, dtype, size) each plugin's best time (ms,
-    device time; numpy: host wall time) and what auto picks for device and
+    device-array call time; numpy: host wall time) and what auto picks for device and
     for host input, with its config and its gain over the default config."""
     dev = table.get("device", {})
     lines = [f"tuning cache {path}",
@@ -163,7 +163,7 @@ def plot(table: dict, filename: str, ops=("sort",)) -> str:
     for ax in list(axes.flat)[len(cells):]:
         ax.axis("off")
     dev = table.get("device", {})
-    fig.suptitle(f"cudasortkit tuned throughput on {dev.get('name')} (device time; numpy: host wall)")
+    fig.suptitle(f"cudasortkit tuned throughput on {dev.get('name')} (device arrays; numpy: host wall)")
     fig.tight_layout()
     fig.savefig(filename, dpi=110)
     plt.close(fig)
