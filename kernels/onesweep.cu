@@ -27,6 +27,7 @@
 #include "keys.cuh"
 #include "scan.cuh"
 #include "peers.cuh"
+#include "passplan.cuh"
 
 #ifndef WIDE_STATUS
 #define WIDE_STATUS 0
@@ -141,16 +142,7 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n,
         }
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int active = 0;
-        for (int p = 0; p < PASSES; ++p) active += !trivial[p];
-        if (active == 0) {
-            trivial[0] = 0;
-            active = 1;
-        }
-        int index = 0;
-        for (int p = 0; p < PASSES; ++p) plan[p] = trivial[p] ? -1 : (index++ | (active << 8));
-    }
+    if (threadIdx.x == 0) csk_write_plan(trivial, PASSES, plan);
 }
 
 // ----------------------------------------------------------------------- pass
@@ -167,12 +159,14 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n,
 // Warp-level multisplit ranking of one item per lane: lanes with the same
 // digit find each other (peers.cuh); the highest of them bumps the warp's
 // counter for that digit. Returns the counter's old value plus the number of
-// peers in lower lanes. Called by all 32 lanes; invalid lanes count nowhere.
+// peers in lower lanes. Called by all 32 lanes; invalid lanes count nowhere
+// (ALL_VALID: the caller promises every lane is valid, which saves a ballot).
+template <bool ALL_VALID>
 __device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t key, int shift,
                                                  bool valid, int lane, int item)
 {
     const unsigned d = valid ? csk_digit(key, shift, RADIX_BITS) : (unsigned)RADIX_DIGITS;
-    const unsigned peers = csk_warp_peers<RADIX_BITS + 1>(d, item);
+    const unsigned peers = csk_warp_peers<ALL_VALID ? RADIX_BITS : RADIX_BITS + 1>(d, item);
     const int leader = 31 - __clz(peers);
     unsigned before = 0;
     if (lane == leader && valid) {
@@ -255,11 +249,10 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
               const unsigned long long* __restrict__ offsets, const int* __restrict__ plan,
               os_status_t* status, unsigned* counters, unsigned long long tiles)
 {
-    const int planned = plan[pass];
-    if (planned < 0) return;
-    const int index = planned & 0xff, active = planned >> 8;
-    const bool first = index == 0, last = index == active - 1;
-    const bool to_out = ((active - 1 - index) & 1) == 0;
+    const csk_pass planned = csk_pass_of(plan, pass);
+    if (planned.skip) return;
+    const int index = planned.index;
+    const bool first = planned.first, last = planned.last, to_out = planned.to_out;
     const csk_bits_t* src = first ? keys_in : (to_out ? keys_tmp : keys_out);
     csk_bits_t* dst = to_out ? keys_out : keys_tmp;
 #if CSK_HAS_VALUES
@@ -306,6 +299,16 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = csk_encode(key[j], kmask);
     }
+#if !EARLY_COUNTS
+    // Past n (last tile only): the largest word. Such keys rank after every
+    // real key (largest digit, last in key order), so they land in staging
+    // slots >= tile_n, which are never written out; the inflated count of
+    // the largest digit is published only by the last tile, which no tile
+    // looks back at. Ranking then needs no validity bit.
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+#endif
 
     unsigned* my_counts = warp_counts + warp * RADIX_DIGITS;
     unsigned count, digit_start;
@@ -324,7 +327,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         const bool valid = j * 32 + lane < warp_keys;
-        const unsigned pos = os_rank_item(my_counts, key[j], shift, valid, lane, j);
+        const unsigned pos = os_rank_item<false>(my_counts, key[j], shift, valid, lane, j);
         if (valid) {
             keys_s[pos] = key[j];
 #if CSK_HAS_VALUES
@@ -339,7 +342,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     unsigned rank[ITEMS_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        rank[j] = os_rank_item(my_counts, key[j], shift, j * 32 + lane < warp_keys, lane, j);
+        rank[j] = os_rank_item<true>(my_counts, key[j], shift, true, lane, j);
     __syncthreads();
     os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
 #pragma unroll

@@ -9,23 +9,36 @@
 // the contiguous tiles [b*T/G, (b+1)*T/G) of the T tiles. Per sort:
 //   radix_histogram_all  one read of the input: for every pass p, block b's
 //                        digit counts table[p][d*G + b] and the global digit
-//                        totals (the host skips passes whose digit is the
-//                        same for every key, and the first pass needs no
-//                        upsweep of its own)
-// per (non-skipped) pass:
+//                        totals
+//   radix_plan           one block: from the totals, which passes are
+//                        trivial (one digit holds every key) and are skipped,
+//                        and each remaining pass's index among the active
+//                        ones: plan[p] = -1, or index | active_count << 8.
+//                        All on the device: the host never waits for it.
+// then the host launches, for EVERY pass p (it does not know the plan), the
+// kernels below; each reads plan[p] first and returns at once if p is
+// skipped:
 //   radix_upsweep        block b's digit counts of this pass -> table[p]
-//   (DeviceScan)         exclusive scan of table[p] (digit-major): where
+//                        (also returns for the first active pass: its counts
+//                        are radix_histogram_all's, already in table[p])
+//   radix_scan_table     exclusive scan of table[p] (digit-major): where
 //                        block b's keys of digit d start in the output
 //   radix_downsweep      per tile: rank keys stably inside the tile (warp-
 //                        private digit counters filled in key order with
-//                        ballot-based peer masks), reorder the tile by
+//                        peer masks of kernels/peers.cuh), reorder the tile by
 //                        digit in shared memory, then write each digit's run
 //                        to consecutive addresses (coalesced); values follow
 //                        the same permutation through the same buffer.
-// Keys move as ordered words (keys.cuh): the first pass encodes on load
-// (csk_encode, descending folded into the mask), the last decodes on store.
+// Keys move as ordered words (keys.cuh): the first active pass encodes on
+// load (csk_encode, descending folded into the mask), the last decodes on
+// store. Buffers ping-pong between keys_out and a temporary, picked from the
+// plan so that the last active pass writes keys_out (passplan.cuh); if
+// every pass is trivial, pass 0 still runs as a stable copy (encode +
+// decode), so keys_out always gets written.
 #include "keys.cuh"
 #include "scan.cuh"
+#include "peers.cuh"
+#include "passplan.cuh"
 
 #define RADIX (1 << DIGIT_BITS)
 #define WARPS (BLOCK_SIZE / 32)
@@ -65,6 +78,24 @@ __device__ __forceinline__ int radix_pass_bits(int shift)
     return min(DIGIT_BITS, CSK_KEY_BITS - shift);
 }
 
+// ------------------------------------------------------------------------ plan
+
+// One block. Pass p is trivial when one digit's total is n (with n == 0
+// every pass is). plan[p] = -1 for a trivial pass, else its index among the
+// active passes | (number of active passes) << 8; if every pass is trivial,
+// pass 0 still runs (a stable copy through encode/decode into keys_out).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+radix_plan(const unsigned long long* __restrict__ totals, long long n, int* __restrict__ plan)
+{
+    __shared__ int trivial[PASSES];
+    for (int p = threadIdx.x; p < PASSES; p += BLOCK_SIZE) trivial[p] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < PASSES * RADIX; i += BLOCK_SIZE)
+        if (totals[i] == (unsigned long long)n) trivial[i / RADIX] = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) csk_write_plan(trivial, PASSES, plan);
+}
+
 // ------------------------------------------------------------------ histograms
 
 // For every pass: block counts -> table[p * RADIX * G + d * G + b], and
@@ -101,11 +132,19 @@ radix_histogram_all(const csk_bits_t* __restrict__ keys, long long n, unsigned l
     }
 }
 
-// Block b's digit counts of the pass at `shift` -> table[d * G + b].
+// Block b's digit counts of pass `pass` -> table[d * G + b] (the pass's
+// slice of the table), read from the buffer the previous active pass wrote.
+// Nothing to do for a skipped pass, nor for the first active pass (its
+// counts came from radix_histogram_all), so it never reads keys_in.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-radix_upsweep(const csk_bits_t* __restrict__ keys, long long n, int shift,
+radix_upsweep(const csk_bits_t* __restrict__ keys_out, const csk_bits_t* __restrict__ keys_tmp,
+              long long n, int pass, const int* __restrict__ plan,
               radix_offset_t* __restrict__ table)
 {
+    const csk_pass rp = csk_pass_of(plan, pass);
+    if (rp.skip || rp.first) return;
+    const csk_bits_t* __restrict__ keys = rp.to_out ? keys_tmp : keys_out;
+    const int shift = pass * DIGIT_BITS;
     __shared__ unsigned hist[WARPS][RADIX];
     const int warp = threadIdx.x >> 5;
     for (int i = threadIdx.x; i < WARPS * RADIX; i += BLOCK_SIZE) (&hist[0][0])[i] = 0;
@@ -214,11 +253,23 @@ __device__ __forceinline__ void radix_load_values(csk_value_t (&v)[ITEMS_PER_THR
 // Each block walks its tiles; the next tile's keys (and values) are loaded
 // while the current one is being written, so load latency overlaps work.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, RADIX_MIN_BLOCKS)
-radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __restrict__ values_in,
-                csk_bits_t* __restrict__ keys_out, csk_value_t* __restrict__ values_out,
-                long long n, int shift, int encode, int decode, unsigned long long mask64,
+radix_downsweep(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+                csk_bits_t* __restrict__ keys_tmp, const csk_value_t* __restrict__ values_in,
+                csk_value_t* __restrict__ values_out, csk_value_t* __restrict__ values_tmp,
+                long long n, int pass, unsigned long long mask64, const int* __restrict__ plan,
                 const radix_offset_t* __restrict__ offsets)
 {
+    const csk_pass rp = csk_pass_of(plan, pass);
+    if (rp.skip) return;
+    const bool encode = rp.first, decode = rp.last;
+    const int shift = pass * DIGIT_BITS;
+    const csk_bits_t* __restrict__ keys_src = rp.first ? keys_in : (rp.to_out ? keys_tmp : keys_out);
+    csk_bits_t* __restrict__ keys_dst = rp.to_out ? keys_out : keys_tmp;
+#if CSK_HAS_VALUES
+    const csk_value_t* __restrict__ values_src = rp.first ? values_in : (rp.to_out ? values_tmp : values_out);
+    csk_value_t* __restrict__ values_dst = rp.to_out ? values_out : values_tmp;
+#endif
+
     extern __shared__ unsigned long long radix_smem[];
     RadixShared sm;
     sm.gbase = radix_smem;
@@ -244,10 +295,10 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
     radix_block_tiles((n + TILE - 1) / TILE, t, last);
     if (t >= last) return;
     csk_bits_t u[ITEMS_PER_THREAD];
-    radix_load_tile(u, keys_in, t * TILE, first, (int)min((long long)TILE, n - t * TILE), encode, mask);
+    radix_load_tile(u, keys_src, t * TILE, first, (int)min((long long)TILE, n - t * TILE), encode, mask);
 #if CSK_HAS_VALUES
     csk_value_t v[ITEMS_PER_THREAD];
-    radix_load_values(v, values_in, t * TILE, first, (int)min((long long)TILE, n - t * TILE));
+    radix_load_values(v, values_src, t * TILE, first, (int)min((long long)TILE, n - t * TILE));
 #endif
 
     for (; t < last; ++t) {
@@ -265,13 +316,7 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
 #pragma unroll
         for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
             const unsigned d = csk_digit(u[r], shift, bits);
-            unsigned peers = 0xffffffffu;
-#pragma unroll
-            for (int b = 0; b < DIGIT_BITS; ++b) {
-                const bool set = (d >> b) & 1u;
-                const unsigned vote = __ballot_sync(0xffffffffu, set);
-                peers &= set ? vote : ~vote;
-            }
+            const unsigned peers = csk_warp_peers<DIGIT_BITS>(d, r);
             const unsigned leader = 31u - __clz(peers);
             unsigned before = 0;
             if (lane == leader) before = atomicAdd(&my_hist[d], (unsigned)__popc(peers));
@@ -326,7 +371,7 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
 
         // Start loading the next tile's keys, then write each digit's run of
         // this tile to consecutive output addresses.
-        if (t + 1 < last) radix_load_tile(u, keys_in, next, first, next_valid, encode, mask);
+        if (t + 1 < last) radix_load_tile(u, keys_src, next, first, next_valid, encode, mask);
 #if CSK_HAS_VALUES
         unsigned out_digits[(ITEMS_PER_THREAD + 3) / 4];  // 8-bit digits, packed
 #pragma unroll
@@ -338,7 +383,7 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
             if (i < valid) {
                 const csk_bits_t w = exchange[i];
                 const unsigned d = csk_digit(w, shift, bits);
-                keys_out[sm.gbase[d] + i] = decode ? csk_decode(w, mask) : w;
+                keys_dst[sm.gbase[d] + i] = decode ? csk_decode(w, mask) : w;
 #if CSK_HAS_VALUES
                 out_digits[r / 4] |= d << (8 * (r % 4));
 #endif
@@ -351,12 +396,12 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
 #pragma unroll
         for (int r = 0; r < ITEMS_PER_THREAD; ++r) vexchange[pos[r]] = v[r];
         __syncthreads();
-        if (t + 1 < last) radix_load_values(v, values_in, next, first, next_valid);
+        if (t + 1 < last) radix_load_values(v, values_src, next, first, next_valid);
 #pragma unroll
         for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
             const int i = r * BLOCK_SIZE + threadIdx.x;
             const unsigned d = (out_digits[r / 4] >> (8 * (r % 4))) & 0xFFu;
-            if (i < valid) values_out[sm.gbase[d] + i] = vexchange[i];
+            if (i < valid) values_dst[sm.gbase[d] + i] = vexchange[i];
         }
 #endif
         __syncthreads();
@@ -369,10 +414,12 @@ radix_downsweep(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
 // in place over block counts `table` of one pass; `totals` are the pass's
 // global digit counts (from radix_histogram_all). One block per digit: its
 // row of G block counts is contiguous. Uses the shared block scan (scan.cuh).
+// Returns at once if plan[pass] skips the pass.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 radix_scan_table(radix_offset_t* __restrict__ table, const unsigned long long* __restrict__ totals,
-                 int g)
+                 int g, int pass, const int* __restrict__ plan)
 {
+    if (plan[pass] < 0) return;
     __shared__ unsigned long long scratch[WARPS + 2];
     const int d = blockIdx.x;
     // Digit start: sum of totals[0 .. d).

@@ -1,27 +1,31 @@
 """`radix`: stable LSD radix sort, reduce-then-scan (kernels/radix.cu).
 
-One read of the input first histograms every digit of every pass at once;
-passes whose digit is the same for every key are skipped (keys that only use
-12 bits cost two 8-bit passes, all-equal keys none), and the first pass
-reuses those block counts. Each remaining pass: block digit counts (upsweep),
-a scan of the digit x block table (one launch: a block per digit row, with
-the shared block scan of kernels/scan.cuh and the digit totals), and a
-scatter that ranks keys
-stably in shared memory and writes each digit's run coalesced. Key
-transforms (signed, float, descending) happen in the first pass's load and
-the last pass's store; buffers ping-pong so the last pass lands in keys_out.
+One read of the input first histograms every digit of every pass at once; a
+one-block kernel then plans on the device which passes are trivial (one digit
+holds every key: skipped; keys that only use 12 bits cost two 8-bit passes)
+and which buffer each remaining pass reads and writes, so the host launches
+every pass without waiting for anything: the kernels of a skipped pass return
+at once. The first active pass reuses the histogram's block counts. Each
+active pass: block digit counts (upsweep), a scan of the digit x block table
+(one launch: a block per digit row, with the shared block scan of
+kernels/scan.cuh and the digit totals), and a scatter that ranks keys stably
+in shared memory and writes each digit's run coalesced. Key transforms
+(signed, float, descending) happen in the first active pass's load and the
+last one's store; buffers ping-pong so the last active pass lands in
+keys_out. If every pass is trivial, pass 0 runs anyway as a stable copy.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.errors import KernelError
 from cudasortkit.plugin import SortPlugin, Tunable
 
 #: Shared memory a downsweep block may take (leaves room for 2 blocks per SM
 #: on sm_80/sm_90, and keeps sm_75's 64 KiB in reach for the defaults).
 MAX_SHARED = 96 * 1024
+#: Alignment of the parts of the one temporary.
+ALIGN = 256
 
 
 class RadixSort(SortPlugin):
@@ -34,6 +38,8 @@ class RadixSort(SortPlugin):
         "digit_bits": Tunable(8, (4, 5, 6, 7, 8), "bits sorted per pass (2^bits buckets)"),
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
         "items_per_thread": Tunable(16, (4, 8, 12, 16, 20), "keys per thread in a tile"),
+        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
+                              "__match_any_sync, the rest with ballots (0: never)"),
         "min_resident_threads": Tunable(0, (0, 512, 768, 1024),
                                         "scatter's register cap: threads kept resident per SM "
                                         "(0: 768 for keys-only keys of <= 4 bytes, else 512)"),
@@ -88,51 +94,48 @@ class RadixSort(SortPlugin):
         tile = block * cfg["items_per_thread"]
         radix = 1 << bits
         passes = self.passes(cfg, job.key_bytes)
+        kb, vb = job.key_bytes, job.value_bytes
         offset_bytes = 8 if n >= (1 << 32) else 4
         defines = {"offset_bytes": offset_bytes}
         hist_all = job.kernel("radix.cu", "radix_histogram_all", "PqQPP", defines=defines)
-        upsweep = job.kernel("radix.cu", "radix_upsweep", "PqiP", defines=defines)
-        downsweep = job.kernel("radix.cu", "radix_downsweep", "PPPPqiiiQP", defines=defines)
-        scan_table = job.kernel("radix.cu", "radix_scan_table", "PPi", defines=defines)
-        shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
+        plan_kernel = job.kernel("radix.cu", "radix_plan", "PqP", defines=defines)
+        upsweep = job.kernel("radix.cu", "radix_upsweep", "PPqiPP", defines=defines)
+        scan_table = job.kernel("radix.cu", "radix_scan_table", "PPiiP", defines=defines)
+        downsweep = job.kernel("radix.cu", "radix_downsweep", "PPPPPPqiQPP", defines=defines)
+        shared = self.shared_bytes(cfg, kb, vb)
         grid = self._grid(job, downsweep, shared, job.blocks(n, tile))
         table_len = radix * grid
 
-        # One read of the input: every pass's block counts and digit totals.
-        table = int(job.alloc(passes * table_len * offset_bytes))
-        totals = int(job.alloc(passes * radix * 8))
-        job.memset32(totals, 0, passes * radix * 2)
-        job.launch(hist_all, grid, block, job.keys_in, n, job.desc_mask, table, totals)
-        host_totals = np.empty(passes * radix, np.uint64)
-        try:
-            job.stream.synchronize()
-            job.state.cuda.memcpy_dtoh(host_totals, totals)
-        except job.state.cuda.Error as exc:
-            raise KernelError(f"{job.where}: radix_histogram_all failed: {exc}") from exc
-        per_pass = host_totals.reshape(passes, radix)
-        active = [p for p in range(passes) if int(per_pass[p].max()) < n]
+        # One temporary, carved: every pass's digit x block table, the digit
+        # totals, the plan, and (with more than one pass: which ones run is
+        # known only on the device) the ping-pong keys and values.
+        spare = passes > 1
+        layout, size = {}, 0
+        for name, nbytes in (("table", passes * table_len * offset_bytes),
+                             ("totals", passes * radix * 8),
+                             ("plan", passes * 4),
+                             ("keys", n * kb if spare else 0),
+                             ("values", n * vb if spare else 0)):
+            layout[name] = size
+            size += -(-nbytes // ALIGN) * ALIGN
+        buf = int(job.alloc(size))
+        at = {name: buf + offset for name, offset in layout.items()}
+        tmp_keys = at["keys"] if spare else 0
+        tmp_values = at["values"] if spare and vb else 0
 
-        vb = job.value_bytes
-        if not active:  # every key is the same ordered word: already sorted
-            job.copy(job.keys_out, job.keys_in, n * job.key_bytes)
-            if vb:
-                job.copy(job.values_out, job.values_in, n * vb)
-            return
+        # One read of the input: every pass's block counts and digit totals;
+        # then the plan (skipped passes, buffer parity), all on the device.
+        job.memset32(at["totals"], 0, passes * radix * 2)
+        job.launch(hist_all, grid, block, job.keys_in, n, job.desc_mask, at["table"], at["totals"])
+        job.launch(plan_kernel, 1, block, at["totals"], n, at["plan"])
 
-        tmp_keys = tmp_values = 0
-        if len(active) > 1:
-            tmp_keys = int(job.alloc(n * job.key_bytes))
-            if vb:
-                tmp_values = int(job.alloc(n * vb))
-        src_k, src_v = job.keys_in, job.values_in
-        for i, p in enumerate(active):
-            lands_in_out = (len(active) - 1 - i) % 2 == 0
-            dst_k = job.keys_out if lands_in_out else tmp_keys
-            dst_v = (job.values_out if lands_in_out else tmp_values) if vb else 0
-            part = table + p * table_len * offset_bytes
-            if i > 0:
-                job.launch(upsweep, grid, block, src_k, n, p * bits, part)
-            job.launch(scan_table, radix, block, part, totals + p * radix * 8, grid)
-            job.launch(downsweep, grid, block, src_k, src_v, dst_k, dst_v, n, p * bits,
-                       int(i == 0), int(i == len(active) - 1), job.desc_mask, part, shared=shared)
-            src_k, src_v = dst_k, dst_v
+        keys = (job.keys_in, job.keys_out, tmp_keys)
+        values = (job.values_in, job.values_out, tmp_values) if vb else (0, 0, 0)
+        for p in range(passes):
+            part = at["table"] + p * table_len * offset_bytes
+            if p > 0:  # pass 0, when it runs, is the first active pass: no upsweep
+                job.launch(upsweep, grid, block, job.keys_out, tmp_keys, n, p, at["plan"], part)
+            job.launch(scan_table, radix, block, part, at["totals"] + p * radix * 8, grid, p,
+                       at["plan"])
+            job.launch(downsweep, grid, block, *keys, *values, n, p, job.desc_mask, at["plan"],
+                       part, shared=shared)
