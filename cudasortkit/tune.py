@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from .dtypes import KEY_DTYPES
 from .tuning.policy import MIN_BUCKET, OPS, bucket_of
@@ -180,6 +181,8 @@ def _sweep(args) -> int:
     for s in summary["skipped"][:20]:
         print(f"  skipped: {s}")
     print(f"cache: {summary['path']}" + ("" if summary["saved"] else " (NOT saved: in memory only)"))
+    if len(gpu) > 1:  # children tune one plugin each; the parent compares them
+        _arbitrate(chosen, dtypes, buckets, ops)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1, default=str)
@@ -190,13 +193,33 @@ def _sweep(args) -> int:
     return 0
 
 
+def registry_plugins(names) -> dict:
+    from . import registry
+
+    plugins = registry.plugins()
+    return {n: plugins[n] for n in names if n in plugins}
+
+
+def _arbitrate(plugins, dtypes, buckets, ops) -> None:
+    """Re-time the plugins' best configs against each other, interleaved."""
+    from .tuning import runtime
+
+    print("--- final comparison of the plugins' best configs (interleaved rounds)", flush=True)
+    t0 = time.monotonic()
+    try:
+        n = runtime.arbitrate(plugins, dtypes, buckets, ops)
+    except Exception as exc:  # the per-plugin results stay as measured
+        print(f"final comparison failed ({type(exc).__name__}: {exc}); keeping the sweep's times")
+        return
+    print(f"final comparison: {n} entries in {time.monotonic() - t0:.1f} s", flush=True)
+
+
 def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
     """One child process per GPU plugin; they merge into the same cache file
     under its lock. A child that crashes or hangs loses only its own plugin."""
     import subprocess
 
     import signal
-    import time
 
     def _terminate(signum, frame):
         raise SystemExit(128 + signum)
@@ -231,6 +254,8 @@ def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
     from .tuning import runtime
 
     runtime.reset()
+    plugins = registry_plugins(names)
+    _arbitrate(plugins, dtypes, buckets, ops)
     if args.plot:
         from .tuning.report import plot
 

@@ -184,9 +184,8 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
     """
     from .. import api, registry
     from ..device import get_device
-    from ..timing import time_gpu
     from .runtime import context
-    from .tuner import Case, Tuner, random_keys, wall_ms
+    from .tuner import Case, Tuner, race, random_keys, wall_ms
 
     import os
 
@@ -219,10 +218,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
                     log(f"  {name} {dtype} 2^{b}: {type(exc).__name__}: {str(exc)[:120]}")
             # Rounds alternate among the contenders; each keeps its best median,
             # so a hiccup in one round does not decide the comparison.
-            for _ in range(rounds):
-                for name, run in runners.items():
-                    ms = time_gpu(run, inputs=inputs, repeats=repeats, min_time_s=0.02)["median_ms"]
-                    times[name] = min(times.get(name, ms), ms)
+            times = race(runners, inputs=inputs, rounds=rounds, repeats=repeats)
             pick = api_pick(dtype, n)
             singles = {k: v for k, v in times.items() if k != "auto" and v}
             if not singles or not times.get("auto"):

@@ -417,6 +417,60 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
     return summary
 
 
+def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3, repeats: int = 5,
+              inputs: int = 3, log=print, state=None) -> int:
+    """Final word between plugins: per (op, dtype, bucket), time every GPU
+    plugin's cached best config again, in one process, in alternating rounds
+    (tuner.race), and store those times as the entries' `ms`. Sweeps tune
+    plugins one after another (in child processes by default), and drift
+    between them (clocks, host load) was as large as the 10-30% by which
+    plugins differ at 2^16-2^22 keys. Returns the number of entries updated."""
+    from .tuner import Case, Rejected, Tuner, race
+
+    ctx = context(state)
+    ctx.know(plugins)
+    gpu = {n: p for n, p in plugins.items() if p.device == "gpu"}
+    tuner = Tuner(ctx.state, repeats=repeats, warmup=2)
+    updated = 0
+    with ctx.lock, tuning_now():
+        for op in ops:
+            for dtype in dtypes:
+                for b in sorted(buckets):
+                    entries = {}
+                    for name in sorted(gpu):
+                        e = plugin_results(ctx.table, name).get(op, {}).get(dtype, {}).get(str(b))
+                        if isinstance(e, dict) and e.get("ms") and "config" in e and not e.get("failed"):
+                            entries[name] = e
+                    if len(entries) < 2:
+                        continue
+                    case = Case(ctx.state, op, dtype, 1 << b, inputs=inputs)
+                    try:
+                        runners = {}
+                        for name, e in entries.items():
+                            try:
+                                tuner.measure(gpu[name], case, e["config"])  # compiles, checks once
+                            except Rejected as exc:
+                                if log:
+                                    log(f"  arbitration: {name} {op} {dtype} 2^{b} skipped: {exc}")
+                                continue
+                            runners[name] = (lambda plg, cfg: lambda i: case.run(plg, cfg, i))(
+                                gpu[name], e["config"])
+                        times = race(runners, inputs=inputs, rounds=rounds, repeats=repeats)
+                    finally:
+                        case.free()
+                    for name, ms in times.items():
+                        entry = dict(entries[name], ms=ms, arbitrated=True)
+                        ctx.store.put(name, op, dtype, b, entry)
+                        updated += 1
+                    if log:
+                        log(f"{op:7} {dtype:8} 2^{b:<2}  " + ", ".join(
+                            f"{k} {v:.4f}" for k, v in sorted(times.items(), key=lambda kv: kv[1])))
+                    ctx.changed()
+            ctx.store.save()
+    ctx.changed()
+    return updated
+
+
 # ------------------------------------------------------------------ explain
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
             algorithm: str = "auto", key_range=None) -> Decision:

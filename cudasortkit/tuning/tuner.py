@@ -262,6 +262,22 @@ class Tuner:
         return entry
 
 
+def race(runners: dict, *, inputs: int, rounds: int = 3, repeats: int = 10,
+         min_time_s: float = 0.02) -> dict:
+    """name -> best median ms of runners (name -> run(i)) timed in alternating
+    rounds, so that drift of clocks or host load between them favours none.
+    Plugins within ~20% of each other at small sizes are only told apart
+    reliably this way (the same process, interleaved)."""
+    from ..timing import time_gpu
+
+    best = {}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            ms = time_gpu(run, inputs=inputs, repeats=repeats, min_time_s=min_time_s)["median_ms"]
+            best[name] = min(best.get(name, ms), ms)
+    return best
+
+
 # ------------------------------------------------------------ host overhead
 def wall_ms(fn, min_s: float = 0.05, min_reps: int = 5, max_reps: int = 200) -> float:
     """Median wall-clock ms of fn() (host-side work: NumPy, or API calls that sync)."""
