@@ -18,8 +18,9 @@ from .policy import OP_SHAPE
 
 VALUE_DTYPES = {4: np.int32, 8: np.int64}
 
-#: Prefer the default unless another config is faster by more than this (noise).
-NOISE = 0.02
+#: Prefer the default unless another config is faster by more than this (noise:
+#: whole-call times of 0.1-0.3 ms vary by a few percent between runs on an H100).
+NOISE = 0.03
 
 
 class Rejected(Exception):
@@ -248,13 +249,15 @@ class Tuner:
         default_ms = next((ms for c, ms in tried if c == default), None)
         best_cfg, best_ms = min(tried, key=lambda t: t[1])
         if default_ms is not None and best_cfg != default and best_ms < default_ms * (1 - NOISE):
-            # Confirm: time both again, alternating, keep each one's best.
+            # Confirm: both again, in alternating rounds in this process (race);
+            # only a config that still wins there replaces the default.
             try:
-                again_best = self.measure(plugin, case, best_cfg)
-                again_default = self.measure(plugin, case, default)
-                best_ms, default_ms = min(best_ms, again_best), min(default_ms, again_default)
+                won = race({"best": lambda i: case.run(plugin, best_cfg, i),
+                            "default": lambda i: case.run(plugin, default, i)},
+                           inputs=len(case.keys), rounds=3, repeats=self.repeats)
+                best_ms, default_ms = won["best"], won["default"]
                 entry["confirmed"] = True
-            except Rejected:
+            except Exception:  # the sweep's own numbers stand
                 pass
         if default_ms is not None and best_ms >= default_ms * (1 - NOISE):
             best_cfg, best_ms = default, default_ms  # not faster beyond noise
