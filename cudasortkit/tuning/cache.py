@@ -10,7 +10,8 @@ Layout (schema 1)::
 OP is "sort", "argsort" (8-byte values) or "pairs" (4-byte values); BUCKET is
 log2 of the measured size as a string. An ENTRY holds the best measured
 "ms" and its "config", the default config's "default_ms", and what was
-tried or rejected. A plugin whose kernel sources or tunables changed (its
+tried or rejected; after tune's final comparison "ms" is the interleaved
+re-timing and "sweep_ms" the sweep's time (comparable with "default_ms"). A plugin whose kernel sources or tunables changed (its
 hash differs) has its results dropped on load, so it re-tunes; a changed
 driver, nvcc or cudasortkit version is a different device key, so a
 different file.

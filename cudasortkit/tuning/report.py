@@ -81,7 +81,8 @@ def show(table: dict, path: str = "", verbose: bool = False) -> str:
             d = decide(table, Request(kind=kind, dtype=dtype, n=n, value_bytes=vb), cands)
             if d is not None:
                 e = plugin_results(table, d.name)[op][dtype].get(str(b), {})
-                gain = (f"{e['ms'] / e['default_ms']:.2f}x" if e.get("default_ms") else "-")
+                # tuned vs default as the sweep measured them (same moment)
+                gain = (f"{e.get('sweep_ms', e['ms']) / e['default_ms']:.2f}x" if e.get("default_ms") else "-")
                 row += f" {d.name + ' ' + _fmt_cfg(d.config):34} {gain:>9}"
             else:
                 row += f" {'-':34} {'-':>9}"

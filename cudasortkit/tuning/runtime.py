@@ -459,7 +459,8 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
                     finally:
                         case.free()
                     for name, ms in times.items():
-                        entry = dict(entries[name], ms=ms, arbitrated=True)
+                        e = entries[name]  # sweep_ms: the time the config was chosen by
+                        entry = dict(e, ms=ms, sweep_ms=e.get("sweep_ms", e["ms"]), arbitrated=True)
                         ctx.store.put(name, op, dtype, b, entry)
                         updated += 1
                     if log:
