@@ -104,6 +104,17 @@ class Job:
         self._temporaries.append(buf)
         return buf
 
+    def alloc_parts(self, parts, align: int = 256) -> dict:
+        """One temporary carved into named parts: parts is (name, nbytes)
+        pairs in order; returns name -> device pointer, each part aligned to
+        `align` bytes. One pool allocation instead of one per buffer."""
+        offsets, size = {}, 0
+        for name, nbytes in parts:
+            offsets[name] = size
+            size += -(-int(nbytes) // align) * align
+        base = int(self.alloc(max(size, align)))
+        return {name: base + offset for name, offset in offsets.items()}
+
     def launch(self, kernel: Kernel, grid, block, *args, shared: int = 0) -> None:
         """Launch a prepared kernel on the job's stream; errors name it."""
         grid = (grid, 1) if isinstance(grid, int) else tuple(grid)

@@ -193,13 +193,6 @@ def _sweep(args) -> int:
     return 0
 
 
-def registry_plugins(names) -> dict:
-    from . import registry
-
-    plugins = registry.plugins()
-    return {n: plugins[n] for n in names if n in plugins}
-
-
 def _arbitrate(plugins, dtypes, buckets, ops) -> None:
     """Re-time the plugins' best configs against each other, interleaved."""
     from .tuning import runtime
@@ -254,8 +247,10 @@ def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
     from .tuning import runtime
 
     runtime.reset()
-    plugins = registry_plugins(names)
-    _arbitrate(plugins, dtypes, buckets, ops)
+    from . import registry
+
+    plugins = registry.plugins()
+    _arbitrate({n: plugins[n] for n in names if n in plugins}, dtypes, buckets, ops)
     if args.plot:
         from .tuning.report import plot
 

@@ -91,6 +91,19 @@ __device__ __forceinline__ void vec_keys(long long v, const VecSpan& s, long lon
     *hi = (int)(b < 0 ? 0 : (b > KEYS_PER_VEC ? KEYS_PER_VEC : b));
 }
 
+// The block's next VEC_LOADS * BLOCK_SIZE vectors from v0 (striped: vector
+// v0 + r * BLOCK_SIZE + t to thread t's w[r]), all loads in flight at once;
+// vectors at or past v_end are not read.
+__device__ __forceinline__ void load_vecs(KeyVec (&w)[VEC_LOADS], const uint4* __restrict__ vecs,
+                                          long long v0, long long v_end)
+{
+#pragma unroll
+    for (int r = 0; r < VEC_LOADS; ++r) {
+        const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
+        if (v < v_end) w[r].v = vecs[v];
+    }
+}
+
 // ---------------------------------------------------------------- histogram
 // Add inc to the 16-bit counter `target` of a packed shared histogram (two
 // counters per 32-bit word, low half = even bin), exactly: the atomic's old
@@ -149,11 +162,7 @@ counting_histogram(const csk_bits_t* __restrict__ keys, long long n, u64 mask, u
     // The loop bounds are the same for the whole block, so warps stay converged.
     for (long long v0 = v_begin; v0 < v_end; v0 += (long long)BLOCK_SIZE * VEC_LOADS) {
         KeyVec w[VEC_LOADS];
-#pragma unroll
-        for (int r = 0; r < VEC_LOADS; ++r) {
-            const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
-            if (v < v_end) w[r].v = vecs[v];
-        }
+        load_vecs(w, vecs, v0, v_end);
 #pragma unroll
         for (int r = 0; r < VEC_LOADS; ++r) {
             const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
@@ -304,11 +313,7 @@ counting_digit_counts(const csk_bits_t* __restrict__ keys, long long n, u64 mask
     bool outside = false;
     for (long long v0 = v_begin; v0 < v_end; v0 += (long long)BLOCK_SIZE * VEC_LOADS) {
         KeyVec w[VEC_LOADS];
-#pragma unroll
-        for (int r = 0; r < VEC_LOADS; ++r) {
-            const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;
-            if (v < v_end) w[r].v = vecs[v];
-        }
+        load_vecs(w, vecs, v0, v_end);
 #pragma unroll
         for (int r = 0; r < VEC_LOADS; ++r) {
             const long long v = v0 + r * BLOCK_SIZE + threadIdx.x;

@@ -310,6 +310,16 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
         if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
 #endif
 
+    // Key k (input index i) to tile position pos; its value follows (the
+    // index itself for argsort's first pass).
+    auto stage = [&](unsigned pos, csk_bits_t k, csk_index_t i) {
+        keys_s[pos] = k;
+#if CSK_HAS_VALUES
+        values_s[pos] = iota ? (csk_value_t)i : vsrc[i];
+#else
+        (void)i;
+#endif
+    };
     unsigned* my_counts = warp_counts + warp * RADIX_DIGITS;
     unsigned count, digit_start;
 #if EARLY_COUNTS
@@ -328,13 +338,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         const bool valid = j * 32 + lane < warp_keys;
         const unsigned pos = os_rank_item<false>(my_counts, key[j], shift, valid, lane, j);
-        if (valid) {
-            keys_s[pos] = key[j];
-#if CSK_HAS_VALUES
-            const csk_index_t i = warp_base + j * 32 + lane;
-            values_s[pos] = iota ? (csk_value_t)i : vsrc[i];
-#endif
-        }
+        if (valid) stage(pos, key[j], warp_base + j * 32 + lane);
     }
 #else
     // Rank first (the warps' counters start at 0), then publish the counts
@@ -347,14 +351,9 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        if (j * 32 + lane < warp_keys) {
-            const unsigned pos = my_counts[csk_digit(key[j], shift, RADIX_BITS)] + rank[j];
-            keys_s[pos] = key[j];
-#if CSK_HAS_VALUES
-            const csk_index_t i = warp_base + j * 32 + lane;
-            values_s[pos] = iota ? (csk_value_t)i : vsrc[i];
-#endif
-        }
+        if (j * 32 + lane < warp_keys)
+            stage(my_counts[csk_digit(key[j], shift, RADIX_BITS)] + rank[j], key[j],
+                  warp_base + j * 32 + lane);
     }
 #endif
     if (t < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;

@@ -25,8 +25,11 @@
 template <int BITS>
 __device__ __forceinline__ unsigned csk_warp_peers(unsigned label, int item)
 {
-    if (WARP_MATCH > 0 && item % (WARP_MATCH > 0 ? WARP_MATCH : 1) == 0)
-        return __match_any_sync(0xffffffffu, label);
+#if WARP_MATCH > 0
+    if (item % WARP_MATCH == 0) return __match_any_sync(0xffffffffu, label);
+#else
+    (void)item;
+#endif
     unsigned peers = 0xffffffffu;
 #pragma unroll
     for (int b = 0; b < BITS; ++b) {

@@ -88,19 +88,11 @@ class OnesweepSort(SortPlugin):
         # One temporary, carved: zeroed head (histogram, tile counters, status
         # half 0), then status half 1 (zeroed by the first pass), offsets,
         # plan, ping-pong keys and values.
-        hist_bytes = _align(passes * digits * 8)
-        counter_bytes = _align(passes * 4)
         half_bytes = _align(tiles * digits * status_word)
-        layout = {}
-        size = 0
-        for name, nbytes in (("hist", hist_bytes), ("counters", counter_bytes), ("status", 2 * half_bytes),
-                             ("offsets", hist_bytes), ("plan", _align(passes * 4)),
-                             ("keys", _align(n * kb)), ("values", _align(n * vb))):
-            layout[name] = size
-            size += nbytes
-        buf = int(job.alloc(size))
-        at = {k: buf + v for k, v in layout.items()}
-        job.memset32(buf, 0, (hist_bytes + counter_bytes + half_bytes) // 4)
+        at = job.alloc_parts([("hist", passes * digits * 8), ("counters", passes * 4),
+                              ("status", 2 * half_bytes), ("offsets", passes * digits * 8),
+                              ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)], ALIGN)
+        job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
         histogram = job.kernel("onesweep.cu", "onesweep_histogram", "PqQP", defines=defines)
         plan = job.kernel("onesweep.cu", "onesweep_plan", "PqPP", defines=defines)

@@ -110,16 +110,11 @@ class RadixSort(SortPlugin):
         # totals, the plan, and (with more than one pass: which ones run is
         # known only on the device) the ping-pong keys and values.
         spare = passes > 1
-        layout, size = {}, 0
-        for name, nbytes in (("table", passes * table_len * offset_bytes),
-                             ("totals", passes * radix * 8),
-                             ("plan", passes * 4),
-                             ("keys", n * kb if spare else 0),
-                             ("values", n * vb if spare else 0)):
-            layout[name] = size
-            size += -(-nbytes // ALIGN) * ALIGN
-        buf = int(job.alloc(size))
-        at = {name: buf + offset for name, offset in layout.items()}
+        at = job.alloc_parts([("table", passes * table_len * offset_bytes),
+                              ("totals", passes * radix * 8),
+                              ("plan", passes * 4),
+                              ("keys", n * kb if spare else 0),
+                              ("values", n * vb if spare else 0)], ALIGN)
         tmp_keys = at["keys"] if spare else 0
         tmp_values = at["values"] if spare and vb else 0
 

@@ -448,7 +448,7 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
                         runners = {}
                         for name, e in entries.items():
                             try:
-                                tuner.measure(gpu[name], case, e["config"])  # compiles, checks once
+                                tuner.verify(gpu[name], case, e["config"])  # compiles, checks once
                             except Rejected as exc:
                                 if log:
                                     log(f"  arbitration: {name} {op} {dtype} 2^{b} skipped: {exc}")

@@ -178,9 +178,8 @@ class Tuner:
                 self._uncompilable[key] = str(exc)
             raise
 
-    def _measure(self, plugin, case: Case, config) -> float:
-        from ..timing import time_gpu
-
+    def verify(self, plugin, case: Case, config) -> None:
+        """Run config once on input 0 (compiling it); Rejected if it fails or sorts wrongly."""
         try:
             case.run(plugin, config, 0)
         except Exception as exc:
@@ -188,6 +187,11 @@ class Tuner:
         wrong = case.check(plugin)
         if wrong:
             raise Rejected(f"wrong result: {wrong}")
+
+    def _measure(self, plugin, case: Case, config) -> float:
+        from ..timing import time_gpu
+
+        self.verify(plugin, case, config)
         try:
             stats = time_gpu(lambda i: case.run(plugin, config, i), inputs=len(case.keys),
                              warmup=self.warmup, repeats=self.repeats)
