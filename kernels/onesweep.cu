@@ -12,7 +12,7 @@
 //                       trivial (one digit holds every key) and are skipped;
 //                       which buffer each remaining pass reads and writes
 //   onesweep_pass       one digit: tile id from an atomic counter, ranking by
-//                       warp-level multisplit (match_any) in shared memory,
+//                       warp-level multisplit (peers.cuh) in shared memory,
 //                       status publish + look-back, staged scatter
 //
 // Forward progress of the look-back: a tile only ever waits on tiles with a
@@ -159,17 +159,16 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n,
 // Warp-level multisplit ranking of one item per lane: lanes with the same
 // digit find each other (peers.cuh); the highest of them bumps the warp's
 // counter for that digit. Returns the counter's old value plus the number of
-// peers in lower lanes. Called by all 32 lanes; invalid lanes count nowhere
-// (ALL_VALID: the caller promises every lane is valid, which saves a ballot).
-template <bool ALL_VALID>
+// peers in lower lanes. Called by all 32 lanes, every lane holding a key
+// (past n: the largest word, see onesweep_pass).
 __device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t key, int shift,
-                                                 bool valid, int lane, int item)
+                                                 int lane, int item)
 {
-    const unsigned d = valid ? csk_digit(key, shift, RADIX_BITS) : (unsigned)RADIX_DIGITS;
-    const unsigned peers = csk_warp_peers<ALL_VALID ? RADIX_BITS : RADIX_BITS + 1>(d, item);
+    const unsigned d = csk_digit(key, shift, RADIX_BITS);
+    const unsigned peers = csk_warp_peers<RADIX_BITS>(d, item);
     const int leader = 31 - __clz(peers);
     unsigned before = 0;
-    if (lane == leader && valid) {
+    if (lane == leader) {
         before = my_counts[d];
         my_counts[d] = before + __popc(peers);
     }
@@ -299,16 +298,15 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = csk_encode(key[j], kmask);
     }
-#if !EARLY_COUNTS
     // Past n (last tile only): the largest word. Such keys rank after every
-    // real key (largest digit, last in key order), so they land in staging
-    // slots >= tile_n, which are never written out; the inflated count of
-    // the largest digit is published only by the last tile, which no tile
-    // looks back at. Ranking then needs no validity bit.
+    // real key (largest digit, last in key order), so ranking needs no
+    // validity bit: they only bump the largest digit's counters after every
+    // real key of it, and are never staged. (Without early counts, the
+    // inflated count is published only by the last tile, which no tile
+    // looks back at.)
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
-#endif
 
     // Key k (input index i) to tile position pos; its value follows (the
     // index itself for argsort's first pass).
@@ -336,9 +334,8 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const bool valid = j * 32 + lane < warp_keys;
-        const unsigned pos = os_rank_item<false>(my_counts, key[j], shift, valid, lane, j);
-        if (valid) stage(pos, key[j], warp_base + j * 32 + lane);
+        const unsigned pos = os_rank_item(my_counts, key[j], shift, lane, j);
+        if (j * 32 + lane < warp_keys) stage(pos, key[j], warp_base + j * 32 + lane);
     }
 #else
     // Rank first (the warps' counters start at 0), then publish the counts
@@ -346,7 +343,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     unsigned rank[ITEMS_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        rank[j] = os_rank_item<true>(my_counts, key[j], shift, true, lane, j);
+        rank[j] = os_rank_item(my_counts, key[j], shift, lane, j);
     __syncthreads();
     os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
 #pragma unroll

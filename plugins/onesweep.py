@@ -35,16 +35,28 @@ class OnesweepSort(SortPlugin):
     dtypes = KEY_DTYPES
     stable = True
     pairs = True
+    makes_indices = True
     tunables = {
-        "block_size": Tunable(256, (256, 384, 512), "threads per block (>= 2^radix_bits)"),
-        "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile"),
+        "block_size": Tunable(384, (256, 384, 512), "threads per block (>= 2^radix_bits)"),
+        "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile "
+                                    "(default 24 for keys only)"),
         "radix_bits": Tunable(8, (6, 7, 8), "bits per digit pass"),
         "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
-        "early_counts": Tunable(0, (0, 1), "1: count digits with shared atomics first, publish the "
+        "early_counts": Tunable(1, (0, 1), "1: count digits with shared atomics first, publish the "
                                 "tile's counts before ranking and stage keys as they are ranked"),
     }
     templates = ("onesweep.cu",)
+
+    def default_config(self, dtype=None, value_bytes=0):
+        """Keys only: 24 keys a thread (bigger tiles, fewer look-backs); with
+        values 16, since a bigger tile's staging area leaves too few blocks
+        per SM. H100, 2^24-2^28 keys: keys-only 384 x 24 beat 384 x 16 by
+        3-13%; argsort with 384 x 24 was 40% slower than with 384 x 16."""
+        config = super().default_config(dtype, value_bytes)
+        if dtype is not None and value_bytes == 0:
+            config["items_per_thread"] = 24
+        return config
 
     # ------------------------------------------------------------ geometry
     @staticmethod
