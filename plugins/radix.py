@@ -34,15 +34,16 @@ class RadixSort(SortPlugin):
     dtypes = KEY_DTYPES
     stable = True
     pairs = True
+    makes_indices = True
     tunables = {
         "digit_bits": Tunable(8, (4, 5, 6, 7, 8), "bits sorted per pass (2^bits buckets)"),
-        "block_size": Tunable(256, (128, 256, 512), "threads per block"),
+        "block_size": Tunable(512, (128, 256, 512), "threads per block"),
         "items_per_thread": Tunable(16, (4, 8, 12, 16, 20), "keys per thread in a tile"),
         "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
         "min_resident_threads": Tunable(0, (0, 512, 768, 1024),
                                         "scatter's register cap: threads kept resident per SM "
-                                        "(0: 768 for keys-only keys of <= 4 bytes, else 512)"),
+                                        "(0: 1024 for keys-only keys of <= 4 bytes, else 512)"),
     }
     templates = ("radix.cu",)
 
