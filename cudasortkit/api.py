@@ -222,12 +222,13 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
     value_result = None
     saved = []  # (pointer, backup buffer, nbytes) for in-place outputs
     if request.kind == "argsort":
-        from .corekernels import iota64
+        if not plugin.makes_indices:
+            from .corekernels import iota64
 
-        iota = state.allocate(n * INDEX_DTYPE.itemsize, f"{plugin.name}: argsort indices")
-        saved.append((None, iota, 0))  # keeps the buffer alive
-        iota64(state, int(iota), n)
-        values_in = int(iota)
+            iota = state.allocate(n * INDEX_DTYPE.itemsize, f"{plugin.name}: argsort indices")
+            saved.append((None, iota, 0))  # keeps the buffer alive
+            iota64(state, int(iota), n)
+            values_in = int(iota)
         value_result = Result(keys, INDEX_DTYPE, state)
         values_out_ptr = value_result.ptr
     elif request.kind == "pairs":
@@ -251,8 +252,10 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
     try:
         if n <= 1:
             state.cuda.memcpy_dtod_async(keys_out, keys_in, keys.nbytes, state.stream)
-            if vbytes and n:
+            if vbytes and n and values_in:
                 state.cuda.memcpy_dtod_async(values_out_ptr, values_in, vbytes, state.stream)
+            elif vbytes and n:  # argsort of one key, no indices made: [0]
+                state.cuda.memset_d32_async(values_out_ptr, 0, vbytes // 4, state.stream)
             state.stream.synchronize()
         else:
             job = Job(plugin, state, dtype=request.dtype, n=n, keys_in=keys_in, keys_out=keys_out,

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .compiler import compile_module, prepared_function
+from .compiler import compile_module, memo_kernel, prepared_function
 from .errors import KernelError, describe
 
 #: Synchronize after every launch so an asynchronous fault names its kernel.
@@ -51,7 +51,7 @@ class Job:
         self.values_in, self.values_out = int(values_in), int(values_out)
         self.value_bytes = int(value_bytes)
         self.descending = bool(descending)
-        self.config = dict(plugin.default_config() if config is None else config)
+        self.config = dict(plugin.default_config(self.dtype, int(value_bytes)) if config is None else config)
         self.request = request
         self.stream = state.stream
         import numpy as np
@@ -90,17 +90,23 @@ class Job:
         value_bytes = self.value_bytes if value_bytes is None else value_bytes
         owner = type(self.plugin) if owner is None else owner
         dtype = self.dtype if dtype is None else dtype
-        module = compile_module(self.state, owner, template, dtype,
-                                value_bytes, config, defines)
-        try:
-            function = prepared_function(module, name, signature)
-        except self.state.cuda.Error as exc:
-            raise KernelError(f"{describe(self.plugin.name, name, dtype, config)}: {exc}") from exc
-        return Kernel(function, name, template)
+
+        def make() -> Kernel:
+            module = compile_module(self.state, owner, template, dtype,
+                                    value_bytes, config, defines)
+            try:
+                function = prepared_function(module, name, signature)
+            except self.state.cuda.Error as exc:
+                raise KernelError(f"{describe(self.plugin.name, name, dtype, config)}: {exc}") from exc
+            return Kernel(function, name, template)
+
+        key = (self.state.ordinal, owner, template, name, signature, dtype, value_bytes,
+               tuple(config.items()), tuple(defines.items()) if defines else ())
+        return memo_kernel(key, make)
 
     def alloc(self, nbytes: int):
         """A device temporary of nbytes from the pool, freed when the job ends."""
-        buf = self.state.allocate(nbytes, f"{self.where}, temporaries for {self.n:,} keys")
+        buf = self.state.allocate(nbytes, lambda: f"{self.where}, temporaries for {self.n:,} keys")
         self._temporaries.append(buf)
         return buf
 

@@ -85,6 +85,10 @@ class SortPlugin:
     stable: ClassVar[bool] = False
     #: True if the plugin moves a value payload (argsort, sort_by_key).
     pairs: ClassVar[bool] = False
+    #: True if, for argsort, the plugin writes the indices 0 .. n-1 itself
+    #: (its first pass makes them up instead of loading values): the API then
+    #: passes no values_in and skips the pass that would write them.
+    makes_indices: ClassVar[bool] = False
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"
     #: Tunables by name; every GPU plugin has at least "block_size".
@@ -112,7 +116,10 @@ class SortPlugin:
             return f"{self.name} is not stable"
         return None
 
-    def default_config(self) -> dict:
+    def default_config(self, dtype: str | None = None, value_bytes: int = 0) -> dict:
+        """The documented defaults; a plugin may override this to default
+        differently per key dtype and payload (value_bytes 0: keys only).
+        dtype None: the tunables' own defaults."""
         return {name: t.default for name, t in self.tunables.items()}
 
     def config_space(self) -> dict:

@@ -84,6 +84,7 @@ class CountingSort(SortPlugin):
     dtypes = INT_DTYPES
     stable = True
     pairs = True
+    makes_indices = True
     #: The generic suite sorts uniform int32/int64/uint32/uint64 keys by name,
     #: which this plugin correctly declines (range far above RANGE_LIMIT) with
     #: ValueError; tests/test_counting_gpu.py runs the same checks with ranges

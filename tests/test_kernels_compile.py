@@ -1,6 +1,6 @@
 """Every kernel template of every registered GPU plugin compiles with nvcc, from
 the very text the runtime compiler gets (cudasortkit.render): every key dtype
-at default settings, and every tunable value at one dtype, for sm_75 and sm_90.
+at its default settings (with and without values), and every tunable value at one dtype, for sm_75 and sm_90.
 Skipped only when nvcc is missing."""
 import os
 import shutil
@@ -32,7 +32,7 @@ def variants(plugin):
             for vb in value_sizes:
                 if vb == 4 and dtype != SWEEP_DTYPE:
                     continue
-                yield template, dtype, vb, base
+                yield template, dtype, vb, plugin.default_config(dtype, vb)
         for name, values in plugin.config_space().items():
             for value in values:
                 config = dict(base, **{name: value})

@@ -242,7 +242,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
                 e = plugin_results(ctx.table, name).get("sort", {}).get(dtype, {}).get(str(b))
                 if not isinstance(e, dict) or e.get("failed") or e.get("config") is None:
                     continue
-                default = gpu[name].default_config()
+                default = gpu[name].default_config(dtype)
                 if e["config"] == default:
                     out["tuned"].append({"plugin": name, "dtype": dtype, "n": 1 << b, "ratio": 1.0,
                                          "ok": True, "same": True})

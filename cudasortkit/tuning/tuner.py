@@ -121,7 +121,7 @@ class Case:
 
 def configs_quick(plugin, dtype: str, value_bytes: int) -> list:
     """Default first, then each tunable varied alone (others at default)."""
-    default = plugin.default_config()
+    default = plugin.default_config(dtype, value_bytes)
     out = [default]
     for name, values in plugin.config_space().items():
         for v in values:
@@ -135,7 +135,7 @@ def configs_full(plugin, dtype: str, value_bytes: int) -> list:
     """Default first, then every combination of tunable values."""
     space = plugin.config_space()
     names = list(space)
-    out = [plugin.default_config()]
+    out = [plugin.default_config(dtype, value_bytes)]
     for combo in itertools.product(*(space[n] for n in names)):
         cfg = dict(zip(names, combo))
         if cfg not in out:
@@ -214,7 +214,7 @@ class Tuner:
             configs = configs_quick(plugin, dtype, vb)[:1]
         else:
             configs = configs_quick(plugin, dtype, vb)
-        default = plugin.default_config()
+        default = plugin.default_config(dtype, vb)
         tried, rejected = [], []
         complete = True
         t0 = time.monotonic()
