@@ -184,8 +184,11 @@ class Result:
         elif like.library == "cupy":
             import cupy
 
-            with cupy.cuda.Device(like.ordinal):
+            if cupy.cuda.runtime.getDevice() == like.ordinal:
                 self.value = cupy.empty(self.n, self.dtype)
+            else:
+                with cupy.cuda.Device(like.ordinal):
+                    self.value = cupy.empty(self.n, self.dtype)
             self.ptr = int(self.value.data.ptr)
         elif like.library == "torch":
             import torch

@@ -60,6 +60,14 @@ def _check(op, got, ref) -> bool:
     return bool(np.array_equal(got, ref, equal_nan=got.dtype.kind == "f"))
 
 
+#: Interleaved timing rounds per case (bench_case).
+ROUNDS = 3
+
+
+def _error_text(exc) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+
+
 def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10,
                with_numpy=False, check=True, rng=None) -> list:
     """Rows {op, dtype, n, algorithm, median_ms, gkeys_s, ok} for one case."""
@@ -97,9 +105,10 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             "argsort": lambda i: cupy.argsort(devs[i]),
             "pairs": lambda i: (lambda o: (devs[i][o], vals[i][o]))(cupy.argsort(devs[i])),
         }[op]
-    rows = []
+    rows, timed = [], {}
     for name, run in runners.items():
         row = {"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": name}
+        rows.append(row)
         try:
             if check:
                 got = run(0)
@@ -107,13 +116,26 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
                 row["ok"] = _check(op, got, ref)
                 if not row["ok"]:
                     row["error"] = "wrong result"
-                    rows.append(row)
                     continue
-            row.update(time_gpu(run, inputs=inputs, repeats=repeats))
-            row["gkeys_s"] = n / row["median_ms"] / 1e6
+            run(0)  # compiles and allocates outside the timing
+            timed[name] = (row, run)
         except (ValueError, MemoryError, RuntimeError) as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
-        rows.append(row)
+            row["error"] = _error_text(exc)
+    # Interleaved rounds (every algorithm once per round, CuPy included), so
+    # that clock or host drift during the run favours none of them.
+    samples = {name: [] for name in timed}
+    for _ in range(ROUNDS):
+        for name, (row, run) in list(timed.items()):
+            try:
+                samples[name] += time_gpu(run, inputs=inputs, repeats=-(-repeats // ROUNDS),
+                                          warmup=1)["times"]
+            except (ValueError, MemoryError, RuntimeError) as exc:
+                row["error"] = _error_text(exc)
+                del timed[name]
+    for name, (row, _) in timed.items():
+        row.update(median_ms=float(np.median(samples[name])), min_ms=min(samples[name]),
+                   max_ms=max(samples[name]), repeats=len(samples[name]))
+        row["gkeys_s"] = n / row["median_ms"] / 1e6
     if with_numpy and op == "sort":
         import time
 
@@ -190,11 +212,12 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
                     row["error"] = "wrong result"
                     rows.append(row)
                     continue
-            row.update(time_gpu(run, inputs=inputs, repeats=repeats))
+            stats = time_gpu(run, inputs=inputs, repeats=repeats)
+            row.update((k, stats[k]) for k in ("median_ms", "min_ms", "max_ms", "repeats"))
             row["gkeys_s"] = 2 * n / row["median_ms"] / 1e6
             row["gb_s"] = 2 * nbytes / row["median_ms"] / 1e6
         except (ValueError, MemoryError, RuntimeError) as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+            row["error"] = _error_text(exc)
         rows.append(row)
     for job in jobs:
         job.finish()  # frees the kernels-only runs' temporaries

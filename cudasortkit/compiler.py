@@ -16,6 +16,7 @@ _lock = threading.Lock()
 _modules: dict = {}
 _functions: dict = {}
 _sources: dict = {}
+_kernels: dict = {}
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
@@ -62,8 +63,20 @@ def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defi
 def forget_modules() -> None:
     """Drop every cached module (before the context goes away)."""
     with _lock:
+        _kernels.clear()
         _functions.clear()
         _modules.clear()
+
+
+def memo_kernel(key, make):
+    """make() once per key: Job.kernel's whole lookup (render, module and
+    function caches) costs microseconds a call, paid on every sort."""
+    kernel = _kernels.get(key)
+    if kernel is None:
+        kernel = make()
+        with _lock:
+            _kernels[key] = kernel
+    return kernel
 
 
 def prepared_function(module, name: str, signature: str):

@@ -113,13 +113,14 @@ class DeviceState:
             _thread.ordinal = self.ordinal
         return self
 
-    def allocate(self, nbytes: int, who: str = "cudasortkit"):
-        """nbytes from the memory pool; out of memory is a MemoryError naming `who`."""
+    def allocate(self, nbytes: int, who="cudasortkit"):
+        """nbytes from the memory pool; out of memory is a MemoryError naming
+        `who` (a string, or a function making it: only built on failure)."""
         nbytes = max(int(nbytes), 1)
         try:
             return self.pool.allocate(nbytes)
         except self.cuda.MemoryError as exc:
-            raise MemoryError(f"{who}: out of GPU memory allocating {nbytes:,} bytes on "
+            raise MemoryError(f"{who() if callable(who) else who}: out of GPU memory allocating {nbytes:,} bytes on "
                               f"{self.name}") from exc
 
     def free_memory(self) -> int:

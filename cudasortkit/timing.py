@@ -38,4 +38,4 @@ def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
         if k >= 10 * repeats:
             break
     return {"median_ms": statistics.median(times), "min_ms": min(times),
-            "max_ms": max(times), "repeats": len(times)}
+            "max_ms": max(times), "repeats": len(times), "times": times}
