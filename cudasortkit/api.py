@@ -13,7 +13,7 @@ import numpy as np
 
 from . import registry, select
 from .arrays import Operand, Result, overlaps
-from .dtypes import value_bytes as _value_bytes
+from .dtypes import key_name, value_bytes as _value_bytes
 from .plugin import Request
 
 INDEX_DTYPE = np.dtype(np.int64)
@@ -107,7 +107,7 @@ def make_request(kind, keys: Operand, values: Operand | None, descending, stable
         vbytes = INDEX_DTYPE.itemsize
     else:
         vbytes = _value_bytes(values.dtype)
-    return Request(kind=kind, dtype=keys.key_dtype.name, n=keys.n, stable=bool(stable),
+    return Request(kind=kind, dtype=key_name(keys.dtype), n=keys.n, stable=bool(stable),
                    descending=bool(descending), value_bytes=vbytes, on_device=keys.on_device,
                    key_range=_check_range(key_range), options=options,
                    range_probe=_RangeProbe(keys))

@@ -57,8 +57,11 @@ class Operand:
             a = a.detach()
         self.original = a
         self.on_device = self.library != "numpy"
+        self._cai = None
         if self.on_device:
-            cai = a.__cuda_array_interface__
+            # Built anew by CuPy and PyTorch on every access (microseconds):
+            # read once, reused by _contiguous and device_ptr.
+            cai = self._cai = a.__cuda_array_interface__
             shape, typestr = tuple(cai["shape"]), cai["typestr"]
             self.dtype = np.dtype(typestr) if "V" not in typestr else None
             if self.dtype is None:
@@ -77,10 +80,10 @@ class Operand:
     def _contiguous(self, a):
         if self.library == "numpy":
             return np.ascontiguousarray(a)
-        cai = a.__cuda_array_interface__
-        strides = cai.get("strides")
+        strides = self._cai.get("strides")
         if strides is None or self.n <= 1 or strides[0] == self.dtype.itemsize:
             return a
+        self._cai = None  # a contiguous copy follows: its own interface
         if self.library == "cupy":
             import cupy
 
@@ -126,7 +129,9 @@ class Operand:
     def device_ptr(self, state) -> int:
         """Device address of the data; host arrays are uploaded once."""
         if self.on_device:
-            return int(self.array.__cuda_array_interface__["data"][0])
+            if self._cai is None:
+                self._cai = self.array.__cuda_array_interface__
+            return int(self._cai["data"][0])
         if self._upload is None:
             self._upload = state.allocate(self.nbytes, f"upload of {self.what}")
             if self.n:

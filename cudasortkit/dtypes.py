@@ -6,6 +6,8 @@ its width and its kind (unsigned, signed or float).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 #: Every key dtype the library knows, in the order tables print them.
@@ -26,7 +28,21 @@ def key_dtype(dtype) -> np.dtype:
 
     Raises TypeError naming the supported dtypes for anything else.
     """
-    dt = np.dtype(dtype)
+    return _key_dtype(np.dtype(dtype))
+
+
+def key_name(dtype) -> str:
+    """key_dtype(dtype).name, remembered."""
+    return _key_name(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _key_name(dt: np.dtype) -> str:
+    return _key_dtype(dt).name
+
+
+@functools.lru_cache(maxsize=None)
+def _key_dtype(dt: np.dtype) -> np.dtype:  # every sort asks; dt.name alone costs microseconds
     if dt == np.bool_:
         return np.dtype(np.uint8)
     if dt.name not in KEY_DTYPES or not dt.isnative:
