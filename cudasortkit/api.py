@@ -252,10 +252,11 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
     try:
         if n <= 1:
             state.cuda.memcpy_dtod_async(keys_out, keys_in, keys.nbytes, state.stream)
-            if vbytes and n and values_in:
-                state.cuda.memcpy_dtod_async(values_out_ptr, values_in, vbytes, state.stream)
-            elif vbytes and n:  # argsort of one key, no indices made: [0]
-                state.cuda.memset_d32_async(values_out_ptr, 0, vbytes // 4, state.stream)
+            if vbytes and n:
+                if values_in:
+                    state.cuda.memcpy_dtod_async(values_out_ptr, values_in, vbytes, state.stream)
+                else:  # argsort for a plugin that makes its indices: [0]
+                    state.cuda.memset_d32_async(values_out_ptr, 0, vbytes // 4, state.stream)
             state.stream.synchronize()
         else:
             job = Job(plugin, state, dtype=request.dtype, n=n, keys_in=keys_in, keys_out=keys_out,

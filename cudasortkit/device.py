@@ -120,7 +120,8 @@ class DeviceState:
         try:
             return self.pool.allocate(nbytes)
         except self.cuda.MemoryError as exc:
-            raise MemoryError(f"{who() if callable(who) else who}: out of GPU memory allocating {nbytes:,} bytes on "
+            who = who() if callable(who) else who
+            raise MemoryError(f"{who}: out of GPU memory allocating {nbytes:,} bytes on "
                               f"{self.name}") from exc
 
     def free_memory(self) -> int:

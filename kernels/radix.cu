@@ -250,8 +250,9 @@ __device__ __forceinline__ void radix_load_values(csk_value_t (&v)[ITEMS_PER_THR
 
 // Occupancy floor for the register allocator (tunable MIN_RESIDENT_THREADS;
 // 0: small keys-only tiles keep 1024 threads per SM resident (64 registers),
-// wider payloads 512. H100: 1024 beat 768 by 15-25% for 32-bit keys; for
-// 64-bit keys or values it spills and loses).
+// wider payloads 512. H100: 512-thread blocks with 1024 resident threads
+// beat 256 with 768 by 15-22% for 32-bit keys; for 64-bit keys or values
+// 1024 spills and loses).
 #if MIN_RESIDENT_THREADS > 0
 #define RADIX_MIN_THREADS MIN_RESIDENT_THREADS
 #else
