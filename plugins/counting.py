@@ -13,10 +13,10 @@ key range, max - min + 1:
 * Float keys: not supported (no small set of bins; use radix or onesweep).
 
 Keys only: histogram -> exclusive scan (cudasortkit.scan.DeviceScan) -> every
-output slot gets its bin's key (no scatter). Pairs and argsort: one stable
-counting pass per 8-bit digit of the bin, least significant first, so up to
-256 bins take one pass and 65,536 two. Stable throughout, ascending and
-descending. kernels/counting.cu has the details; docs/algorithms/counting.md
+output slot gets its bin's key (no scatter). Pairs and argsort: the
+chained-scan LSD passes of cudasortkit.sweep (one launch per 8-bit digit of
+the bin, reading and writing every key once), so up to 256 bins take one pass
+and 65,536 two. Stable throughout, ascending and descending. kernels/counting.cu has the details; docs/algorithms/counting.md
 the limits.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 from cudasortkit.plugin import SortPlugin, Tunable
 from cudasortkit.scan import DeviceScan
+from cudasortkit.sweep import SweepGeometry, sweep_sort
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 #: Most bins (max - min + 1) the plugin sorts into; wider ranges are declined.
@@ -40,14 +41,12 @@ COPIES_BYTES = 32 * 1024
 MAX_SLICES = 4
 #: Bits of the bin sorted per stable scatter pass (256 digits).
 DIGIT_BITS = 8
-
-VALUES_NONE, VALUES_WORDS, VALUES_INDEX, VALUES_U32 = 0, 1, 2, 3
+#: Dynamic shared memory one block of the scatter passes may use.
+SWEEP_SHARED_LIMIT = 227 * 1024
 
 _SIGNATURES = {
     "counting_histogram": "PqQQQPPiIIq",
     "counting_fill": "PqPIQQ",
-    "counting_digit_counts": "PqQQQiiqPP",
-    "counting_scatter": "PPPPqQQQiiiPiii",
 }
 
 
@@ -71,13 +70,6 @@ def clamp_range(dtype, key_range) -> tuple | None:
     return (lo, hi) if lo <= hi else None
 
 
-def digit_passes(bins: int) -> tuple:
-    """(passes, bits per pass) of the stable scatter for `bins` bins."""
-    total = max(1, (bins - 1).bit_length())
-    passes = -(-total // DIGIT_BITS)
-    return passes, -(-total // passes)
-
-
 class CountingSort(SortPlugin):
     name = "counting"
     summary = "counting sort for integer keys with a small range (<= 2^20 values; stable)"
@@ -98,12 +90,12 @@ class CountingSort(SortPlugin):
         "aggregate": Tunable(0, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
         "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
-        "scatter_items": Tunable(8, (4, 8, 16), "keys per thread in a stable-scatter tile"),
+        "scatter_block": Tunable(384, (256, 384, 512), "threads per block of the pairs/argsort passes"),
+        "scatter_items": Tunable(16, (8, 12, 16, 20), "keys per thread in a pairs/argsort pass tile"),
     }
-    templates = ("counting.cu",)
+    templates = ("counting.cu", "counting_sweep.cu")
 
     def __init__(self):
-        self._resident = {}  # (device, kernel, dtype, values, block, shared) -> blocks per SM
         self._smem_per_sm = {}
 
     # ------------------------------------------------------------ support
@@ -132,15 +124,13 @@ class CountingSort(SortPlugin):
                     f"{RANGE_LIMIT:,} (2^20) distinct values")
         return None
 
-    def valid_config(self, config, dtype, value_bytes):
-        return self.scatter_shared(config, np.dtype(dtype).itemsize, value_bytes) <= 48 * 1024
+    @staticmethod
+    def sweep_geometry(config) -> SweepGeometry:
+        return SweepGeometry(config["scatter_block"], config["scatter_items"], DIGIT_BITS)
 
-    def scatter_shared(self, config, key_bytes: int, value_bytes: int) -> int:
-        """Shared bytes of counting_scatter: staging tile + per-warp counters + digit arrays."""
-        block = config["block_size"]
-        tile = block * config["scatter_items"]
-        stage = tile * max(key_bytes, value_bytes or 4)
-        return stage + (block // 32) * 256 * 2 + 2 * 256 * 4 + 4 * (block // 32 + 1)
+    def valid_config(self, config, dtype, value_bytes):
+        return self.sweep_geometry(config).fits(np.dtype(dtype).itemsize, value_bytes,
+                                                SWEEP_SHARED_LIMIT)
 
     # ---------------------------------------------------------------- run
     def run(self, job):
@@ -150,19 +140,14 @@ class CountingSort(SortPlugin):
         base, bins = bin_layout(job.dtype, lo, hi, job.descending)
         if bins > RANGE_LIMIT:
             raise ValueError(f"counting: keys span {bins:,} values, more than {RANGE_LIMIT:,}")
-        keys_in = job.keys_in
-        if keys_in % job.key_bytes:  # vector loads need keys aligned to their size
-            aligned = job.alloc(job.n * job.key_bytes)
-            job.copy(int(aligned), keys_in, job.n * job.key_bytes)
-            keys_in = int(aligned)
         flag = 0
         if promised:  # the caller's key_range: verify it while counting
             flag = int(job.alloc(4))
             job.memset32(flag, 0, 1)
         if job.value_bytes == 0:
-            self._sort_keys(job, keys_in, base, bins, flag)
+            self._sort_keys(job, base, bins, flag)
         else:
-            self._sort_pairs(job, keys_in, base, bins, flag)
+            self._sort_pairs(job, base, bins, flag)
 
     def _key_range(self, job):
         """(lo, hi, promised): the keys' range and whether it is only the
@@ -205,21 +190,6 @@ class CountingSort(SortPlugin):
         by_threads = max(1, 2048 // block)
         return max(1, min(by_threads, per_sm // max(shared + 1024, 1)))
 
-    def _resident_blocks(self, job, kernel, block: int, dynamic_shared: int) -> int:
-        """Blocks of `kernel` one SM holds (registers, shared memory, threads)."""
-        key = (job.state.ordinal, kernel.name, job.dtype, job.value_bytes, block, dynamic_shared)
-        blocks = self._resident.get(key)
-        if blocks is None:
-            try:
-                regs = -(-kernel.function.num_regs // 8) * 8
-                static = kernel.function.shared_size_bytes
-                by_regs = 65536 // max(regs * block, 1)
-                blocks = max(1, min(by_regs, self._blocks_per_sm(job, block, static + dynamic_shared)))
-            except Exception:  # attributes unavailable: a safe guess
-                blocks = 2
-            self._resident[key] = blocks
-        return blocks
-
     # ---------------------------------------------------------- keys only
     def histogram_layout(self, bins: int, slice_cap: int) -> tuple:
         """(slices, slice_bins, copies) of counting_histogram: copies >= 2 are
@@ -243,8 +213,13 @@ class CountingSort(SortPlugin):
             return 0
         return slice_bins * copies * 4 if copies else -(-slice_bins // 2) * 4
 
-    def _sort_keys(self, job, keys_in, base, bins, flag):
+    def _sort_keys(self, job, base, bins, flag):
         cfg, state, n = job.config, job.state, job.n
+        keys_in = job.keys_in
+        if keys_in % job.key_bytes:  # vector loads need keys aligned to their size
+            aligned = job.alloc(n * job.key_bytes)
+            job.copy(int(aligned), keys_in, n * job.key_bytes)
+            keys_in = int(aligned)
         block, vec_loads = cfg["block_size"], cfg["vec_loads"]
         kpv = 16 // job.key_bytes
         counts = int(job.alloc(bins * 4))
@@ -275,56 +250,9 @@ class CountingSort(SortPlugin):
             job.copy(job.keys_out, out, n * job.key_bytes)
 
     # ------------------------------------------------------ pairs, argsort
-    def _sort_pairs(self, job, keys_in, base, bins, flag):
-        cfg, state, n = job.config, job.state, job.n
-        block = cfg["block_size"]
-        tile = block * cfg["scatter_items"]
-        passes, bits = digit_passes(bins)
-        digits = 1 << bits
-        argsort = job.request is not None and job.request.kind == "argsort"
-        vb = job.value_bytes
-        counter = self._kernel(job, "counting_digit_counts")
-        scatter = self._kernel(job, "counting_scatter")
-        shared = tile * max(job.key_bytes, vb)
-        # Chunks (runs of tiles a block scatters in order): about whole waves
-        # of resident blocks, at most 8 tiles each, so no wave runs half empty.
-        tiles = job.blocks(n, tile)
-        resident = state.sm_count * self._resident_blocks(job, scatter, block, shared)
-        waves = job.blocks(tiles, resident * 8)
-        chunk_tiles = job.blocks(tiles, min(tiles, resident * waves))
-        chunks = job.blocks(tiles, chunk_tiles)
-
-        matrix = int(job.alloc(digits * chunks * 4))
-        scan = DeviceScan(job, digits * chunks)
-
-        # Where each pass reads and writes (the last pass writes the outputs).
-        def final_or_temp(p, final, temp):
-            return final if (passes - 1 - p) % 2 == 0 else temp
-
-        key_temp = int(job.alloc(n * job.key_bytes)) if passes > 1 else 0
-        if argsort:  # 32-bit indices between passes; argsort's keys output is never read
-            index_temps = [int(job.alloc(n * 4)) for _ in range(min(passes - 1, 2))]
-        else:
-            value_temp = int(job.alloc(n * vb)) if passes > 1 else 0
-        keys_src, values_src = keys_in, job.values_in
-        for p in range(passes):
-            last = p == passes - 1
-            keys_dst = final_or_temp(p, job.keys_out, key_temp)
-            if argsort:
-                values_from = VALUES_INDEX if p == 0 else VALUES_U32
-                values_to = VALUES_WORDS if last else VALUES_U32
-                values_dst = job.values_out if last else index_temps[p % 2]
-            else:
-                values_from = values_to = VALUES_WORDS
-                values_dst = final_or_temp(p, job.values_out, value_temp)
-            write_keys = int(not (argsort and last))
-            shift = p * bits
-            job.launch(counter, chunks, block, keys_src, n, job.desc_mask, base, bins, shift, bits,
-                       chunk_tiles * tile, matrix, flag if p == 0 else 0)
-            if p == 0:
-                self._check_flag(job, flag, job.request.key_range if job.request else None)
-            scan(matrix, matrix)
-            job.launch(scatter, chunks, block, keys_src, values_src, keys_dst, values_dst, n,
-                       job.desc_mask, base, bins, shift, bits, chunk_tiles, matrix, values_from,
-                       values_to, write_keys, shared=shared)
-            keys_src, values_src = keys_dst, values_dst
+    def _sort_pairs(self, job, base, bins, flag):
+        """Stable LSD passes over the bin's bits (cudasortkit.sweep); a broken
+        key_range promise still yields a permutation, then ValueError."""
+        sweep_sort(job, "counting_sweep.cu", self.sweep_geometry(job.config), base=base,
+                   limit=bins - 1, bad=flag)
+        self._check_flag(job, flag, job.request.key_range if job.request else None)

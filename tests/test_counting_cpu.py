@@ -9,7 +9,7 @@ from cudasortkit import api, select
 from cudasortkit.arrays import Operand
 from cudasortkit.plugin import Request
 from cudasortkit.plugins.counting import (MAX_KEYS, RANGE_LIMIT, CountingSort, bin_layout,
-                                          clamp_range, digit_passes)
+                                          clamp_range)
 
 PLUGIN = CountingSort()
 
@@ -126,17 +126,6 @@ def test_bin_layout_matches_ordered_words(dtype):
         got = [(int(u) - base) % (1 << bits) for u in ordered]
         expected = [(hi - int(k)) if descending else (int(k) - lo) for k in keys]
         assert got == expected
-
-
-def test_digit_passes():
-    assert digit_passes(1) == (1, 1)
-    assert digit_passes(2) == (1, 1)
-    assert digit_passes(256) == (1, 8)
-    assert digit_passes(257) == (2, 5)
-    assert digit_passes(1000) == (2, 5)
-    assert digit_passes(65536) == (2, 8)
-    assert digit_passes(65537) == (3, 6)
-    assert digit_passes(RANGE_LIMIT) == (3, 7)
 
 
 def test_histogram_layout():

@@ -1,0 +1,121 @@
+"""Chained-scan LSD radix passes (kernels/onesweep.cuh) on a job's stream.
+
+The onesweep plugin is these passes over the whole key; the counting plugin
+uses them for pairs and argsort over the bits of its bins (ordered key minus
+the smallest one). From a plugin's run()::
+
+    from cudasortkit.sweep import SweepGeometry, sweep_sort
+
+    geometry = SweepGeometry(block_size=384, items_per_thread=16, radix_bits=8)
+    sweep_sort(job, "onesweep.cu", geometry)                    # every key bit
+    sweep_sort(job, "counting_sweep.cu", geometry, base=b, limit=bins - 1, bad=flag)
+
+The template must include onesweep.cuh and define the same geometry as
+macros (BLOCK_SIZE, ITEMS_PER_THREAD, RADIX_BITS); it is compiled for the
+job's dtype and config like any of the plugin's kernels.
+
+Launches: onesweep_histogram (every digit of every sorted pass), onesweep_plan
+(offsets; trivial passes skipped on the device), one onesweep_pass per digit.
+For argsort (values_in == 0, the `makes_indices` contract) the first pass makes
+the indices, the passes in between keep them as 32-bit words (n < 2^32) and
+the last pass writes no keys (argsort's keys are never read).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Largest count a 32-bit status word holds (2 bits are flags); beyond it the
+#: kernels are built with 64-bit status words.
+NARROW_STATUS_MAX = (1 << 30) - 1
+#: Blocks of the histogram kernel at most (it loops over the keys).
+HIST_GRID_CAP = 2048
+HIST_ITEMS = 8  # keys per thread per histogram step (kernels/onesweep.cuh)
+ALIGN = 256
+#: value_mode of onesweep_pass (kernels/onesweep.cuh).
+VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
+
+_SIGNATURES = {
+    "onesweep_histogram": "PqQQQPP",
+    "onesweep_plan": "PqQPP",
+    "onesweep_pass": "PPPPPPqQQiiiPPPPQ",
+}
+
+
+@dataclass(frozen=True)
+class SweepGeometry:
+    block_size: int
+    items_per_thread: int
+    radix_bits: int = 8
+
+    @property
+    def tile(self) -> int:
+        return self.block_size * self.items_per_thread
+
+    @property
+    def digits(self) -> int:
+        return 1 << self.radix_bits
+
+    def passes(self, key_bytes: int) -> int:
+        return -(-8 * key_bytes // self.radix_bits)
+
+    def shared_bytes(self, key_bytes: int, value_bytes: int) -> int:
+        """Dynamic shared memory of onesweep_pass (mirrors its layout)."""
+        a8 = lambda x: -(-x // 8) * 8  # noqa: E731
+        warps = self.block_size // 32
+        return (a8(self.tile * value_bytes) + self.digits * 8 + a8(self.tile * key_bytes)
+                + warps * self.digits * 4 + (warps + 1) * 4 + 4)
+
+    def fits(self, key_bytes: int, value_bytes: int, shared_limit: int) -> bool:
+        return (self.block_size >= self.digits and self.block_size % 32 == 0
+                and self.shared_bytes(key_bytes, value_bytes) <= shared_limit)
+
+
+def _align(x: int, a: int = ALIGN) -> int:
+    return -(-x // a) * a
+
+
+def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
+               limit: int | None = None, bad: int = 0) -> None:
+    """Sort job.keys_in into job.keys_out (and values) by w = csk_encode(key)
+    - base, running only the passes over the bits of `limit`, the largest w
+    (default: the largest word). `bad` (a device word, or 0 when w <= limit
+    always holds) is set if some w > limit; the output is then a permutation
+    of the keys, not sorted."""
+    g, n = geometry, job.n
+    kb, vb = job.key_bytes, job.value_bytes
+    limit = (1 << 8 * kb) - 1 if limit is None else int(limit)
+    passes = g.passes(kb)
+    tiles = job.blocks(n, g.tile)
+    wide = n > NARROW_STATUS_MAX
+    defines = {"wide_status": 1} if wide else None
+    status_word = 8 if wide else 4
+
+    # One temporary, carved: zeroed head (histogram, tile counters, status
+    # half 0), then status half 1 (zeroed by the first pass), offsets, plan,
+    # ping-pong keys and values.
+    half_bytes = _align(tiles * g.digits * status_word)
+    at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
+                          ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
+                          ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)], ALIGN)
+    kernels = {name: job.kernel(template, name, sig, defines=defines)
+               for name, sig in _SIGNATURES.items()}
+    job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
+
+    mask = job.desc_mask
+    hist_grid = min(job.blocks(n, g.block_size * HIST_ITEMS), HIST_GRID_CAP)
+    job.launch(kernels["onesweep_histogram"], hist_grid, g.block_size, job.keys_in, n, mask,
+               base, limit, at["hist"], bad)
+    job.launch(kernels["onesweep_plan"], 1, g.block_size, at["hist"], n, limit,
+               at["offsets"], at["plan"])
+
+    argsort = vb > 0 and job.values_in == 0  # the core gave no indices: make them
+    if not argsort:
+        mode = VALUES_GIVEN
+    else:
+        mode = INDICES_U32 if n < (1 << 32) else INDICES
+    vals = (job.values_in, job.values_out, at["values"]) if vb else (0, 0, 0)
+    shared = g.shared_bytes(kb, vb)
+    for p in range(passes):
+        job.launch(kernels["onesweep_pass"], tiles, g.block_size, job.keys_in, job.keys_out,
+                   at["keys"], *vals, n, mask, base, p, mode, int(not argsort), at["offsets"],
+                   at["plan"], at["status"], at["counters"], tiles, shared=shared)

@@ -1,0 +1,427 @@
+// Single-pass ("onesweep") LSD radix sort: one up-front histogram of every
+// digit, then one launch per digit that reads and writes every key once,
+// with a chained scan over tiles (decoupled look-back) for global offsets.
+// Included by onesweep.cu (the onesweep plugin) and counting.cu (the counting
+// plugin's pairs and argsort).
+//
+// The sorted word of key x is csk_encode(x, mask) - base (keys.cuh), at most
+// `limit`, and only the passes over limit's bits run: onesweep passes base 0
+// and the largest word; counting passes the smallest ordered key as base and
+// its largest bin, so a range of 2^8 values is one pass whatever the key width.
+//
+// Macros: BLOCK_SIZE threads (>= RADIX_DIGITS), ITEMS_PER_THREAD keys per
+// thread, RADIX_BITS bits per digit, WARP_MATCH (peers.cuh), EARLY_COUNTS.
+// Define WIDE_STATUS=1 (the drivers do, for n >= 2^30) for 64-bit tile status
+// words.
+//
+// Kernels, in launch order (cudasortkit/onesweep.py drives them):
+//   onesweep_histogram  counts of every digit of every sorted pass
+//   onesweep_plan       per pass: exclusive digit offsets; which passes are
+//                       trivial (one digit holds every key, or above
+//                       limit's bits) and are skipped; which buffer each
+//                       remaining pass reads and writes
+//   onesweep_pass       one digit: tile id from an atomic counter, ranking by
+//                       warp-level multisplit (peers.cuh) in shared memory,
+//                       status publish + look-back, staged scatter
+//
+// Forward progress of the look-back: a tile only ever waits on tiles with a
+// smaller id, and it publishes its own per-digit aggregate before waiting on
+// anything. Tile ids come from an atomic counter taken by a block once it is
+// running, so every smaller id belongs to a block that is already resident
+// (or finished); such a block publishes its aggregate without waiting, hence
+// every flag a tile spins on is set in bounded time. With blockIdx.x as the
+// tile id this would not hold: the hardware may schedule block 900 while
+// block 10 is not yet resident, and if every resident block spins on a
+// non-resident one the grid deadlocks.
+#include "keys.cuh"
+#include "scan.cuh"
+#include "peers.cuh"
+#include "passplan.cuh"
+
+#ifndef WIDE_STATUS
+#define WIDE_STATUS 0
+#endif
+#ifndef EARLY_COUNTS
+#define EARLY_COUNTS 0
+#endif
+
+#define RADIX_DIGITS (1 << RADIX_BITS)
+#define PASSES ((CSK_KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
+#define WARPS (BLOCK_SIZE / 32)
+#define WARP_ITEMS (32 * ITEMS_PER_THREAD)
+#define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
+#define HIST_ITEMS 8
+// Registers: ask for at least 768 resident threads per SM (85 registers).
+#define OS_MIN_BLOCKS ((768 / BLOCK_SIZE) > 0 ? (768 / BLOCK_SIZE) : 1)
+
+#if BLOCK_SIZE < RADIX_DIGITS || BLOCK_SIZE % 32 != 0
+#error "onesweep needs BLOCK_SIZE >= 2^RADIX_BITS threads, whole warps"
+#endif
+
+// ---------------------------------------------------------------- tile status
+// One word per (tile, digit): 2 flag bits on top, the count below, written and
+// read as a whole (one 32/64-bit relaxed access), so flag and count can never
+// be seen apart and no fence is needed between them.
+#if WIDE_STATUS
+typedef unsigned long long os_status_t;
+#else
+typedef unsigned int os_status_t;
+#endif
+#define OS_STATUS_BITS (8 * (int)sizeof(os_status_t))
+#define OS_FLAG_AGGREGATE ((os_status_t)1 << (OS_STATUS_BITS - 2))
+#define OS_FLAG_PREFIX ((os_status_t)2 << (OS_STATUS_BITS - 2))
+#define OS_FLAGS (OS_FLAG_AGGREGATE | OS_FLAG_PREFIX)
+#define OS_COUNT_MASK (OS_FLAG_AGGREGATE - 1)
+
+__device__ __forceinline__ unsigned os_load_relaxed(const unsigned* p)
+{
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long os_load_relaxed(const unsigned long long* p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void os_store_relaxed(unsigned* p, unsigned v)
+{
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void os_store_relaxed(unsigned long long* p, unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+
+// ------------------------------------------------------------------ histogram
+// Passes that hold a bit of a sorted word <= limit (at least one).
+__device__ __forceinline__ int os_passes_used(unsigned long long limit)
+{
+    const int bits = 64 - __clzll(limit);
+    const int used = (bits + RADIX_BITS - 1) / RADIX_BITS;
+    return used < 1 ? 1 : (used < PASSES ? used : PASSES);
+}
+
+// hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
+// for the passes below os_passes_used(limit). A key whose sorted word is
+// above limit (outside the caller's promised range) sets *bad.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
+                   unsigned long long base, unsigned long long limit, unsigned long long* __restrict__ hist,
+                   unsigned* __restrict__ bad)
+{
+    __shared__ unsigned counts[PASSES * RADIX_DIGITS];
+    for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS; i += BLOCK_SIZE) counts[i] = 0;
+    __syncthreads();
+    const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
+    const int used = os_passes_used(limit);
+    const bool check = limit < (unsigned long long)CSK_ALL_ONES;
+    bool outside = false;
+    const csk_index_t chunk = (csk_index_t)BLOCK_SIZE * HIST_ITEMS;
+    for (csk_index_t start = (csk_index_t)blockIdx.x * chunk; start < n; start += (csk_index_t)gridDim.x * chunk) {
+        csk_bits_t u[HIST_ITEMS];
+#pragma unroll
+        for (int j = 0; j < HIST_ITEMS; ++j) {
+            const csk_index_t i = start + j * BLOCK_SIZE + threadIdx.x;
+            u[j] = i < n ? keys[i] : (csk_bits_t)0;
+        }
+#pragma unroll
+        for (int j = 0; j < HIST_ITEMS; ++j) {
+            if (start + j * BLOCK_SIZE + threadIdx.x < n) {
+                const csk_bits_t w = (csk_bits_t)(csk_encode(u[j], kmask) - kbase);
+                if (check && (unsigned long long)w > limit) outside = true;
+#pragma unroll
+                for (int p = 0; p < PASSES; ++p)
+                    if (p < used)
+                        atomicAdd(&counts[p * RADIX_DIGITS + csk_digit(w, p * RADIX_BITS, RADIX_BITS)], 1u);
+            }
+        }
+    }
+    if (outside) atomicOr(bad, 1u);
+    __syncthreads();
+    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE)
+        if (counts[i]) atomicAdd(&hist[i], (unsigned long long)counts[i]);
+}
+
+// ----------------------------------------------------------------------- plan
+// One block. offsets[pass * RADIX_DIGITS + d]: keys with a smaller digit d in
+// that pass. plan[pass]: -1 if skipped (trivial, or above limit's bits),
+// else index | (active passes << 8).
+// If every pass is trivial (all keys equal) pass 0 still runs, as a stable
+// copy that also canonicalises NaN and -0.0 like every other result.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsigned long long limit,
+              unsigned long long* __restrict__ offsets, int* __restrict__ plan)
+{
+    __shared__ unsigned long long warp_sums[WARPS + 1];
+    __shared__ int trivial[PASSES];
+    const int used = os_passes_used(limit);
+    if (threadIdx.x < PASSES) trivial[threadIdx.x] = threadIdx.x >= used;
+    __syncthreads();
+    for (int p = 0; p < used; ++p) {
+        const unsigned long long c = threadIdx.x < RADIX_DIGITS ? hist[p * RADIX_DIGITS + threadIdx.x] : 0ull;
+        unsigned long long total;
+        const unsigned long long before =
+            csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(c, warp_sums, &total);
+        if (threadIdx.x < RADIX_DIGITS) {
+            offsets[p * RADIX_DIGITS + threadIdx.x] = before;
+            if (c == (unsigned long long)n) trivial[p] = 1;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) csk_write_plan(trivial, PASSES, plan);
+}
+
+// ----------------------------------------------------------------------- pass
+// Dynamic shared memory layout (bytes; plugins/onesweep.py mirrors it):
+//   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
+//   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
+//   keys staging    TILE * CSK_KEY_BYTES  (rounded up to 8)
+//   warp counters   WARPS * RADIX_DIGITS * 4
+//   scan scratch    (WARPS + 1) * 4, then the tile id (4)
+#define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
+#define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
+#define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
+
+// Warp-level multisplit ranking of one item per lane: lanes with the same
+// digit find each other (peers.cuh); the highest of them bumps the warp's
+// counter for that digit. Returns the counter's old value plus the number of
+// peers in lower lanes. Called by all 32 lanes, every lane holding a key
+// (past n: the largest word, see onesweep_pass).
+__device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t key, int shift,
+                                                 int lane, int item)
+{
+    const unsigned d = csk_digit(key, shift, RADIX_BITS);
+    const unsigned peers = csk_warp_peers<RADIX_BITS>(d, item);
+    const int leader = 31 - __clz(peers);
+    unsigned before = 0;
+    if (lane == leader) {
+        before = my_counts[d];
+        my_counts[d] = before + __popc(peers);
+    }
+    const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1u));
+    __syncwarp();
+    return rank;
+}
+
+// From each warp's digit counts (warp_counts[w][d]): publish the tile's
+// per-digit count (flag AGGREGATE, or PREFIX for tile 0) so that successors
+// can look back past this tile, and turn warp_counts[w][d] into the tile
+// position of warp w's first key of digit d. count / digit_start: this
+// thread's digit (t < RADIX_DIGITS). Called by all threads; ends synchronized.
+__device__ __forceinline__ void os_publish_counts(unsigned* warp_counts, unsigned* scan_scratch,
+                                                  os_status_t* my_status, unsigned tile,
+                                                  unsigned& count, unsigned& digit_start)
+{
+    const int t = threadIdx.x;
+    count = 0;
+    if (t < RADIX_DIGITS) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const unsigned c = warp_counts[w * RADIX_DIGITS + t];
+            warp_counts[w * RADIX_DIGITS + t] = count;
+            count += c;
+        }
+        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
+                         (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)count);
+    }
+    unsigned tile_keys;
+    digit_start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(count, scan_scratch, &tile_keys);
+    if (t < RADIX_DIGITS) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) warp_counts[w * RADIX_DIGITS + t] += digit_start;
+    }
+    __syncthreads();
+}
+
+// Decoupled look-back, one thread per digit (t < RADIX_DIGITS): add the
+// predecessors' counts, walking back over aggregates until an inclusive
+// prefix; publish our own inclusive prefix; adjust[d] = global index of the
+// tile's first key of digit d minus its tile position.
+__device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
+                                             csk_index_t* adjust, int pass, unsigned tile,
+                                             unsigned count, unsigned digit_start)
+{
+    const int t = threadIdx.x;
+    if (t >= RADIX_DIGITS) return;
+    csk_index_t before = 0;
+    if (tile > 0) {
+        for (long long p = (long long)tile - 1;; --p) {
+            const os_status_t* word = &my_status[p * RADIX_DIGITS + t];
+            os_status_t s;
+            do {
+                s = os_load_relaxed(word);
+            } while ((s & OS_FLAGS) == 0);
+            before += (csk_index_t)(s & OS_COUNT_MASK);
+            if (s & OS_FLAG_PREFIX) break;
+        }
+        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
+                         OS_FLAG_PREFIX | (os_status_t)(before + count));
+    }
+    adjust[t] = (csk_index_t)offsets[pass * RADIX_DIGITS + t] + before - (csk_index_t)digit_start;
+}
+
+// Where a pass's values come from and go to (the pass kernel's value_mode).
+#define OS_VALUES_GIVEN 0   // pairs: values_in holds the caller's values
+#define OS_INDICES 1        // argsort: the first pass makes the indices 0 .. n-1
+#define OS_INDICES_U32 2    // the same, kept as 32-bit words between passes (n < 2^32)
+
+// Value of input position i for the tile: the index itself (first pass of an
+// argsort), a 32-bit index (later passes of OS_INDICES_U32), else a word.
+__device__ __forceinline__ csk_value_t os_load_value(const void* __restrict__ src, int mode,
+                                                     bool first, csk_index_t i)
+{
+    if (first && mode != OS_VALUES_GIVEN) return (csk_value_t)i;
+    if (mode == OS_INDICES_U32) return (csk_value_t)((const unsigned*)src)[i];
+    return ((const csk_value_t*)src)[i];
+}
+
+__device__ __forceinline__ void os_store_value(void* __restrict__ dst, int mode, bool last,
+                                               csk_index_t g, csk_value_t v)
+{
+    if (mode == OS_INDICES_U32 && !last)
+        ((unsigned*)dst)[g] = (unsigned)v;
+    else
+        ((csk_value_t*)dst)[g] = v;
+}
+
+// Sorts by the digit at `pass` from the buffer the plan says into the other:
+// the first active pass reads keys_in (making sorted words), the last turns
+// them back into keys, and the parity is chosen so that the last active pass
+// writes keys_out (no keys at all if write_keys is 0: argsort). status is two
+// halves of tiles * RADIX_DIGITS words: active pass i uses half i % 2 (zeroed
+// beforehand) and zeroes the other half for pass i + 1. counters[i] hands out
+// the tile ids of active pass i (zeroed beforehand).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
+onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+              csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
+              void* __restrict__ values_out, void* __restrict__ values_tmp,
+              csk_index_t n, unsigned long long mask, unsigned long long base, int pass,
+              int value_mode, int write_keys, const unsigned long long* __restrict__ offsets,
+              const int* __restrict__ plan, os_status_t* status, unsigned* counters,
+              unsigned long long tiles)
+{
+    const csk_pass planned = csk_pass_of(plan, pass);
+    if (planned.skip) return;
+    const int index = planned.index;
+    const bool first = planned.first, last = planned.last, to_out = planned.to_out;
+    const csk_bits_t* src = first ? keys_in : (to_out ? keys_tmp : keys_out);
+    csk_bits_t* dst = to_out ? keys_out : keys_tmp;
+    const bool store_keys = !last || write_keys;
+#if CSK_HAS_VALUES
+    const void* vsrc = first ? values_in : (to_out ? values_tmp : values_out);
+    void* vdst = to_out ? values_out : values_tmp;
+#else
+    (void)values_in, (void)values_out, (void)values_tmp, (void)value_mode;
+#endif
+    const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
+    const int shift = pass * RADIX_BITS;
+
+    extern __shared__ unsigned long long os_smem[];
+    unsigned char* smem = (unsigned char*)os_smem;
+#if CSK_HAS_VALUES
+    csk_value_t* values_s = (csk_value_t*)smem;
+#endif
+    csk_index_t* adjust = (csk_index_t*)(smem + OS_VALUES_BYTES);
+    csk_bits_t* keys_s = (csk_bits_t*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8);
+    unsigned* warp_counts = (unsigned*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8 + OS_KEYS_BYTES);
+    unsigned* scan_scratch = warp_counts + WARPS * RADIX_DIGITS;
+    unsigned* tile_slot = scan_scratch + WARPS + 1;
+
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
+    for (int i = t; i < WARPS * RADIX_DIGITS; i += BLOCK_SIZE) warp_counts[i] = 0;
+    __syncthreads();
+    const unsigned tile = *tile_slot;
+    os_status_t* my_status = status + (csk_index_t)(index & 1) * tiles * RADIX_DIGITS;
+    os_status_t* next_status = status + (csk_index_t)((index + 1) & 1) * tiles * RADIX_DIGITS;
+    const csk_index_t tile_base = (csk_index_t)tile * TILE;
+    const csk_index_t warp_base = tile_base + warp * WARP_ITEMS;
+    // Keys of this warp's segment that exist (may be <= 0 in the last tile):
+    // item j of the lane is valid iff j * 32 + lane < warp_keys.
+    const int warp_keys = (int)(n - warp_base < (csk_index_t)WARP_ITEMS ? n - warp_base : (csk_index_t)WARP_ITEMS);
+
+    // Load warp-striped (each load instruction reads 32 consecutive keys), so
+    // that item j of lane l is key warp_base + j * 32 + l: ranking items in
+    // order j, lanes in order, visits the warp's keys in input order (stable).
+    csk_bits_t key[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        key[j] = j * 32 + lane < warp_keys ? src[warp_base + j * 32 + lane] : (csk_bits_t)0;
+    }
+    if (first) {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = (csk_bits_t)(csk_encode(key[j], kmask) - kbase);
+    }
+    // Past n (last tile only): the largest word. Such keys rank after every
+    // real key (largest digit, last in key order), so ranking needs no
+    // validity bit: they only bump the largest digit's counters after every
+    // real key of it, and are never staged. (Without early counts, the
+    // inflated count is published only by the last tile, which no tile
+    // looks back at.)
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+
+    unsigned* my_counts = warp_counts + warp * RADIX_DIGITS;
+    unsigned count, digit_start, pos[ITEMS_PER_THREAD];
+#if EARLY_COUNTS
+    // Early counts: the warps' digit counts first (shared atomics), so the
+    // tile publishes its aggregate and looks back before ranking, and every
+    // key is staged as soon as it is ranked (no ranks kept in registers).
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (j * 32 + lane < warp_keys) atomicAdd(&my_counts[csk_digit(key[j], shift, RADIX_BITS)], 1u);
+    __syncthreads();
+    os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
+    // Look back now, before ranking (as CUB's onesweep does): our inclusive
+    // prefix is out a whole ranking earlier, so successors walk back less.
+    os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
+        if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+    }
+#else
+    // Rank first (the warps' counters start at 0), then publish the counts
+    // and turn the counters into tile positions, then stage.
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
+    __syncthreads();
+    os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        pos[j] += my_counts[csk_digit(key[j], shift, RADIX_BITS)];
+        if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+    }
+#endif
+#if CSK_HAS_VALUES
+    // Values after all keys are ranked: their loads have no ranking between
+    // them, so they are all in flight at once.
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (j * 32 + lane < warp_keys)
+            values_s[pos[j]] = os_load_value(vsrc, value_mode, first, warp_base + j * 32 + lane);
+#endif
+    if (t < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;
+
+#if !EARLY_COUNTS
+    os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
+#endif
+    __syncthreads();
+
+    // Scatter from the staging area: consecutive threads write consecutive
+    // positions of one digit's run (coalesced per digit).
+    const int tile_n = (int)((n - tile_base) < (csk_index_t)TILE ? (n - tile_base) : (csk_index_t)TILE);
+#pragma unroll 4
+    for (int i = t; i < tile_n; i += BLOCK_SIZE) {
+        const csk_bits_t k = keys_s[i];
+        const csk_index_t g = adjust[csk_digit(k, shift, RADIX_BITS)] + i;
+        if (store_keys) dst[g] = last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k;
+#if CSK_HAS_VALUES
+        os_store_value(vdst, value_mode, last, g, values_s[i]);
+#endif
+    }
+}
