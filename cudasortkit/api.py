@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import registry, select
+from . import launchplan, registry, select
 from .arrays import Operand, Result, overlaps
+from .device import get_device
 from .dtypes import key_name, value_bytes as _value_bytes
+from .job import Job
 from .plugin import Request
 
 INDEX_DTYPE = np.dtype(np.int64)
@@ -107,10 +109,10 @@ def make_request(kind, keys: Operand, values: Operand | None, descending, stable
         vbytes = INDEX_DTYPE.itemsize
     else:
         vbytes = _value_bytes(values.dtype)
-    return Request(kind=kind, dtype=key_name(keys.dtype), n=keys.n, stable=bool(stable),
-                   descending=bool(descending), value_bytes=vbytes, on_device=keys.on_device,
-                   key_range=_check_range(key_range), options=options,
-                   range_probe=_RangeProbe(keys))
+    return Request.from_fields(kind=kind, dtype=key_name(keys.dtype), n=keys.n, stable=bool(stable),
+                               descending=bool(descending), value_bytes=vbytes,
+                               on_device=keys.on_device, key_range=_check_range(key_range),
+                               options=options, range_probe=_RangeProbe(keys))
 
 
 class _RangeProbe:
@@ -135,7 +137,6 @@ class _RangeProbe:
         if not keys.on_device:
             return int(keys.array.min()), int(keys.array.max())
         from .corekernels import key_minmax
-        from .device import get_device
 
         state = get_device(keys.ordinal)
         return key_minmax(state, keys.device_ptr(state), keys.n, keys.key_dtype)
@@ -194,8 +195,6 @@ def _deliver_host(like: Operand, result: np.ndarray, out):
     if target.n != like.n or target.dtype != like.dtype:
         raise ValueError(f"out must be a 1-D array of {like.n} {like.dtype}")
     if target.on_device:
-        from .device import get_device
-
         state = get_device(target.ordinal)
         if like.n:
             state.cuda.memcpy_htod(target.device_ptr(state), result)
@@ -205,9 +204,6 @@ def _deliver_host(like: Operand, result: np.ndarray, out):
 
 
 def _run_device(plugin, config, request, keys, values, out, values_out):
-    from .device import get_device
-    from .job import Job
-
     state = get_device(keys.ordinal)
     n = keys.n
     keys_in = keys.device_ptr(state)
@@ -263,7 +259,7 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
                       values_in=values_in, values_out=values_out_ptr, value_bytes=vbytes,
                       descending=request.descending, config=config, request=request)
             try:
-                plugin.run(job)
+                launchplan.run(plugin, job)
             finally:
                 job.finish()
     except BaseException:

@@ -19,21 +19,31 @@ SUPPORTED = ("numpy.ndarray", "pycuda GPUArray", "cupy.ndarray", "torch CUDA ten
              "objects with __cuda_array_interface__")
 
 
+_UNREAD = object()
+
+#: type -> library, for the types whose library the type alone decides.
+_LIBRARY_OF_TYPE = {np.ndarray: "numpy"}
+
+
 def library_of(a) -> str:
+    library = _LIBRARY_OF_TYPE.get(type(a))
+    if library is not None:
+        return library
     module = type(a).__module__.split(".")[0]
     if isinstance(a, np.ndarray):
-        return "numpy"
-    if module == "torch":
-        if not a.is_cuda:
-            return "torch-cpu"
-        return "torch"
-    if module == "cupy":
-        return "cupy"
-    if module == "pycuda":
-        return "gpuarray"
-    if hasattr(a, "__cuda_array_interface__"):
+        library = "numpy"
+    elif module == "torch":
+        return "torch" if a.is_cuda else "torch-cpu"
+    elif module == "cupy":
+        library = "cupy"
+    elif module == "pycuda":
+        library = "gpuarray"
+    elif hasattr(a, "__cuda_array_interface__"):
         return "cai"
-    return "other"
+    else:
+        return "other"
+    _LIBRARY_OF_TYPE[type(a)] = library
+    return library
 
 
 class Operand:
@@ -76,6 +86,7 @@ class Operand:
         self.n = int(shape[0])
         self.array = self._contiguous(a)
         self._upload = None
+        self._ordinal = _UNREAD
 
     def _contiguous(self, a):
         if self.library == "numpy":
@@ -99,8 +110,16 @@ class Operand:
 
     @property
     def ordinal(self) -> int | None:
+        """The device of a CuPy or PyTorch array (None: others), read once
+        (CuPy's `device` builds a Device object on every access)."""
+        ordinal = self._ordinal
+        if ordinal is _UNREAD:
+            ordinal = self._ordinal = self._read_ordinal()
+        return ordinal
+
+    def _read_ordinal(self) -> int | None:
         if self.library == "cupy":
-            return self.array.device.id
+            return self.array.data.device_id
         if self.library == "torch":
             return self.array.device.index
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+from . import launchplan
 from .errors import KernelCompileError, describe
 from .render import include_dirs, render
 
@@ -61,8 +62,10 @@ def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defi
 
 
 def forget_modules() -> None:
-    """Drop every cached module (before the context goes away)."""
+    """Drop every cached module (before the context goes away), and the
+    launch plans, which hold their prepared functions."""
     with _lock:
+        launchplan.forget()
         _kernels.clear()
         _functions.clear()
         _modules.clear()

@@ -53,6 +53,13 @@ def _key_dtype(dt: np.dtype) -> np.dtype:  # every sort asks; dt.name alone cost
     return dt
 
 
+@functools.lru_cache(maxsize=None)
+def itemsize(name: str) -> int:
+    """np.dtype(name).itemsize, remembered: every Job asks (np.dtype of a name
+    parses it each time)."""
+    return np.dtype(name).itemsize
+
+
 def key_kind(dtype) -> int:
     """KIND_UNSIGNED, KIND_SIGNED or KIND_FLOAT for a supported key dtype."""
     dt = key_dtype(dtype)

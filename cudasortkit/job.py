@@ -4,7 +4,9 @@
 this job's dtype and config, `alloc` takes temporaries from the device's
 memory pool (out of memory becomes MemoryError naming plugin and size), and
 `launch` runs a prepared kernel on the job's stream, turning CUDA errors into
-KernelError naming plugin, kernel and configuration.
+KernelError naming plugin, kernel and configuration. While a launch plan is
+being recorded (cudasortkit/launchplan.py), `recorder` sees every temporary,
+memset, copy and launch the job issues.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .compiler import compile_module, memo_kernel, prepared_function
+from .dtypes import itemsize
 from .errors import KernelError, describe
 
 #: Synchronize after every launch so an asynchronous fault names its kernel.
@@ -24,12 +27,14 @@ STATIC_SHARED_LIMIT = 48 * 1024
 
 @dataclass
 class Kernel:
-    """A prepared kernel and the names errors need."""
+    """A prepared kernel and the names errors need; `signature` (pycuda's
+    prepare() letters) tells a launch plan which arguments are pointers."""
 
     function: Any
     name: str
     template: str
     shared_optin: int = 0
+    signature: str = ""
 
 
 class Job:
@@ -45,19 +50,19 @@ class Job:
                  config: Mapping[str, Any] = None, request=None):
         self.plugin = plugin
         self.state = state
-        self.dtype = str(dtype)
+        self.dtype = dtype = str(dtype)
         self.n = int(n)
         self.keys_in, self.keys_out = int(keys_in), int(keys_out)
         self.values_in, self.values_out = int(values_in), int(values_out)
-        self.value_bytes = int(value_bytes)
+        self.value_bytes = value_bytes = int(value_bytes)
         self.descending = bool(descending)
-        self.config = dict(plugin.default_config(self.dtype, int(value_bytes)) if config is None else config)
+        self.config = dict(plugin.default_config(dtype, value_bytes) if config is None else config)
         self.request = request
         self.stream = state.stream
-        import numpy as np
-
-        self.key_bytes = np.dtype(self.dtype).itemsize
+        self.key_bytes = itemsize(dtype)
         self._temporaries = []
+        #: A launchplan.Recorder while this job's work is being recorded.
+        self.recorder = None
 
     # ----------------------------------------------------------- properties
     @property
@@ -98,7 +103,7 @@ class Job:
                 function = prepared_function(module, name, signature)
             except self.state.cuda.Error as exc:
                 raise KernelError(f"{describe(self.plugin.name, name, dtype, config)}: {exc}") from exc
-            return Kernel(function, name, template)
+            return Kernel(function, name, template, signature=signature)
 
         key = (self.state.ordinal, owner, template, name, signature, dtype, value_bytes,
                tuple(config.items()), tuple(defines.items()) if defines else ())
@@ -106,9 +111,14 @@ class Job:
 
     def alloc(self, nbytes: int):
         """A device temporary of nbytes from the pool, freed when the job ends."""
-        buf = self.state.allocate(nbytes, lambda: f"{self.where}, temporaries for {self.n:,} keys")
+        buf = self.state.allocate(nbytes, self._temporaries_owner)
         self._temporaries.append(buf)
+        if self.recorder is not None:
+            self.recorder.temporary(int(nbytes), int(buf))
         return buf
+
+    def _temporaries_owner(self) -> str:  # out-of-memory errors only: built on failure
+        return f"{self.where}, temporaries for {self.n:,} keys"
 
     def alloc_parts(self, parts, align: int = 256) -> dict:
         """One temporary carved into named parts: parts is (name, nbytes)
@@ -127,6 +137,13 @@ class Job:
         block = (block, 1, 1) if isinstance(block, int) else tuple(block)
         if grid[0] == 0:
             return
+        self.issue(kernel, grid, block, args, shared)
+        if self.recorder is not None:
+            self.recorder.launch(kernel, grid, block, args, shared)
+
+    def issue(self, kernel: Kernel, grid: tuple, block: tuple, args, shared: int) -> None:
+        """launch() without its argument handling (grid and block are tuples,
+        grid not empty): what launch() and a launch plan's replay share."""
         try:
             if shared > STATIC_SHARED_LIMIT and kernel.shared_optin < shared:
                 kernel.function.set_attribute(
@@ -143,11 +160,17 @@ class Job:
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes:
-            self.state.cuda.memcpy_dtod_async(int(dst), int(src), int(nbytes), self.stream)
+            dst, src, nbytes = int(dst), int(src), int(nbytes)
+            self.state.cuda.memcpy_dtod_async(dst, src, nbytes, self.stream)
+            if self.recorder is not None:
+                self.recorder.copy(dst, src, nbytes)
 
     def memset32(self, dst: int, value: int, count: int) -> None:
         if count:
-            self.state.cuda.memset_d32_async(int(dst), int(value), int(count), self.stream)
+            dst, value, count = int(dst), int(value), int(count)
+            self.state.cuda.memset_d32_async(dst, value, count, self.stream)
+            if self.recorder is not None:
+                self.recorder.memset32(dst, value, count)
 
     def blocks(self, items: int, per_block: int) -> int:
         """ceil(items / per_block): the grid size for a tiled pass."""

@@ -56,6 +56,15 @@ class Request:
     options: Mapping[str, Any] = field(default_factory=dict)
     range_probe: Callable[[], tuple | None] | None = field(default=None, compare=False, repr=False)
 
+    @classmethod
+    def from_fields(cls, **fields) -> "Request":
+        """A Request from every one of its fields by name, built without the
+        frozen dataclass's object.__setattr__ per field (a microsecond; every
+        public call makes a Request). Nothing is defaulted or checked."""
+        request = object.__new__(cls)
+        request.__dict__.update(fields)
+        return request
+
     @property
     def needs_values(self) -> bool:
         return self.kind != "sort"
@@ -89,6 +98,16 @@ class SortPlugin:
     #: (its first pass makes them up instead of loading values): the API then
     #: passes no values_in and skips the pass that would write them.
     makes_indices: ClassVar[bool] = False
+    #: True if run() issues the same allocations, memsets, copies and launches
+    #: for the same (dtype, n, value_bytes, config, descending, values_in given
+    #: or not), makes no data- or pointer-dependent host decisions (no
+    #: `ptr % 16` checks, nothing read from job.request) and no host reads or
+    #: syncs, and passes pointers only inside a buffer (not one past its end).
+    #: The core may then record its work once per shape and replay it
+    #: (cudasortkit/launchplan.py), which skips run()'s Python on later calls.
+    #: A subclass that overrides run() must say it again (it is not inherited
+    #: past a new run()).
+    replayable: ClassVar[bool] = False
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"
     #: Tunables by name; every GPU plugin has at least "block_size".

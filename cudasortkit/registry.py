@@ -34,6 +34,8 @@ class PluginEntry:
 
 _lock = threading.Lock()
 _entries: dict[str, PluginEntry] | None = None
+#: Bumped by refresh() and register(): memoised choices key on it.
+generation = 0
 
 
 def _load(ep) -> PluginEntry:
@@ -80,12 +82,13 @@ def entries() -> dict[str, PluginEntry]:
 
 def refresh() -> None:
     """Forget what was discovered (after installing a plugin package)."""
-    global _entries
+    global _entries, generation
     import importlib
 
     importlib.invalidate_caches()
     with _lock:
         _entries = None
+        generation += 1
 
 
 def plugins() -> dict[str, SortPlugin]:
@@ -95,8 +98,10 @@ def plugins() -> dict[str, SortPlugin]:
 
 def register(plugin_cls) -> None:
     """Add a plugin class at run time (tests, notebooks); validated as usual."""
+    global generation
     check_plugin_class(plugin_cls)
     table = entries()
     with _lock:
         table[plugin_cls.name] = PluginEntry(name=plugin_cls.name, target=plugin_cls.__qualname__,
                                              plugin=plugin_cls())
+        generation += 1

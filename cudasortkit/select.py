@@ -4,6 +4,9 @@
 registers itself as the `policy`); without them it falls back to a simple
 rule: stay on the CPU for small host arrays or without a GPU, else take the
 first usable plugin in FALLBACK_ORDER, then any other GPU plugin.
+
+Choices by name and auto's fallback are memoised per request shape (the
+tuner memoises its own decisions), unless they depended on the keys.
 """
 from __future__ import annotations
 
@@ -27,6 +30,11 @@ configure = None
 
 _tuning_loaded = False
 
+#: (algorithm, request shape) -> (plugin, config) of choices by name and of
+#: auto's fallback. Cleared with the tuner's decisions (forget_decisions).
+_decisions: dict = {}
+_DECISIONS_MAX = 4096
+
 _warned_cpu = False
 
 
@@ -41,10 +49,20 @@ def choose(request: Request, algorithm: str = "auto"):
     """(plugin, config) for `request`; ValueError names what could serve it."""
     _load_tuning()
     if algorithm != "auto":
-        plugin = _by_name(request, algorithm)
-        return plugin, (configure(request, plugin) if configure is not None else None)
+        key = _decision_key(request, algorithm)
+        picked = _decisions.get(key) if key is not None else None
+        if picked is None:
+            plugin = _by_name(request, algorithm)
+            picked = plugin, (configure(request, plugin) if configure is not None else None)
+            _remember(key, request, picked)
+        plugin, config = picked
+        return plugin, (dict(config) if config is not None else None)  # the caller's to change
     fast = getattr(policy, "cached", None)
     picked = fast(request) if fast is not None else None
+    if picked is not None:
+        return picked
+    key = _decision_key(request, algorithm)
+    picked = _decisions.get(key) if key is not None else None
     if picked is not None:
         return picked
     candidates = usable(request)
@@ -55,7 +73,9 @@ def choose(request: Request, algorithm: str = "auto"):
         picked = policy(request, candidates)
         if picked is not None:
             return picked
-    return _fallback(request, candidates), None
+    picked = _fallback(request, candidates), None
+    _remember(key, request, picked)
+    return picked
 
 
 def settled(request: Request) -> bool:
@@ -63,6 +83,36 @@ def settled(request: Request) -> bool:
     (no tuner, or the tuner has made and kept its decision)."""
     pending = getattr(policy, "pending", None)
     return pending is None or not pending(request)
+
+
+def forget_decisions() -> None:
+    """Drop the memoised choices (the tuner calls this when its results change)."""
+    _decisions.clear()
+
+
+def _decision_key(request: Request, algorithm: str):
+    """Memo key of a choice for `request`, or None when it must not be memoised
+    (options or a key_range given). The tuner's shape key has what its
+    decisions follow from (the registry, the cache directory); the hooks are
+    in it, so swapping one in (tests do) is not answered from the memo."""
+    if request.options or request.key_range is not None:
+        return None
+    shape_key = getattr(policy, "shape_key", None)
+    if shape_key is not None:
+        return algorithm, policy, configure, shape_key(request)
+    return (algorithm, policy, configure, registry.generation, request.kind, request.dtype,
+            request.n, request.value_bytes, request.on_device, request.stable, request.descending)
+
+
+def _remember(key, request: Request, picked) -> None:
+    """Memoise `picked` unless it may change: it depended on the keys (the
+    range probe ran) or lazy tuning for this shape is unfinished."""
+    probe = request.range_probe
+    if key is None or (probe is not None and getattr(probe, "done", True)) or not settled(request):
+        return
+    if len(_decisions) >= _DECISIONS_MAX:
+        _decisions.clear()
+    _decisions[key] = picked
 
 
 def _load_tuning():

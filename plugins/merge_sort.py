@@ -22,6 +22,8 @@ class MergeSort(SortPlugin):
     dtypes = KEY_DTYPES
     stable = True
     pairs = True
+    #: Same launches for the same shape (pass count and grids follow from n and config).
+    replayable = True
     tunables = {
         "block_size": Tunable(256, (128, 256, 512), "threads per block (a power of two)"),
         # Odd counts keep the thread-major shared-memory accesses (stride IPT)

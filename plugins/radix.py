@@ -35,6 +35,8 @@ class RadixSort(SortPlugin):
     stable = True
     pairs = True
     makes_indices = True
+    #: Same launches for the same shape: the plan of passes is made on the device.
+    replayable = True
     tunables = {
         "digit_bits": Tunable(8, (4, 5, 6, 7, 8), "bits sorted per pass (2^bits buckets)"),
         "block_size": Tunable(512, (128, 256, 512), "threads per block"),

@@ -90,3 +90,17 @@ def test_algorithms_lists_builtins():
     assert rows["numpy"]["status"] == "ok" and rows["numpy"]["stable"]
     assert rows["bitonic"]["status"] == "ok" and not rows["bitonic"]["stable"]
     assert "block_size" in rows["bitonic"]["tunables"]
+
+
+def test_make_request_builds_the_request_the_dataclass_would():
+    from cudasortkit.api import make_request
+    from cudasortkit.arrays import Operand
+
+    keys, values = Operand(np.arange(5, dtype=np.int16)), Operand(np.zeros(5, np.float32))
+    got = make_request("pairs", keys, values, 1, 0, (0, 4), hint=2)
+    assert got == csk.Request(kind="pairs", dtype="int16", n=5, stable=False, descending=True,
+                              value_bytes=4, on_device=False, key_range=(0, 4), options={"hint": 2})
+    assert repr(got) == repr(csk.Request("pairs", "int16", 5, False, True, 4, False, (0, 4), {"hint": 2}))
+    assert got.keys_range() == (0, 4)
+    with pytest.raises(AttributeError):
+        got.n = 6

@@ -85,10 +85,7 @@ class Context:
                     self.store.data["plugins"][name] = {"hash": h, "results": {}}
 
     def changed(self) -> None:
-        _memo.clear()
-        from .. import api
-
-        api.forget_fast_paths()
+        forget_decisions()
 
 
 def context(state=None) -> Context:
@@ -112,11 +109,17 @@ def reset() -> None:
     """Forget every in-memory table and decision (tests; after changing env vars)."""
     with _lock:
         _contexts.clear()
-        _memo.clear()
         _pending.clear()
-    from .. import api
+    forget_decisions()
+
+
+def forget_decisions() -> None:
+    """Every memoised choice: this module's, select's and api's host fast path."""
+    _memo.clear()
+    from .. import api, select
 
     api.forget_fast_paths()
+    select.forget_decisions()
 
 
 # ------------------------------------------------------------------ hooks
@@ -173,7 +176,7 @@ def _fast_key(request):
     if request.options:
         return None
     table = registry._entries
-    return (id(table), len(table) if table is not None else 0, _environ.get(cache.ENV_DIR),
+    return (registry.generation, len(table) if table is not None else 0, _environ.get(cache.ENV_DIR),
             request.kind, request.dtype, request.n, request.value_bytes, request.on_device,
             request.stable, request.descending, request.key_range)
 
@@ -195,6 +198,7 @@ def pending(request) -> bool:
 
 auto_policy.cached = cached
 auto_policy.pending = pending
+auto_policy.shape_key = _fast_key  # select memoises its own choices under it
 
 
 def configure(request, plugin):

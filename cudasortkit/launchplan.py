@@ -1,0 +1,231 @@
+"""Launch plans: a replayable plugin's run(), recorded once per shape, replayed.
+
+A plugin's run() spends tens of microseconds of Python (geometry, kernel
+lookups, temporaries, argument lists) before its first launch, and on a small
+or repeated sort that is time the GPU sits idle. A plugin that declares
+`replayable` (cudasortkit.plugin.SortPlugin) promises that run() issues the
+same work for the same shape whatever the data and addresses. So the first
+run of a shape is recorded: every temporary (its size), memset, copy and
+launch, with each pointer stored as (slot, offset). Later runs of the shape
+allocate the same temporaries and issue the recorded operations with the new
+buffers' addresses, straight through prepared_async_call.
+
+Slots: 0 keys_in, 1 keys_out, 2 values_in, 3 values_out (n keys / n values
+each), then the job's temporaries in allocation order. A pointer 0 stays 0. A
+pointer in no slot (a buffer the plugin keeps itself, say) marks the shape
+unreplayable, so it is not recorded again; one in two slots (the caller's
+arrays overlap) only keeps this call from being recorded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: key -> LaunchPlan or Unreplayable; cleared with the compiled modules
+#: (compiler.forget_modules), since plans hold prepared functions.
+_plans: dict = {}
+_MAX_PLANS = 4096
+_replayable: dict = {}  # plugin class -> replayable(plugin class)
+
+
+def forget() -> None:
+    _plans.clear()
+
+
+def plan_key(plugin, job) -> tuple:
+    """Everything a replayable run() may depend on; plugin.run too, so a
+    run() patched in (tests do) records its own plan."""
+    return (job.state.ordinal, type(plugin), plugin.run, job.dtype, job.n, job.value_bytes,
+            tuple(job.config.items()), job.descending, job.values_in == 0, job.values_out == 0)
+
+
+def replayable(plugin_cls) -> bool:
+    """plugin_cls.replayable, if said no higher up the class tree than the
+    run() it vouches for: a subclass that overrides run() is replayed only if
+    it says replayable itself."""
+    verdict = _replayable.get(plugin_cls)
+    if verdict is None:
+        mro = plugin_cls.__mro__
+        said = next(i for i, cls in enumerate(mro) if "replayable" in vars(cls))
+        runs = next(i for i, cls in enumerate(mro) if "run" in vars(cls))
+        verdict = _replayable[plugin_cls] = bool(plugin_cls.replayable) and said <= runs
+    return verdict
+
+
+def run(plugin, job) -> None:
+    """plugin.run(job), or the recorded plan of the job's shape if it has one."""
+    if not replayable(type(plugin)):
+        plugin.run(job)
+        return
+    key = plan_key(plugin, job)
+    plan = _plans.get(key)
+    if plan is None:
+        _record(plugin, job, key)
+    elif type(plan) is LaunchPlan:
+        plan.replay(job)
+    else:
+        plugin.run(job)
+
+
+def _record(plugin, job, key) -> None:
+    recorder = job.recorder = Recorder(job)
+    try:
+        plugin.run(job)
+    finally:
+        job.recorder = None
+    outcome = recorder.outcome()
+    if outcome is not None:
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        _plans[key] = outcome
+
+
+@dataclass(frozen=True)
+class Unreplayable:
+    """A shape whose run() cannot be replayed, and why (for whoever debugs it)."""
+
+    reason: str
+
+
+class _Launch:
+    __slots__ = ("kernel", "grid", "block", "args", "shared", "pointers")
+
+    def __init__(self, kernel, grid, block, args, shared, pointers):
+        self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
+        self.args, self.pointers = args, pointers  # pointers: (arg index, slot, offset)
+
+    def resolve(self, bases):
+        if not self.pointers:
+            return self.args
+        args = list(self.args)
+        for index, slot, offset in self.pointers:
+            args[index] = bases[slot] + offset
+        return args
+
+    def issue(self, job, args) -> None:
+        job.issue(self.kernel, self.grid, self.block, args, self.shared)
+
+
+class _Memset32:
+    __slots__ = ("dst", "value", "count")
+
+    def __init__(self, dst, value, count):
+        self.dst, self.value, self.count = dst, value, count  # dst: (slot, offset)
+
+    def resolve(self, bases):
+        slot, offset = self.dst
+        return bases[slot] + offset
+
+    def issue(self, job, dst) -> None:
+        job.state.cuda.memset_d32_async(dst, self.value, self.count, job.stream)
+
+
+class _Copy:
+    __slots__ = ("dst", "src", "nbytes")
+
+    def __init__(self, dst, src, nbytes):
+        self.dst, self.src, self.nbytes = dst, src, nbytes  # dst, src: (slot, offset)
+
+    def resolve(self, bases):
+        (dslot, doffset), (sslot, soffset) = self.dst, self.src
+        return bases[dslot] + doffset, bases[sslot] + soffset
+
+    def issue(self, job, addresses) -> None:
+        dst, src = addresses
+        job.state.cuda.memcpy_dtod_async(dst, src, self.nbytes, job.stream)
+
+
+class LaunchPlan:
+    """The temporaries (sizes, in allocation order) and operations of one run()."""
+
+    def __init__(self, temporaries: tuple, ops: tuple):
+        self.temporaries = temporaries
+        self.ops = ops
+        self._resolved = (None, ())  # (slot addresses, each op's arguments) of the last replay
+
+    def replay(self, job) -> None:
+        """Issue the recorded work for `job`'s buffers; temporaries come from
+        job.alloc, so job.finish() frees them as after a plain run()."""
+        bases = [job.keys_in, job.keys_out, job.values_in, job.values_out]
+        for nbytes in self.temporaries:
+            bases.append(int(job.alloc(nbytes)))
+        last_bases, arguments = self._resolved
+        if bases != last_bases:  # else the same buffers again (pools hand them back): reuse
+            arguments = tuple(op.resolve(bases) for op in self.ops)
+            self._resolved = (bases, arguments)
+        for op, resolved in zip(self.ops, arguments):
+            op.issue(job, resolved)
+
+
+class Recorder:
+    """Builds a LaunchPlan from what a Job issues (Job calls it while recording)."""
+
+    def __init__(self, job):
+        keys, values = job.n * job.key_bytes, job.n * job.value_bytes
+        self._slots = [(job.keys_in, keys), (job.keys_out, keys),
+                       (job.values_in, values), (job.values_out, values)]
+        self._temporaries = []
+        self._ops = []
+        self._unreplayable = None  # reason
+        self._ambiguous = False
+
+    # -------------------------------------------------------- from the Job
+    def temporary(self, nbytes: int, ptr: int) -> None:
+        self._temporaries.append(nbytes)
+        self._slots.append((ptr, max(nbytes, 1)))  # the pool hands out at least a byte
+
+    def launch(self, kernel, grid, block, args, shared) -> None:
+        signature = kernel.signature
+        if len(signature) != len(args):
+            return self._refuse(f"kernel {kernel.name!r} got {len(args)} arguments for its "
+                                f"signature {signature!r}")
+        pointers = []
+        for index, (letter, value) in enumerate(zip(signature, args)):
+            if letter == "P" and value:
+                where = self._place(value, f"argument {index} of kernel {kernel.name!r}")
+                if where is None:
+                    return
+                pointers.append((index,) + where)
+        self._ops.append(_Launch(kernel, grid, block, tuple(args), shared, tuple(pointers)))
+
+    def memset32(self, dst: int, value: int, count: int) -> None:
+        where = self._place(dst, "a memset32 destination")
+        if where is not None:
+            self._ops.append(_Memset32(where, value, count))
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        to = self._place(dst, "a copy destination")
+        source = self._place(src, "a copy source")
+        if to is not None and source is not None:
+            self._ops.append(_Copy(to, source, nbytes))
+
+    # -------------------------------------------------------------- result
+    def outcome(self):
+        """The LaunchPlan, Unreplayable(reason), or None: this call could not
+        tell (two slots held a pointer), so the next one records again."""
+        if self._unreplayable is not None:
+            return Unreplayable(self._unreplayable)
+        if self._ambiguous:
+            return None
+        return LaunchPlan(tuple(self._temporaries), tuple(self._ops))
+
+    def _place(self, ptr, what: str):
+        """(slot, offset) of a pointer, or None (recorded as why)."""
+        try:
+            ptr = int(ptr)
+        except (TypeError, ValueError):
+            return self._refuse(f"{what} is not a pointer: {ptr!r}")
+        found = None
+        for slot, (base, size) in enumerate(self._slots):
+            if base and base <= ptr < base + size:
+                if found is not None:
+                    self._ambiguous = True
+                    return None
+                found = (slot, ptr - base)
+        if found is None:
+            return self._refuse(f"{what} ({ptr:#x}) lies in no buffer of the job")
+        return found
+
+    def _refuse(self, reason: str) -> None:
+        if self._unreplayable is None:
+            self._unreplayable = reason
+        return None

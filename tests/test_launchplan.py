@@ -1,0 +1,286 @@
+"""Launch plans without a GPU: a stub state and stub kernels log what would
+reach the driver, so a replay can be compared with a plain run()."""
+import pytest
+
+from cudasortkit import compiler, job as jobmod, launchplan
+from cudasortkit.errors import KernelError
+from cudasortkit.job import Job, Kernel
+from cudasortkit.plugin import SortPlugin, Tunable
+
+#: What reached the stub driver: ("launch", kernel, grid, block, args, shared),
+#: ("memset32", dst, value, count) or ("copy", dst, src, nbytes).
+ISSUED = []
+FOREIGN_BUFFER = 0xDEAD0000  # a pointer the fake plugins keep for themselves
+
+
+class StubError(Exception):
+    pass
+
+
+class StubCuda:
+    Error = StubError
+
+    @staticmethod
+    def memset_d32_async(dst, value, count, stream):
+        ISSUED.append(("memset32", dst, value, count))
+
+    @staticmethod
+    def memcpy_dtod_async(dst, src, nbytes, stream):
+        ISSUED.append(("copy", dst, src, nbytes))
+
+
+class StubStream:
+    def __init__(self):
+        self.syncs = 0
+
+    def synchronize(self):
+        self.syncs += 1
+
+
+class StubBuffer:
+    def __init__(self, ptr):
+        self.ptr, self.freed = ptr, False
+
+    def __int__(self):
+        return self.ptr
+
+    def free(self):
+        self.freed = True
+
+
+class StubState:
+    """The part of DeviceState a Job uses; the pool hands out addresses from `base`."""
+
+    def __init__(self, base):
+        self.ordinal, self.cuda, self.stream = 0, StubCuda, StubStream()
+        self.next, self.buffers = base, []
+
+    def allocate(self, nbytes, who=""):
+        buf = StubBuffer(self.next)
+        self.next += -(-max(nbytes, 1) // 256) * 256 + 512  # a gap between buffers
+        self.buffers.append(buf)
+        return buf
+
+
+class StubFunction:
+    def __init__(self, name):
+        self.name, self.fail = name, False
+
+    def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
+        if self.fail:
+            raise StubError("launch failed (stub)")
+        ISSUED.append(("launch", self.name, grid, block, args, shared_size))
+
+
+def stub_kernel(name, signature):
+    return Kernel(StubFunction(name), name, "stub.cu", signature=signature)
+
+
+class FakeSort(SortPlugin):
+    """Issues one of everything: carved temporaries, a memset, pointers with
+    offsets, scalars, a copy; `foreign` passes a pointer of its own."""
+
+    name = "fake_replay"
+    dtypes = ("uint32",)
+    pairs = True
+    replayable = True
+    tunables = {"block_size": Tunable(128, (64, 128))}
+    templates = ("stub.cu",)
+    scatter = stub_kernel("scatter", "PPPqQPPPi")
+    finish = stub_kernel("finish", "PPq")
+
+    def __init__(self, foreign=False):
+        self.runs, self.foreign = 0, foreign
+
+    def run(self, job):
+        self.runs += 1
+        n, block = job.n, job.config["block_size"]
+        at = job.alloc_parts([("hist", 1000), ("keys", n * job.key_bytes)])
+        spare = job.alloc(64)
+        job.memset32(at["hist"], 0, 250)
+        job.launch(self.scatter, job.blocks(n, block), block, job.keys_in, job.keys_out + 8,
+                   at["keys"], n, job.desc_mask, at["hist"] + 40, job.values_in, job.values_out,
+                   7, shared=1024)
+        job.launch(self.finish, 0, block, job.keys_out, at["keys"], n)  # empty grid: nothing
+        job.launch(self.finish, (2, 3), (block, 1, 1), int(spare),
+                   FOREIGN_BUFFER if self.foreign else 0, n)
+        job.copy(job.keys_out, at["keys"], n * job.key_bytes)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    launchplan.forget()
+    ISSUED.clear()
+    yield
+    launchplan.forget()
+
+
+def run_job(plugin, base=0x100000, *, n=1000, keys_in=0x10000000, keys_out=0x20000000,
+            values_in=0, values_out=0, value_bytes=0, descending=False, config=None,
+            replay=True):
+    """Run `plugin` as the API does (through launchplan unless replay=False);
+    returns what was issued and the state."""
+    ISSUED.clear()
+    state = StubState(base)
+    job = Job(plugin, state, dtype="uint32", n=n, keys_in=keys_in, keys_out=keys_out,
+              values_in=values_in, values_out=values_out, value_bytes=value_bytes,
+              descending=descending, config=config)
+    try:
+        launchplan.run(plugin, job) if replay else plugin.run(job)
+    finally:
+        job.finish()
+    return list(ISSUED), state
+
+
+def test_replay_issues_what_run_would_with_the_new_addresses():
+    plugin = FakeSort()
+    first, _ = run_job(plugin)
+    assert plugin.runs == 1
+    moved = dict(base=0x900000, keys_in=0x30000000, keys_out=0x40000000)
+    replayed, state = run_job(plugin, **moved)
+    assert plugin.runs == 1  # replayed: run() did not run
+    direct, _ = run_job(FakeSort(), replay=False, **moved)
+    assert replayed == direct and replayed != first
+    assert all(buf.freed for buf in state.buffers)  # finish() frees replayed temporaries
+
+    memset, scatter, finish, copy = replayed
+    temp = state.buffers[0].ptr
+    assert memset == ("memset32", temp, 0, 250)
+    assert scatter[4] == (0x30000000, 0x40000000 + 8, temp + 1024, 1000, 0, temp + 40, 0, 0, 7)
+    assert scatter[2:4] == ((8, 1), (128, 1, 1)) and scatter[5] == 1024
+    assert finish[4] == (state.buffers[1].ptr, 0, 1000)
+    assert copy == ("copy", 0x40000000, temp + 1024, 4000)
+
+
+def test_values_slots_are_relocated():
+    plugin = FakeSort()
+    shape = dict(value_bytes=8, n=1000)
+    run_job(plugin, values_in=0x50000000, values_out=0x60000000, **shape)
+    moved = dict(values_in=0x70000000 + 16, values_out=0x80000000, **shape)
+    replayed, _ = run_job(plugin, **moved)
+    assert plugin.runs == 1
+    assert replayed == run_job(FakeSort(), replay=False, **moved)[0]
+    assert replayed[1][4][6:8] == (0x70000000 + 16, 0x80000000)
+
+
+def test_pointer_outside_every_buffer_disables_replay_for_the_shape():
+    plugin = FakeSort(foreign=True)
+    run_job(plugin)
+    (plan,) = launchplan._plans.values()
+    assert isinstance(plan, launchplan.Unreplayable) and "no buffer" in plan.reason
+    again, _ = run_job(plugin, keys_in=0x30000000)
+    assert plugin.runs == 2  # run() as usual, and not recorded again
+    assert list(launchplan._plans.values()) == [plan]
+    assert again[2][4][1] == FOREIGN_BUFFER
+
+
+def test_overlapping_caller_buffers_are_not_recorded():
+    plugin = FakeSort()
+    run_job(plugin, value_bytes=4, values_in=0x10000000 + 400, values_out=0x60000000)
+    assert launchplan._plans == {}  # keys_in and values_in overlap: which slot is a pointer in?
+    run_job(plugin, value_bytes=4, values_in=0x50000000, values_out=0x60000000)
+    run_job(plugin, value_bytes=4, values_in=0x51000000, values_out=0x60000000)
+    assert plugin.runs == 2
+
+
+PAIRS = dict(value_bytes=8, values_in=0x50000000, values_out=0x60000000)
+
+
+@pytest.mark.parametrize("first, second", [
+    ({}, dict(n=2000)),
+    ({}, dict(config={"block_size": 64})),
+    ({}, dict(descending=True)),
+    ({}, PAIRS),
+    (PAIRS, dict(PAIRS, values_in=0)),  # argsort by a plugin that makes its indices
+])
+def test_each_shape_gets_its_own_plan(first, second):
+    plugin = FakeSort()
+    run_job(plugin, **first)
+    run_job(plugin, **first)
+    assert plugin.runs == 1
+    run_job(plugin, **second)
+    assert plugin.runs == 2 and len(launchplan._plans) == 2
+    replayed, _ = run_job(plugin, **second)
+    assert plugin.runs == 2
+    assert replayed == run_job(FakeSort(), replay=False, **second)[0]
+
+
+def test_plugins_that_are_not_replayable_never_record():
+    class Plain(FakeSort):
+        replayable = False
+
+    plugin = Plain()
+    for _ in range(2):
+        run_job(plugin)
+    assert plugin.runs == 2 and launchplan._plans == {}
+
+
+def test_forget_modules_drops_plans():
+    run_job(FakeSort())
+    assert launchplan._plans
+    compiler.forget_modules()
+    assert launchplan._plans == {}
+
+
+def test_replayed_launch_errors_read_as_in_a_plain_run(monkeypatch):
+    plugin = FakeSort()
+    run_job(plugin)
+    monkeypatch.setattr(FakeSort.scatter.function, "fail", True)
+    with pytest.raises(KernelError) as direct:
+        run_job(FakeSort(), replay=False)
+    with pytest.raises(KernelError) as replayed:
+        run_job(plugin)
+    assert plugin.runs == 1
+    assert str(replayed.value) == str(direct.value)
+    assert "'fake_replay'" in str(direct.value) and "'scatter'" in str(direct.value)
+    assert "grid=(8, 1) block=(128, 1, 1) shared=1024" in str(direct.value)
+
+
+def test_replay_syncs_after_every_launch_when_asked(monkeypatch):
+    monkeypatch.setattr(jobmod, "SYNC_EVERY_LAUNCH", True)
+    plugin = FakeSort()
+    run_job(plugin)
+    _, direct = run_job(FakeSort(), replay=False)
+    _, replayed = run_job(plugin)
+    assert plugin.runs == 1
+    assert replayed.stream.syncs == direct.stream.syncs == 3  # two launches, then finish()
+
+
+def test_a_new_run_must_say_replayable_again():
+    class Subclass(FakeSort):  # the same run(): still replayable
+        pass
+
+    class NewRun(FakeSort):
+        def run(self, job):
+            super().run(job)
+
+    class NewRunSaysSo(NewRun):  # vouches for the run() it inherits
+        replayable = True
+
+    assert launchplan.replayable(Subclass) and launchplan.replayable(NewRunSaysSo)
+    assert not launchplan.replayable(NewRun)
+    plugin = NewRun()
+    run_job(plugin)
+    run_job(plugin)
+    assert plugin.runs == 2 and launchplan._plans == {}
+
+
+def test_a_patched_run_records_its_own_plan(monkeypatch):
+    plugin = FakeSort()
+    run_job(plugin)
+
+    def run_then_fail(self, job):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(FakeSort, "run", run_then_fail)
+    with pytest.raises(MemoryError):
+        run_job(plugin)
+
+
+def test_replays_at_the_same_or_other_addresses_match_plain_runs():
+    plugin = FakeSort()
+    run_job(plugin)
+    for addresses in (dict(), dict(), dict(base=0x900000), dict(keys_out=0x40000000), dict()):
+        replayed, _ = run_job(plugin, **addresses)
+        assert replayed == run_job(FakeSort(), replay=False, **addresses)[0]
+    assert plugin.runs == 1
