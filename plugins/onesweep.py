@@ -26,6 +26,9 @@ class OnesweepSort(SortPlugin):
     stable = True
     pairs = True
     makes_indices = True
+    #: Same launches for the same shape: geometry follows from n and config,
+    #: skipped passes and buffer parity are decided on the device.
+    replayable = True
     tunables = {
         "block_size": Tunable(384, (256, 384, 512), "threads per block (>= 2^radix_bits)"),
         "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile "
