@@ -51,6 +51,13 @@
 #define WARP_ITEMS (32 * ITEMS_PER_THREAD)
 #define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
 #define HIST_ITEMS 8
+// Copies of each histogram counter, lane & (HIST_COPIES - 1) picking one, in
+// 32 KiB of shared memory: lanes with the same digit hit different words
+// instead of serializing on one (skewed digits: the top byte of floats in
+// [0, 1) takes two values).
+#define HIST_COPIES_FIT (8192 / (PASSES * RADIX_DIGITS))
+#define HIST_COPIES (HIST_COPIES_FIT >= 32 ? 32 : HIST_COPIES_FIT >= 16 ? 16 : HIST_COPIES_FIT >= 8 ? 8 \
+                     : HIST_COPIES_FIT >= 4 ? 4 : HIST_COPIES_FIT >= 2 ? 2 : 1)
 // Registers: ask for at least 768 resident threads per SM (85 registers).
 #define OS_MIN_BLOCKS ((768 / BLOCK_SIZE) > 0 ? (768 / BLOCK_SIZE) : 1)
 
@@ -111,9 +118,10 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
                    unsigned long long base, unsigned long long limit, unsigned long long* __restrict__ hist,
                    unsigned* __restrict__ bad)
 {
-    __shared__ unsigned counts[PASSES * RADIX_DIGITS];
-    for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS; i += BLOCK_SIZE) counts[i] = 0;
+    __shared__ unsigned counts[PASSES * RADIX_DIGITS * HIST_COPIES];
+    for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
     __syncthreads();
+    const unsigned copy = threadIdx.x & (HIST_COPIES - 1);
     const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
     const int used = os_passes_used(limit);
     const bool check = limit < (unsigned long long)CSK_ALL_ONES;
@@ -134,14 +142,20 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
 #pragma unroll
                 for (int p = 0; p < PASSES; ++p)
                     if (p < used)
-                        atomicAdd(&counts[p * RADIX_DIGITS + csk_digit(w, p * RADIX_BITS, RADIX_BITS)], 1u);
+                        atomicAdd(&counts[(p * RADIX_DIGITS + csk_digit(w, p * RADIX_BITS, RADIX_BITS)) * HIST_COPIES
+                                          + copy], 1u);
             }
         }
     }
     if (outside) atomicOr(bad, 1u);
     __syncthreads();
-    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE)
-        if (counts[i]) atomicAdd(&hist[i], (unsigned long long)counts[i]);
+    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
+        unsigned sum = 0;
+#pragma unroll
+        for (int c = 0; c < HIST_COPIES; ++c)
+            sum += counts[i * HIST_COPIES + ((c + i) & (HIST_COPIES - 1))];  // rotated: no bank conflicts
+        if (sum) atomicAdd(&hist[i], (unsigned long long)sum);
+    }
 }
 
 // ----------------------------------------------------------------------- plan
