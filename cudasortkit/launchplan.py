@@ -116,7 +116,7 @@ class _Memset32:
         return bases[slot] + offset
 
     def issue(self, job, dst) -> None:
-        job.state.cuda.memset_d32_async(dst, self.value, self.count, job.stream)
+        job.memset32(dst, self.value, self.count)
 
 
 class _Copy:
@@ -131,7 +131,7 @@ class _Copy:
 
     def issue(self, job, addresses) -> None:
         dst, src = addresses
-        job.state.cuda.memcpy_dtod_async(dst, src, self.nbytes, job.stream)
+        job.copy(dst, src, self.nbytes)
 
 
 class LaunchPlan:

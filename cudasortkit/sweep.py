@@ -30,7 +30,8 @@ NARROW_STATUS_MAX = (1 << 30) - 1
 #: Blocks of the histogram kernel at most (it loops over the keys).
 HIST_GRID_CAP = 2048
 HIST_ITEMS = 8  # keys per thread per histogram step (kernels/onesweep.cuh)
-ALIGN = 256
+#: Dynamic shared memory a block of onesweep_pass may use (sm_80 and newer).
+SHARED_LIMIT = 227 * 1024
 #: value_mode of onesweep_pass (kernels/onesweep.cuh).
 VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
 
@@ -65,13 +66,9 @@ class SweepGeometry:
         return (a8(self.tile * value_bytes) + self.digits * 8 + a8(self.tile * key_bytes)
                 + warps * self.digits * 4 + (warps + 1) * 4 + 4)
 
-    def fits(self, key_bytes: int, value_bytes: int, shared_limit: int) -> bool:
+    def fits(self, key_bytes: int, value_bytes: int) -> bool:
         return (self.block_size >= self.digits and self.block_size % 32 == 0
-                and self.shared_bytes(key_bytes, value_bytes) <= shared_limit)
-
-
-def _align(x: int, a: int = ALIGN) -> int:
-    return -(-x // a) * a
+                and self.shared_bytes(key_bytes, value_bytes) <= SHARED_LIMIT)
 
 
 def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
@@ -93,10 +90,10 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     # One temporary, carved: zeroed head (histogram, tile counters, status
     # half 0), then status half 1 (zeroed by the first pass), offsets, plan,
     # ping-pong keys and values.
-    half_bytes = _align(tiles * g.digits * status_word)
+    half_bytes = tiles * g.digits * status_word
     at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
                           ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
-                          ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)], ALIGN)
+                          ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
     kernels = {name: job.kernel(template, name, sig, defines=defines)
                for name, sig in _SIGNATURES.items()}
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)

@@ -41,8 +41,6 @@ COPIES_BYTES = 32 * 1024
 MAX_SLICES = 4
 #: Bits of the bin sorted per stable scatter pass (256 digits).
 DIGIT_BITS = 8
-#: Dynamic shared memory one block of the scatter passes may use.
-SWEEP_SHARED_LIMIT = 227 * 1024
 
 _SIGNATURES = {
     "counting_histogram": "PqQQQPPiIIq",
@@ -129,8 +127,7 @@ class CountingSort(SortPlugin):
         return SweepGeometry(config["scatter_block"], config["scatter_items"], DIGIT_BITS)
 
     def valid_config(self, config, dtype, value_bytes):
-        return self.sweep_geometry(config).fits(np.dtype(dtype).itemsize, value_bytes,
-                                                SWEEP_SHARED_LIMIT)
+        return self.sweep_geometry(config).fits(np.dtype(dtype).itemsize, value_bytes)
 
     # ---------------------------------------------------------------- run
     def run(self, job):

@@ -16,8 +16,6 @@ from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.plugin import SortPlugin, Tunable
 from cudasortkit.sweep import SweepGeometry, sweep_sort
 
-SHARED_LIMIT = 227 * 1024
-
 
 class OnesweepSort(SortPlugin):
     name = "onesweep"
@@ -59,7 +57,7 @@ class OnesweepSort(SortPlugin):
     def valid_config(self, config, dtype, value_bytes):
         import numpy as np
 
-        return self.geometry(config).fits(np.dtype(dtype).itemsize, value_bytes, SHARED_LIMIT)
+        return self.geometry(config).fits(np.dtype(dtype).itemsize, value_bytes)
 
     def run(self, job):
         if not self.valid_config(job.config, job.dtype, job.value_bytes):
