@@ -4,14 +4,17 @@
 // The rendered prelude (cudasortkit/render.py) defines, before this header:
 //   CSK_KEY_BYTES    1, 2, 4 or 8     width of a key
 //   CSK_KEY_KIND     0, 1 or 2        CSK_KIND_UNSIGNED / _SIGNED / _FLOAT
+//   CSK_KEY_BFLOAT   0 or 1           2-byte floats are bfloat16, not IEEE half
 //   CSK_VALUE_BYTES  0, 4 or 8        width of the value payload (0: keys only)
 //   one macro per tunable, upper-cased (BLOCK_SIZE, ITEMS_PER_THREAD, ...)
 //
 // Kernels never see the key's own C type: they move keys as unsigned words
 // (csk_bits_t) and compare "ordered" words, where unsigned comparison gives
 // NumPy's order: every NaN is the largest key, -0.0 equals +0.0. Descending
-// order is the same transform xor-ed with all ones, so every algorithm only
-// ever sorts ascending, and a stable algorithm stays stable when descending.
+// order (NumPy 2.5's descending=True) is the same transform xor-ed with all
+// ones, except that NaNs stay the largest word: NaNs come last in both orders.
+// So every algorithm only ever sorts ascending, and a stable algorithm stays
+// stable when descending (equal keys, NaNs among them, keep input order).
 #pragma once
 
 #define CSK_KIND_UNSIGNED 0
@@ -55,7 +58,12 @@ typedef long long csk_index_t;
 #define CSK_SIGN_BIT ((csk_bits_t)((csk_bits_t)1 << (CSK_KEY_BITS - 1)))
 
 #if CSK_KEY_KIND == CSK_KIND_FLOAT
-#if CSK_KEY_BYTES == 2
+#ifndef CSK_KEY_BFLOAT
+#define CSK_KEY_BFLOAT 0
+#endif
+#if CSK_KEY_BYTES == 2 && CSK_KEY_BFLOAT
+#define CSK_INF_BITS ((csk_bits_t)0x7F80u)
+#elif CSK_KEY_BYTES == 2
 #define CSK_INF_BITS ((csk_bits_t)0x7C00u)
 #elif CSK_KEY_BYTES == 4
 #define CSK_INF_BITS ((csk_bits_t)0x7F800000u)
@@ -94,13 +102,22 @@ __device__ __forceinline__ csk_bits_t csk_from_ordered(csk_bits_t u)
 }
 
 // `mask` is 0 for ascending and all ones for descending (kernel argument).
+// Float NaNs (ordered word all ones, which no other key has in either order)
+// are not flipped: they sort last both ways.
 __device__ __forceinline__ csk_bits_t csk_encode(csk_bits_t x, csk_bits_t mask)
 {
-    return (csk_bits_t)(csk_to_ordered(x) ^ mask);
+    const csk_bits_t u = csk_to_ordered(x);
+#if CSK_KEY_KIND == CSK_KIND_FLOAT
+    if (u == CSK_ALL_ONES) return u;
+#endif
+    return (csk_bits_t)(u ^ mask);
 }
 
 __device__ __forceinline__ csk_bits_t csk_decode(csk_bits_t u, csk_bits_t mask)
 {
+#if CSK_KEY_KIND == CSK_KIND_FLOAT
+    if (u == CSK_ALL_ONES) return csk_from_ordered(u);
+#endif
     return csk_from_ordered((csk_bits_t)(u ^ mask));
 }
 

@@ -3,10 +3,48 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.dtypes import KEY_DTYPES, numpy_dtype
 
 INT_DTYPES = [d for d in KEY_DTYPES if d[0] in "iu"]
-FLOAT_DTYPES = [d for d in KEY_DTYPES if d.startswith("float")]
+FLOAT_DTYPES = [d for d in KEY_DTYPES if "float" in d]
+
+
+def _numpy_sorts_descending() -> bool:
+    try:
+        np.argsort(np.zeros(2), descending=True, stable=True)
+        return True
+    except TypeError:
+        return False
+
+
+#: NumPy 2.5 and later define descending order: references use NumPy's own.
+NUMPY_DESCENDING = _numpy_sorts_descending()
+
+
+def as_dtype(dtype) -> np.dtype:
+    """np.dtype, bfloat16 included (ml_dtypes; tests needing it skip without it)."""
+    if str(dtype) == "bfloat16":
+        import pytest
+
+        pytest.importorskip("ml_dtypes")
+    return numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
+
+
+def is_bf16(dt) -> bool:
+    return np.dtype(dt).name == "bfloat16" and np.dtype(dt).kind == "V"
+
+
+def comparable(keys: np.ndarray) -> np.ndarray:
+    """Keys NumPy can order and compare (bfloat16 widened exactly to float32)."""
+    return keys.astype(np.float32) if is_bf16(keys.dtype) else keys
+
+
+def finfo(dt):
+    if is_bf16(dt):
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dt)
+    return np.finfo(dt)
 
 #: Sizes that catch off-by-one and tiling bugs (plus 2^24 in the slow set).
 EDGE_SIZES = [0, 1, 2, 3, 5, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025, 2047, 2049,
@@ -18,7 +56,7 @@ DISTRIBUTIONS = ["uniform", "few_unique", "all_equal", "sorted", "reverse",
 
 
 def uniform(dtype, n, rng) -> np.ndarray:
-    dt = np.dtype(dtype)
+    dt = as_dtype(dtype)
     if dt.kind in "iu":
         info = np.iinfo(dt)
         return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
@@ -30,7 +68,7 @@ def uniform(dtype, n, rng) -> np.ndarray:
 
 def make_keys(dist: str, dtype, n: int, rng) -> np.ndarray:
     """n keys of `dtype` drawn from distribution `dist` (see DISTRIBUTIONS)."""
-    dt = np.dtype(dtype)
+    dt = as_dtype(dtype)
     if dist == "uniform":
         return uniform(dt, n, rng)
     if dist == "few_unique":
@@ -38,9 +76,9 @@ def make_keys(dist: str, dtype, n: int, rng) -> np.ndarray:
     if dist == "all_equal":
         return np.full(n, uniform(dt, 1, rng)[0], dt)
     if dist == "sorted":
-        return np.sort(uniform(dt, n, rng))
+        return reference_sort(uniform(dt, n, rng))
     if dist == "reverse":
-        return np.sort(uniform(dt, n, rng))[::-1].copy()
+        return reference_sort(uniform(dt, n, rng))[::-1].copy()
     if dist == "entropy_reduced":
         bits = uniform(dt, n, rng).view(f"u{dt.itemsize}") if dt.kind != "b" else uniform(dt, n, rng)
         for _ in range(int(rng.integers(1, 3))):
@@ -48,10 +86,11 @@ def make_keys(dist: str, dtype, n: int, rng) -> np.ndarray:
         return bits.view(dt)
     if dist == "special":
         x = uniform(dt, n, rng)
-        if dt.kind == "f":
-            tiny = np.finfo(dt).smallest_subnormal
+        if dt.kind == "f" or is_bf16(dt):
+            fi = finfo(dt)
+            tiny = float(fi.smallest_subnormal)
             pool = np.array([np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, tiny, -tiny,
-                             np.finfo(dt).max, np.finfo(dt).min], dt)
+                             float(fi.max), float(fi.min)], np.float64).astype(dt)
         elif dt.kind in "iu":
             info = np.iinfo(dt)
             pool = np.array([info.min, info.max, 0, 1, info.max - 1], dt)
@@ -65,6 +104,7 @@ def make_keys(dist: str, dtype, n: int, rng) -> np.ndarray:
 
 def dense_rank(keys: np.ndarray) -> np.ndarray:
     """Rank of each key under NumPy's order (NaNs equal and last, -0 == +0)."""
+    keys = comparable(keys)
     order = np.argsort(keys, kind="stable")
     s = keys[order]
     if keys.dtype.kind == "f":
@@ -78,10 +118,23 @@ def dense_rank(keys: np.ndarray) -> np.ndarray:
 
 
 def reference_argsort(keys: np.ndarray, descending: bool = False) -> np.ndarray:
-    """Stable argsort; descending keeps equal keys in input order."""
+    """Stable argsort in NumPy 2.5's order: NaNs last both ways, and a
+    descending sort keeps equal keys in input order. NumPy's own where it
+    has descending=True; the same rule spelled with lexsort otherwise."""
+    c = comparable(keys)
     if not descending:
-        return np.argsort(keys, kind="stable")
-    return np.lexsort((np.arange(len(keys)), -dense_rank(keys)))
+        return np.argsort(c, kind="stable")
+    if NUMPY_DESCENDING:
+        return np.argsort(c, descending=True, stable=True)
+    return lexsort_descending(c)
+
+
+def lexsort_descending(keys: np.ndarray) -> np.ndarray:
+    """Descending stable order: non-NaNs by falling value, then NaNs, ties
+    in input order (what NumPy 2.5's argsort(descending=True, stable=True) does)."""
+    keys = comparable(keys)
+    nan = np.isnan(keys) if keys.dtype.kind == "f" else np.zeros(len(keys), bool)
+    return np.lexsort((np.arange(len(keys)), -dense_rank(keys), nan))
 
 
 def reference_sort(keys: np.ndarray, descending: bool = False) -> np.ndarray:
@@ -94,7 +147,12 @@ def to_numpy(x) -> np.ndarray:
     if hasattr(x, "get"):
         return x.get()
     if hasattr(x, "cpu"):
-        return x.cpu().numpy()
+        import torch
+
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            return x.view(torch.int16).numpy().view(as_dtype("bfloat16"))
+        return x.numpy()
     raise TypeError(type(x))
 
 
@@ -104,6 +162,7 @@ def assert_keys_equal(got, expected, what="keys"):
     got, expected = to_numpy(got), np.asarray(expected)
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
+    got, expected = comparable(got), comparable(expected)
     if expected.dtype.kind == "f":
         ok = (got == expected) | (np.isnan(got) & np.isnan(expected))
     else:
@@ -128,3 +187,15 @@ def assert_valid_argsort(order, keys: np.ndarray, descending=False, stable=False
         return
     assert np.array_equal(np.sort(order), np.arange(len(keys))), "argsort is not a permutation"
     assert_keys_equal(keys[order], keys[expected], "keys[argsort]")
+
+
+def to_device(a: np.ndarray):
+    """A CUDA copy of host keys: CuPy, or a torch tensor for bfloat16 (CuPy
+    has no bfloat16)."""
+    import pytest
+
+    if is_bf16(a.dtype):
+        torch = pytest.importorskip("torch")
+        return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+    cupy = pytest.importorskip("cupy")
+    return cupy.asarray(a)

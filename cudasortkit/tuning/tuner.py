@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from .. import order as host_order
+from ..dtypes import numpy_dtype
 from .policy import OP_SHAPE
 
 VALUE_DTYPES = {4: np.int32, 8: np.int64}
@@ -29,7 +31,7 @@ class Rejected(Exception):
 
 def random_keys(dtype: str, n: int, rng) -> np.ndarray:
     """Uniform over the integer range, standard normal floats (as the bench)."""
-    dt = np.dtype(dtype)
+    dt = numpy_dtype(dtype)
     if dt.kind in "iu":
         info = np.iinfo(dt)
         return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
@@ -73,7 +75,7 @@ class Case:
     @property
     def order(self):
         if self._order is None:
-            self._order = np.argsort(self.hosts[0], kind="stable")
+            self._order = host_order.argsort(self.hosts[0])
         return self._order
 
     def run(self, plugin, config, i: int = 0) -> None:
@@ -95,9 +97,7 @@ class Case:
             got, v = keys.get(), values.get()
             want = h[self.order]
         else:  # keys only: NumPy's sort is far cheaper than a stable argsort of n keys
-            from ..api import numpy_sort
-
-            got, v, want = keys.get(), None, numpy_sort(h, False)
+            got, v, want = keys.get(), None, host_order.sort(h)
         eq = got == want
         if got.dtype.kind == "f":
             eq |= np.isnan(got) & np.isnan(want)

@@ -1,0 +1,54 @@
+"""NumPy's sort order on the host, as NumPy 2.5 defines it.
+
+Ascending: NaNs last, -0.0 == +0.0. Descending (NumPy 2.5's
+``descending=True``): the reverse, except that NaNs stay last, and a stable
+descending sort keeps equal keys (-0.0 and +0.0, NaNs) in input order. The
+CPU plugin, the CPU merge and the tests' references all order keys here.
+
+bfloat16 (ml_dtypes) keys are ordered through float32, which holds every
+bfloat16 exactly: NumPy itself does not sort them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import is_bfloat16
+
+
+def comparable(keys: np.ndarray) -> np.ndarray:
+    """`keys`, or a view or copy that NumPy orders the same way they sort."""
+    return keys.astype(np.float32) if is_bfloat16(keys.dtype) else keys
+
+
+def _nan_count(c: np.ndarray) -> int:
+    return int(np.count_nonzero(np.isnan(c))) if c.dtype.kind == "f" else 0
+
+
+def argsort(keys: np.ndarray, descending: bool = False) -> np.ndarray:
+    """Stable int64 order of `keys`: numpy.argsort(kind="stable"), and with
+    descending=True numpy.argsort(descending=True, stable=True)."""
+    c = comparable(keys)
+    if not descending:
+        return np.argsort(c, kind="stable").astype(np.int64, copy=False)
+    # Sorting the reversed keys stably and reversing the result gives the
+    # descending order with equal keys in input order, NaNs first (in input
+    # order); rolling moves the NaNs to the end.
+    n = len(c)
+    order = (n - 1) - np.argsort(c[::-1], kind="stable")[::-1]
+    nans = _nan_count(c)
+    if nans:
+        order = np.roll(order, -nans)
+    return order.astype(np.int64, copy=False)
+
+
+def sort(keys: np.ndarray, descending: bool = False, stable: bool = False) -> np.ndarray:
+    """Sorted copy of `keys` in NumPy's order (the keys' own bits)."""
+    if is_bfloat16(keys.dtype) or (descending and stable):
+        return keys[argsort(keys, descending)]
+    # NumPy 2.4's default float16 sort was seen returning unsorted output.
+    out = np.sort(keys, kind="stable" if stable or keys.dtype.char == "e" else None)
+    if not descending:
+        return out
+    out = out[::-1]
+    nans = _nan_count(out)
+    return np.roll(out, -nans) if nans else np.ascontiguousarray(out)
