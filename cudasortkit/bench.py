@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from . import api, registry
-from .dtypes import KEY_DTYPES
+from .dtypes import KEY_DTYPES, itemsize, numpy_dtype
 from .timing import time_gpu
 
 OPS = ("sort", "argsort", "pairs", "merge")
@@ -30,7 +30,7 @@ def parse_size(text: str) -> int:
 
 def make_input(dtype: str, n: int, dist: str, rng) -> np.ndarray:
     """Benchmark data: 'uniform' over the dtype, or 'range:LO:HI' integers."""
-    dt = np.dtype(dtype)
+    dt = numpy_dtype(dtype)
     if dist.startswith("range:"):
         lo, hi = (int(x) for x in dist.split(":")[1:3])
         return rng.integers(lo, hi, size=n).astype(dt)
@@ -182,7 +182,7 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
         to_dev, empty = gpuarray.to_gpu, (lambda m: gpuarray.empty(m, dtype))
     devs = [tuple(to_dev(x) for x in h) for h in hosts]
     out = empty(2 * n)
-    nbytes = 2 * n * np.dtype(dtype).itemsize
+    nbytes = 2 * n * itemsize(dtype)
     src = [to_dev(np.concatenate(h)) for h in hosts]
     ptr = (lambda x: int(x.data.ptr)) if cupy is not None else (lambda x: int(x.gpudata))
     plugins = registry.plugins()

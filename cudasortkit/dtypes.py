@@ -2,7 +2,12 @@
 
 Kernels move keys as unsigned words and compare an order-preserving transform
 of them (kernels/keys.cuh), so a key dtype is fully described to a kernel by
-its width and its kind (unsigned, signed or float).
+its width and its kind (unsigned, signed or float; 2-byte floats are IEEE
+half or bfloat16).
+
+bfloat16 is ml_dtypes' NumPy dtype (the one JAX and TensorFlow use, and what
+a torch.bfloat16 tensor is seen as): NumPy has none of its own, so sorting
+bfloat16 needs the ml_dtypes package.
 """
 from __future__ import annotations
 
@@ -14,8 +19,11 @@ import numpy as np
 KEY_DTYPES = (
     "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
+    "float16", "bfloat16", "float32", "float64",
 )
+
+#: What the array libraries call the supported dtypes, for error messages.
+SUPPORTED_TEXT = "bool, " + ", ".join(KEY_DTYPES) + " (native byte order)"
 
 KIND_UNSIGNED, KIND_SIGNED, KIND_FLOAT = 0, 1, 2
 
@@ -45,23 +53,43 @@ def _key_name(dt: np.dtype) -> str:
 def _key_dtype(dt: np.dtype) -> np.dtype:  # every sort asks; dt.name alone costs microseconds
     if dt == np.bool_:
         return np.dtype(np.uint8)
-    if dt.name not in KEY_DTYPES or not dt.isnative:
-        raise TypeError(
-            f"cudasortkit cannot sort dtype {dt!r}; supported key dtypes are "
-            f"bool, {', '.join(KEY_DTYPES)} (native byte order)"
-        )
+    if dt.name not in KEY_DTYPES or not dt.isnative or (dt.kind == "V" and not is_bfloat16(dt)):
+        raise TypeError(f"cudasortkit cannot sort dtype {dt!r}; supported key dtypes are "
+                        f"{SUPPORTED_TEXT}")
     return dt
+
+
+def is_bfloat16(dtype) -> bool:
+    """True for ml_dtypes' bfloat16 (a dtype or its name)."""
+    if isinstance(dtype, str):
+        return dtype == "bfloat16"
+    return dtype.kind == "V" and dtype.name == "bfloat16"
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a key dtype name; TypeError if bfloat16 is asked
+    for without ml_dtypes."""
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError as exc:
+            raise TypeError("sorting bfloat16 needs the ml_dtypes package "
+                            "(pip install ml_dtypes)") from exc
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 @functools.lru_cache(maxsize=None)
 def itemsize(name: str) -> int:
-    """np.dtype(name).itemsize, remembered: every Job asks (np.dtype of a name
-    parses it each time)."""
-    return np.dtype(name).itemsize
+    """Width in bytes of a key dtype name, remembered: every Job asks (np.dtype
+    of a name parses it each time). Needs no ml_dtypes for bfloat16."""
+    return 2 if name == "bfloat16" else np.dtype(name).itemsize
 
 
 def key_kind(dtype) -> int:
     """KIND_UNSIGNED, KIND_SIGNED or KIND_FLOAT for a supported key dtype."""
+    if is_bfloat16(dtype if isinstance(dtype, str) else np.dtype(dtype)):
+        return KIND_FLOAT
     dt = key_dtype(dtype)
     return {"u": KIND_UNSIGNED, "i": KIND_SIGNED, "f": KIND_FLOAT}[dt.kind]
 

@@ -10,7 +10,9 @@ import importlib
 import os
 from typing import Any, Mapping
 
-from .dtypes import key_dtype, key_kind
+import numpy as np
+
+from .dtypes import is_bfloat16, itemsize, key_kind
 
 #: Directory of cudasortkit's own kernels (keys.cuh, scan.cuh, ...).
 KERNEL_DIR = os.path.dirname(importlib.import_module("cudasortkit.kernels").__file__)
@@ -45,11 +47,14 @@ def _macro_value(value: Any) -> str:
 
 def prelude(dtype, value_bytes: int, config: Mapping[str, Any], defines: Mapping[str, Any] = None) -> str:
     """The macro block that turns a template into one concrete kernel."""
-    dt = key_dtype(dtype)
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    if name == "bool":
+        name = "uint8"
     lines = [
-        f"// cudasortkit prelude: keys {dt.name}, values {value_bytes or 'none'}",
-        f"#define CSK_KEY_BYTES {dt.itemsize}",
-        f"#define CSK_KEY_KIND {key_kind(dt)}",
+        f"// cudasortkit prelude: keys {name}, values {value_bytes or 'none'}",
+        f"#define CSK_KEY_BYTES {itemsize(name)}",
+        f"#define CSK_KEY_KIND {key_kind(name)}",
+        f"#define CSK_KEY_BFLOAT {int(is_bfloat16(name))}",
         f"#define CSK_VALUE_BYTES {int(value_bytes)}",
     ]
     for name, value in sorted({**config, **(defines or {})}.items()):

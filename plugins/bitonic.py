@@ -8,7 +8,7 @@ tile as one shared-memory launch.
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.plugin import SortPlugin, Tunable
 
 GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
@@ -38,7 +38,7 @@ class BitonicSort(SortPlugin):
     def valid_config(self, config, dtype, value_bytes):
         import numpy as np
 
-        return self.shared_bytes(config, np.dtype(dtype).itemsize, value_bytes) <= 96 * 1024
+        return self.shared_bytes(config, itemsize(dtype), value_bytes) <= 96 * 1024
 
     def run(self, job):
         cfg = job.config

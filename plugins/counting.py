@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from cudasortkit.dtypes import KIND_FLOAT, itemsize, key_kind
 from cudasortkit.plugin import SortPlugin, Tunable
 from cudasortkit.scan import DeviceScan
 from cudasortkit.sweep import SweepGeometry, sweep_sort
@@ -75,6 +76,8 @@ class CountingSort(SortPlugin):
     stable = True
     pairs = True
     makes_indices = True
+    #: A key_range promise is checked by the counting kernels (a flag).
+    checks_key_range = True
     #: The generic suite sorts uniform int32/int64/uint32/uint64 keys by name,
     #: which this plugin correctly declines (range far above RANGE_LIMIT) with
     #: ValueError; tests/test_counting_gpu.py runs the same checks with ranges
@@ -98,7 +101,7 @@ class CountingSort(SortPlugin):
 
     # ------------------------------------------------------------ support
     def unsupported(self, request):
-        if np.dtype(request.dtype).kind == "f":
+        if key_kind(request.dtype) == KIND_FLOAT:
             return ("counting sorts integer keys only: float keys have no small set of bins "
                     "(use radix or onesweep)")
         reason = super().unsupported(request)
@@ -110,7 +113,7 @@ class CountingSort(SortPlugin):
             return None
         if request.key_range is not None and clamp_range(request.dtype, request.key_range) is None:
             return f"key_range={request.key_range} holds no {request.dtype} value"
-        if np.dtype(request.dtype).itemsize <= 2:
+        if itemsize(request.dtype) <= 2:
             return None  # 256 or 65,536 bins at most
         measured = request.keys_range()
         if measured is None:
@@ -127,7 +130,7 @@ class CountingSort(SortPlugin):
         return SweepGeometry(config["scatter_block"], config["scatter_items"], DIGIT_BITS)
 
     def valid_config(self, config, dtype, value_bytes):
-        return self.sweep_geometry(config).fits(np.dtype(dtype).itemsize, value_bytes)
+        return self.sweep_geometry(config).fits(itemsize(dtype), value_bytes)
 
     # ---------------------------------------------------------------- run
     def run(self, job):

@@ -8,7 +8,7 @@ work in every step. The same kernels serve cudasortkit.merge (`merge` below).
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.plugin import SortPlugin, Tunable
 
 TEMPLATE = "merge_sort.cu"
@@ -41,7 +41,7 @@ class MergeSort(SortPlugin):
     def valid_config(self, config, dtype, value_bytes):
         import numpy as np
 
-        return self.shared_bytes(config, np.dtype(dtype).itemsize, value_bytes) <= SHARED_LIMIT
+        return self.shared_bytes(config, itemsize(dtype), value_bytes) <= SHARED_LIMIT
 
     def run(self, job):
         cfg = job.config

@@ -12,7 +12,7 @@ See docs/algorithms/onesweep.md.
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.plugin import SortPlugin, Tunable
 from cudasortkit.sweep import SweepGeometry, sweep_sort
 
@@ -57,7 +57,7 @@ class OnesweepSort(SortPlugin):
     def valid_config(self, config, dtype, value_bytes):
         import numpy as np
 
-        return self.geometry(config).fits(np.dtype(dtype).itemsize, value_bytes)
+        return self.geometry(config).fits(itemsize(dtype), value_bytes)
 
     def run(self, job):
         if not self.valid_config(job.config, job.dtype, job.value_bytes):

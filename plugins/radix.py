@@ -16,9 +16,8 @@ keys_out. If every pass is trivial, pass 0 runs anyway as a stable copy.
 """
 from __future__ import annotations
 
-import numpy as np
 
-from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.plugin import SortPlugin, Tunable
 
 #: Shared memory a downsweep block may take (leaves room for 2 blocks per SM
@@ -66,7 +65,7 @@ class RadixSort(SortPlugin):
         return head + config["block_size"] * config["items_per_thread"] * max(key_bytes, value_bytes)
 
     def valid_config(self, config, dtype, value_bytes):
-        key_bytes = np.dtype(dtype).itemsize
+        key_bytes = itemsize(dtype)
         return self.shared_bytes(config, key_bytes, value_bytes) <= MAX_SHARED
 
     def _grid(self, job, kernel, shared: int, tiles: int) -> int:

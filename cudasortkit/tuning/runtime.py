@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from .. import registry
+from ..dtypes import itemsize
 from . import cache
 from .policy import (OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
                      points, plugin_results)
@@ -367,7 +368,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                         if progress:
                             progress.update(len(gpu))
                         continue
-                    need = n * (np.dtype(dtype).itemsize + vb) * (inputs + 4)
+                    need = n * (itemsize(dtype) + vb) * (inputs + 4)
                     if ctx.state.free_memory() < need:
                         summary["skipped"].append(f"{op} {dtype} 2^{b}: not enough GPU memory")
                         if progress:
