@@ -1,22 +1,26 @@
 """The public functions: sort, argsort, sort_by_key, algorithms.
 
-Each call becomes a Request, a plugin is chosen (cudasortkit.select), and the
-plugin runs either on NumPy arrays (CPU plugins) or on device buffers through
-a Job. Ordering is NumPy's: NaNs last, -0.0 == +0.0; descending is the exact
-reverse, except that a stable sort keeps equal keys in input order.
+Each call checks its arguments, becomes a Request, a plugin is chosen
+(cudasortkit.select), and the plugin runs either on NumPy arrays (CPU
+plugins) or on device buffers through a Job, ordered in the caller's stream
+(cudasortkit/streams.py). Ordering is NumPy 2.5's: NaNs last in both
+directions, -0.0 == +0.0, and a stable sort keeps equal keys in input order
+ascending and descending.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import launchplan, registry, select
-from .arrays import Operand, Result, overlaps
+from .arrays import Operand, Result, check_out, overlaps
 from .device import get_device
 from .dtypes import key_name, value_bytes as _value_bytes
 from .job import Job
 from .plugin import Request
+from .streams import LEGACY, Ordering, handle_of
 
 INDEX_DTYPE = np.dtype(np.int64)
 
@@ -42,42 +46,44 @@ class HostJob:
     config: dict
 
 
-def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_range=None):
+def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
+         stream=None):
     """Sorted copy of the 1-D array `a` (or `a` sorted into `out`; `out=a` sorts in place).
 
-    key_range=(lo, hi) promises lo <= every key <= hi, which lets
-    range-limited algorithms (counting sort) skip measuring it.
+    key_range=(lo, hi) promises lo <= every key <= hi (integer keys), which
+    lets range-limited algorithms (counting sort) skip measuring it; keys
+    outside it raise ValueError. `stream`: see docs/api.md (default: the
+    current stream of the array's library).
     """
-    if (type(a) is np.ndarray and (a.dtype, stable, a.size.bit_length()) in _HOST_CPU_BUCKETS
-            and algorithm == "auto" and out is None and not descending and key_range is None
-            and a.ndim == 1):  # tiny host arrays: what NumPy costs, plus about 0.3 us
+    if (type(a) is np.ndarray and algorithm == "auto" and out is None and descending is False
+            and key_range is None and stream is None and a.ndim == 1 and type(stable) is bool
+            and (a.dtype, stable, a.size.bit_length()) in _HOST_CPU_BUCKETS):
+        # tiny host arrays: what NumPy costs, plus about 0.3 us
         return np.sort(a, kind="stable" if stable or a.dtype.char == "e" else None)
+    _check_flags(descending, stable, algorithm)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
-                       key_range)
+                       key_range, stream)
     return keys
 
 
-def numpy_sort(a: np.ndarray, stable: bool) -> np.ndarray:
-    # NumPy 2.4's default float16 sort was seen returning unsorted output
-    # (sort() above inlines this for its fast path).
-    return np.sort(a, kind="stable" if stable or a.dtype.char == "e" else None)
-
-
-def argsort(a, *, descending=False, stable=False, algorithm="auto", key_range=None):
-    """int64 indices that sort `a`; with stable=True exactly numpy.argsort(kind='stable')."""
+def argsort(a, *, descending=False, stable=False, algorithm="auto", key_range=None, stream=None):
+    """int64 indices that sort `a`; with stable=True exactly
+    numpy.argsort(kind='stable') (and NumPy 2.5's descending=True, stable=True)."""
+    _check_flags(descending, stable, algorithm)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
-                        key_range)
+                        key_range, stream)
     return order
 
 
 def sort_by_key(keys, values, *, descending=False, algorithm="auto", out=None, values_out=None,
-                key_range=None):
+                key_range=None, stream=None):
     """(sorted keys, values in the same order); stable. Values are 4- or 8-byte numbers."""
+    _check_flags(descending, True, algorithm)
     k, v = Operand(keys, "keys"), Operand(values, "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     _value_bytes(v.dtype)
-    return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range)
+    return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream)
 
 
 def algorithms() -> list:
@@ -101,6 +107,38 @@ def algorithms() -> list:
     return rows
 
 
+# ------------------------------------------------------------ argument checks
+def _check_flags(descending, stable, algorithm) -> None:
+    for name, value in (("descending", descending), ("stable", stable)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+    if not isinstance(algorithm, str):
+        raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
+
+
+def check_key_range(key_range, dtype: np.dtype):
+    """(lo, hi) as Python ints, or None; errors name key_range."""
+    if key_range is None:
+        return None
+    if dtype.kind not in "biu":
+        raise TypeError(f"key_range applies to integer keys only, not {dtype}")
+    try:
+        lo, hi = key_range
+    except (TypeError, ValueError):
+        raise TypeError(f"key_range must be a pair (lo, hi) of integers, got {key_range!r}") from None
+    for bound in (lo, hi):
+        if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, numbers.Integral):
+            raise TypeError(f"key_range must be a pair (lo, hi) of integers, got {key_range!r}")
+    lo, hi = int(lo), int(hi)
+    if lo > hi:
+        raise ValueError(f"key_range=(lo, hi) needs lo <= hi, got {key_range!r}")
+    return lo, hi
+
+
+def _broken_range(request: Request, lo: int, hi: int) -> None:
+    raise ValueError(f"some keys lie outside key_range={request.key_range} (they span {lo} .. {hi})")
+
+
 def make_request(kind, keys: Operand, values: Operand | None, descending, stable,
                  key_range=None, **options) -> Request:
     if kind == "sort":
@@ -111,7 +149,8 @@ def make_request(kind, keys: Operand, values: Operand | None, descending, stable
         vbytes = _value_bytes(values.dtype)
     return Request.from_fields(kind=kind, dtype=key_name(keys.dtype), n=keys.n, stable=bool(stable),
                                descending=bool(descending), value_bytes=vbytes,
-                               on_device=keys.on_device, key_range=_check_range(key_range),
+                               on_device=keys.on_device,
+                               key_range=check_key_range(key_range, keys.dtype),
                                options=options, range_probe=_RangeProbe(keys))
 
 
@@ -142,69 +181,111 @@ class _RangeProbe:
         return key_minmax(state, keys.device_ptr(state), keys.n, keys.key_dtype)
 
 
-def _check_range(key_range):
-    if key_range is None:
-        return None
-    lo, hi = key_range
-    if lo > hi:
-        raise ValueError(f"key_range=(lo, hi) needs lo <= hi, got {key_range}")
-    return (lo, hi)
-
-
-def run_plugin(plugin, config, kind: str, keys, values=None):
+def run_plugin(plugin, config, kind: str, keys, values=None, *, descending=False):
     """Run `plugin` with `config` (None: defaults) exactly as a public call
-    would (request, result buffers, argsort indices, job, synchronization),
+    would (request, result buffers, argsort indices, job, stream ordering),
     without selection. The tuner times this, so that what it measures is
     what sort() costs the caller, host-side work included."""
     k = Operand(keys, "keys")
     v = Operand(values, "values") if values is not None else None
-    return _execute(kind, k, v, False, kind == "pairs", plugin.name, None, None,
+    return _execute(kind, k, v, descending, kind == "pairs", plugin.name, None, None,
                     chosen=(plugin, config))
 
 
+# ------------------------------------------------------------------ execution
+def caller_ordering(stream, operands):
+    """(device state, Ordering) for a call that touches caller's device
+    memory, or (None, None) for a host-only call: host inputs are read and
+    host results written synchronously, so no stream needs to wait."""
+    caller = handle_of(stream) if stream is not None else None
+    on_device = [x for x in operands if x is not None and x.on_device]
+    if not on_device:
+        return None, None
+    first = on_device[0]
+    state = get_device(first.ordinal)
+    for x in on_device[1:]:
+        if x.ordinal is not None and first.ordinal is not None and x.ordinal != first.ordinal:
+            raise ValueError(f"{first.what} and {x.what} are on different devices "
+                             f"({first.ordinal}, {x.ordinal})")
+    if caller is None:
+        caller = first.current_stream()
+    waits = {x.interface_stream for x in on_device if x.interface_stream is not None}
+    return state, Ordering(state, caller, waits)
+
+
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None, chosen=None):
-    request = make_request(kind, keys, values, descending, stable, key_range)
-    plugin, config = chosen if chosen is not None else select.choose(request, algorithm)
-    if (plugin.name == "numpy" and kind == "sort" and algorithm == "auto" and not keys.on_device
-            and not descending and key_range is None and out is None and select.settled(request)):
-        _HOST_CPU_BUCKETS.add((keys.dtype, bool(stable), keys.n.bit_length()))
-    if plugin.device == "cpu":
-        return _run_host(plugin, config, request, keys, values, out, values_out)
-    return _run_device(plugin, config, request, keys, values, out, values_out)
+             values_out, key_range=None, stream=None, chosen=None):
+    targets = {"out": None, "values_out": None}
+    for name, value in (("out", out), ("values_out", values_out)):
+        if value is not None:
+            targets[name] = Operand(value, name)
+    state, ordering = caller_ordering(stream, (keys, values, *targets.values()))
+    if ordering is not None:
+        ordering.begin()
+    try:
+        request = make_request(kind, keys, values, descending, stable, key_range)
+        plugin, config = chosen if chosen is not None else select.choose(request, algorithm)
+        if (plugin.name == "numpy" and kind == "sort" and algorithm == "auto" and not keys.on_device
+                and not descending and key_range is None and out is None and stream is None
+                and select.settled(request)):
+            _HOST_CPU_BUCKETS.add((keys.dtype, bool(stable), keys.n.bit_length()))
+        if request.key_range is not None and not plugin.checks_key_range:
+            _verify_key_range(request, keys, state)
+        if plugin.device == "cpu":
+            return _run_host(plugin, config, request, keys, values, targets, state)
+        state = state or get_device(keys.ordinal)
+        return _run_device(plugin, config, request, keys, values, targets["out"],
+                           targets["values_out"], state, ordering.caller if ordering else LEGACY)
+    finally:
+        if ordering is not None:
+            ordering.end()
 
 
-def _run_host(plugin, config, request, keys, values, out, values_out):
-    job = HostJob(request.kind, keys.host(), None if values is None else values.host(),
+def _verify_key_range(request: Request, keys: Operand, state) -> None:
+    """The caller's key_range promise, checked for plugins that do not check it."""
+    if keys.n == 0:
+        return
+    if keys.on_device:
+        from .corekernels import key_minmax
+
+        lo, hi = key_minmax(state, keys.device_ptr(state), keys.n, keys.key_dtype)
+    else:
+        lo, hi = int(keys.array.min()), int(keys.array.max())
+    want_lo, want_hi = request.key_range
+    if lo < want_lo or hi > want_hi:
+        _broken_range(request, lo, hi)
+
+
+def _run_host(plugin, config, request, keys, values, targets, state):
+    job = HostJob(request.kind, keys.host(state), None if values is None else values.host(state),
                   request.descending, request.stable, config or plugin.default_config())
     sorted_keys, sorted_values = plugin.run(job)
-    k = _deliver_host(keys, sorted_keys, out) if request.kind != "argsort" else None
-    v = None
+    k = v = None
+    if request.kind != "argsort":
+        k = deliver_host(keys, sorted_keys, targets["out"], "out", state)
     if request.kind == "argsort":
         v = keys.wrap_host(np.ascontiguousarray(sorted_values, INDEX_DTYPE))
     elif request.kind == "pairs":
-        v = _deliver_host(values, sorted_values, values_out)
+        v = deliver_host(values, sorted_values, targets["values_out"], "values_out", state)
     return k, v
 
 
-def _deliver_host(like: Operand, result: np.ndarray, out):
+def deliver_host(like: Operand, result: np.ndarray, target: Operand | None, what: str, state):
+    """A host result as the caller's kind, or written into `target` (out=)."""
     result = np.ascontiguousarray(result, like.dtype)
-    if out is None:
+    if target is None:
         return like.wrap_host(result)
-    target = Operand(out, "out")
-    if target.n != like.n or target.dtype != like.dtype:
-        raise ValueError(f"out must be a 1-D array of {like.n} {like.dtype}")
+    check_out(target, len(result), like.dtype, what)
     if target.on_device:
-        state = get_device(target.ordinal)
-        if like.n:
-            state.cuda.memcpy_htod(target.device_ptr(state), result)
+        if len(result):
+            state.cuda.memcpy_htod_async(target.device_ptr(state), result, state.stream)
+            state.stream.synchronize()  # `result` is pageable host memory
     else:
-        out[...] = result
-    return out
+        target.write_host(result)
+    return target.original
 
 
-def _run_device(plugin, config, request, keys, values, out, values_out):
-    state = get_device(keys.ordinal)
+def _run_device(plugin, config, request, keys, values, out, values_out, state, caller):
     n = keys.n
     keys_in = keys.device_ptr(state)
     if request.kind == "argsort":
@@ -212,7 +293,7 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
         keys_out_buf = state.allocate(keys.nbytes, f"{plugin.name}: sorted keys of argsort")
         keys_out = int(keys_out_buf)
     else:
-        key_result = Result(keys, keys.dtype, state, out, "out")
+        key_result = Result(keys, keys.dtype, state, out, "out", caller)
         keys_out = key_result.ptr
     values_in = values_out_ptr = 0
     value_result = None
@@ -225,11 +306,11 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
             saved.append((None, iota, 0))  # keeps the buffer alive
             iota64(state, int(iota), n)
             values_in = int(iota)
-        value_result = Result(keys, INDEX_DTYPE, state)
+        value_result = Result(keys, INDEX_DTYPE, state, stream=caller)
         values_out_ptr = value_result.ptr
     elif request.kind == "pairs":
         values_in = values.device_ptr(state)
-        value_result = Result(values, values.dtype, state, values_out, "values_out")
+        value_result = Result(values, values.dtype, state, values_out, "values_out", caller)
         values_out_ptr = value_result.ptr
 
     # In place (out overlaps the input): sort from a backup, restore it on failure.
@@ -253,7 +334,6 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
                     state.cuda.memcpy_dtod_async(values_out_ptr, values_in, vbytes, state.stream)
                 else:  # argsort for a plugin that makes its indices: [0]
                     state.cuda.memset_d32_async(values_out_ptr, 0, vbytes // 4, state.stream)
-            state.stream.synchronize()
         else:
             job = Job(plugin, state, dtype=request.dtype, n=n, keys_in=keys_in, keys_out=keys_out,
                       values_in=values_in, values_out=values_out_ptr, value_bytes=vbytes,
@@ -265,7 +345,7 @@ def _run_device(plugin, config, request, keys, values, out, values_out):
     except BaseException:
         for dst, backup, nbytes in saved:
             if dst is not None:
-                state.cuda.memcpy_dtod(dst, int(backup), nbytes)
+                state.cuda.memcpy_dtod_async(dst, int(backup), nbytes, state.stream)
         raise
     k = key_result.finish() if key_result is not None else None
     v = value_result.finish() if value_result is not None else None

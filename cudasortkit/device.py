@@ -11,6 +11,8 @@ import atexit
 import os
 import threading
 
+from .streams import Joiner
+
 _lock = threading.Lock()
 _thread = threading.local()
 _devices: dict = {}
@@ -72,7 +74,13 @@ def default_ordinal() -> int:
 
 
 class DeviceState:
-    """One device's primary context, stream, memory pool and properties."""
+    """One device's primary context, stream, memory pool and properties.
+
+    Everything cudasortkit queues runs on `stream`, joined to the caller's
+    stream by `joiner` (cudasortkit/streams.py). The pool's blocks are only
+    ever used on `stream`, so a block freed while kernels still use it is
+    safe to hand out again: its next user is queued after them.
+    """
 
     def __init__(self, ordinal: int):
         cuda = _driver()
@@ -93,7 +101,8 @@ class DeviceState:
                 a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, attrs[a.MAX_SHARED_MEMORY_PER_BLOCK])
             self.max_threads_per_block = attrs[a.MAX_THREADS_PER_BLOCK]
             self.total_memory = self.device.total_memory()
-            self.stream = cuda.Stream()
+            self.stream = cuda.Stream()  # blocking: ordered with the legacy default stream
+            self.joiner = Joiner(self)
             self.pool = DeviceMemoryPool()
         finally:
             self.context.pop()

@@ -1,6 +1,12 @@
 """Exceptions that name the plugin, kernel and configuration at fault."""
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
 
 def describe(plugin: str, kernel: str | None, dtype: str | None, config) -> str:
     parts = [f"plugin {plugin!r}"]
@@ -19,3 +25,13 @@ class KernelError(RuntimeError):
 
 class KernelCompileError(KernelError):
     """nvcc rejected a rendered template."""
+
+
+def warn_caller(message: str, category=RuntimeWarning) -> None:
+    """warnings.warn pointing at the first frame outside cudasortkit: the
+    caller's own line, however deep in the library the warning arises."""
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: warn_caller's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

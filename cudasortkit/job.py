@@ -177,9 +177,13 @@ class Job:
         return -(-int(items) // int(per_block))
 
     def finish(self) -> None:
-        """Wait for the job's work; asynchronous faults name plugin and config."""
+        """Release the job's temporaries once its work is queued. The pool's
+        blocks are only used on the job's stream, so the next user of a
+        block is queued after this job's kernels: nothing waits here. With
+        CUDASORTKIT_SYNC_LAUNCHES=1 it waits, so a fault names this job."""
         try:
-            self.stream.synchronize()
+            if SYNC_EVERY_LAUNCH:
+                self.stream.synchronize()
         except self.state.cuda.Error as exc:
             raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
         finally:

@@ -2,10 +2,14 @@
 
 The kernels belong to the merge_sort plugin (merge path partitioning,
 kernels/merge.cuh); this module turns caller arrays into one of its Jobs the
-way api.py does for sorts. Inputs must already be sorted in NumPy's order
-(NaNs last, -0.0 == +0.0), or in its exact reverse with descending=True; on
-equal keys the elements of `a` come first. Keys come back bit for bit.
-Without a GPU, host (NumPy) inputs are merged on the CPU with the same result.
+way api.py does for sorts, ordered in the caller's stream. Inputs must
+already be sorted in NumPy's order (NaNs last, -0.0 == +0.0), or with
+descending=True in NumPy 2.5's descending order (NaNs still last); on equal
+keys the elements of `a` come first. Keys come back bit for bit. Without a
+GPU, host (NumPy) inputs are merged on the CPU with the same result.
+
+Unsorted inputs are a caller's error that cudasortkit does not check; the
+output is still a permutation of the inputs (on the CPU: sorted).
 """
 from __future__ import annotations
 
@@ -13,20 +17,22 @@ import copy
 
 import numpy as np
 
+from . import order
+from .api import caller_ordering, deliver_host
 from .arrays import Operand, Result, overlaps
 from .dtypes import key_dtype
 from .dtypes import value_bytes as _value_bytes
 
 
-def merge(a, b, *, descending=False, out=None):
+def merge(a, b, *, descending=False, out=None, stream=None):
     """Stable merge of the sorted 1-D arrays a and b (same dtype): a 1-D array
     of len(a) + len(b) keys (or written into `out`); a's keys first on ties."""
-    keys, _ = _merge(Operand(a, "a"), Operand(b, "b"), None, None, descending, out, None)
+    keys, _ = _merge(Operand(a, "a"), Operand(b, "b"), None, None, descending, out, None, stream)
     return keys
 
 
 def merge_by_key(a_keys, a_values, b_keys, b_values, *, descending=False, out=None,
-                 values_out=None):
+                 values_out=None, stream=None):
     """(merged keys, values in the same order) of two sorted key-value arrays;
     stable, a's pairs first on equal keys. Values are 4- or 8-byte numbers."""
     ak, av = Operand(a_keys, "a_keys"), Operand(a_values, "a_values")
@@ -37,20 +43,17 @@ def merge_by_key(a_keys, a_values, b_keys, b_values, *, descending=False, out=No
     if av.dtype != bv.dtype:
         raise TypeError(f"a_values and b_values must have the same dtype, got {av.dtype} and {bv.dtype}")
     _value_bytes(av.dtype)
-    return _merge(ak, bk, av, bv, descending, out, values_out)
+    return _merge(ak, bk, av, bv, descending, out, values_out, stream)
 
 
 def host_merge_order(a: np.ndarray, b: np.ndarray, descending=False) -> np.ndarray:
-    """Output position of every key of concatenate([a, b]) in their stable
-    merge (searchsorted counts the keys that go before each one)."""
-    na, nb = len(a), len(b)
-    if not descending:
-        pos_a = np.arange(na) + np.searchsorted(b, a, side="left")
-        pos_b = np.arange(nb) + np.searchsorted(a, b, side="right")
-    else:  # a's key goes after b's strictly greater ones; b's after a's greater or equal
-        pos_a = np.arange(na) + (nb - np.searchsorted(b[::-1], a, side="right"))
-        pos_b = np.arange(nb) + (na - np.searchsorted(a[::-1], b, side="left"))
-    return np.concatenate([pos_a, pos_b]).astype(np.int64)
+    """Where each key of concatenate([a, b]) goes in their stable merge: a
+    stable sort of the concatenation (two sorted runs, which NumPy's stable
+    sort merges in linear time), so unsorted inputs still give a permutation."""
+    idx = order.argsort(np.concatenate([a, b]), descending)
+    pos = np.empty(len(idx), np.int64)
+    pos[idx] = np.arange(len(idx))
+    return pos
 
 
 def _check_keys(a: Operand, b: Operand):
@@ -62,14 +65,38 @@ def _check_keys(a: Operand, b: Operand):
 
 
 def _merge(a: Operand, b: Operand, av: Operand | None, bv: Operand | None, descending, out,
-           values_out):
+           values_out, stream):
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, got {descending!r}")
     _check_keys(a, b)
     from .device import gpu_available
 
+    targets = [Operand(x, what) if x is not None else None
+               for x, what in ((out, "out"), (values_out, "values_out"))]
     operands = [x for x in (a, b, av, bv) if x is not None]
-    if not gpu_available() and not any(x.on_device for x in operands):
-        return _merge_host(a, b, av, bv, descending, out, values_out)
-    return _merge_device(a, b, av, bv, descending, out, values_out)
+    _check_no_overlap(operands, [t for t in targets if t is not None])
+    state, ordering = caller_ordering(stream, (*operands, *targets))
+    if ordering is not None:
+        ordering.begin()
+    try:
+        if not gpu_available() and not any(x.on_device for x in operands):
+            return _merge_host(a, b, av, bv, descending, *targets, state)
+        return _merge_device(a, b, av, bv, descending, *targets, state,
+                             ordering.caller if ordering else 1)
+    finally:
+        if ordering is not None:
+            ordering.end()
+
+
+def _check_no_overlap(inputs, targets) -> None:
+    """One rule on the host and the GPU: out= and values_out= never share
+    memory with an input (a merge cannot run in place)."""
+    for t in targets:
+        tptr, tn = t.span()
+        for x in inputs:
+            xptr, xn = x.span()
+            if overlaps(tptr, tn, xptr, xn):
+                raise ValueError(f"{t.what} overlaps the input {x.what}; merge into a separate array")
 
 
 def _like(first: Operand, n: int) -> Operand:
@@ -79,41 +106,33 @@ def _like(first: Operand, n: int) -> Operand:
     return like
 
 
-def _merge_host(a, b, av, bv, descending, out, values_out):
-    from .api import _deliver_host
-
-    pos = host_merge_order(a.array, b.array, descending)
+def _merge_host(a, b, av, bv, descending, out, values_out, state):
+    pos = host_merge_order(a.host(state), b.host(state), descending)
     total = a.n + b.n
     keys = np.empty(total, a.dtype)
-    keys[pos] = np.concatenate([a.array, b.array])
-    k = _deliver_host(_like(a, total), keys, out)
+    keys[pos] = np.concatenate([a.host(state), b.host(state)])
+    k = deliver_host(_like(a, total), keys, out, "out", state)
     if av is None:
         return k, None
     values = np.empty(total, av.dtype)
-    values[pos] = np.concatenate([av.array, bv.array])
-    return k, _deliver_host(_like(av, total), values, values_out)
+    values[pos] = np.concatenate([av.host(state), bv.host(state)])
+    return k, deliver_host(_like(av, total), values, values_out, "values_out", state)
 
 
-def _merge_device(a, b, av, bv, descending, out, values_out):
+def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
     from .device import get_device
     from .job import Job
     from .plugins.merge_sort import MergeSort
 
     first = a if a.on_device or not b.on_device else b
-    state = get_device(first.ordinal)
+    state = state or get_device(first.ordinal)
     total = a.n + b.n
-    key_result = Result(_like(first, total), a.dtype, state, out, "out")
+    key_result = Result(_like(first, total), a.dtype, state, out, "out", caller)
     value_result = None
     if av is not None:
         vfirst = av if av.on_device or not bv.on_device else bv
-        value_result = Result(_like(vfirst, total), av.dtype, state, values_out, "values_out")
-    inputs = [(x, x.device_ptr(state) if x.n else 0) for x in (a, b, av, bv) if x is not None]
-    outputs = [(r.ptr, total * r.dtype.itemsize) for r in (key_result, value_result) if r is not None]
-    for x, ptr in inputs:
-        for optr, onbytes in outputs:
-            if overlaps(ptr, x.nbytes, optr, onbytes):
-                raise ValueError(f"out / values_out overlaps the input {x.what}; merge into a separate array")
-    ptr = {x.what: p for x, p in inputs}
+        value_result = Result(_like(vfirst, total), av.dtype, state, values_out, "values_out", caller)
+    ptr = {x.what: x.device_ptr(state) if x.n else 0 for x in (a, b, av, bv) if x is not None}
     vb = 0 if av is None else av.dtype.itemsize
     plugin = MergeSort()
     job = Job(plugin, state, dtype=a.key_dtype.name, n=total, keys_in=ptr[a.what],

@@ -108,6 +108,10 @@ class SortPlugin:
     #: A subclass that overrides run() must say it again (it is not inherited
     #: past a new run()).
     replayable: ClassVar[bool] = False
+    #: True if the plugin verifies a caller's key_range promise itself (and
+    #: raises ValueError when keys lie outside it); otherwise the core checks
+    #: the promise before running the plugin.
+    checks_key_range: ClassVar[bool] = False
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"
     #: Tunables by name; every GPU plugin has at least "block_size".

@@ -14,6 +14,7 @@ import warnings
 
 from . import registry
 from .device import gpu_available, unavailable_reason
+from .errors import warn_caller
 from .plugin import Request
 
 #: Built-in preference when nothing is measured: counting first (it declines what
@@ -162,8 +163,7 @@ def _warn_cpu():
     global _warned_cpu
     if not _warned_cpu:
         _warned_cpu = True
-        warnings.warn(f"cudasortkit is sorting on the CPU with NumPy: {unavailable_reason()}",
-                      RuntimeWarning, stacklevel=5)
+        warn_caller(f"cudasortkit is sorting on the CPU with NumPy: {unavailable_reason()}")
 
 
 def _describe(request: Request) -> str:

@@ -1,0 +1,178 @@
+"""The caller's CUDA stream, and ordering cudasortkit's work inside it.
+
+A call's work is ordered on the caller's stream: it starts after everything
+the caller queued there before the call, and whatever the caller queues
+there after the call starts after the result is written. The call returns
+without waiting for the GPU (host results excepted: they are downloaded).
+
+The caller's stream is, in this order: the ``stream=`` argument (an object
+with ``__cuda_stream__``, a CuPy, PyTorch or pycuda stream, or a raw
+``CUstream`` handle as an int); else the current stream of the library the
+arrays come from (CuPy's ``get_current_stream()``, ``torch.cuda.current_stream()``);
+else the legacy default stream. A ``__cuda_array_interface__`` (v3) that
+names a stream is honoured too, as the protocol asks of a consumer: the work
+starts after that stream's work.
+
+pycuda launches only on its own Stream objects, so cudasortkit runs on one
+blocking stream per device and joins it to the caller's with events
+(``cuEventRecord`` + ``cuStreamWaitEvent`` through the driver, a microsecond
+each). The legacy default stream needs no events: a blocking stream is
+already ordered with it both ways.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+#: CUstream handles of the default streams (the driver API's CU_STREAM_LEGACY
+#: and CU_STREAM_PER_THREAD; 0 is the legacy stream too).
+LEGACY, PER_THREAD = 1, 2
+
+_CU_EVENT_DISABLE_TIMING = 0x2
+
+_STREAM_KINDS = ("None", "an object with __cuda_stream__ (PyTorch, numba-cuda, RMM, cuda.core)",
+                 "a cupy.cuda.Stream", "a torch.cuda.Stream", "a pycuda.driver.Stream",
+                 "an int CUstream handle")
+
+
+def handle_of(stream) -> int:
+    """The CUstream handle of a stream object or raw handle (0 and 1 both
+    mean the legacy default stream and come back as LEGACY)."""
+    if isinstance(stream, bool):
+        raise TypeError(f"stream must be one of: {', '.join(_STREAM_KINDS)}; got a bool")
+    if isinstance(stream, int):
+        handle = stream
+    elif hasattr(stream, "__cuda_stream__"):
+        protocol = stream.__cuda_stream__
+        _, handle = protocol() if callable(protocol) else protocol
+    elif isinstance(getattr(stream, "ptr", None), int):  # CuPy
+        handle = stream.ptr
+    elif isinstance(getattr(stream, "cuda_stream", None), int):  # PyTorch
+        handle = stream.cuda_stream
+    elif isinstance(getattr(stream, "handle", None), int):  # pycuda
+        handle = stream.handle
+    else:
+        raise TypeError(f"stream must be one of: {', '.join(_STREAM_KINDS)}; "
+                        f"got {type(stream).__name__}")
+    handle = int(handle)
+    if handle < 0:
+        raise ValueError(f"stream handle must not be negative, got {handle}")
+    return LEGACY if handle == 0 else handle
+
+
+def interface_stream(cai: dict) -> int | None:
+    """The stream a __cuda_array_interface__ asks its consumer to order after,
+    or None (no 'stream' entry, or None: nothing to wait for)."""
+    stream = cai.get("stream")
+    if stream is None:
+        return None
+    if stream == 0:
+        raise ValueError("__cuda_array_interface__ 'stream' must not be 0 (the protocol "
+                         "reserves it); use 1 for the legacy default stream")
+    return int(stream)
+
+
+def current_stream(library: str, device) -> int:
+    """The current stream of CuPy or PyTorch (LEGACY for any other library)."""
+    if library == "cupy":
+        import cupy
+
+        return handle_of(cupy.cuda.get_current_stream().ptr)
+    if library == "torch":
+        import torch
+
+        return handle_of(torch.cuda.current_stream(device).cuda_stream)
+    return LEGACY
+
+
+class _Driver:
+    """The three driver calls event ordering needs, through ctypes on libcuda
+    (loaded once; pycuda has loaded it already)."""
+
+    def __init__(self):
+        lib = ctypes.CDLL("libcuda.so.1")
+        self.create = lib.cuEventCreate
+        self.create.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint)
+        self.record = lib.cuEventRecord
+        self.record.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+        self.wait = lib.cuStreamWaitEvent
+        self.wait.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
+
+    @staticmethod
+    def check(status: int, what: str) -> None:
+        if status:
+            raise RuntimeError(f"cudasortkit: {what} failed with CUDA error {status}")
+
+
+_driver = None
+_driver_lock = threading.Lock()
+
+
+def _get_driver() -> _Driver:
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            _driver = _Driver()
+    return _driver
+
+
+class Joiner:
+    """Joins one device's own stream to callers' streams with events.
+
+    One event serves every join: a stream waits on the event's most recent
+    record as of the cuStreamWaitEvent call, so record-then-wait pairs only
+    need to be atomic (a lock), not separate events.
+    """
+
+    def __init__(self, state):
+        self.own = int(state.stream.handle)
+        self._event = None
+        self._lock = threading.Lock()
+
+    def _event_handle(self, driver: _Driver):
+        if self._event is None:  # the device's context is current (get_device)
+            event = ctypes.c_void_p()
+            driver.check(driver.create(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+            self._event = event
+        return self._event
+
+    def wait_for(self, handles) -> None:
+        """Our stream's later work starts after the work queued on `handles` so far."""
+        self._join(handles, into_own=True)
+
+    def signal(self, handles) -> None:
+        """Work queued later on `handles` starts after our stream's work so far."""
+        self._join(handles, into_own=False)
+
+    def _join(self, handles, into_own: bool) -> None:
+        handles = [h for h in handles if h != LEGACY and h != self.own]
+        if not handles:
+            return
+        driver = _get_driver()
+        with self._lock:
+            event = self._event_handle(driver)
+            if into_own:
+                for h in handles:
+                    driver.check(driver.record(event, h), "cuEventRecord on the caller's stream")
+                    driver.check(driver.wait(self.own, event, 0), "cuStreamWaitEvent")
+            else:
+                driver.check(driver.record(event, self.own), "cuEventRecord")
+                for h in handles:
+                    driver.check(driver.wait(h, event, 0), "cuStreamWaitEvent on the caller's stream")
+
+
+class Ordering:
+    """One call's place in the caller's stream: `begin()` before any of the
+    call's GPU work (reads of the inputs included), `end()` after all of it,
+    also when the call fails."""
+
+    def __init__(self, state, caller: int, waits=()):
+        self.joiner = state.joiner
+        self.caller = caller
+        self.waits = (caller, *waits)
+
+    def begin(self) -> None:
+        self.joiner.wait_for(self.waits)
+
+    def end(self) -> None:
+        self.joiner.signal((self.caller,))

@@ -1,0 +1,170 @@
+"""What a user can hand the API on a machine without a GPU: array kinds,
+dtypes and argument values, each accepted as NumPy/PyTorch users expect or
+refused with an exception that says what is supported."""
+import warnings
+
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+
+
+# ------------------------------------------------------------ array kinds
+def test_masked_arrays_are_refused():
+    a = np.ma.array([3, 1, 2], mask=[False, True, False])
+    with pytest.raises(TypeError, match="masked"):
+        csk.sort(a)
+    with pytest.raises(TypeError, match="masked"):
+        csk.argsort(a)
+
+
+def test_objects_that_are_not_arrays_are_named():
+    with pytest.raises(TypeError, match=r"builtins\.object.*numpy\.ndarray"):
+        csk.sort(object())
+
+
+def test_bfloat16_numpy_arrays_sort_on_the_cpu():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.array([2.5, np.nan, -1.0, 0.0, -0.0, 3.0, 2.5], np.float32).astype(ml_dtypes.bfloat16)
+    got = csk.sort(a, algorithm="numpy")
+    assert got.dtype == a.dtype
+    f = got.astype(np.float32)
+    assert f[:-1].tolist() == [-1.0, 0.0, 0.0, 2.5, 2.5, 3.0] and np.isnan(f[-1])
+    assert csk.argsort(a, stable=True, algorithm="numpy").tolist() == [2, 3, 4, 0, 6, 5, 1]
+
+
+def test_unsupported_numpy_dtypes_name_the_supported_ones():
+    with pytest.raises(TypeError, match="bfloat16.*float64"):
+        csk.sort(np.array([1 + 2j, 3j]))
+    with pytest.raises(TypeError, match="supported"):
+        csk.sort(np.array(["b", "a"]))
+
+
+def test_torch_cpu_tensors_come_back_as_cpu_tensors():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([3.0, 1.0, 2.0], requires_grad=True)
+    got = csk.sort(t)
+    assert isinstance(got, torch.Tensor) and got.device.type == "cpu"
+    assert got.tolist() == [1.0, 2.0, 3.0]
+    order = csk.argsort(t)
+    assert isinstance(order, torch.Tensor) and order.dtype == torch.int64
+    assert order.tolist() == [1, 2, 0]
+    k, v = csk.sort_by_key(torch.tensor([2, 1], dtype=torch.int32),
+                           torch.tensor([20, 10], dtype=torch.int64))
+    assert k.tolist() == [1, 2] and v.tolist() == [10, 20]
+    b = torch.tensor([1.5, -2.0, 0.5], dtype=torch.bfloat16)
+    if pytest.importorskip("ml_dtypes"):
+        got = csk.sort(b)
+        assert got.dtype == torch.bfloat16 and got.tolist() == [-2.0, 0.5, 1.5]
+
+
+def test_torch_cpu_out_is_written_in_place():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([3, 1, 2], dtype=torch.int32)
+    out = torch.empty(3, dtype=torch.int32)
+    assert csk.sort(t, out=out) is out
+    assert out.tolist() == [1, 2, 3]
+
+
+def test_float8_tensors_are_refused_with_a_type_error():
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8")
+    t = torch.zeros(4).to(torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match="not supported.*float16"):
+        csk.sort(t)
+
+
+# ------------------------------------------------------------ argument values
+@pytest.mark.parametrize("flag", ["descending", "stable"])
+@pytest.mark.parametrize("value", ["no", 0, 1, None, [True]])
+def test_flags_must_be_bools(flag, value):
+    with pytest.raises(TypeError, match=flag):
+        csk.sort(np.arange(3), **{flag: value})
+
+
+def test_numpy_bools_are_bools():
+    assert csk.sort(np.array([2, 1]), descending=np.True_).tolist() == [2, 1]
+
+
+def test_descending_must_be_a_bool_everywhere():
+    with pytest.raises(TypeError, match="descending"):
+        csk.argsort(np.arange(3), descending="no")
+    with pytest.raises(TypeError, match="descending"):
+        csk.sort_by_key(np.arange(3), np.arange(3), descending="yes")
+    with pytest.raises(TypeError, match="descending"):
+        csk.merge(np.arange(3), np.arange(3), descending="no")
+
+
+def test_algorithm_must_be_a_name():
+    with pytest.raises(TypeError, match="algorithm"):
+        csk.sort(np.arange(3), algorithm=["numpy"])
+
+
+@pytest.mark.parametrize("key_range", [5, (1,), (1, 2, 3), ("a", "b"), (1.5, 2), (True, 3)])
+def test_bad_key_range_values_name_key_range(key_range):
+    with pytest.raises(TypeError, match="key_range"):
+        csk.sort(np.arange(3), key_range=key_range)
+
+
+def test_key_range_lo_above_hi():
+    with pytest.raises(ValueError, match="key_range"):
+        csk.sort(np.arange(3), key_range=(5, 1))
+
+
+def test_key_range_is_for_integer_keys():
+    with pytest.raises(TypeError, match="key_range"):
+        csk.sort(np.arange(3.0), key_range=(0, 2))
+
+
+def test_a_broken_key_range_promise_raises_on_the_cpu_as_on_the_gpu():
+    with pytest.raises(ValueError, match="key_range"):
+        csk.sort(np.array([1, 50, 3]), key_range=(0, 10), algorithm="numpy")
+    assert csk.sort(np.array([1, 5, 3]), key_range=(0, 10), algorithm="numpy").tolist() == [1, 3, 5]
+
+
+def test_non_contiguous_out_is_refused():
+    a = np.array([3, 1, 2], np.int64)
+    out = np.empty(6, np.int64)[::2]
+    with pytest.raises(ValueError, match="contiguous"):
+        csk.sort(a, out=out, algorithm="numpy")
+
+
+def test_out_must_match():
+    with pytest.raises(ValueError, match="out must be"):
+        csk.sort(np.arange(3), out=np.empty(4, np.int64), algorithm="numpy")
+    with pytest.raises(ValueError, match="out"):
+        csk.sort(np.arange(3), out=[0, 0, 0], algorithm="numpy")
+
+
+def test_in_place_sort_on_the_cpu():
+    a = np.array([3, 1, 2])
+    assert csk.sort(a, out=a, algorithm="numpy") is a
+    assert a.tolist() == [1, 2, 3]
+
+
+def test_merge_out_overlapping_an_input_is_refused():
+    buf = np.array([1, 3, 5, 2, 4, 6, 0, 0, 0, 0, 0, 0])
+    a, b = buf[:3], buf[3:6]
+    with pytest.raises(ValueError, match="overlaps"):
+        csk.merge(a, b, out=buf[2:8])
+    out = np.empty(6, buf.dtype)
+    assert csk.merge(a, b, out=out) is out and out.tolist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_stream_must_be_a_stream():
+    with pytest.raises(TypeError, match="stream"):
+        csk.sort(np.arange(3), stream="default")
+
+
+def test_cpu_fallback_warning_points_at_the_callers_line(monkeypatch):
+    from cudasortkit import select
+    from cudasortkit.device import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is here: no CPU fallback warning")
+    monkeypatch.setattr(select, "_warned_cpu", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        csk.sort(np.arange(5))
+    assert caught and caught[0].filename == __file__, [w.filename for w in caught]
