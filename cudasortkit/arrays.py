@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import SUPPORTED_TEXT, is_bfloat16, key_dtype, numpy_dtype
-from .streams import current_stream, interface_stream
+from .streams import cupy_stream, current_stream, interface_stream
 
 #: Tests set this to fill fresh result buffers with a poison byte before any
 #: kernel writes them, so an element a plugin forgets to write shows up.
@@ -368,7 +368,7 @@ def _cupy_empty(n, dtype, ordinal, stream: int):
     with cupy.cuda.Device(ordinal):
         if stream in (1, cupy.cuda.get_current_stream().ptr or 1):
             return cupy.empty(n, dtype)
-        with cupy.cuda.ExternalStream(stream):
+        with cupy_stream(stream):
             return cupy.empty(n, dtype)
 
 

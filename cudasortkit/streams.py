@@ -60,6 +60,26 @@ def handle_of(stream) -> int:
     return LEGACY if handle == 0 else handle
 
 
+class StreamRef:
+    """A raw CUstream handle behind the CUDA Stream Protocol (for libraries
+    that adopt foreign streams through it, such as CuPy's Stream.from_external)."""
+
+    def __init__(self, handle: int):
+        self.handle = int(handle)
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def cupy_stream(handle: int):
+    """A CuPy stream object for a raw handle (CuPy 14 prefers from_external)."""
+    import cupy
+
+    if hasattr(cupy.cuda.Stream, "from_external"):
+        return cupy.cuda.Stream.from_external(StreamRef(handle))
+    return cupy.cuda.ExternalStream(handle)
+
+
 def interface_stream(cai: dict) -> int | None:
     """The stream a __cuda_array_interface__ asks its consumer to order after,
     or None (no 'stream' entry, or None: nothing to wait for)."""
