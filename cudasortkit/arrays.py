@@ -154,7 +154,7 @@ class Operand:
             # Built anew by CuPy on every access (microseconds): read once,
             # reused by _contiguous and device_ptr.
             self._cai = dict(a.__cuda_array_interface__)
-            self.interface_stream = interface_stream(self._cai) if library == "cai" else None
+            self.interface_stream = interface_stream(self._cai)
         self.on_device = self._cai is not None
         if self.on_device:
             shape = tuple(self._cai["shape"])
