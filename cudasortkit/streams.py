@@ -189,7 +189,7 @@ class Ordering:
     def __init__(self, state, caller: int, waits=()):
         self.joiner = state.joiner
         self.caller = caller
-        self.waits = (caller, *waits)
+        self.waits = tuple({caller, *waits})
 
     def begin(self) -> None:
         self.joiner.wait_for(self.waits)
