@@ -169,7 +169,9 @@ merge_sort_pass(const csk_bits_t* __restrict__ keys_in, const csk_value_t* __res
 }
 
 // cudasortkit.merge: splits[blk] = co-rank of output blk * TILE of merging
-// the caller's sorted a and b (raw keys; `mask` all ones for descending).
+// the caller's a and b (raw keys; `mask` all ones for descending). The search
+// stays inside a[0, na) and b[0, nb) whatever the keys; only sorted inputs
+// make the co-ranks the merge path (merge_arrays checks that).
 extern "C" __global__ void merge_partition(const csk_bits_t* __restrict__ a, csk_index_t na,
                                            const csk_bits_t* __restrict__ b, csk_index_t nb,
                                            csk_index_t* __restrict__ splits, csk_index_t blocks,
@@ -180,15 +182,124 @@ extern "C" __global__ void merge_partition(const csk_bits_t* __restrict__ a, csk
     splits[blk] = merge_corank<true, csk_index_t>(a, na, b, nb, blk * TILE, (csk_bits_t)mask64);
 }
 
+// Block blk merges outputs [d0, d1) = [blk * TILE, ...) from a[a0, a1) and
+// b[b0, b1), b0 = d0 - a0 and b1 = d1 - a1, where a0, a1 are splits[blk] and
+// splits[blk + 1] (na for the last block).
+//
+// The inputs are the caller's, so they are checked, not trusted. A block
+// first checks its ranges (0 <= a0 <= a1 <= na, 0 <= b0 <= b1 <= nb) and
+// loads nothing when they are not. It then checks that its a-run and its
+// b-run are each in (encoded, masked) order, and that the key just before
+// each non-empty run (a[a0 - 1], b[b0 - 1], where they exist) is not greater
+// than the run's first key. The blocks' runs tile a and b, so every adjacent
+// pair of a and of b is checked by some block: all blocks pass exactly when
+// both inputs are sorted, and then the merge is the stable merge. A block
+// that fails sets *unsorted and neither merges nor stores; merge_fallback
+// (launched next) then writes the whole output.
 extern "C" __global__ void MERGE_BOUNDS
 merge_arrays(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ av, csk_index_t na,
              const csk_bits_t* __restrict__ b, const csk_value_t* __restrict__ bv, csk_index_t nb,
              csk_bits_t* __restrict__ out, csk_value_t* __restrict__ outv,
-             const csk_index_t* __restrict__ splits, unsigned long long mask64)
+             const csk_index_t* __restrict__ splits, unsigned long long mask64,
+             unsigned int* __restrict__ unsorted)
 {
+    const csk_bits_t mask = (csk_bits_t)mask64;
     const csk_index_t blk = blockIdx.x;
-    const csk_index_t d0 = blk * TILE, d1 = min(d0 + TILE, na + nb);
-    const csk_index_t a1 = d1 == na + nb ? na : splits[blk + 1];
-    merge_block<true>(a, av, b, bv, d0, d1, splits[blk], a1, out + d0,
-                      CSK_HAS_VALUES ? outv + d0 : outv, false, (csk_bits_t)mask64);
+    const csk_index_t total = na + nb;
+    const csk_index_t d0 = blk * TILE, d1 = min(d0 + TILE, total);
+    const csk_index_t a0 = splits[blk];
+    const csk_index_t a1 = d1 == total ? na : splits[blk + 1];
+    const csk_index_t b0 = d0 - a0, b1 = d1 - a1;
+    if (!(0 <= a0 && a0 <= a1 && a1 <= na && 0 <= b0 && b0 <= b1 && b1 <= nb)) {
+        if (threadIdx.x == 0) *unsorted = 1u;
+        return;  // the whole block: the test depends on blk only
+    }
+    const int ka = (int)(a1 - a0), count = (int)(d1 - d0);  // tile [0, ka) is a's run, [ka, count) b's
+
+    const csk_tile t = csk_shared_tile(MERGE_TILE);
+    const csk_bits_t* ta = a + a0;
+    const csk_bits_t* tb = b + (b0 - ka);  // tb[i] is b's key for tile index i >= ka
+#if CSK_HAS_VALUES
+    const csk_value_t* tav = av + a0;
+    const csk_value_t* tbv = bv + (b0 - ka);
+#endif
+    // Coalesced load: a's run at tile [0, ka), b's at [ka, count).
+#pragma unroll
+    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+        const int i = threadIdx.x + r * BLOCK_SIZE;
+        if (i < count) {
+            t.keys[i] = i < ka ? ta[i] : tb[i];
+#if CSK_HAS_VALUES
+            t.values[i] = i < ka ? tav[i] : tbv[i];
+#endif
+        }
+    }
+    // The keys just before the runs (thread 0 checks them), in flight across the barrier.
+    const bool check_a = a0 > 0 && ka > 0, check_b = b0 > 0 && count > ka;
+    csk_bits_t a_before = 0, b_before = 0;
+    if (threadIdx.x == 0) {
+        if (check_a) a_before = a[a0 - 1];
+        if (check_b) b_before = b[b0 - 1];
+    }
+    __syncthreads();
+
+    // Order check: every pair (i - 1, i) of one run in this thread's items
+    // (thread-major, as the merge reads them), and the runs' predecessors.
+    bool bad = false;
+    if (threadIdx.x == 0) {
+        if (check_a) bad |= merge_ord<true>(t.keys[0], mask) < merge_ord<true>(a_before, mask);
+        if (check_b) bad |= merge_ord<true>(t.keys[ka], mask) < merge_ord<true>(b_before, mask);
+    }
+    const int first = threadIdx.x * ITEMS_PER_THREAD;
+    if (first < count) {
+        csk_bits_t prev = merge_ord<true>(t.keys[first > 0 ? first - 1 : 0], mask);
+#pragma unroll
+        for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
+            const int i = first + r;
+            if (i < count) {
+                const csk_bits_t cur = merge_ord<true>(t.keys[i], mask);
+                if (i != 0 && i != ka) bad |= cur < prev;
+                prev = cur;
+            }
+        }
+    }
+
+    if (__syncthreads_or(bad)) {
+        if (threadIdx.x == 0) *unsorted = 1u;
+        return;
+    }
+    const int diag = min(first, count);
+    const int i = merge_corank<true, int>(t.keys, ka, t.keys + ka, count - ka, diag, mask);
+    csk_bits_t k[ITEMS_PER_THREAD];
+    csk_value_t v[ITEMS_PER_THREAD];
+    int src[ITEMS_PER_THREAD];
+    merge_serial<true>(t.keys, i, ka, ka + diag - i, count, mask, k, src);
+    merge_gather_values(t, src, v);
+    __syncthreads();
+    merge_regs_to_tile(t, k, v, count);
+    __syncthreads();
+
+    csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, out + d0, CSK_HAS_VALUES ? outv + d0 : outv, count,
+                                                false, mask);
+}
+
+// After merge_arrays, same grid: when it found the inputs unsorted, block blk
+// copies outputs [blk * TILE, ...) of the concatenation [a..., b...] (keys
+// and values), so the output is always a permutation of the inputs. With
+// the inputs sorted every block returns after reading the flag.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+merge_fallback(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ av, csk_index_t na,
+               const csk_bits_t* __restrict__ b, const csk_value_t* __restrict__ bv, csk_index_t nb,
+               csk_bits_t* __restrict__ out, csk_value_t* __restrict__ outv,
+               const unsigned int* __restrict__ unsorted)
+{
+    if (*unsorted == 0u) return;
+    const csk_index_t d0 = (csk_index_t)blockIdx.x * TILE, d1 = min(d0 + TILE, na + nb);
+    for (csk_index_t i = d0 + threadIdx.x; i < d1; i += BLOCK_SIZE) {
+        out[i] = i < na ? a[i] : b[i - na];
+#if CSK_HAS_VALUES
+        outv[i] = i < na ? av[i] : bv[i - na];
+#endif
+    }
+    (void)av; (void)bv; (void)outv;
 }

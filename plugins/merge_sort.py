@@ -75,17 +75,28 @@ class MergeSort(SortPlugin):
     def merge(self, job, a, a_values, na: int, b, b_values, nb: int) -> None:
         """Stable merge of sorted device arrays a (na keys) and b (nb keys)
         into job.keys_out / job.values_out (na + nb each); job.descending
-        means both inputs are sorted descending. Used by cudasortkit.merge."""
+        means both inputs are sorted descending. Used by cudasortkit.merge.
+
+        Unsorted inputs give the concatenation [a..., b...] (values with
+        their keys): merge_arrays checks the order on the device as it
+        merges and sets a flag instead of merging when it finds a pair out of
+        order, and merge_fallback then copies the concatenation (for sorted
+        inputs it only reads the flag). No host synchronisation."""
         cfg = job.config
         block, tile, total = cfg["block_size"], self.tile(cfg), na + nb
         if total == 0:
             return
         blocks = job.blocks(total, tile)
         partition = job.kernel(TEMPLATE, "merge_partition", "PqPqPqQ")
-        merge = job.kernel(TEMPLATE, "merge_arrays", "PPqPPqPPPQ")
-        splits = int(job.alloc(8 * blocks))
+        merge = job.kernel(TEMPLATE, "merge_arrays", "PPqPPqPPPQP")
+        fallback = job.kernel(TEMPLATE, "merge_fallback", "PPqPPqPPP")
+        tmp = job.alloc_parts((("splits", 8 * blocks), ("unsorted", 4)))
+        splits, unsorted = tmp["splits"], tmp["unsorted"]
+        job.memset32(unsorted, 0, 1)
         job.launch(partition, job.blocks(blocks, PARTITION_BLOCK), PARTITION_BLOCK,
                    a, na, b, nb, splits, blocks, job.desc_mask)
         job.launch(merge, blocks, block, a, a_values, na, b, b_values, nb, job.keys_out,
-                   job.values_out, splits, job.desc_mask,
+                   job.values_out, splits, job.desc_mask, unsorted,
                    shared=self.shared_bytes(cfg, job.key_bytes, job.value_bytes))
+        job.launch(fallback, blocks, block, a, a_values, na, b, b_values, nb, job.keys_out,
+                   job.values_out, unsorted)

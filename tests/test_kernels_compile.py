@@ -1,13 +1,17 @@
 """Every kernel template of every registered GPU plugin compiles with nvcc, from
 the very text the runtime compiler gets (cudasortkit.render): every key dtype
 at its default settings (with and without values), and every tunable value at one dtype, for sm_75 and sm_90.
+cudasortkit.merge's kernels also at every payload width for sm_90, with their
+parameters checked against the signatures MergeSort.merge prepares them with.
 Skipped only when nvcc is missing."""
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 from cudasortkit import registry
@@ -75,3 +79,93 @@ def test_core_kernels_compile():
 
     rc, msg = compile_one(CoreKernels(), "util.cu", "uint32", 0, CoreKernels().default_config())
     assert rc == 0, msg
+
+
+# cudasortkit.merge's kernels: every key width and kind, every payload width.
+MERGE_DTYPES = ("uint8", "int16", "float16", "float32", "uint64", "float64")
+MERGE_VALUE_BYTES = (0, 4, 8)
+#: Bytes of one argument per pycuda prepare() letter.
+LETTER_BYTES = {"P": 8, "q": 8, "Q": 8, "i": 4, "I": 4}
+PTX_PARAM_BYTES = {"u64": 8, "b64": 8, "s64": 8, "u32": 4, "b32": 4, "s32": 4}
+
+
+class _RecordingJob:
+    """The parts of a Job that MergeSort.merge uses, recording its kernels
+    and launches instead of running them."""
+
+    def __init__(self, plugin, dtype, value_bytes):
+        self.config = plugin.default_config(dtype, value_bytes)
+        self.key_bytes = np.dtype(dtype).itemsize
+        self.value_bytes = value_bytes
+        self.desc_mask = 0
+        self.keys_out, self.values_out = 0x1000, 0x2000 if value_bytes else 0
+        self.kernels, self.events = {}, []
+
+    def kernel(self, template, name, signature):
+        self.kernels[name] = (template, signature)
+        return name
+
+    def alloc_parts(self, parts):
+        return {name: 0x10000 * (i + 1) for i, (name, _) in enumerate(parts)}
+
+    def memset32(self, dst, value, count):
+        self.events.append(("memset32", (dst, value, count)))
+
+    def blocks(self, items, per_block):
+        return -(-int(items) // int(per_block))
+
+    def launch(self, kernel, grid, block, *args, shared=0):
+        self.events.append((kernel, args))
+
+
+def _ptx_params(ptx: str, kernel: str) -> list:
+    """Byte sizes of a kernel's parameters, from its PTX .entry."""
+    m = re.search(r"\.entry\s+" + kernel + r"\s*\((.*?)\)", ptx, re.S)
+    assert m, f"{kernel} not in the PTX"
+    return [PTX_PARAM_BYTES[t] for t in re.findall(r"\.param\s+\.(\w+)", m.group(1))]
+
+
+def _compile_merge(plugin, dtype, vb):
+    """nvcc for sm_90 (cubin, PTX kept): (returncode, message, PTX text)."""
+    config = plugin.default_config(dtype, vb)
+    source = render(type(plugin), "merge_sort.cu", dtype, vb, config)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cu")
+        with open(path, "w") as f:
+            f.write(source)
+        cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch=sm_90", "--keep", "--keep-dir", tmp,
+               "-o", os.path.join(tmp, "kernel.cubin"), path]
+        for d in include_dirs(type(plugin)):
+            cmd += ["-I", d]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        ptx_path = os.path.join(tmp, "kernel.ptx")
+        ptx = open(ptx_path).read() if os.path.exists(ptx_path) else ""
+    return result.returncode, f"merge_sort.cu {dtype} values={vb} {config}:\n{result.stderr}", ptx
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_merge_kernels_compile_sm90():
+    """merge_partition, merge_arrays and merge_fallback compile for sm_90 at
+    every key width and kind and payload width, and MergeSort.merge prepares
+    and launches each with as many arguments, of the same sizes, as the
+    kernel declares."""
+    plugin = GPU_PLUGINS["merge_sort"]
+    jobs = [(dtype, vb) for dtype in MERGE_DTYPES for vb in MERGE_VALUE_BYTES]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda v: _compile_merge(plugin, *v), jobs))
+    failures = [msg for rc, msg, _ in results if rc != 0]
+    assert not failures, f"{len(failures)} of {len(jobs)} variants failed:\n" + "\n".join(failures[:3])
+
+    for (dtype, vb), (_, _, ptx) in zip(jobs, results):
+        job = _RecordingJob(plugin, dtype, vb)
+        plugin.merge(job, 0x3000, 0x4000 if vb else 0, 5000, 0x5000, 0x6000 if vb else 0, 7)
+        assert set(job.kernels) == {"merge_partition", "merge_arrays", "merge_fallback"}
+        assert [e for e, _ in job.events] == ["memset32", "merge_partition", "merge_arrays", "merge_fallback"]
+        flag = job.events[0][1]
+        assert flag[1:] == (0, 1), "the unsorted flag is one word, zeroed"
+        assert job.events[2][1][-1] == flag[0] and job.events[3][1][-1] == flag[0], "both kernels get the flag"
+        for name, args in job.events[1:]:
+            signature = job.kernels[name][1]
+            assert len(args) == len(signature), f"{name}: {len(args)} arguments for {signature!r}"
+            assert [LETTER_BYTES[c] for c in signature] == _ptx_params(ptx, name), (
+                f"{name} ({dtype}, values={vb}): signature {signature!r} does not match the kernel")
