@@ -8,8 +8,9 @@ descending=True in NumPy 2.5's descending order (NaNs still last); on equal
 keys the elements of `a` come first. Keys come back bit for bit. Without a
 GPU, host (NumPy) inputs are merged on the CPU with the same result.
 
-Unsorted inputs are a caller's error that cudasortkit does not check; the
-output is still a permutation of the inputs (on the CPU: sorted).
+Unsorted inputs are a caller's error, but the output is still a permutation
+of the inputs: sorted on the CPU; on the GPU (the merge kernels detect it) the
+concatenation [a..., b...].
 """
 from __future__ import annotations
 
