@@ -52,3 +52,10 @@ def test_bench_command_without_gpu_exits_with_one_line_and_no_traceback():
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [f"bench needs a GPU: {device.unavailable_reason()}"]
+
+
+# ------------------------------------------------------------------- 4.3 info
+def test_info_prints_the_cache_dir_the_tuner_uses(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "tuning"))
+    assert cli.main(["info"]) == 0
+    assert f"cache dir: {tmp_path / 'tuning'}" in capsys.readouterr().out.splitlines()
