@@ -59,3 +59,15 @@ def test_info_prints_the_cache_dir_the_tuner_uses(tmp_path, monkeypatch, capsys)
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "tuning"))
     assert cli.main(["info"]) == 0
     assert f"cache dir: {tmp_path / 'tuning'}" in capsys.readouterr().out.splitlines()
+
+
+# -------------------------------------------------------------- 4.7 explain
+def test_explain_names_the_valid_kinds():
+    a = np.arange(10, dtype=np.float32)
+    with pytest.raises(ValueError, match="kind must be one of 'sort', 'argsort', 'pairs', got 'bogus'"):
+        csk.explain(a, kind="bogus")
+    with pytest.raises(ValueError, match="kind='pairs' needs values=.*'sort' or 'argsort'"):
+        csk.explain(a, kind="pairs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert csk.explain(a, kind="pairs", values=np.arange(10)).name

@@ -487,7 +487,13 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     from .. import select
     from ..api import make_request
     from ..arrays import Operand
+    from ..plugin import REQUEST_KINDS
 
+    if kind not in REQUEST_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, REQUEST_KINDS))}, got {kind!r}")
+    if kind == "pairs" and values is None:
+        raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
+                         "without values, kind is 'sort' or 'argsort'")
     select._load_tuning()
     req = make_request(kind, Operand(a, "a"), None if values is None else Operand(values, "values"),
                        descending, stable or kind == "pairs", key_range)
