@@ -19,3 +19,14 @@ class KernelError(RuntimeError):
 
 class KernelCompileError(KernelError):
     """nvcc rejected a rendered template."""
+
+
+class PluginError(RuntimeError):
+    """A plugin's own code failed (raised, or called sys.exit); the registry
+    has taken it out of service (cudasortkit.registry.guarded)."""
+
+    def __init__(self, plugin: str, reason: str):
+        super().__init__(f"plugin {plugin!r} failed and is disabled: {reason} "
+                         "(python -m cudasortkit list shows it)")
+        self.plugin = plugin
+        self.reason = reason

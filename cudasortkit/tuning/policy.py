@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .. import registry
+
 #: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
 MIN_BUCKET, MAX_BUCKET = 10, 32
 
@@ -142,7 +144,7 @@ def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
     config = nearest_config(by_bucket, request.n)
     note = f"from {used_op} measurements" if used_op != op else ""
     if config is not None and plugin is not None and hasattr(plugin, "valid_config"):
-        if not plugin.valid_config(config, request.dtype, request.value_bytes):
+        if not registry.call(plugin, "valid_config", config, request.dtype, request.value_bytes):
             config = None
             note = (note + "; " if note else "") + "tuned config invalid here, default used"
     return Estimate(name, ms, config, note)

@@ -209,7 +209,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
             hosts = [random_keys(dtype, n, rng) for _ in range(inputs)]
             devs = _to_device(hosts)
             names = [nm for nm in sorted(gpu) if _ok(table, nm, dtype, b)
-                     and gpu[nm].unsupported(Request("sort", dtype, n)) is None]
+                     and registry.call(gpu[nm], "unsupported", Request("sort", dtype, n)) is None]
             ref = np.sort(hosts[0])
             runners, times = {}, {}
             for name in names + ["auto"]:
@@ -246,7 +246,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
                 e = plugin_results(ctx.table, name).get("sort", {}).get(dtype, {}).get(str(b))
                 if not isinstance(e, dict) or e.get("failed") or e.get("config") is None:
                     continue
-                default = gpu[name].default_config(dtype)
+                default = registry.call(gpu[name], "default_config", dtype)
                 if e["config"] == default:
                     out["tuned"].append({"plugin": name, "dtype": dtype, "n": 1 << b, "ratio": 1.0,
                                          "ok": True, "same": True})
