@@ -276,6 +276,121 @@ def test_by_name_a_plugin_broken_while_configuring_is_refused(measured_flaky):
     assert select.choose(request, "auto")[0].name != "flaky_gpu"
 
 
+# --------------------------------------------------------- 4.6 tuning cache
+def _write(store_path, content):
+    mode = "wb" if isinstance(content, bytes) else "w"
+    with open(store_path, mode) as f:
+        f.write(content if isinstance(content, (bytes, str)) else json.dumps(content))
+
+
+def _table(**plugins):
+    return {"schema": cache.SCHEMA, "device": INFO, "host": {},
+            "plugins": {name: {"hash": "h", "results": {"sort": {"uint32": {"20": e}}}}
+                        for name, e in plugins.items()}}
+
+
+GOOD = {"ms": 0.1, "config": {"block_size": 256}, "default_ms": 0.2}
+CORRUPT = {
+    "non-utf8": b"\xff\xfe{\"schema\": 2}\x80",
+    "bad-json": '{"schema": 2, "plugins": {',
+    "deep-json": "[" * 100000 + "]" * 100000,
+    "device-list": dict(_table(a=GOOD), device=[1]),
+    "plugins-list": dict(_table(), plugins=[]),
+    "host-entry-no-time": dict(_table(), host={"sort": {"uint32": {"12": {"via": "a"}}}}),
+    "hash-number": {"schema": cache.SCHEMA, "plugins": {"a": {"hash": 7, "results": {}}}},
+    "results-list": {"schema": cache.SCHEMA, "plugins": {"a": {"hash": "h", "results": []}}},
+    "bucket-word": {"schema": cache.SCHEMA, "plugins": {"a": {"hash": "h", "results": {
+        "sort": {"uint32": {"big": GOOD}}}}}},
+    "entry-empty": _table(a={}),
+    "entry-list": _table(a=[0.1]),
+    "entry-no-config": _table(a={"ms": 0.1}),
+    "entry-ms-text": _table(a=dict(GOOD, ms="fast")),
+    "entry-ms-nan": _table(a=dict(GOOD, ms=float("nan"))),
+    "entry-config-list": _table(a=dict(GOOD, config=[256])),
+    "entry-config-nested": _table(a=dict(GOOD, config={"block_size": {"x": 1}})),
+    "entry-failed-number": _table(a={"failed": 1}),
+}
+
+
+@pytest.mark.parametrize("content", CORRUPT.values(), ids=CORRUPT.keys())
+def test_any_corrupt_cache_file_is_set_aside_with_one_warning(tmp_path, content):
+    path = cache.Store(str(tmp_path), INFO).path
+    _write(path, content)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = cache.Store(str(tmp_path), INFO)
+        cache.Store(str(tmp_path), INFO)
+    assert store.data["plugins"] == {} and store.data["host"] == {}
+    assert len(caught) == 1
+    assert "is corrupt" in str(caught[0].message) and path in str(caught[0].message)
+    assert not os.path.exists(path) and any(".corrupt-" in p for p in os.listdir(tmp_path))
+    store.put("a", "sort", "uint32", 12, GOOD)  # and rebuilt
+    assert store.save() and cache.load_any(path)["plugins"]["a"]["results"]["sort"]["uint32"]["12"]
+
+
+class Tiled(SortPlugin):
+    """Declares two tunables; its valid_config reads both (KeyError if missing)."""
+
+    name = "tiled"
+    dtypes = ("uint32",)
+    tunables = {"block_size": Tunable(128, (128, 256)), "tile": Tunable(4, (2, 4))}
+    templates = ("bitonic.cu",)
+
+    def valid_config(self, config, dtype, value_bytes):
+        return config["block_size"] * config["tile"] <= 1024
+
+    def run(self, job):
+        raise AssertionError("never run here")
+
+
+@pytest.mark.parametrize("config", [{}, {"block_size": 256}, {"block_size": 256, "tile": 4, "x": 1},
+                                    {"block_size": "256", "tile": 4}, {"block_size": 0, "tile": 4}],
+                         ids=["empty", "partial", "unknown", "wrong-type", "undeclared-value"])
+def test_a_cached_config_that_does_not_fit_the_plugin_is_ignored_with_one_warning(config):
+    plugin = Tiled()
+    table = _table(tiled={"ms": 0.1, "config": config, "default_ms": 0.2})
+    request = Request("sort", "uint32", 1 << 20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            d = policy.decide(table, request, {"tiled": plugin})
+    assert d.name == "tiled" and d.config is None and "default used" in d.estimates[0].note
+    assert len(caught) == 1 and "does not fit its tunables" in str(caught[0].message)
+    assert registry.entries().get("tiled") is None  # the plugin is not blamed
+
+
+def test_tune_show_reads_a_partial_config_without_failing(tmp_path, capsys):
+    from cudasortkit import tune
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_table(bitonic={"ms": 0.1, "config": {}, "default_ms": 0.2})))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert tune.main(["--show", "-v", "--cache-file", str(path)]) == 0
+    assert "bitonic" in capsys.readouterr().out
+    assert registry.entries()["bitonic"].ok
+
+
+@pytest.mark.parametrize("content", [CORRUPT["non-utf8"], CORRUPT["entry-empty"]],
+                         ids=["non-utf8", "entry-empty"])
+def test_tune_show_says_corrupt_with_the_path(tmp_path, monkeypatch, content):
+    from cudasortkit import tune
+
+    path = str(tmp_path / "fake-gpu-sm90-0123456789ab.json")
+    _write(path, content)
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["--show", "--cache-file", path])
+    assert str(exc.value.code).startswith(f"{path}: corrupt tuning cache (")
+    if device.gpu_available():
+        return  # without --cache-file, --show reads this device's cache
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["--show"])
+    assert str(exc.value.code).startswith(f"{path}: corrupt tuning cache (")
+    assert "no tuning cache" not in str(exc.value.code)
+    assert os.path.exists(path)  # --show reads; it moves nothing
+
+
 # -------------------------------------------------------------- 4.7 explain
 def test_explain_names_the_valid_kinds():
     a = np.arange(10, dtype=np.float32)

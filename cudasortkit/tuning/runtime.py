@@ -17,7 +17,7 @@ import numpy as np
 from .. import registry
 from ..errors import PluginError
 from . import cache
-from .policy import (OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
+from .policy import (OP_SHAPE, Decision, bucket_of, decide, estimate, fits, op_of,
                      points, plugin_results)
 
 ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
@@ -468,7 +468,8 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
                     entries = {}
                     for name in sorted(gpu):
                         e = plugin_results(ctx.table, name).get(op, {}).get(dtype, {}).get(str(b))
-                        if isinstance(e, dict) and e.get("ms") and "config" in e and not e.get("failed"):
+                        if (isinstance(e, dict) and e.get("ms") and not e.get("failed")
+                                and isinstance(e.get("config"), dict) and fits(e["config"], gpu[name])):
                             entries[name] = e
                     if len(entries) < 2:
                         continue
