@@ -303,6 +303,10 @@ def register_variant(spec: str) -> str:
 
 def main(argv=None, args=None) -> int:
     args = args or build_parser().parse_args(argv)
+    from .device import gpu_available, unavailable_reason
+
+    if not gpu_available():  # one line saying what is missing, not a traceback
+        raise SystemExit(f"bench needs a GPU: {unavailable_reason()}")
     names = (args.algorithms.split(",") if args.algorithms else
              [n for n, p in registry.plugins().items() if p.device == "gpu"])
     names += [register_variant(spec) for spec in args.variant]

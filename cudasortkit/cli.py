@@ -10,10 +10,10 @@ import time
 
 def cmd_info(args) -> int:
     import numpy as np
-    import platformdirs
 
     from . import __version__
     from .device import driver_version, get_device, unavailable_reason
+    from .tuning.cache import cache_dir
 
     print(f"cudasortkit {__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
     try:
@@ -35,7 +35,7 @@ def cmd_info(args) -> int:
         s = get_device()
         print(f"GPU {s.ordinal}: {s.name}, compute capability {s.compute_capability[0]}.{s.compute_capability[1]}, "
               f"{s.sm_count} SMs, {s.total_memory / 2**30:.1f} GiB, driver CUDA {driver_version()}")
-    print(f"cache dir: {platformdirs.user_cache_dir('cudasortkit')}")
+    print(f"cache dir: {cache_dir()}")  # where the tuner reads and writes ($CUDASORTKIT_CACHE_DIR)
     return 0
 
 

@@ -35,3 +35,14 @@ def warn_caller(message: str, category=RuntimeWarning) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+class PluginError(RuntimeError):
+    """A plugin's own code failed (raised, or called sys.exit); the registry
+    has taken it out of service (cudasortkit.registry.guarded)."""
+
+    def __init__(self, plugin: str, reason: str):
+        super().__init__(f"plugin {plugin!r} failed and is disabled: {reason} "
+                         "(python -m cudasortkit list shows it)")
+        self.plugin = plugin
+        self.reason = reason

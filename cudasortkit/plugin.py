@@ -35,6 +35,10 @@ class Tunable:
             raise ValueError(f"default {self.default!r} is not among {self.values!r}")
 
 
+#: What a Request asks for: keys only, int64 indices, or the caller's values.
+REQUEST_KINDS = ("sort", "argsort", "pairs")
+
+
 @dataclass(frozen=True)
 class Request:
     """What the caller asked for, as plugins see it when deciding support.

@@ -7,6 +7,9 @@ first usable plugin in FALLBACK_ORDER, then any other GPU plugin.
 
 Choices by name and auto's fallback are memoised per request shape (the
 tuner memoises its own decisions), unless they depended on the keys.
+
+Plugin code runs under registry.guarded: a plugin whose code fails while
+choosing is taken out of service, and auto chooses again without it.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import warnings
 
 from . import registry
 from .device import gpu_available, unavailable_reason
-from .errors import warn_caller
+from .errors import PluginError, warn_caller
 from .plugin import Request
 
 #: Built-in preference when nothing is measured: counting first (it declines what
@@ -40,10 +43,17 @@ _warned_cpu = False
 
 
 def usable(request: Request) -> dict:
-    """name -> plugin for every working plugin that can serve `request` here."""
+    """name -> plugin for every working plugin that can serve `request` here;
+    one whose unsupported() fails is taken out of service and left out."""
     gpu = gpu_available()
-    return {name: p for name, p in registry.plugins().items()
-            if p.unsupported(request) is None and (p.device == "cpu" or gpu)}
+    out = {}
+    for name, p in registry.plugins().items():
+        try:
+            if registry.call(p, "unsupported", request) is None and (p.device == "cpu" or gpu):
+                out[name] = p
+        except PluginError:
+            continue
+    return out
 
 
 def choose(request: Request, algorithm: str = "auto"):
@@ -54,7 +64,10 @@ def choose(request: Request, algorithm: str = "auto"):
         picked = _decisions.get(key) if key is not None else None
         if picked is None:
             plugin = _by_name(request, algorithm)
-            picked = plugin, (configure(request, plugin) if configure is not None else None)
+            try:
+                picked = plugin, (configure(request, plugin) if configure is not None else None)
+            except PluginError as exc:  # its valid_config() failed on the tuned config
+                raise ValueError(f"algorithm {algorithm!r} is disabled: {exc.reason}") from exc
             _remember(key, request, picked)
         plugin, config = picked
         return plugin, (dict(config) if config is not None else None)  # the caller's to change
@@ -66,17 +79,31 @@ def choose(request: Request, algorithm: str = "auto"):
     picked = _decisions.get(key) if key is not None else None
     if picked is not None:
         return picked
-    candidates = usable(request)
-    if not candidates:
-        raise ValueError(f"no algorithm can {_describe(request)}; available: "
-                         f"{_can_list(request) or 'none'}")
-    if policy is not None:
-        picked = policy(request, candidates)
-        if picked is not None:
-            return picked
+    candidates, picked = _weigh(request)
+    if picked is not None:
+        return picked
     picked = _fallback(request, candidates), None
     _remember(key, request, picked)
     return picked
+
+
+def _weigh(request: Request):
+    """(usable plugins, the policy's (plugin, config) or None); ValueError if
+    none can serve `request`. A candidate whose code fails while the policy
+    weighs it is out of service then, and the policy weighs the rest (one
+    fewer each time, so this ends)."""
+    while True:
+        candidates = usable(request)
+        if not candidates:
+            raise ValueError(f"no algorithm can {_describe(request)}; available: "
+                             f"{_can_list(request) or 'none'}")
+        if policy is None:
+            return candidates, None
+        try:
+            return candidates, policy(request, candidates)
+        except PluginError as exc:
+            if exc.plugin not in candidates or exc.plugin in registry.plugins():
+                raise
 
 
 def settled(request: Request) -> bool:
@@ -136,9 +163,14 @@ def _by_name(request: Request, name: str):
     if entry is None:
         raise ValueError(f"unknown algorithm {name!r}; known: "
                          f"{', '.join(sorted(registry.entries())) or 'none'} (or 'auto')")
-    if not entry.ok:
+    if entry.plugin is None:
         raise ValueError(f"algorithm {name!r} failed to load: {entry.error}")
-    reason = entry.plugin.unsupported(request)
+    if entry.error is not None:
+        raise ValueError(f"algorithm {name!r} is disabled: {entry.error}")
+    try:
+        reason = registry.call(entry.plugin, "unsupported", request)
+    except PluginError as exc:
+        raise ValueError(f"algorithm {name!r} is disabled: {exc.reason}") from exc
     if reason is None and entry.plugin.device == "gpu" and not gpu_available():
         reason = f"{name} needs a GPU: {unavailable_reason()}"
     if reason is not None:

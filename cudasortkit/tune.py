@@ -76,24 +76,36 @@ def build_parser(parser=None):
 
 
 def _table(args):
-    """(table, path) for --show/--plot: --cache-file, else this device's cache."""
+    """[(table, path)] for --show/--plot: --cache-file, else this device's
+    cache, else (no GPU) every cache file. A file that is not a cache is
+    named "corrupt" on stderr (SystemExit when no other table is left)."""
     from .tuning import cache
     from .device import gpu_available
 
-    if args.cache_file:
-        table = cache.load_any(args.cache_file)
-        if table is None:
-            raise SystemExit(f"{args.cache_file}: not a readable tuning cache")
-        return [(table, args.cache_file)]
-    if gpu_available():
+    if not args.cache_file and gpu_available():
         from .tuning.runtime import context
 
-        ctx = context()
+        ctx = context()  # a corrupt file was set aside with a warning: shown empty
         return [(ctx.table, ctx.store.path)]
-    files = cache.cache_files()
-    tables = [(t, p) for p in files if (t := cache.load_any(p)) is not None]
+    paths = [args.cache_file] if args.cache_file else cache.cache_files()
+    tables, problems = [], []
+    for path in paths:
+        try:
+            table = cache.load_any(path)
+        except cache.CorruptCache as exc:
+            problems.append(f"{path}: corrupt tuning cache ({exc})")
+            continue
+        except OSError as exc:
+            problems.append(f"{path}: cannot read it ({exc})")
+            continue
+        if table is None:
+            problems.append(f"{path}: no such file")
+        else:
+            tables.append((table, path))
     if not tables:
-        raise SystemExit(f"no GPU here and no tuning cache in {cache.cache_dir()}")
+        raise SystemExit("\n".join(problems) or f"no GPU here and no tuning cache in {cache.cache_dir()}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
     return tables
 
 

@@ -16,8 +16,11 @@ hash differs) has its results dropped on load, so it re-tunes; a changed
 driver, nvcc or cudasortkit version is a different device key, so a
 different file.
 
-Nothing here may crash a sort: an unreadable file is reported once, moved
-aside and rebuilt; a read-only directory keeps results in memory (warned once).
+Nothing here may crash a sort: a file that is not a cache of this schema,
+down to every entry (validate), is reported once, moved aside and rebuilt;
+a read-only directory keeps results in memory (warned once). Configs are
+checked against the plugin's tunables where the plugin is known
+(policy.fits).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import glob
 import hashlib
 import inspect
 import json
+import math
 import os
 import re
 import tempfile
@@ -221,30 +225,103 @@ class CorruptCache(ValueError):
     """The file is not a cache of this schema."""
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _scalar(v) -> bool:
+    return v is None or isinstance(v, (str, bool)) or _number(v)
+
+
+def _result_problem(e) -> str | None:
+    """Why a plugin's result ENTRY is malformed, or None. Kept: "failed"
+    (text) or a number "ms" and a "config" (None or tunable name -> value);
+    "default_ms" and "sweep_ms" numbers when present."""
+    if not isinstance(e, dict):
+        return "is not an object"
+    if "failed" in e:
+        return None if isinstance(e["failed"], str) else "'failed' is not text"
+    if not _number(e.get("ms")):
+        return "has no 'ms' time"
+    for key in ("default_ms", "sweep_ms"):
+        if e.get(key) is not None and not _number(e[key]):
+            return f"{key!r} is not a number"
+    if "config" not in e:
+        return "has no 'config'"
+    config = e["config"]
+    if config is not None and not (isinstance(config, dict) and all(map(_scalar, config.values()))):
+        return "'config' is not an object of plain values"
+    return None
+
+
+def _host_problem(e) -> str | None:
+    if not isinstance(e, dict) or not _number(e.get("extra_ms")):
+        return "has no 'extra_ms' time"
+    return None
+
+
+def _table_problem(table, what: str, entry_problem) -> str | None:
+    """Why {OP: {DTYPE: {BUCKET: ENTRY}}} is malformed, or None."""
+    if not isinstance(table, dict):
+        return f"{what} is not an object"
+    for op, by_dtype in table.items():
+        if not isinstance(by_dtype, dict):
+            return f"{what} {op}: not an object"
+        for dtype, by_bucket in by_dtype.items():
+            if not isinstance(by_bucket, dict):
+                return f"{what} {op} {dtype}: not an object"
+            for bucket, e in by_bucket.items():
+                if not (bucket.isdecimal() and int(bucket) < 64):
+                    return f"{what} {op} {dtype}: bucket {bucket[:20]!r} is not a log2 size"
+                problem = entry_problem(e)
+                if problem:
+                    return f"{what} {op} {dtype} 2^{bucket}: entry {problem}"
+    return None
+
+
 def validate(data) -> dict:
-    """`data` if it looks like a cache of this SCHEMA, else CorruptCache saying why."""
+    """`data` if it is a cache of this SCHEMA down to every entry, else
+    CorruptCache saying what is wrong: whatever passes here is safe to read."""
     if not isinstance(data, dict):
         raise CorruptCache("top level is not an object")
     if data.get("schema") != SCHEMA:
         raise CorruptCache(f"schema {data.get('schema')!r}, expected {SCHEMA}")
-    for key in ("plugins", "host"):
-        if not isinstance(data.get(key, {}), dict):
-            raise CorruptCache(f"{key!r} is not an object")
-    for name, block in data.get("plugins", {}).items():
-        if not isinstance(block, dict) or not isinstance(block.get("results", {}), dict):
-            raise CorruptCache(f"plugin {name!r} is malformed")
     data.setdefault("plugins", {})
     data.setdefault("host", {})
     data.setdefault("device", {})
+    for key in ("plugins", "device"):
+        if not isinstance(data[key], dict):
+            raise CorruptCache(f"{key!r} is not an object")
+    problem = _table_problem(data["host"], "host", _host_problem)
+    for name, block in data["plugins"].items():
+        if problem:
+            break
+        if not isinstance(block, dict) or not isinstance(block.get("hash"), (str, type(None))):
+            problem = f"plugin {name!r} is malformed"
+        else:
+            problem = _table_problem(block.setdefault("results", {}), f"plugin {name!r}",
+                                     _result_problem)
+    if problem:
+        raise CorruptCache(problem)
     return data
 
 
-def read_file(path: str) -> dict | None:
-    """The cache at `path`; None if there is none. Corrupt or unreadable
-    files are reported once and moved aside (to PATH.corrupt-TIME)."""
+def parse(raw: bytes) -> dict:
+    """The cache in a file's bytes; CorruptCache saying why they are not one."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # bad bytes, bad JSON, absurd nesting
+        raise CorruptCache(f"{type(exc).__name__}: {str(exc)[:120]}") from exc
+    return validate(data)
+
+
+def read_file(path: str) -> dict | None:
+    """The cache at `path`; None if there is none. Any content that is not
+    a cache (bytes, JSON, types, fields) is reported once and moved aside
+    (to PATH.corrupt-TIME), so it is rebuilt."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -252,16 +329,16 @@ def read_file(path: str) -> dict | None:
                                   "tuning again in memory")
         return None
     try:
-        return validate(json.loads(text))
-    except (ValueError, CorruptCache) as exc:
+        return parse(raw)
+    except CorruptCache as exc:
         aside = f"{path}.corrupt-{int(time.time())}"
         try:
             os.replace(path, aside)
             where = f"moved to {aside}"
         except OSError:
             where = "could not move it aside"
-        warn_once("corrupt:" + path, f"cudasortkit: tuning cache {path} is unreadable "
-                                     f"({type(exc).__name__}: {str(exc)[:120]}); {where}, rebuilding")
+        warn_once("corrupt:" + path, f"cudasortkit: tuning cache {path} is corrupt, unreadable "
+                                     f"as a cache ({exc}); {where}, rebuilding")
         return None
 
 
@@ -379,12 +456,15 @@ class Store:
 
 
 def load_any(path: str) -> dict | None:
-    """A cache file by path (for --show/--plot without a GPU), not moved if bad."""
+    """A cache file by path (for --show/--plot without a GPU), never moved:
+    None if there is none, CorruptCache if it is not a cache (OSError if
+    it cannot be read)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return validate(json.load(f))
-    except (OSError, ValueError, CorruptCache):
+        with open(path, "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    return parse(raw)
 
 
 def cache_files(directory: str | None = None) -> list:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .. import registry
+from .cache import warn_once
+
 #: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
 MIN_BUCKET, MAX_BUCKET = 10, 32
 
@@ -88,6 +91,18 @@ def nearest_config(by_bucket: dict, n: int):
     return dict(usable[best]["config"])
 
 
+def fits(config: dict, plugin) -> bool:
+    """True if `config` sets exactly the tunables `plugin` declares, each to
+    one of its declared values. The tuner only writes such configs, so a
+    cached one that does not fit is corrupt and never reaches plugin code
+    (which would fail on it, and be taken out of service for it). Stand-ins
+    without declared tunables accept any config."""
+    tunables = getattr(plugin, "tunables", None)
+    if tunables is None:
+        return True
+    return set(config) == set(tunables) and all(config[k] in t.values for k, t in tunables.items())
+
+
 @dataclass
 class Estimate:
     name: str
@@ -141,10 +156,18 @@ def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
     ms = interpolate(points(by_bucket), request.n, above)
     config = nearest_config(by_bucket, request.n)
     note = f"from {used_op} measurements" if used_op != op else ""
-    if config is not None and plugin is not None and hasattr(plugin, "valid_config"):
-        if not plugin.valid_config(config, request.dtype, request.value_bytes):
-            config = None
-            note = (note + "; " if note else "") + "tuned config invalid here, default used"
+    problem = None
+    if config is not None and plugin is not None and not fits(config, plugin):
+        problem = "cached config does not fit the plugin's tunables"
+        warn_once(f"config:{name}", f"cudasortkit: the tuning cache holds a config for {name} "
+                                    f"that does not fit its tunables ({str(config)[:120]}); "
+                                    "ignoring it, default config used")
+    elif config is not None and plugin is not None and hasattr(plugin, "valid_config"):
+        if not registry.call(plugin, "valid_config", config, request.dtype, request.value_bytes):
+            problem = "tuned config invalid here"
+    if problem is not None:
+        config = None
+        note = (note + "; " if note else "") + problem + ", default used"
     return Estimate(name, ms, config, note)
 
 

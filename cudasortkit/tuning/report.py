@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
+from ..dtypes import KEY_DTYPES
 from ..plugin import Request
-from .policy import OP_SHAPE, OPS, decide, plugin_results, points
+from .policy import OP_SHAPE, OPS, decide, fits, plugin_results, points
 
 
 class _Fake:
@@ -31,15 +32,18 @@ def _plugins_in(table: dict) -> dict:
 
 
 def _cells(table):
-    """{(op, dtype): sorted buckets} measured for any GPU plugin."""
+    """{(op, dtype): sorted buckets} measured for any GPU plugin, of the
+    operations and key dtypes this version knows (plugins are asked about
+    these cells; others are another version's, or corrupt)."""
     cells = {}
     for name, block in table.get("plugins", {}).items():
         if name == "numpy":
             continue
         for op, by_dtype in block.get("results", {}).items():
             for dtype, by_bucket in by_dtype.items():
-                cells.setdefault((op, dtype), set()).update(int(b) for b in by_bucket)
-    return {k: sorted(v) for k, v in sorted(cells.items(), key=lambda kv: (OPS.index(kv[0][0]) if kv[0][0] in OPS else 9, kv[0][1]))}
+                if op in OPS and dtype in KEY_DTYPES:
+                    cells.setdefault((op, dtype), set()).update(int(b) for b in by_bucket)
+    return {k: sorted(v) for k, v in sorted(cells.items(), key=lambda kv: (OPS.index(kv[0][0]), kv[0][1]))}
 
 
 def _fmt_cfg(cfg) -> str:
@@ -80,7 +84,7 @@ def show(table: dict, path: str = "", verbose: bool = False) -> str:
             cands = {k: v for k, v in plugins.items() if v.device == "gpu"}
             d = decide(table, Request(kind=kind, dtype=dtype, n=n, value_bytes=vb), cands)
             if d is not None:
-                e = plugin_results(table, d.name)[op][dtype].get(str(b), {})
+                e = plugin_results(table, d.name).get(op, {}).get(dtype, {}).get(str(b), {})
                 # tuned vs default as the sweep measured them (same moment)
                 gain = (f"{e.get('sweep_ms', e['ms']) / e['default_ms']:.2f}x" if e.get("default_ms") else "-")
                 row += f" {d.name + ' ' + _fmt_cfg(d.config):34} {gain:>9}"
@@ -209,7 +213,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
             hosts = [random_keys(dtype, n, rng) for _ in range(inputs)]
             devs = _to_device(hosts)
             names = [nm for nm in sorted(gpu) if _ok(table, nm, dtype, b)
-                     and gpu[nm].unsupported(Request("sort", dtype, n)) is None]
+                     and registry.call(gpu[nm], "unsupported", Request("sort", dtype, n)) is None]
             ref = np.sort(hosts[0])
             runners, times = {}, {}
             for name in names + ["auto"]:
@@ -244,9 +248,10 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
             case = None
             for name in sorted(gpu):
                 e = plugin_results(ctx.table, name).get("sort", {}).get(dtype, {}).get(str(b))
-                if not isinstance(e, dict) or e.get("failed") or e.get("config") is None:
+                if (not isinstance(e, dict) or e.get("failed") or e.get("config") is None
+                        or not fits(e["config"], gpu[name])):
                     continue
-                default = gpu[name].default_config(dtype)
+                default = registry.call(gpu[name], "default_config", dtype)
                 if e["config"] == default:
                     out["tuned"].append({"plugin": name, "dtype": dtype, "n": 1 << b, "ratio": 1.0,
                                          "ok": True, "same": True})

@@ -16,8 +16,9 @@ import numpy as np
 
 from .. import registry
 from ..dtypes import itemsize
+from ..errors import PluginError
 from . import cache
-from .policy import (OP_SHAPE, Decision, bucket_of, decide, estimate, op_of,
+from .policy import (OP_SHAPE, Decision, bucket_of, decide, estimate, fits, op_of,
                      points, plugin_results)
 
 ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
@@ -150,6 +151,8 @@ def auto_policy(request, candidates: dict):
         if autotune_enabled() and not _in_tuning():
             settled = lazy_fill(ctx, request, candidates)
         decision = decide(ctx.table, request, candidates)
+    except PluginError:
+        raise  # a candidate's own code failed: select chooses again without it
     except Exception as exc:  # selection must never fail because of tuning
         cache.warn_once("policy", f"cudasortkit: tuned selection failed ({type(exc).__name__}: {exc}); "
                                   "using the default rule")
@@ -217,6 +220,8 @@ def configure(request, plugin):
         ctx = context()
         ctx.know({plugin.name: plugin})
         est = estimate(ctx.table, plugin.name, plugin, request)
+    except PluginError:
+        raise  # the plugin's own code failed: select refuses it by name
     except Exception as exc:
         cache.warn_once("configure", f"cudasortkit: reading tuned configs failed "
                                      f"({type(exc).__name__}: {exc}); using defaults")
@@ -268,6 +273,8 @@ def lazy_fill(ctx: Context, request, candidates: dict, host: bool = True) -> boo
     with ctx.lock, tuning_now():
         try:
             _lazy_measure(ctx, op, dtype, b, missing, gpu, need_host)
+        except PluginError:
+            raise  # a candidate's own code failed: select chooses again without it
         except Exception as exc:
             for name in missing:
                 ctx.attempted.add((name, op, dtype, b))
@@ -354,6 +361,12 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
     summary = {"entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0, "skipped": []}
     gpu = {n: p for n, p in plugins.items() if p.device == "gpu"}
     plan = {}
+
+    def broken(name, exc: PluginError) -> None:
+        """A plugin whose own code failed is tuned no further."""
+        del gpu[name]
+        summary["skipped"].append(f"{name}: {exc.reason}")
+
     with ctx.lock, tuning_now():
         for op in ops:
             kind, vb = OP_SHAPE[op]
@@ -361,9 +374,17 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                 for b in sorted(buckets):
                     n = 1 << b
                     req = Request(kind=kind, dtype=dtype, n=n, value_bytes=vb)
-                    todo = {name: p for name, p in gpu.items() if p.unsupported(req) is None}
-                    for name in sorted(set(gpu) - set(todo)):
-                        summary["skipped"].append(f"{name} {op} {dtype}: {gpu[name].unsupported(req)}")
+                    todo = {}
+                    for name, p in list(gpu.items()):
+                        try:
+                            reason = registry.call(p, "unsupported", req)
+                        except PluginError as exc:
+                            broken(name, exc)
+                            continue
+                        if reason is None:
+                            todo[name] = p
+                        else:
+                            summary["skipped"].append(f"{name} {op} {dtype}: {reason}")
                     if not todo:
                         if progress:
                             progress.update(len(gpu))
@@ -389,7 +410,11 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                                         and time.monotonic() - start > budget_s)
                                 plan[group] = "default" if over else strategy
                             over = plan[group] == "default" and strategy != "default"
-                            entry = tuner.tune(plugin, case, plan[group])
+                            try:
+                                entry = tuner.tune(plugin, case, plan[group])
+                            except PluginError as exc:
+                                broken(name, exc)
+                                continue
                             summary["defaults_only"] += over
                             summary["entries"] += 1
                             summary["rejected"] += entry.get("rejected_count", 0)
@@ -444,7 +469,8 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
                     entries = {}
                     for name in sorted(gpu):
                         e = plugin_results(ctx.table, name).get(op, {}).get(dtype, {}).get(str(b))
-                        if isinstance(e, dict) and e.get("ms") and "config" in e and not e.get("failed"):
+                        if (isinstance(e, dict) and e.get("ms") and not e.get("failed")
+                                and isinstance(e.get("config"), dict) and fits(e["config"], gpu[name])):
                             entries[name] = e
                     if len(entries) < 2:
                         continue
@@ -488,7 +514,13 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     from .. import select
     from ..api import make_request
     from ..arrays import Operand
+    from ..plugin import REQUEST_KINDS
 
+    if kind not in REQUEST_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, REQUEST_KINDS))}, got {kind!r}")
+    if kind == "pairs" and values is None:
+        raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
+                         "without values, kind is 'sort' or 'argsort'")
     select._load_tuning()
     req = make_request(kind, Operand(a, "a"), None if values is None else Operand(values, "values"),
                        descending, stable or kind == "pairs", key_range)

@@ -3,7 +3,9 @@ check each config's output once against NumPy, time the survivors with
 cudasortkit.timing (CUDA events, warm-up, median, rotating inputs).
 
 A config that fails to compile, fails to launch or sorts wrongly is rejected
-(listed in the entry with its reason), never chosen. The tuner runs plugins
+(listed in the entry with its reason), never chosen; a plugin whose own
+declarations (default_config, config_space, valid_config) fail is out of
+service (registry.guarded: PluginError). The tuner runs plugins
 with an explicit config through api.run_plugin (the public call's path minus
 selection), so it times what callers pay and cannot recurse into lazy tuning.
 """
@@ -15,6 +17,7 @@ import time
 import numpy as np
 
 from .. import order as host_order
+from .. import registry
 from ..dtypes import numpy_dtype
 from .policy import OP_SHAPE
 
@@ -121,9 +124,9 @@ class Case:
 
 def configs_quick(plugin, dtype: str, value_bytes: int) -> list:
     """Default first, then each tunable varied alone (others at default)."""
-    default = plugin.default_config(dtype, value_bytes)
+    default = registry.call(plugin, "default_config", dtype, value_bytes)
     out = [default]
-    for name, values in plugin.config_space().items():
+    for name, values in registry.call(plugin, "config_space").items():
         for v in values:
             cfg = dict(default, **{name: v})
             if cfg not in out:
@@ -133,9 +136,9 @@ def configs_quick(plugin, dtype: str, value_bytes: int) -> list:
 
 def configs_full(plugin, dtype: str, value_bytes: int) -> list:
     """Default first, then every combination of tunable values."""
-    space = plugin.config_space()
+    space = registry.call(plugin, "config_space")
     names = list(space)
-    out = [plugin.default_config(dtype, value_bytes)]
+    out = [registry.call(plugin, "default_config", dtype, value_bytes)]
     for combo in itertools.product(*(space[n] for n in names)):
         cfg = dict(zip(names, combo))
         if cfg not in out:
@@ -144,10 +147,9 @@ def configs_full(plugin, dtype: str, value_bytes: int) -> list:
 
 
 def _valid(plugin, config, dtype, value_bytes) -> bool:
-    try:
-        return bool(plugin.valid_config(config, dtype, value_bytes))
-    except Exception:
-        return False
+    """The plugin's valid_config(); if that fails, the plugin is out of
+    service (PluginError), not the config invalid."""
+    return bool(registry.call(plugin, "valid_config", config, dtype, value_bytes))
 
 
 def _short(exc: BaseException) -> str:
@@ -214,7 +216,7 @@ class Tuner:
             configs = configs_quick(plugin, dtype, vb)[:1]
         else:
             configs = configs_quick(plugin, dtype, vb)
-        default = plugin.default_config(dtype, vb)
+        default = registry.call(plugin, "default_config", dtype, vb)
         tried, rejected = [], []
         complete = True
         t0 = time.monotonic()
@@ -234,7 +236,7 @@ class Tuner:
                 break
         if complete and strategy == "quick" and len(tried) > 2:
             combo = dict(default)
-            for name in plugin.config_space():
+            for name in registry.call(plugin, "config_space"):
                 alone = [(c, ms) for c, ms in tried
                          if all(c[k] == default[k] for k in c if k != name)]
                 if alone:
