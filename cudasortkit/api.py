@@ -18,11 +18,17 @@ from . import launchplan, registry, select
 from .arrays import Operand, Result, check_out, overlaps
 from .device import get_device
 from .dtypes import key_name, value_bytes as _value_bytes
+from .errors import KernelError, PluginError
 from .job import Job
 from .plugin import Request
 from .streams import LEGACY, Ordering, handle_of
 
 INDEX_DTYPE = np.dtype(np.int64)
+
+#: What a plugin's run() may raise as part of its contract (the caller's
+#: input, the GPU's memory, a kernel that fails for this config); anything
+#: else takes the plugin out of service (registry.guarded).
+RUN_ERRORS = (MemoryError, KernelError, ValueError)
 
 #: (dtype, stable, size bucket) of host sorts that auto sent to the CPU plugin:
 #: later ones in the same bucket skip straight to NumPy, so tiny host arrays
@@ -224,21 +230,32 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
         ordering.begin()
     try:
         request = make_request(kind, keys, values, descending, stable, key_range)
-        plugin, config = chosen if chosen is not None else select.choose(request, algorithm)
-        if (plugin.name == "numpy" and kind == "sort" and algorithm == "auto" and not keys.on_device
-                and not descending and key_range is None and out is None and stream is None
-                and select.settled(request)):
-            _HOST_CPU_BUCKETS.add((keys.dtype, bool(stable), keys.n.bit_length()))
-        if request.key_range is not None and not plugin.checks_key_range:
-            _verify_key_range(request, keys, state)
-        if plugin.device == "cpu":
-            return _run_host(plugin, config, request, keys, values, targets, state)
-        state = state or get_device(keys.ordinal)
-        return _run_device(plugin, config, request, keys, values, targets["out"],
-                           targets["values_out"], state, ordering.caller if ordering else LEGACY)
+        while True:
+            plugin, config = chosen if chosen is not None else select.choose(request, algorithm)
+            try:
+                return _run_chosen(plugin, config, request, algorithm, keys, values, targets,
+                                   state, ordering.caller if ordering else None)
+            except PluginError:
+                if chosen is not None or algorithm != "auto":
+                    raise  # auto chooses again: the broken plugin is out of service
     finally:
         if ordering is not None:
             ordering.end()
+
+
+def _run_chosen(plugin, config, request, algorithm, keys, values, targets, state, caller):
+    """One chosen plugin's run of the request, CPU or GPU."""
+    if (plugin.name == "numpy" and request.kind == "sort" and algorithm == "auto"
+            and not keys.on_device and not request.descending and request.key_range is None
+            and targets["out"] is None and caller is None and select.settled(request)):
+        _HOST_CPU_BUCKETS.add((keys.dtype, request.stable, keys.n.bit_length()))
+    if request.key_range is not None and not plugin.checks_key_range:
+        _verify_key_range(request, keys, state)
+    if plugin.device == "cpu":
+        return _run_host(plugin, config, request, keys, values, targets, state)
+    state = state or get_device(keys.ordinal)
+    return _run_device(plugin, config, request, keys, values, targets["out"],
+                       targets["values_out"], state, LEGACY if caller is None else caller)
 
 
 def _verify_key_range(request: Request, keys: Operand, state) -> None:
@@ -258,8 +275,10 @@ def _verify_key_range(request: Request, keys: Operand, state) -> None:
 
 def _run_host(plugin, config, request, keys, values, targets, state):
     job = HostJob(request.kind, keys.host(state), None if values is None else values.host(state),
-                  request.descending, request.stable, config or plugin.default_config())
-    sorted_keys, sorted_values = plugin.run(job)
+                  request.descending, request.stable,
+                  config or registry.call(plugin, "default_config"))
+    with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+        sorted_keys, sorted_values = plugin.run(job)
     k = v = None
     if request.kind != "argsort":
         k = deliver_host(keys, sorted_keys, targets["out"], "out", state)
@@ -339,7 +358,8 @@ def _run_device(plugin, config, request, keys, values, out, values_out, state, c
                       values_in=values_in, values_out=values_out_ptr, value_bytes=vbytes,
                       descending=request.descending, config=config, request=request)
             try:
-                launchplan.run(plugin, job)
+                with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+                    launchplan.run(plugin, job)
             finally:
                 job.finish()
     except BaseException:

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from . import registry
 from .compiler import compile_module, memo_kernel, prepared_function
 from .dtypes import itemsize
 from .errors import KernelError, describe
@@ -56,7 +57,8 @@ class Job:
         self.values_in, self.values_out = int(values_in), int(values_out)
         self.value_bytes = value_bytes = int(value_bytes)
         self.descending = bool(descending)
-        self.config = dict(plugin.default_config(dtype, value_bytes) if config is None else config)
+        self.config = dict(registry.call(plugin, "default_config", dtype, value_bytes)
+                           if config is None else config)
         self.request = request
         self.stream = state.stream
         self.key_bytes = itemsize(dtype)

@@ -401,3 +401,37 @@ def test_explain_names_the_valid_kinds():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert csk.explain(a, kind="pairs", values=np.arange(10)).name
+
+
+class RunRaises(SortPlugin):
+    """A CPU plugin whose run() has a bug (and one whose default_config has)."""
+
+    name = "runraises"
+    dtypes = ("int64",)
+    device = "cpu"
+    stable = True
+
+    def run(self, job):
+        raise AttributeError("'NoneType' object has no attribute 'shape'")
+
+
+class DefaultsRaise(RunRaises):
+    name = "defaultsraise"
+
+    def default_config(self, dtype=None, value_bytes=0):
+        raise KeyError("block_size")
+
+
+@pytest.mark.parametrize("cls, what", [(RunRaises, "run raised AttributeError"),
+                                       (DefaultsRaise, "default_config raised KeyError")])
+def test_a_plugin_whose_run_fails_is_disabled_and_named(cls, what):
+    registry.register(cls)
+    a = np.array([3, 1, 2])
+    with pytest.raises(PluginError, match=f"'{cls.name}'.*{what}"):
+        csk.sort(a, algorithm=cls.name)
+    row = next(r for r in csk.algorithms() if r["name"] == cls.name)
+    assert row["status"] == "error" and what in row["error"]
+    with pytest.raises(ValueError, match=f"{cls.name}.*disabled"):
+        csk.sort(a, algorithm=cls.name)
+    assert csk.sort(a, algorithm="numpy").tolist() == [1, 2, 3]
+    assert a.tolist() == [3, 1, 2]
