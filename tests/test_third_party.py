@@ -1,8 +1,12 @@
-"""A third-party plugin package (examples/csk_ranksort) installed with pip is
-discovered through its entry point, listed, selectable by name, compiles with
-nvcc and sorts correctly on the GPU; broken plugins are listed with their
-errors and never break the others."""
+"""A third-party plugin package (examples/csk_ranksort), installed into a
+private site directory (see install_example), is discovered through its entry
+point, listed, selectable by name, compiles with nvcc and sorts correctly on
+the GPU; broken plugins are listed with their errors and never break the
+others."""
+import configparser
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,16 +28,53 @@ def _add_path(monkeypatch, path):
     registry.refresh()
 
 
+def install_example(src, site):
+    """Install the setuptools project at `src` into the directory `site` as
+    pip would lay it out, without building anything: each package's modules
+    and package data, and a NAME-VERSION.dist-info with METADATA and
+    entry_points.txt. Returns `site`.
+
+    Why not `pip install --target`: pip must then build a wheel, and in a
+    fresh `python -m venv` (its old setuptools, no `wheel` package, no build
+    isolation without network) that fails with "invalid command
+    'bdist_wheel'". What these tests need is what importlib.metadata reads
+    to discover an entry point: a dist-info directory on sys.path naming the
+    distribution and its entry points, beside the importable package. All of
+    it is read from the example's setup.cfg (metadata name and version,
+    options.packages, options.package_data, options.entry_points), so the
+    example stays the one source of truth, and a template missing from its
+    package_data is missing here too, as it would be from a real install."""
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.optionxform = str  # entry point groups and names are case-sensitive
+    assert cfg.read(os.path.join(src, "setup.cfg")), f"no setup.cfg in {src}"
+    name, version = cfg["metadata"]["name"], cfg["metadata"]["version"]
+    data = dict(cfg.items("options.package_data")) if cfg.has_section("options.package_data") else {}
+    for package in cfg["options"]["packages"].split():
+        rel = package.replace(".", os.sep)
+        patterns = ["*.py"] + (data.get(package, "") + " " + data.get("*", "")).replace(",", " ").split()
+        os.makedirs(os.path.join(site, rel))
+        for pattern in patterns:
+            for path in glob.glob(os.path.join(src, rel, pattern)):
+                shutil.copy(path, os.path.join(site, rel))
+    info = os.path.join(site, f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        for group, lines in cfg.items("options.entry_points"):
+            f.write(f"[{group}]\n")
+            f.writelines(line.strip() + "\n" for line in lines.strip().splitlines())
+            f.write("\n")
+    return site
+
+
 @pytest.fixture(scope="module")
 def ranksort_site(tmp_path_factory):
-    """pip-installs the example plugin package into a private directory."""
-    target = str(tmp_path_factory.mktemp("site"))
-    build = str(tmp_path_factory.mktemp("build"))
-    src = os.path.join(build, "csk_ranksort")
-    shutil.copytree(EXAMPLE, src)  # build in a scratch copy: the checkout stays clean
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", target, src], check=True)
-    return target
+    """The example plugin package, installed into a private site directory
+    by install_example (no pip, no build tools, no network): the tests then
+    put that directory on sys.path and PYTHONPATH, as an installed package
+    would be."""
+    return install_example(EXAMPLE, str(tmp_path_factory.mktemp("site")))
 
 
 @pytest.fixture
