@@ -1,6 +1,23 @@
-"""Shared test setup: the `gpu` marker skips without a usable GPU, and every
-GPU test runs with poisoned result buffers (cudasortkit.arrays.POISON_BYTE)."""
+"""Shared test setup: the `gpu` marker skips without a usable GPU, every GPU
+test runs with poisoned result buffers (cudasortkit.arrays.POISON_BYTE), and
+the GPU tests come in two tiers.
+
+Tiers. A test marked `slow` runs only when the -m expression names `slow`;
+otherwise it is deselected at collection:
+
+    python -m pytest -m gpu                  quick tier: every plugin x key dtype
+                                             x operation, both orders, edge cases
+    python -m pytest -m "gpu and slow"       slow tier: the exhaustive sweeps
+    python -m pytest -m "gpu and (slow or not slow)"    both tiers in one run
+
+Plain `python -m pytest` (CI) deselects slow tests too; they are GPU tests,
+which skip there anyway. A GPU test is quick unless it is marked slow: mark a
+new test (or a parameter, with pytest.param(..., marks=pytest.mark.slow))
+slow when it sweeps sizes, distributions or configurations, sorts 2^24 keys
+or more, or tunes.
+"""
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -16,7 +33,16 @@ from cudasortkit import arrays
 from cudasortkit.device import gpu_available, unavailable_reason
 
 
+def _slow_selected(config) -> bool:
+    return re.search(r"\bslow\b", config.getoption("markexpr") or "") is not None
+
+
 def pytest_collection_modifyitems(config, items):
+    if not _slow_selected(config):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+            config.hook.pytest_deselected(items=slow)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason=f"no GPU: {unavailable_reason()}")
