@@ -149,7 +149,8 @@ def test_third_party_template_compiles(with_ranksort):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "float32", "float64", "uint64"])
+@pytest.mark.parametrize("dtype", ["int8", "float32"] + [  # quick tier: a 1-byte and a float dtype
+    pytest.param(d, marks=pytest.mark.slow) for d in ("uint16", "int32", "float64", "uint64")])
 def test_third_party_sorts_on_gpu(with_ranksort, dtype, rng):
     cupy = pytest.importorskip("cupy")
     for n in (0, 1, 2, 3, 255, 257, 4099, 65536):
