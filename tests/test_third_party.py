@@ -140,11 +140,14 @@ def test_third_party_declines_large_requests(with_ranksort):
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
 def test_third_party_template_compiles(with_ranksort):
+    from concurrent.futures import ThreadPoolExecutor
+
     from test_kernels_compile import compile_one, variants
 
     plugin = registry.plugins()["ranksort"]
-    for template, dtype, vb, config in variants(plugin):
-        rc, msg = compile_one(plugin, template, dtype, vb, config)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # nvcc runs as a subprocess
+        results = list(pool.map(lambda v: compile_one(plugin, *v), variants(plugin)))
+    for rc, msg in results:
         assert rc == 0, msg
 
 
