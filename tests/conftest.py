@@ -11,7 +11,8 @@ otherwise it is deselected at collection:
     python -m pytest -m "gpu and (slow or not slow)"    both tiers in one run
 
 Plain `python -m pytest` (CI) deselects slow tests too; they are GPU tests,
-which skip there anyway. A GPU test is quick unless it is marked slow: mark a
+which skip there anyway. A slow test named by node id is deselected as well
+unless -m names slow: `python -m pytest -m slow tests/test_x.py::test_y`. A GPU test is quick unless it is marked slow: mark a
 new test (or a parameter, with pytest.param(..., marks=pytest.mark.slow))
 slow when it sweeps sizes, distributions or configurations, sorts 2^24 keys
 or more, or tunes.
