@@ -1,7 +1,39 @@
-"""Shared test setup: the `gpu` marker skips without a usable GPU, and every
-GPU test runs with poisoned result buffers (cudasortkit.arrays.POISON_BYTE)."""
+"""Shared test setup: the `gpu` marker skips without a usable GPU, every GPU
+test runs with poisoned result buffers (cudasortkit.arrays.POISON_BYTE), and
+the GPU tests come in two tiers.
+
+Tiers. A test marked `slow` runs only when the -m expression names `slow`;
+otherwise it is deselected at collection:
+
+    python -m pytest -m gpu                  quick tier: every plugin x key dtype
+                                             x operation, both orders, edge cases
+    python -m pytest -m "gpu and slow"       slow tier: the exhaustive sweeps
+    python -m pytest -m "gpu and (slow or not slow)"    both tiers in one run
+
+Plain `python -m pytest` (CI) deselects slow tests too; they are GPU tests,
+which skip there anyway. A slow test named by node id is deselected as well
+unless -m names slow: `python -m pytest -m slow tests/test_x.py::test_y`. A GPU test is quick unless it is marked slow: mark a
+new test (or a parameter, with pytest.param(..., marks=pytest.mark.slow))
+slow when it sweeps sizes, distributions or configurations, sorts 2^24 keys
+or more, or tunes.
+
+Compile warm-up. Most of a fresh GPU machine's test time is nvcc compiling
+kernel variants through pycuda, one after another. When a run selects many GPU
+tests (WARMUP_MIN_TESTS), the session starts with one subprocess per CPU core
+(at most 16); together they sort a few thousand keys with every GPU plugin, key
+dtype and kind (sort, argsort, pairs with 4- and 8-byte values) through the
+public API, so pycuda's on-disk cubin cache holds those variants before the
+tests need them. It uses no knowledge of templates or defines, cannot change a
+result (a cache miss only compiles again), and failures in it are reported,
+never raised. CUDASORTKIT_TEST_WARMUP=0 turns it off, =1 forces it.
+"""
+import json
 import os
+import re
+import subprocess
+import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -10,13 +42,28 @@ import pytest
 # lazy tuning (it would add seconds per new size), and never the user's cache.
 # Tuner tests opt back in with monkeypatch.
 os.environ.setdefault("CUDASORTKIT_AUTOTUNE", "0")
-os.environ.setdefault("CUDASORTKIT_CACHE_DIR", tempfile.mkdtemp(prefix="csk-test-cache-"))
+if "CUDASORTKIT_CACHE_DIR" not in os.environ:  # (warm-up workers inherit the parent's)
+    os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-test-cache-")
 
 from cudasortkit import arrays
 from cudasortkit.device import gpu_available, unavailable_reason
 
+#: Warm the compile cache when at least this many GPU tests are selected.
+WARMUP_MIN_TESTS = 100
+WARMUP_TIMEOUT_S = 600
+_warmup_report: list = []
+
+
+def _slow_selected(config) -> bool:
+    return re.search(r"\bslow\b", config.getoption("markexpr") or "") is not None
+
 
 def pytest_collection_modifyitems(config, items):
+    if not _slow_selected(config):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+            config.hook.pytest_deselected(items=slow)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason=f"no GPU: {unavailable_reason()}")
@@ -37,3 +84,100 @@ def rng(request):
     seed = int(np.random.SeedSequence().entropy % (1 << 63))
     print(f"rng seed {seed} for {request.node.nodeid}")
     return np.random.default_rng(seed)
+
+
+# ------------------------------------------------------------ compile warm-up
+
+def warmup_units():
+    """[algorithm, dtype, kinds] for every registered GPU plugin and key
+    dtype; kinds: "sort", "argsort", "pairs4" and "pairs8" (sort_by_key with
+    4- or 8-byte values, stable plugins only: sort_by_key is stable)."""
+    from cudasortkit import registry
+
+    units = []
+    for name, plugin in sorted(registry.plugins().items()):
+        if plugin.device != "gpu":
+            continue
+        kinds = ["sort"] + (["argsort"] if plugin.pairs else [])
+        if plugin.pairs and plugin.stable:
+            kinds += ["pairs4", "pairs8"]
+        units += [[name, dtype, kinds] for dtype in plugin.dtypes]
+    return units
+
+
+def warmup_worker(units):
+    """Run in a subprocess: one small sort of each kind of each unit through
+    the public API, compiling whatever the plugin's run() asks for. Prints a
+    JSON list of what failed, with the errors."""
+    from pycuda import gpuarray
+
+    import cudasortkit as csk
+    from cudasortkit import registry
+    from cudasortkit.device import get_device
+
+    get_device()  # device arrays, as the tests use: a range probe runs on the GPU
+    plugins = registry.plugins()
+    failed = []
+    n = 4099
+    for name, dtype, kinds in units:
+        # a small range of values: counting takes it in any integer dtype
+        keys = gpuarray.to_gpu((np.arange(n) % 100).astype(dtype))
+        for kind in kinds:
+            try:
+                if kind == "sort":
+                    csk.sort(keys, algorithm=name)
+                elif kind == "argsort":
+                    csk.argsort(keys, algorithm=name, stable=plugins[name].stable)
+                else:
+                    values = gpuarray.to_gpu(np.arange(n, dtype=np.int32 if kind == "pairs4" else np.int64))
+                    csk.sort_by_key(keys, values, algorithm=name)
+            except Exception as exc:  # reported, never raised: the tests say what is wrong
+                failed.append([name, dtype, kind, f"{type(exc).__name__}: {exc}"[:200]])
+    print(json.dumps(failed))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compile_warmup(request):
+    """Session-wide, so it runs before any fixture makes a context or compiles."""
+    setting = os.environ.get("CUDASORTKIT_TEST_WARMUP", "")
+    if setting == "0" or not gpu_available():
+        return
+    selected = sum(1 for item in request.session.items if "gpu" in item.keywords)
+    if setting != "1" and selected < WARMUP_MIN_TESTS:
+        return
+    units = sorted(warmup_units(), key=lambda unit: -len(unit[2]))  # dealt out, biggest first
+    workers = max(1, min(os.cpu_count() or 1, 16, len(units)))
+    start = time.perf_counter()
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import conftest; "
+            "conftest.warmup_worker(json.loads(sys.argv[2]))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    procs = [subprocess.Popen([sys.executable, "-c", code, here, json.dumps(units[i::workers])],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(workers)]
+    failed, problems = [], []
+    for proc in procs:
+        try:
+            left = WARMUP_TIMEOUT_S - (time.perf_counter() - start)
+            out, err = proc.communicate(timeout=max(1.0, left))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            problems.append(f"worker {proc.pid} ran past {WARMUP_TIMEOUT_S} s and was stopped")
+            continue
+        try:
+            failed += json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            problems.append(f"worker exited with {proc.returncode}: {err.strip()[-300:]}")
+    kinds = sum(len(unit[2]) for unit in units)
+    _warmup_report.append((kinds, workers, time.perf_counter() - start, failed, problems))
+
+
+def pytest_terminal_summary(terminalreporter):
+    for units, workers, seconds, failed, problems in _warmup_report:
+        terminalreporter.write_line(
+            f"compile warm-up: {units} plugin x dtype x kind sorts in {seconds:.1f} s "
+            f"({workers} processes), {len(failed)} failed")
+        for name, dtype, kind, error in failed[:10]:
+            terminalreporter.write_line(f"  warm-up {name} {dtype} {kind}: {error}")
+        for problem in problems:
+            terminalreporter.write_line(f"  warm-up: {problem}")

@@ -5,7 +5,13 @@ the caller's key_range (kept and broken), stable argsort and pairs exactly as
 NumPy's stable order, descending, misaligned inputs. Results are poisoned
 first (conftest). The generic conformance suite exempts this plugin (it sorts
 wide-range int32/int64 by name, which counting declines): these tests stand
-in for it, and check the decline is a clear ValueError."""
+in for it, and check the decline is a clear ValueError.
+
+Quick tier (-m gpu): every dtype x operation (sort, stable argsort, pairs
+with 4- and 8-byte values) both ways on the "special" distribution, edge
+sizes of two dtypes, each histogram layout once, the declines and key_range
+rules. Slow tier (-m "gpu and slow"): the other distributions, dtypes and
+layouts, 2^24 and 2^25 keys."""
 import numpy as np
 import pytest
 
@@ -19,6 +25,12 @@ from helpers import (DISTRIBUTIONS, EDGE_SIZES, assert_keys_equal, assert_valid_
 pytestmark = pytest.mark.gpu
 NAME = "counting"
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+slow = pytest.mark.slow
+
+
+def quick(values, *keep):
+    """`values` as parameters, all but those in `keep` marked slow."""
+    return [v if v in keep else pytest.param(v, marks=slow) for v in values]
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +79,30 @@ def check_all(cp, a, descending=False, key_range=None, what=""):
     assert np.array_equal(dev.get().view(np.uint8), a.view(np.uint8)), "input was modified"
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", quick(DTYPES, "int8", "uint64"))
 def test_edge_sizes(cupy, dtype, rng):
     for n in EDGE_SIZES + [10**6 + 3]:
         check_all(cupy, narrow("uniform", dtype, n, rng), what=dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("dist", quick(DISTRIBUTIONS, "special"))
 def test_distributions(cupy, dtype, dist, rng):
     for descending in (False, True):
         check_all(cupy, narrow(dist, dtype, 100_003, rng), descending, what=f"{dtype} {dist}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pairs_four_byte_values(cupy, dtype, rng):
+    """sort_by_key with 4-byte values, both ways (check_all's are 8 bytes)."""
+    a = narrow("special", dtype, 65_537, rng)
+    values = rng.integers(-2**31, 2**31, a.size).astype(np.int32)
+    for descending in (False, True):
+        k, v = csk.sort_by_key(cupy.asarray(a), cupy.asarray(values), algorithm=NAME,
+                               descending=descending)
+        order = reference_argsort(a, descending)
+        assert_keys_equal(k, a[order], f"pairs keys {dtype} descending={descending}")
+        assert np.array_equal(v.get(), values[order]), f"pairs values {dtype} descending={descending}"
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64"])
@@ -91,7 +116,7 @@ def test_wide_range_is_declined_clearly(cupy, dtype, rng):
     assert NAME not in select.usable(request)
 
 
-@pytest.mark.parametrize("dtype", ["int32", "int64", "uint32"])
+@pytest.mark.parametrize("dtype", quick(["int32", "int64", "uint32"], "int32"))
 def test_range_just_under_and_over_the_limit(cupy, dtype, rng):
     n = 300_007
     info = np.iinfo(dtype)
@@ -106,7 +131,7 @@ def test_range_just_under_and_over_the_limit(cupy, dtype, rng):
     assert_keys_equal(csk.sort(cupy.asarray(a)), np.sort(a), "auto over the limit")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", quick(DTYPES, "int8", "int64"))
 def test_all_equal_and_dtype_limits(cupy, dtype, rng):
     info = np.iinfo(dtype)
     for value in (info.min, info.max, 0):
@@ -117,7 +142,7 @@ def test_all_equal_and_dtype_limits(cupy, dtype, rng):
             check_all(cupy, a, descending, what="min and max")
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16"])
+@pytest.mark.parametrize("dtype", quick(["uint8", "int8", "uint16"], "uint8"))
 def test_one_value_missing(cupy, dtype, rng):
     info = np.iinfo(dtype)
     every = np.arange(int(info.min), int(info.max) + 1).astype(dtype)
@@ -151,10 +176,11 @@ def test_key_range_given_kept_and_broken(cupy, rng):
         csk.sort(cupy.asarray(u8), algorithm=NAME, key_range=(12, 19))
 
 
-@pytest.mark.parametrize("width", [2, 256, 257, 65_536, 65_537, 500_000])
+@pytest.mark.parametrize("width", quick([2, 256, 257, 65_536, 65_537, 500_000], 257, 65_537, 500_000))
 def test_bin_counts_across_layouts(cupy, width, rng):
     """Each histogram layout (per-lane copies, one slice, several slices,
-    global atomics) and 1, 2 and 3 scatter passes."""
+    global atomics) and 1, 2 and 3 scatter passes. Quick: 257 (copies, 2
+    passes), 65,537 (two slices, 3 passes), 500,000 (global atomics)."""
     a = narrow("uniform", "int32", 2_000_003, rng, width=width)
     check_all(cupy, a, descending=False, what=f"width {width}")
     check_all(cupy, a[: 300_001].copy(), descending=True, what=f"width {width} desc")
@@ -184,6 +210,7 @@ def test_out_and_in_place(cupy, rng):
     assert_keys_equal(dev, reference_sort(a, True))
 
 
+@slow
 def test_packed_counters_wrap(cupy, rng):
     """16-bit shared counters: one block sees far more than 2^16 equal keys,
     in both halves of one counter word (bins 4242 and 4243) and alone."""
@@ -199,6 +226,7 @@ def test_packed_counters_wrap(cupy, rng):
     assert_keys_equal(csk.sort(cupy.asarray(b), algorithm=NAME), b, "one odd bin")
 
 
+@slow
 def test_large(cupy, rng):
     a = rng.integers(0, 1 << 16, 1 << 24).astype(np.uint16)
     assert_valid_argsort(csk.argsort(cupy.asarray(a), algorithm=NAME, stable=True), a, stable=True)
@@ -219,7 +247,7 @@ def test_auto_picks_counting_when_it_applies(cupy, rng):
     assert_keys_equal(csk.sort(cupy.asarray(f)), np.sort(f), "auto float32")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", quick(DTYPES, "int8", "uint16", "int32", "uint64"))
 def test_device_min_max_probe(cupy, dtype, rng):
     from cudasortkit.corekernels import key_minmax
     from cudasortkit.device import get_device

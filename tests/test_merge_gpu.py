@@ -1,7 +1,13 @@
 """GPU tests of cudasortkit.merge / merge_by_key (merge path kernels) and of the
 merge_sort plugin at its tile boundaries and non-default configurations.
 Fresh buffers are poisoned (conftest); results are compared with NumPy's
-stable sort. test_gpu_conformance.py covers merge_sort's general conformance."""
+stable sort. test_gpu_conformance.py covers merge_sort's general conformance.
+
+Quick tier (-m gpu): merge and merge_by_key of every dtype at every size
+pair both ways, the "special" distribution, ties, NaNs and zeros, merge_sort
+tile boundaries of two dtypes at its default config. Slow tier (-m "gpu and
+slow"): the other distributions and dtypes, 2^22 and 2^24 keys, the config
+sweep."""
 import numpy as np
 import pytest
 
@@ -11,6 +17,12 @@ from helpers import (DISTRIBUTIONS, assert_keys_equal, assert_valid_argsort, mak
                      reference_argsort, reference_sort, to_numpy)
 
 pytestmark = pytest.mark.gpu
+slow = pytest.mark.slow
+
+
+def quick(values, *keep):
+    """`values` as parameters, all but those in `keep` marked slow."""
+    return [v if v in keep else pytest.param(v, marks=slow) for v in values]
 
 cp = pytest.importorskip("cupy")
 
@@ -64,7 +76,7 @@ def test_merge_sizes_every_dtype(dtype, rng):
                          _sorted("uniform", dtype, nb, rng, descending), descending)
 
 
-@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("dist", quick(DISTRIBUTIONS, "special"))
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "int64", "float16"])
 def test_merge_distributions(dist, dtype, rng):
     for descending in (False, True):
@@ -87,6 +99,7 @@ def test_merge_interleaved_all_equal_and_disjoint():
     _check_merge(nans, nans.copy())
 
 
+@slow
 def test_merge_huge_vs_tiny(rng):
     big = _sorted("uniform", "float32", (1 << 22) + 3, rng)
     for tiny in (np.array([np.float32(-np.inf)]), np.array([np.float32(np.nan)]),
@@ -95,6 +108,7 @@ def test_merge_huge_vs_tiny(rng):
         _check_merge(tiny, big)
 
 
+@slow
 def test_merge_large(rng):
     _check_merge(_sorted("uniform", "uint32", 1 << 24, rng), _sorted("uniform", "uint32", 1 << 24, rng))
 
@@ -129,7 +143,8 @@ BOUNDARY_SIZES = [TILE - 1, TILE, TILE + 1, 2 * TILE - 1, 2 * TILE, 2 * TILE + 1
                   4 * TILE + 1, 8 * TILE - 1, 8 * TILE, 17 * TILE + 5, 64 * TILE + 1]
 
 
-@pytest.mark.parametrize("dtype", ["uint32", "float32", "int64", "float16", "int8", "float64"])
+@pytest.mark.parametrize("dtype", quick(["uint32", "float32", "int64", "float16", "int8", "float64"],
+                                         "int8", "float64"))
 def test_merge_sort_tile_boundaries(dtype, rng):
     for n in BOUNDARY_SIZES:
         for dist, descending in (("uniform", False), ("few_unique", True), ("special", False)):
@@ -165,8 +180,9 @@ def _run_config(config, a, values=None, descending=False):
     return out.get(), (vout.get() if vout is not None else None)
 
 
-@pytest.mark.parametrize("block_size", [128, 256, 512])
-@pytest.mark.parametrize("items_per_thread", [7, 8, 11, 15, 16])
+@pytest.mark.parametrize("block_size, items_per_thread", [
+    (b, i) if (b, i) == (256, 15) else pytest.param(b, i, marks=slow)  # quick: the default
+    for b in (128, 256, 512) for i in (7, 8, 11, 15, 16)])
 def test_merge_sort_configs(block_size, items_per_thread, rng):
     plugin = _plugin()
     config = {"block_size": block_size, "items_per_thread": items_per_thread}

@@ -1,7 +1,13 @@
 """onesweep beyond the generic conformance suite: tile and warp-segment
 boundaries, many tiles, skipped passes (each count of active passes, so every
 buffer parity), exact stable argsort/pairs ascending and descending, other
-tunable values, and more than 2^31 keys (64-bit offsets and status words)."""
+tunable values, and more than 2^31 keys (64-bit offsets and status words).
+
+Quick tier (-m gpu): tile boundaries of every dtype at the default
+early_counts, each count of skipped passes (argsort), one dtype of the
+stable argsort/pairs sweep, the first tunable case (the default config).
+Slow tier (-m "gpu and slow"): early_counts=0, pairs of skipped passes, the
+other dtypes and tunables, 2^24 + 7 and 2^31 + 12,345 keys."""
 import numpy as np
 import pytest
 
@@ -11,6 +17,12 @@ from helpers import assert_keys_equal, make_keys, reference_argsort, reference_s
 
 pytestmark = pytest.mark.gpu
 NAME = "onesweep"
+slow = pytest.mark.slow
+
+
+def quick(values, *keep):
+    """`values` as parameters, all but those in `keep` marked slow."""
+    return [v if v in keep else pytest.param(v, marks=slow) for v in values]
 
 
 def _plugin():
@@ -63,13 +75,14 @@ def _boundary_sizes(config):
 
 
 @pytest.mark.parametrize("dtype", ["uint32", "int64", "float32", "uint8", "float16"])
-@pytest.mark.parametrize("early_counts", [0, 1])
+@pytest.mark.parametrize("early_counts", quick([0, 1], 1))
 def test_tile_boundaries(dtype, early_counts, rng):
     config = dict(_plugin().default_config(), early_counts=early_counts)
     for n in _boundary_sizes(config):
         _check_exact(make_keys("uniform", dtype, n, rng), descending=bool(n % 2), config=config)
 
 
+@slow
 def test_many_tiles(rng):
     cupy = _cupy()
     n = (1 << 24) + 7
@@ -84,7 +97,7 @@ def test_many_tiles(rng):
 # Keys whose varying bits lie in chosen 8-bit digits: 0, 1, 2, 3 active passes.
 @pytest.mark.parametrize("varying, active", [(0x00000000, 0), (0x00FF0000, 1), (0x00000FFF, 2),
                                              (0xFF00FF00, 2), (0xFFFFFF00, 3), (0xFFFFFFFF, 4)])
-@pytest.mark.parametrize("kind", ["argsort", "pairs"])
+@pytest.mark.parametrize("kind", quick(["argsort", "pairs"], "argsort"))
 def test_skipped_passes(varying, active, kind, rng):
     base = np.uint32(0x5A3C_96E1) & ~np.uint32(varying)
     bits = (rng.integers(0, 1 << 32, 300_007, dtype=np.uint64).astype(np.uint32) & np.uint32(varying)) | base
@@ -101,7 +114,8 @@ def test_twelve_bit_keys_and_all_equal(rng):
         _check_exact(make_keys("all_equal", dtype, 70_001, rng), descending=True)
 
 
-@pytest.mark.parametrize("dtype", ["uint32", "int32", "float32", "float64", "int64", "uint16", "int8"])
+@pytest.mark.parametrize("dtype", quick(["uint32", "int32", "float32", "float64", "int64", "uint16", "int8"],
+                                         "float32"))
 @pytest.mark.parametrize("descending", [False, True])
 def test_stable_argsort_and_pairs(dtype, descending, rng):
     for dist in ("few_unique", "special", "sorted"):
@@ -122,11 +136,12 @@ def test_pairs_eight_byte_values(rng):
         assert np.array_equal(v.get(), values[order])
 
 
-@pytest.mark.parametrize("change", [{"early_counts": 1}, {"early_counts": 1, "items_per_thread": 24},
+@pytest.mark.parametrize("change", [{"early_counts": 1}] + [pytest.param(c, marks=slow) for c in [
+                                    {"early_counts": 1, "items_per_thread": 24},
                                     {"early_counts": 1, "block_size": 384, "radix_bits": 7},
                                     {"radix_bits": 6}, {"radix_bits": 7}, {"block_size": 384},
                                     {"block_size": 512, "items_per_thread": 8},
-                                    {"items_per_thread": 24}, {"items_per_thread": 12}])
+                                    {"items_per_thread": 24}, {"items_per_thread": 12}]])
 def test_other_tunables(change, rng):
     config = dict(_plugin().default_config(), **change)
     for dtype in ("uint32", "float64", "int16"):
@@ -135,6 +150,7 @@ def test_other_tunables(change, rng):
         _check_exact(make_keys("uniform", dtype, 100_003, rng), False, config, kind="pairs")
 
 
+@slow
 def test_more_than_2_pow_31_keys(rng):
     cupy = _cupy()
     n = (1 << 31) + 12_345

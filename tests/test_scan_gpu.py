@@ -1,7 +1,10 @@
 """The shared scan primitive (cudasortkit.scan.DeviceScan, kernels/scan.cu)
 against numpy.cumsum: 32- and 64-bit counts, exclusive and inclusive, lengths
 0 ... 2^26 around every tile and level boundary, in place and reused; and
-(CI) scan.cu compiles for every count width and tunable value."""
+(CI) scan.cu compiles for every count width and tunable value.
+
+Quick tier (-m gpu): lengths up to TILE^2 + 1 (two and three levels); slow
+tier (-m "gpu and slow"): 2^26 - 1 and 2^26."""
 import os
 import shutil
 import subprocess
@@ -16,7 +19,8 @@ from cudasortkit.scan import COUNT_BYTES, SCAN_BLOCK, SCAN_ITEMS, ScanKernels, s
 
 TILE = SCAN_BLOCK * SCAN_ITEMS
 SIZES = [0, 1, 2, 3, 31, 32, 33, 255, 257, TILE - 1, TILE, TILE + 1, 2 * TILE + 7, 7919,
-         TILE * TILE - 1, TILE * TILE, TILE * TILE + 1, 10**6 + 3, (1 << 26) - 1, 1 << 26]
+         TILE * TILE - 1, TILE * TILE, TILE * TILE + 1, 10**6 + 3]
+LARGE_SIZES = [(1 << 26) - 1, 1 << 26]
 NVCC = shutil.which("nvcc")
 
 
@@ -66,12 +70,14 @@ def _from_device(state, buf, n, dt):
 @pytest.mark.gpu
 @pytest.mark.parametrize("count_bytes", COUNT_BYTES)
 @pytest.mark.parametrize("inclusive", [False, True])
-def test_scan_matches_cumsum(job, count_bytes, inclusive, rng):
+@pytest.mark.parametrize("sizes", [pytest.param(SIZES, id="sizes"),
+                                   pytest.param(LARGE_SIZES, id="large", marks=pytest.mark.slow)])
+def test_scan_matches_cumsum(job, count_bytes, inclusive, sizes, rng):
     from cudasortkit.scan import DeviceScan
 
     state = job.state
     dt = np.dtype(f"u{count_bytes}")
-    for n in SIZES:
+    for n in sizes:
         x = _counts(n, count_bytes, rng)
         src = _to_device(state, x)
         dst = state.allocate(max(x.nbytes, 1))

@@ -1,6 +1,8 @@
 """GPU tests of the tuner: a quick sweep of two plugins on two dtypes, measured
 selection picks the faster one, wrong configs are rejected, and lazy first-run
-tuning fills an empty cache. Every test uses its own temporary cache dir."""
+tuning fills an empty cache. Every test uses its own temporary cache dir.
+The sweeps and lazy tuning are the slow tier (-m "gpu and slow"): each
+measures many configs; only the autotune-off test is in the quick tier."""
 import numpy as np
 import pytest
 
@@ -63,6 +65,7 @@ def _gpu(a):
     return gpuarray.to_gpu(a)
 
 
+@pytest.mark.slow
 def test_quick_tune_two_plugins_two_dtypes_and_selection_picks_the_faster(tmp_cache, extra_plugins,
                                                                           monkeypatch):
     plugins = {n: extra_plugins[n] for n in ("bitonic", "bitonic_twice", "numpy")}
@@ -105,6 +108,7 @@ def test_quick_tune_two_plugins_two_dtypes_and_selection_picks_the_faster(tmp_ca
     assert d.name == "bitonic" and d.config == config
 
 
+@pytest.mark.slow
 def test_wrong_configs_are_rejected_never_cached(tmp_cache, extra_plugins):
     plugins = {"bitonic_broken_ipt2": extra_plugins["bitonic_broken_ipt2"]}
     summary = runtime.sweep(plugins, ["uint32"], [12], ["sort"], strategy="quick", repeats=2, log=print)
@@ -125,6 +129,7 @@ def test_autotune_off_writes_nothing_and_uses_defaults(tmp_cache, monkeypatch):
     assert "CUDASORTKIT_AUTOTUNE=0" in csk.explain(_gpu(a), algorithm="bitonic").reason
 
 
+@pytest.mark.slow
 def test_lazy_first_run_tuning_fills_the_cache(tmp_cache, extra_plugins):
     rng = np.random.default_rng()
     a = rng.integers(0, 2**32, 5000, dtype=np.uint32)
