@@ -161,7 +161,9 @@ class Operand:
             dtype = self._cai.get("dtype")
             if dtype is None:
                 typestr = self._cai["typestr"]
-                dtype = getattr(a, "dtype", None) if library == "cupy" else None
+                # CuPy's and pycuda's own dtype: the interface's typestr cannot
+                # say bfloat16 (it is "<V2")
+                dtype = getattr(a, "dtype", None) if library in ("cupy", "gpuarray") else None
                 if dtype is None:
                     try:
                         dtype = np.dtype(typestr)

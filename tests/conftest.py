@@ -46,6 +46,7 @@ if "CUDASORTKIT_CACHE_DIR" not in os.environ:  # (warm-up workers inherit the pa
     os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-test-cache-")
 
 from cudasortkit import arrays
+from cudasortkit.dtypes import numpy_dtype
 from cudasortkit.device import gpu_available, unavailable_reason
 
 #: Warm the compile cache when at least this many GPU tests are selected.
@@ -121,7 +122,7 @@ def warmup_worker(units):
     n = 4099
     for name, dtype, kinds in units:
         # a small range of values: counting takes it in any integer dtype
-        keys = gpuarray.to_gpu((np.arange(n) % 100).astype(dtype))
+        keys = gpuarray.to_gpu((np.arange(n) % 100).astype(numpy_dtype(dtype)))
         for kind in kinds:
             try:
                 if kind == "sort":

@@ -35,13 +35,9 @@ def _cupy():
 
 def _run(a_dev, config=None, kind="sort", values=None, descending=False):
     """Run the plugin with an explicit config (the public API takes none)."""
-    from cudasortkit.api import _run_device, make_request
-    from cudasortkit.arrays import Operand
+    from cudasortkit.api import run_plugin
 
-    keys = Operand(a_dev, "a")
-    vals = None if values is None else Operand(values, "values")
-    request = make_request(kind, keys, vals, descending, True)
-    return _run_device(_plugin(), config, request, keys, vals, None, None)
+    return run_plugin(_plugin(), config, kind, a_dev, values, descending=descending)
 
 
 def _check_exact(a, descending=False, config=None, kind="argsort"):
