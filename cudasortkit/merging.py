@@ -19,7 +19,7 @@ import copy
 import numpy as np
 
 from . import order
-from .api import caller_ordering, deliver_host
+from .execute import caller_ordering, deliver_host
 from .arrays import Operand, Result, overlaps
 from .dtypes import key_dtype
 from .dtypes import value_bytes as _value_bytes

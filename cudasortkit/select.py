@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from . import registry
 from .device import gpu_available, unavailable_reason
 from .errors import PluginError, warn_caller
@@ -106,6 +108,21 @@ def _weigh(request: Request):
                 raise
 
 
+#: (dtype, stable, bit length of n) of host-array sorts that auto sends to a
+#: CPU plugin for good: api.sort hands later ones of the same shape straight
+#: to NumPy (tiny host arrays cost what NumPy costs). Forgotten with the
+#: memoised decisions.
+host_cpu_shapes: set = set()
+
+
+def note_host_choice(request: Request, plugin) -> None:
+    """Remember a settled auto choice of a CPU plugin for a plain ascending
+    host sort (what api.sort's fast path may skip straight to NumPy for)."""
+    if (plugin.device == "cpu" and request.kind == "sort" and not request.on_device
+            and not request.descending and request.key_range is None and settled(request)):
+        host_cpu_shapes.add((np.dtype(request.dtype), request.stable, request.n.bit_length()))
+
+
 def settled(request: Request) -> bool:
     """True when auto's choice for `request` will not change on the next call
     (no tuner, or the tuner has made and kept its decision)."""
@@ -116,6 +133,7 @@ def settled(request: Request) -> bool:
 def forget_decisions() -> None:
     """Drop the memoised choices (the tuner calls this when its results change)."""
     _decisions.clear()
+    host_cpu_shapes.clear()
 
 
 def _decision_key(request: Request, algorithm: str):

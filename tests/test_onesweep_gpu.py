@@ -35,7 +35,7 @@ def _cupy():
 
 def _run(a_dev, config=None, kind="sort", values=None, descending=False):
     """Run the plugin with an explicit config (the public API takes none)."""
-    from cudasortkit.api import run_plugin
+    from cudasortkit.execute import run_plugin
 
     return run_plugin(_plugin(), config, kind, a_dev, values, descending=descending)
 

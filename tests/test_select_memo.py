@@ -3,7 +3,7 @@ a fake GPU plugin, a fake tuner hook and gpu_available patched on)."""
 import numpy as np
 import pytest
 
-from cudasortkit import api, registry, select
+from cudasortkit import execute, registry, select
 from cudasortkit.arrays import Operand
 from cudasortkit.plugin import SortPlugin, Tunable
 from cudasortkit.tuning import runtime
@@ -66,7 +66,7 @@ def fake_gpu(request, monkeypatch):
 
 def sort_request(n, spread=10, key_range=None, descending=False):
     keys = Operand((np.arange(n, dtype=np.int32) % 7) * spread, "a")
-    return api.make_request("sort", keys, None, descending, True, key_range)
+    return execute.make_request("sort", keys, None, descending, True, key_range)
 
 
 def asks(algorithm, *requests):
@@ -98,7 +98,7 @@ def test_choices_that_measured_the_keys_are_not_memoised(fake_gpu, algorithm):
 @pytest.mark.parametrize("algorithm", ["range_asking", "auto"])
 def test_key_range_options_and_pending_tuning_are_not_memoised(fake_gpu, algorithm):
     assert asks(algorithm, sort_request(50, key_range=(0, 9)), sort_request(50, key_range=(0, 9))) == 2
-    with_options = api.make_request("sort", Operand(np.zeros(50, np.int32)), None, False, True,
+    with_options = execute.make_request("sort", Operand(np.zeros(50, np.int32)), None, False, True,
                                     None, hint=1)
     assert asks(algorithm, with_options, with_options) == 2
     fake_gpu.pending_shapes = True

@@ -38,7 +38,7 @@ import threading
 import time
 import warnings
 
-#: 2: times are whole calls through api.run_plugin (host-side work included);
+#: 2: times are whole calls through execute.run_plugin (host-side work included);
 #: 1 held device time only. Files of another schema are set aside and rebuilt.
 SCHEMA = 2
 ENV_DIR = "CUDASORTKIT_CACHE_DIR"

@@ -12,7 +12,6 @@ import os
 import threading
 import time
 
-import numpy as np
 
 from .. import registry
 from ..dtypes import itemsize
@@ -118,9 +117,8 @@ def reset() -> None:
 def forget_decisions() -> None:
     """Every memoised choice: this module's, select's and api's host fast path."""
     _memo.clear()
-    from .. import api, select
+    from .. import select
 
-    api.forget_fast_paths()
     select.forget_decisions()
 
 
@@ -512,7 +510,7 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     sorted; where nothing is measured yet, it says what the first sort will do.
     """
     from .. import select
-    from ..api import make_request
+    from ..execute import make_request
     from ..arrays import Operand
     from ..plugin import REQUEST_KINDS
 

@@ -6,7 +6,7 @@ A config that fails to compile, fails to launch or sorts wrongly is rejected
 (listed in the entry with its reason), never chosen; a plugin whose own
 declarations (default_config, config_space, valid_config) fail is out of
 service (registry.guarded: PluginError). The tuner runs plugins
-with an explicit config through api.run_plugin (the public call's path minus
+with an explicit config through execute.run_plugin (the public call's path minus
 selection), so it times what callers pay and cannot recurse into lazy tuning.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def random_keys(dtype: str, n: int, rng) -> np.ndarray:
 class Case:
     """Device inputs for one (op, dtype, n), shared by every plugin.
 
-    Runs go through cudasortkit.api.run_plugin: the same path as a public
+    Runs go through cudasortkit.execute.run_plugin: the same path as a public
     call on a device array (result allocation, argsort's index setup, the
     final synchronization), so a plugin's host-side costs count in its time
     just as they count for the caller. Comparing plugins by device time
@@ -82,7 +82,7 @@ class Case:
         return self._order
 
     def run(self, plugin, config, i: int = 0) -> None:
-        from ..api import run_plugin
+        from ..execute import run_plugin
 
         self.result = None  # the previous result's buffers go back to the pool first
         self.result = run_plugin(plugin, config, self.kind, self.keys[i], self.values)
