@@ -12,7 +12,6 @@ import os
 import threading
 import time
 
-
 from .. import registry
 from ..dtypes import itemsize
 from ..errors import PluginError
