@@ -6,12 +6,10 @@
 
 See docs/ for the algorithms, tuning and writing a plugin.
 """
-from .api import algorithms, argsort, sort, sort_by_key
+from .api import algorithms, argsort, explain, sort, sort_by_key
 from .merging import merge, merge_by_key
 from .plugin import Request, SortPlugin, Tunable
-from .tuning import explain
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["sort", "argsort", "sort_by_key", "merge", "merge_by_key", "algorithms", "explain",
            "SortPlugin", "Tunable", "Request", "__version__"]

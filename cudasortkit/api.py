@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import registry, select
+from . import order, registry
 from .arrays import Operand
 from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
 from .execute import caller_ordering, make_request, run
+from .plugin import REQUEST_KINDS
+from .select import Selector, usable
+from .tuning.measured import MeasuredPolicy
+
+#: How every call chooses its plugin: this device's measurements, else what
+#: plugins declare (cudasortkit/select.py, cudasortkit/tuning/measured.py).
+selector = Selector(MeasuredPolicy())
 
 def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
          stream=None):
@@ -28,9 +35,8 @@ def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_r
     """
     if (type(a) is np.ndarray and algorithm == "auto" and out is None and descending is False
             and key_range is None and stream is None and a.ndim == 1 and type(stable) is bool
-            and (a.dtype, stable, a.size.bit_length()) in select.host_cpu_shapes):
-        # tiny host arrays: what NumPy costs, plus about 0.3 us
-        return np.sort(a, kind="stable" if stable or a.dtype.char == "e" else None)
+            and selector.host_sort_shape_known(a.dtype, stable, a.size)):
+        return order.sort(a, False, stable)  # tiny host arrays: what NumPy costs
     _check_flags(descending, stable, algorithm)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream)
@@ -102,9 +108,7 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     try:
         request = make_request(kind, keys, values, descending, stable, key_range)
         while True:
-            plugin, config = select.choose(request, algorithm)
-            if algorithm == "auto" and targets["out"] is None and ordering is None:
-                select.note_host_choice(request, plugin)
+            plugin, config = selector.choose(request, algorithm)
             try:
                 return run(plugin, config, request, keys, values, targets, state,
                            ordering.caller if ordering else None)
@@ -114,3 +118,31 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     finally:
         if ordering is not None:
             ordering.end()
+
+
+def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
+            algorithm: str = "auto", key_range=None):
+    """Which plugin and config `algorithm` would use for `a`, and why (a
+    cudasortkit.tuning.policy.Decision; print it). Nothing is sorted.
+
+    kind is "sort", "argsort" or "pairs" (pass `values`).
+    """
+    from .tuning.policy import Decision
+
+    if kind not in REQUEST_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, REQUEST_KINDS))}, got {kind!r}")
+    if kind == "pairs" and values is None:
+        raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
+                         "without values, kind is 'sort' or 'argsort'")
+    _check_flags(descending, stable, algorithm)
+    request = make_request(kind, Operand(a, "a"), None if values is None else Operand(values, "values"),
+                           descending, stable or kind == "pairs", key_range)
+    if algorithm != "auto":
+        choice = selector.decide(request, algorithm)
+        return Decision(choice.plugin.name, choice.config, None,
+                        "asked for by name; " + ("tuned config of the nearest measured size"
+                                                 if choice.config else "default config"))
+    candidates = usable(request)
+    if not candidates:
+        selector.decide(request)  # raises ValueError naming what could serve it
+    return selector.policy.explain(request, candidates)

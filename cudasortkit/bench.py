@@ -167,8 +167,7 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     `algorithms` is not used."""
     from .device import get_device
     from .job import Job
-    from .merging import merge
-    from .plugins.merge_sort import MergeSort
+    from .merging import merge, merging_plugin
 
     cupy = _cupy()
     state = get_device()
@@ -186,9 +185,9 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     src = [to_dev(np.concatenate(h)) for h in hosts]
     ptr = (lambda x: int(x.data.ptr)) if cupy is not None else (lambda x: int(x.gpudata))
     plugins = registry.plugins()
-    kernel_rows = {"merge(kernels)": plugins["merge_sort"]}
-    kernel_rows.update({f"k:{name[len('merge_sort_'):]}": plugins[name] for name in algorithms
-                        if name.startswith("merge_sort_")})
+    kernel_rows = {"merge(kernels)": merging_plugin()}
+    kernel_rows.update({f"k:{name}": plugins[name] for name in algorithms
+                        if name in plugins and plugins[name].merges})
     jobs = []
 
     def kernels_only(plugin):

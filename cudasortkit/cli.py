@@ -61,8 +61,7 @@ def cmd_demo(args) -> int:
     device, cached), which is not what a sort costs afterwards."""
     import numpy as np
 
-    from .api import sort
-    from .tuning import explain
+    from .api import explain, sort
 
     n = args.n
     rng = np.random.default_rng()

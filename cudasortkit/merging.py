@@ -1,7 +1,7 @@
 """merge and merge_by_key: stable merge of two sorted arrays on the GPU.
 
-The kernels belong to the merge_sort plugin (merge path partitioning,
-kernels/merge.cuh); this module turns caller arrays into one of its Jobs the
+The kernels belong to a plugin that declares `merges` (the built-in
+merge_sort: merge path partitioning, kernels/merge.cuh); this module turns caller arrays into one of its Jobs the
 way api.py does for sorts, ordered in the caller's stream. Inputs must
 already be sorted in NumPy's order (NaNs last, -0.0 == +0.0), or with
 descending=True in NumPy 2.5's descending order (NaNs still last); on equal
@@ -18,7 +18,7 @@ import copy
 
 import numpy as np
 
-from . import order
+from . import order, registry
 from .execute import caller_ordering, deliver_host
 from .arrays import Operand, Result, overlaps
 from .dtypes import key_dtype
@@ -55,6 +55,15 @@ def host_merge_order(a: np.ndarray, b: np.ndarray, descending=False) -> np.ndarr
     pos = np.empty(len(idx), np.int64)
     pos[idx] = np.arange(len(idx))
     return pos
+
+
+def merging_plugin():
+    """The GPU plugin that merges (declares `merges`), lowest priority first."""
+    found = [p for p in registry.plugins().values() if p.merges and p.device == "gpu"]
+    if not found:
+        raise ValueError("no installed GPU plugin merges (none declares merges = True); "
+                         "see python -m cudasortkit list")
+    return min(found, key=lambda p: (p.priority, p.name))
 
 
 def _check_keys(a: Operand, b: Operand):
@@ -123,8 +132,6 @@ def _merge_host(a, b, av, bv, descending, out, values_out, state):
 def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
     from .device import get_device
     from .job import Job
-    from .plugins.merge_sort import MergeSort
-
     first = a if a.on_device or not b.on_device else b
     state = state or get_device(first.ordinal)
     total = a.n + b.n
@@ -135,7 +142,7 @@ def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
         value_result = Result(_like(vfirst, total), av.dtype, state, values_out, "values_out", caller)
     ptr = {x.what: x.device_ptr(state) if x.n else 0 for x in (a, b, av, bv) if x is not None}
     vb = 0 if av is None else av.dtype.itemsize
-    plugin = MergeSort()
+    plugin = merging_plugin()
     job = Job(plugin, state, dtype=a.key_dtype.name, n=total, keys_in=ptr[a.what],
               keys_out=key_result.ptr, values_in=ptr.get(av.what, 0) if av else 0,
               values_out=value_result.ptr if value_result else 0, value_bytes=vb,

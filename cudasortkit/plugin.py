@@ -116,6 +116,22 @@ class SortPlugin:
     #: raises ValueError when keys lie outside it); otherwise the core checks
     #: the promise before running the plugin.
     checks_key_range: ClassVar[bool] = False
+    #: auto's order when nothing is measured on this device: among the
+    #: plugins that can serve a request, the lowest number wins. A plugin
+    #: that declines what it cannot serve well (through unsupported) may
+    #: take a low one.
+    priority: ClassVar[int] = 100
+    #: (max_keys, priority) pairs that override `priority` for requests of at
+    #: most max_keys keys, first match wins (e.g. one tile: one launch).
+    priorities: ClassVar[tuple] = ()
+    #: True if the plugin sorts host keys exactly as cudasortkit.order.sort
+    #: does (the CPU plugin): for repeated tiny host sorts that auto gives it,
+    #: the API may call cudasortkit.order.sort directly.
+    host_sort_is_numpy: ClassVar[bool] = False
+    #: True if the plugin implements merge(job, a, a_values, na, b, b_values,
+    #: nb): a stable merge of two sorted device arrays into job.keys_out /
+    #: job.values_out. cudasortkit.merge uses such a plugin.
+    merges: ClassVar[bool] = False
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"
     #: Tunables by name; every GPU plugin has at least "block_size".
@@ -142,6 +158,13 @@ class SortPlugin:
         if request.stable and not self.stable:
             return f"{self.name} is not stable"
         return None
+
+    def priority_for(self, n: int) -> int:
+        """The declared priority for a request of n keys (`priorities`, then `priority`)."""
+        for max_keys, priority in self.priorities:
+            if n <= max_keys:
+                return priority
+        return self.priority
 
     def default_config(self, dtype: str | None = None, value_bytes: int = 0) -> dict:
         """The documented defaults; a plugin may override this to default

@@ -1,19 +1,21 @@
 """Which plugin serves a request: by name, or "auto".
 
-"auto" asks the tuner's measurements when there are any (cudasortkit.tuning
-registers itself as the `policy`); without them it falls back to a simple
-rule: stay on the CPU for small host arrays or without a GPU, else take the
-first usable plugin in FALLBACK_ORDER, then any other GPU plugin.
-
-Choices by name and auto's fallback are memoised per request shape (the
-tuner memoises its own decisions), unless they depended on the keys.
+A `Selector` holds a policy and the one cache of its decisions. The policy
+decides for "auto" among the plugins that can serve the request (and gives
+a plugin asked for by name its config); the Selector memoises each decision
+under one request-shape key, which carries the registry's and the policy's
+generations, so a new plugin or new measurements are never answered from
+the cache. `DefaultPolicy` decides from what plugins declare; the measured
+policy (cudasortkit/tuning/measured.py) decides from this device's
+measurements and falls back on it.
 
 Plugin code runs under registry.guarded: a plugin whose code fails while
 choosing is taken out of service, and auto chooses again without it.
 """
 from __future__ import annotations
 
-import warnings
+import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,26 +24,19 @@ from .device import gpu_available, unavailable_reason
 from .errors import PluginError, warn_caller
 from .plugin import Request
 
-#: Built-in preference when nothing is measured: counting first (it declines what
-#: it cannot serve: floats, wide key ranges), then the fastest general sorts.
-FALLBACK_ORDER = ("counting", "onesweep", "radix", "merge_sort", "bitonic", "numpy")
-#: Host arrays shorter than this stay on the CPU when nothing is measured.
+#: Host arrays shorter than this stay on a CPU plugin when nothing is measured.
 HOST_CUTOFF = 1 << 16
 
-#: A callable(request, usable_plugins) -> (plugin, config) or None; set by the tuner.
-policy = None
-#: A callable(request, plugin) -> config or None (defaults) for a plugin chosen by
-#: name; set by the tuner so named plugins run their tuned config too.
-configure = None
 
-_tuning_loaded = False
+@dataclass(frozen=True)
+class Choice:
+    """A policy's answer: the plugin, its config (None: defaults), why, and
+    whether it may be memoised (False while it may change on the next call)."""
 
-#: (algorithm, request shape) -> (plugin, config) of choices by name and of
-#: auto's fallback. Cleared with the tuner's decisions (forget_decisions).
-_decisions: dict = {}
-_DECISIONS_MAX = 4096
-
-_warned_cpu = False
+    plugin: object
+    config: dict | None
+    reason: str
+    final: bool = True
 
 
 def usable(request: Request) -> dict:
@@ -58,155 +53,148 @@ def usable(request: Request) -> dict:
     return out
 
 
-def choose(request: Request, algorithm: str = "auto"):
-    """(plugin, config) for `request`; ValueError names what could serve it."""
-    _load_tuning()
-    if algorithm != "auto":
-        key = _decision_key(request, algorithm)
-        picked = _decisions.get(key) if key is not None else None
+class DefaultPolicy:
+    """auto without measurements, from the plugins' declarations: a CPU
+    plugin for host arrays under HOST_CUTOFF keys or when no GPU plugin can
+    serve the request, else the GPU plugin of lowest `priority_for(n)`
+    (ties by name), each with its default config."""
+
+    #: Decisions follow from the registry alone.
+    generation = 0
+
+    def choose(self, request: Request, candidates: dict) -> Choice:
+        gpu = {n: p for n, p in candidates.items() if p.device == "gpu"}
+        cpu = {n: p for n, p in candidates.items() if p.device == "cpu"}
+        if cpu and (not gpu or (not request.on_device and request.n < HOST_CUTOFF)):
+            name = min(cpu, key=lambda n: (cpu[n].priority_for(request.n), n))
+            if not gpu and not gpu_available():
+                _warn_cpu()
+            why = "no GPU plugin can serve it here" if not gpu else \
+                f"host array under {HOST_CUTOFF:,} keys (the default rule)"
+            return Choice(cpu[name], None, why)
+        pool = gpu or candidates
+        name = min(pool, key=lambda n: (pool[n].priority_for(request.n), n))
+        return Choice(pool[name], None, f"lowest declared priority ({pool[name].priority_for(request.n)}) "
+                                        "among the plugins that can serve it (nothing measured)")
+
+    def configure(self, request: Request, plugin) -> dict | None:
+        return None
+
+
+class Selector:
+    """(plugin, config) for requests, by name or "auto", through `policy`,
+    each decision memoised under one request-shape key."""
+
+    MAX_DECISIONS = 4096
+
+    def __init__(self, policy=None):
+        self.policy = policy if policy is not None else DefaultPolicy()
+        self._decisions: dict = {}
+        #: (dtype, stable, bit length of n) of plain ascending host sorts that
+        #: auto gives a plugin declaring `host_sort_is_numpy`: api.sort may
+        #: sort later ones of that shape with cudasortkit.order directly.
+        self._host_shapes: set = set()
+        self._host_generations = None
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------- the key
+    def key(self, request: Request, algorithm: str):
+        """The one memo key of a decision, or None when it must not be
+        memoised (options or a key_range given: they may change it)."""
+        if request.options or request.key_range is not None:
+            return None
+        return (algorithm, registry.generation, self.policy.generation, request.kind,
+                request.dtype, request.n.bit_length(), request.value_bytes, request.on_device,
+                request.stable, request.descending)
+
+    def forget(self) -> None:
+        """Drop every memoised decision (the key already changes with the
+        registry and the policy; this is for changes it cannot see)."""
+        with self._lock:
+            self._decisions.clear()
+            self._host_shapes.clear()
+
+    # -------------------------------------------------------------- choose
+    def choose(self, request: Request, algorithm: str = "auto"):
+        """(plugin, config); ValueError naming what could serve the request."""
+        key = self.key(request, algorithm)
+        picked = self._decisions.get(key) if key is not None else None
         if picked is None:
-            plugin = _by_name(request, algorithm)
-            try:
-                picked = plugin, (configure(request, plugin) if configure is not None else None)
-            except PluginError as exc:  # its valid_config() failed on the tuned config
-                raise ValueError(f"algorithm {algorithm!r} is disabled: {exc.reason}") from exc
-            _remember(key, request, picked)
+            choice = self.decide(request, algorithm)
+            picked = choice.plugin, choice.config
+            probe = request.range_probe
+            if key is not None and choice.final and not (probe is not None and getattr(probe, "done", True)):
+                with self._lock:  # not when the choice read the keys (the range probe ran)
+                    if len(self._decisions) >= self.MAX_DECISIONS:
+                        self._decisions.clear()
+                    self._decisions[key] = picked
+            self._note_host_shape(request, algorithm, choice)
         plugin, config = picked
         return plugin, (dict(config) if config is not None else None)  # the caller's to change
-    fast = getattr(policy, "cached", None)
-    picked = fast(request) if fast is not None else None
-    if picked is not None:
-        return picked
-    key = _decision_key(request, algorithm)
-    picked = _decisions.get(key) if key is not None else None
-    if picked is not None:
-        return picked
-    candidates, picked = _weigh(request)
-    if picked is not None:
-        return picked
-    picked = _fallback(request, candidates), None
-    _remember(key, request, picked)
-    return picked
 
+    def decide(self, request: Request, algorithm: str = "auto") -> Choice:
+        """The policy's Choice, uncached (explain shows its reason)."""
+        if algorithm != "auto":
+            plugin = self._by_name(request, algorithm)
+            try:
+                config = self.policy.configure(request, plugin)
+            except PluginError as exc:  # its valid_config() failed on the tuned config
+                raise ValueError(f"algorithm {algorithm!r} is disabled: {exc.reason}") from exc
+            return Choice(plugin, config, "asked for by name")
+        while True:
+            candidates = usable(request)
+            if not candidates:
+                raise ValueError(f"no algorithm can {describe(request)}; available: "
+                                 f"{_can_list(request) or 'none'}")
+            try:
+                return self.policy.choose(request, candidates)
+            except PluginError as exc:  # a candidate failed while weighed: weigh the rest
+                if exc.plugin not in candidates or exc.plugin in registry.plugins():
+                    raise
 
-def _weigh(request: Request):
-    """(usable plugins, the policy's (plugin, config) or None); ValueError if
-    none can serve `request`. A candidate whose code fails while the policy
-    weighs it is out of service then, and the policy weighs the rest (one
-    fewer each time, so this ends)."""
-    while True:
-        candidates = usable(request)
-        if not candidates:
-            raise ValueError(f"no algorithm can {_describe(request)}; available: "
-                             f"{_can_list(request) or 'none'}")
-        if policy is None:
-            return candidates, None
+    # ------------------------------------------------------ host fast path
+    def host_sort_shape_known(self, dtype, stable: bool, n: int) -> bool:
+        """True when auto gives plain ascending host sorts of this shape to a
+        plugin that sorts exactly like cudasortkit.order (the tiny-array path)."""
+        return ((dtype, stable, n.bit_length()) in self._host_shapes
+                and self._host_generations == (registry.generation, self.policy.generation))
+
+    def _note_host_shape(self, request: Request, algorithm: str, choice: Choice) -> None:
+        if (algorithm == "auto" and choice.final and choice.plugin.host_sort_is_numpy
+                and request.kind == "sort" and not request.on_device and not request.descending
+                and request.key_range is None and not request.options):
+            generations = (registry.generation, self.policy.generation)
+            with self._lock:
+                if self._host_generations != generations:
+                    self._host_shapes.clear()
+                    self._host_generations = generations
+                self._host_shapes.add((np.dtype(request.dtype), request.stable,
+                                       request.n.bit_length()))
+
+    # -------------------------------------------------------------- by name
+    @staticmethod
+    def _by_name(request: Request, name: str):
+        entry = registry.entries().get(name)
+        if entry is None:
+            raise ValueError(f"unknown algorithm {name!r}; known: "
+                             f"{', '.join(sorted(registry.entries())) or 'none'} (or 'auto')")
+        if not entry.ok:
+            if entry.plugin is not None:  # loaded, then taken out of service
+                raise ValueError(f"algorithm {name!r} is disabled: {entry.error}")
+            raise ValueError(f"algorithm {name!r} failed to load: {entry.error}")
         try:
-            return candidates, policy(request, candidates)
+            reason = registry.call(entry.plugin, "unsupported", request)
         except PluginError as exc:
-            if exc.plugin not in candidates or exc.plugin in registry.plugins():
-                raise
+            raise ValueError(f"algorithm {name!r} is disabled: {exc.reason}") from exc
+        if reason is None and entry.plugin.device == "gpu" and not gpu_available():
+            reason = f"{name} needs a GPU: {unavailable_reason()}"
+        if reason is not None:
+            raise ValueError(f"algorithm {name!r} cannot {describe(request)}: {reason}; "
+                             f"algorithms that can: {_can_list(request) or 'none'}")
+        return entry.plugin
 
 
-#: (dtype, stable, bit length of n) of host-array sorts that auto sends to a
-#: CPU plugin for good: api.sort hands later ones of the same shape straight
-#: to NumPy (tiny host arrays cost what NumPy costs). Forgotten with the
-#: memoised decisions.
-host_cpu_shapes: set = set()
-
-
-def note_host_choice(request: Request, plugin) -> None:
-    """Remember a settled auto choice of a CPU plugin for a plain ascending
-    host sort (what api.sort's fast path may skip straight to NumPy for)."""
-    if (plugin.device == "cpu" and request.kind == "sort" and not request.on_device
-            and not request.descending and request.key_range is None and settled(request)):
-        host_cpu_shapes.add((np.dtype(request.dtype), request.stable, request.n.bit_length()))
-
-
-def settled(request: Request) -> bool:
-    """True when auto's choice for `request` will not change on the next call
-    (no tuner, or the tuner has made and kept its decision)."""
-    pending = getattr(policy, "pending", None)
-    return pending is None or not pending(request)
-
-
-def forget_decisions() -> None:
-    """Drop the memoised choices (the tuner calls this when its results change)."""
-    _decisions.clear()
-    host_cpu_shapes.clear()
-
-
-def _decision_key(request: Request, algorithm: str):
-    """Memo key of a choice for `request`, or None when it must not be memoised
-    (options or a key_range given). The tuner's shape key has what its
-    decisions follow from (the registry, the cache directory); the hooks are
-    in it, so swapping one in (tests do) is not answered from the memo."""
-    if request.options or request.key_range is not None:
-        return None
-    shape_key = getattr(policy, "shape_key", None)
-    if shape_key is not None:
-        return algorithm, policy, configure, shape_key(request)
-    return (algorithm, policy, configure, registry.generation, request.kind, request.dtype,
-            request.n, request.value_bytes, request.on_device, request.stable, request.descending)
-
-
-def _remember(key, request: Request, picked) -> None:
-    """Memoise `picked` unless it may change: it depended on the keys (the
-    range probe ran) or lazy tuning for this shape is unfinished."""
-    probe = request.range_probe
-    if key is None or (probe is not None and getattr(probe, "done", True)) or not settled(request):
-        return
-    if len(_decisions) >= _DECISIONS_MAX:
-        _decisions.clear()
-    _decisions[key] = picked
-
-
-def _load_tuning():
-    """Install cudasortkit.tuning's hooks on first selection (keeps import cheap)."""
-    global _tuning_loaded
-    if _tuning_loaded:
-        return
-    _tuning_loaded = True
-    try:
-        from . import tuning
-
-        tuning.install()
-    except Exception as exc:  # a broken tuner must not stop sorting
-        warnings.warn(f"cudasortkit: tuning is unavailable ({type(exc).__name__}: {exc}); "
-                      "using default selection", RuntimeWarning, stacklevel=3)
-
-
-def _by_name(request: Request, name: str):
-    entry = registry.entries().get(name)
-    if entry is None:
-        raise ValueError(f"unknown algorithm {name!r}; known: "
-                         f"{', '.join(sorted(registry.entries())) or 'none'} (or 'auto')")
-    if entry.plugin is None:
-        raise ValueError(f"algorithm {name!r} failed to load: {entry.error}")
-    if entry.error is not None:
-        raise ValueError(f"algorithm {name!r} is disabled: {entry.error}")
-    try:
-        reason = registry.call(entry.plugin, "unsupported", request)
-    except PluginError as exc:
-        raise ValueError(f"algorithm {name!r} is disabled: {exc.reason}") from exc
-    if reason is None and entry.plugin.device == "gpu" and not gpu_available():
-        reason = f"{name} needs a GPU: {unavailable_reason()}"
-    if reason is not None:
-        raise ValueError(f"algorithm {name!r} cannot {_describe(request)}: {reason}; "
-                         f"algorithms that can: {_can_list(request) or 'none'}")
-    return entry.plugin
-
-
-def _fallback(request: Request, candidates: dict):
-    gpu_names = [n for n, p in candidates.items() if p.device == "gpu"]
-    if "numpy" in candidates and (not gpu_names or (not request.on_device and request.n < HOST_CUTOFF)):
-        if not gpu_names and not gpu_available():
-            _warn_cpu()
-        return candidates["numpy"]
-    ordered = [n for n in FALLBACK_ORDER if n in gpu_names] + sorted(set(gpu_names) - set(FALLBACK_ORDER))
-    if ordered:
-        return candidates[ordered[0]]
-    return next(iter(candidates.values()))
+_warned_cpu = False
 
 
 def _warn_cpu():
@@ -216,7 +204,7 @@ def _warn_cpu():
         warn_caller(f"cudasortkit is sorting on the CPU with NumPy: {unavailable_reason()}")
 
 
-def _describe(request: Request) -> str:
+def describe(request: Request) -> str:
     what = {"sort": "sort", "argsort": "argsort", "pairs": "sort key-value pairs of"}[request.kind]
     extra = [w for w, on in (("stable", request.stable), ("descending", request.descending)) if on]
     return f"{what} {request.n} {request.dtype} keys" + (f" ({', '.join(extra)})" if extra else "")

@@ -126,7 +126,7 @@ def main(argv=None, args=None) -> int:
     if not gpu_available():
         raise SystemExit(f"tuning needs a GPU: {unavailable_reason()}")
     if args.check:
-        from .tuning.report import check
+        from .tune_check import check
         from .tuning.runtime import context
 
         out = check(context().table, repeats=args.repeats or 10)

@@ -20,6 +20,7 @@ class BitonicSort(SortPlugin):
     summary = "bitonic network, shared-memory tiles + global merge steps (unstable)"
     dtypes = KEY_DTYPES
     stable = False
+    priority = 50
     pairs = True
     #: Same launches for the same shape (the network follows from n and config).
     replayable = True

@@ -78,6 +78,8 @@ class CountingSort(SortPlugin):
     makes_indices = True
     #: A key_range promise is checked by the counting kernels (a flag).
     checks_key_range = True
+    #: First when nothing is measured: it declines floats and wide key ranges.
+    priority = 10
     #: The generic suite sorts uniform int32/int64/uint32/uint64 keys by name,
     #: which this plugin correctly declines (range far above RANGE_LIMIT) with
     #: ValueError; tests/test_counting_gpu.py runs the same checks with ranges

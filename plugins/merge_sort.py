@@ -21,6 +21,10 @@ class MergeSort(SortPlugin):
     summary = "merge sort: register + shared-memory tile sort, merge-path global passes (stable)"
     dtypes = KEY_DTYPES
     stable = True
+    priority = 40
+    #: One tile (the default config's 3,840 keys) is one launch.
+    priorities = ((3840, 15),)
+    merges = True
     pairs = True
     #: Same launches for the same shape (pass count and grids follow from n and config).
     replayable = True

@@ -11,6 +11,8 @@ class NumpySort(SortPlugin):
     summary = "NumPy on the CPU: no GPU needed, fastest for tiny host arrays"
     dtypes = KEY_DTYPES
     stable = True
+    priority = 1000
+    host_sort_is_numpy = True
     pairs = True
     device = "cpu"
 

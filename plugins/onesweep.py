@@ -22,6 +22,7 @@ class OnesweepSort(SortPlugin):
     summary = "single-pass LSD radix sort, decoupled look-back (stable)"
     dtypes = KEY_DTYPES
     stable = True
+    priority = 20
     pairs = True
     makes_indices = True
     #: Same launches for the same shape: geometry follows from n and config,

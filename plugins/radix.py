@@ -32,6 +32,7 @@ class RadixSort(SortPlugin):
     summary = "stable LSD radix sort: digit histograms, scan, shared-memory ranked scatter"
     dtypes = KEY_DTYPES
     stable = True
+    priority = 30
     pairs = True
     makes_indices = True
     #: Same launches for the same shape: the plan of passes is made on the device.

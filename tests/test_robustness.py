@@ -12,6 +12,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit import cli, device, registry, select
+from cudasortkit.tuning.measured import MeasuredPolicy
 from cudasortkit.errors import PluginError
 from cudasortkit.plugin import Request, SortPlugin, Tunable
 from cudasortkit.tuning import cache, policy, runtime, tuner
@@ -254,26 +255,25 @@ def measured_flaky(tmp_path, monkeypatch):
     monkeypatch.setattr(runtime, "context", lambda state=None: ctx)
     monkeypatch.setattr(cache, "plugin_hash", lambda plugin: "h")
     monkeypatch.setattr(select, "gpu_available", lambda: True)
-    monkeypatch.setattr(select, "policy", runtime.auto_policy)
-    monkeypatch.setattr(select, "configure", runtime.configure)
     monkeypatch.setenv(runtime.ENV_AUTOTUNE, "0")
     runtime.reset()
+    return select.Selector(MeasuredPolicy())
 
 
 def test_auto_answers_the_call_that_finds_a_plugin_broken(measured_flaky):
     request = Request("sort", "float32", 1 << 20)
-    plugin, _ = select.choose(request, "auto")
+    plugin, _ = measured_flaky.choose(request, "auto")
     assert plugin.name != "flaky_gpu" and plugin.device == "gpu"
     assert registry.entries()["flaky_gpu"].error == \
         "valid_config raised ZeroDivisionError: division by zero"
-    assert select.choose(request, "auto")[0] is plugin
+    assert measured_flaky.choose(request, "auto")[0] is plugin
 
 
 def test_by_name_a_plugin_broken_while_configuring_is_refused(measured_flaky):
     request = Request("sort", "float32", 1 << 20)
     with pytest.raises(ValueError, match="'flaky_gpu' is disabled: valid_config raised"):
-        select.choose(request, "flaky_gpu")
-    assert select.choose(request, "auto")[0].name != "flaky_gpu"
+        measured_flaky.choose(request, "flaky_gpu")
+    assert measured_flaky.choose(request, "auto")[0].name != "flaky_gpu"
 
 
 # --------------------------------------------------------- 4.6 tuning cache

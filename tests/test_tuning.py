@@ -12,7 +12,8 @@ import pytest
 
 from cudasortkit import select
 from cudasortkit.plugin import Request, SortPlugin, Tunable
-from cudasortkit.tuning import cache, policy, runtime
+from cudasortkit.tuning import cache, measured, policy, runtime
+from cudasortkit.tuning.measured import MeasuredPolicy
 
 INFO = {"name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 132, "driver": "12.8",
         "nvcc": "Build cuda_12.8", "cudasortkit": "0.1.0"}
@@ -117,8 +118,8 @@ def test_stale_plugin_hash_drops_results_so_they_retune(tmp_path):
     store.put("beta", "sort", "uint32", 20, entry(2.0))
     store.save()
     fresh = cache.Store(str(tmp_path), INFO, {"alpha": "new", "beta": "same"})
-    assert not runtime._has(fresh.data, "alpha", "sort", "uint32", 20)  # lazy tuning will redo it
-    assert runtime._has(fresh.data, "beta", "sort", "uint32", 20)
+    assert not measured._measured(fresh.data, "alpha", "sort", "uint32", 20)  # to be measured again
+    assert measured._measured(fresh.data, "beta", "sort", "uint32", 20)
     fresh.put("alpha", "sort", "uint32", 20, entry(0.5))
     fresh.save()
     data = cache.load_any(fresh.path)
@@ -158,7 +159,7 @@ def test_read_only_cache_dir_works_in_memory_with_one_warning(tmp_path):
         warnings.simplefilter("error")
         store.put("alpha", "sort", "uint32", 14, entry(0.2))
         assert store.save() is False  # no second warning
-    assert runtime._has(store.data, "alpha", "sort", "uint32", 14)
+    assert measured._measured(store.data, "alpha", "sort", "uint32", 14)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores permissions")
@@ -169,7 +170,7 @@ def test_read_only_existing_dir_still_reads(tmp_path):
     os.chmod(tmp_path, 0o500)
     try:
         again = cache.Store(str(tmp_path), INFO)
-        assert runtime._has(again.data, "alpha", "sort", "uint32", 12)
+        assert measured._measured(again.data, "alpha", "sort", "uint32", 12)
         again.put("alpha", "sort", "uint32", 14, entry(0.2))
         with pytest.warns(RuntimeWarning, match="in memory"):
             assert again.save() is False
@@ -186,8 +187,14 @@ def test_cache_dir_env_override(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------ selection
 class Fake:
-    def __init__(self, name, device="gpu", stable=False, max_block=1024):
+    host_sort_is_numpy = False
+
+    def __init__(self, name, device="gpu", stable=False, max_block=1024, priority=100):
         self.name, self.device, self.stable, self.max_block = name, device, stable, max_block
+        self.priority = priority
+
+    def priority_for(self, n):
+        return self.priority
 
     def valid_config(self, config, dtype, value_bytes):
         return config.get("block_size", 0) <= self.max_block
@@ -307,50 +314,64 @@ def test_failed_entries_are_ignored():
     assert {e.name: e.ms for e in d.estimates}["fast_small"] == pytest.approx(0.012)
 
 
-# ------------------------------------------------------- hooks (no GPU)
+# ------------------------------------------------ measured policy (no GPU)
 @pytest.fixture
 def fake_context(tmp_path, monkeypatch):
     store = cache.Store(str(tmp_path), INFO)
     store.data = synthetic()
     ctx = runtime.Context(state=None, store=store)
     monkeypatch.setattr(runtime, "context", lambda state=None: ctx)
+    monkeypatch.setattr(cache, "plugin_hash", lambda p: "h")
     monkeypatch.setenv(runtime.ENV_AUTOTUNE, "0")
-    runtime._memo.clear()
     yield ctx
-    runtime._memo.clear()
 
 
-def test_auto_policy_and_by_name_configure_use_the_table(fake_context, monkeypatch):
-    monkeypatch.setattr(cache, "plugin_hash", lambda p: "h")
-    plugin, config = runtime.auto_policy(Request("sort", "uint32", 1 << 20), CANDS)
-    assert plugin.name == "big_radix" and config["block_size"] == 512
-    plugin, _ = runtime.auto_policy(Request("sort", "uint32", 1000, on_device=False), CANDS)
-    assert plugin.name == "numpy"
-    assert runtime.configure(Request("sort", "uint32", 1 << 10), CANDS["big_radix"]) == \
+def test_measured_policy_and_by_name_configure_use_the_table(fake_context):
+    mp = MeasuredPolicy()
+    choice = mp.choose(Request("sort", "uint32", 1 << 20), CANDS)
+    assert choice.plugin.name == "big_radix" and choice.config["block_size"] == 512
+    assert mp.choose(Request("sort", "uint32", 1000, on_device=False), CANDS).plugin.name == "numpy"
+    assert mp.configure(Request("sort", "uint32", 1 << 10), CANDS["big_radix"]) == \
         {"block_size": 512, "tile": 10}
-    assert runtime.configure(Request("sort", "uint32", 1 << 10), CANDS["numpy"]) is None
-    assert runtime.auto_policy(Request("sort", "float64", 1 << 10), CANDS) is None  # -> fallback
+    assert mp.configure(Request("sort", "uint32", 1 << 10), CANDS["numpy"]) is None
+    unmeasured = mp.choose(Request("sort", "float64", 1 << 10), CANDS)  # the declarations decide
+    assert unmeasured.config is None and "nothing measured" in unmeasured.reason
 
 
-def test_lazy_tuning_is_skipped_when_disabled(fake_context, monkeypatch):
-    called = []
-    monkeypatch.setattr(runtime, "_lazy_measure", lambda *a: called.append(a))
-    monkeypatch.setattr(cache, "plugin_hash", lambda p: "h")
-    runtime.auto_policy(Request("sort", "uint32", 1 << 26), CANDS)
-    assert not called
+def test_a_preferred_plugin_is_not_passed_over_for_lack_of_a_measurement(fake_context):
+    cands = dict(CANDS, counting_like=Fake("counting_like", priority=1))
+    choice = MeasuredPolicy().choose(Request("sort", "uint32", 1 << 20), cands)
+    assert choice.plugin.name == "counting_like" and "not measured" in choice.reason
+
+
+def test_the_learner_measures_only_from_credit(fake_context, monkeypatch):
+    """First-run measurement costs at most SHARE of the calls' estimated time."""
+    spent = []
+
+    def fake_measure(ctx, plugin, op, dtype, b):
+        spent.append((plugin.name, op, dtype, b))
+        ctx.attempted.add((plugin.name, op, dtype, b))
+        return measured.FIRST_MEASURE_MS
+
+    monkeypatch.setattr(measured.Learner, "_measure", staticmethod(fake_measure))
+    mp = MeasuredPolicy()
+    req = Request("sort", "uint32", 1 << 26)  # nothing measured at 2^26
+    mp.choose(req, CANDS)
+    assert not spent  # autotune off
     monkeypatch.setenv(runtime.ENV_AUTOTUNE, "1")
-    runtime._memo.clear()
-    runtime.auto_policy(Request("sort", "uint32", 1 << 26), CANDS)
-    assert called and called[0][1:5] == ("sort", "uint32", 26, ["big_radix", "fast_small"])
-    runtime._memo.clear()
-    called.clear()
-    runtime.auto_policy(Request("sort", "uint32", 1 << 20), CANDS)  # measured: nothing to do
-    assert not called
+    calls = 0
+    while not spent:
+        mp.choose(req, CANDS)
+        calls += 1
+    per_call = policy.decide(fake_context.table, req, CANDS).ms  # what each sort is estimated to cost
+    assert measured.SHARE * calls * per_call >= measured.FIRST_MEASURE_MS * 0.999
+    assert measured.SHARE * (calls - 1) * per_call < measured.FIRST_MEASURE_MS
+    assert spent[0][1:] == ("sort", "uint32", 26)
+    mp.choose(Request("sort", "uint32", 1 << 20), CANDS)  # measured: nothing to do
+    assert len(spent) == 1
 
 
-def test_select_installs_hooks_and_cpu_only_still_sorts():
-    select._load_tuning()
-    assert select.policy is runtime.auto_policy and select.configure is runtime.configure
+def test_cpu_only_still_sorts_and_explains():
     import cudasortkit as csk
 
     a = np.random.default_rng(1).integers(0, 100, 1000).astype(np.int32)

@@ -1,12 +1,13 @@
 """Per-device tuning: measurements, the tuning cache and measured selection.
 
 - cache.py: the JSON cache (one file per device key), atomic writes, locking.
-- policy.py: picking a plugin and config from measurements (pure, testable).
+- policy.py: estimates and decisions from measurements (pure, testable).
 - tuner.py: timing configs on the GPU and checking them against NumPy.
-- runtime.py: the select hooks, lazy first-run tuning, sweeps, explain().
+- runtime.py: this process's tables (one per device and cache dir) and sweeps.
+- measured.py: the measured select policy and its first-run learner.
 
 Importing this package is cheap and never imports pycuda.
 """
-from .runtime import autotune_enabled, explain, install, reset
+from .runtime import autotune_enabled, reset
 
-__all__ = ["explain", "install", "reset", "autotune_enabled"]
+__all__ = ["reset", "autotune_enabled"]

@@ -91,7 +91,7 @@ def nvcc_version() -> str:
 
 def device_info(state) -> dict:
     """What identifies a device's tuning: hardware, driver, compiler, library."""
-    from .. import __version__
+    from ..version import __version__
     from ..device import driver_version
 
     return {

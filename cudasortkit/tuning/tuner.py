@@ -300,14 +300,15 @@ def wall_ms(fn, min_s: float = 0.05, min_reps: int = 5, max_reps: int = 200) -> 
     return float(np.median(times))
 
 
-def api_call(op: str, keys, values, algorithm: str):
-    from .. import api
+def call_by_name(op: str, keys, values, algorithm: str):
+    """A call of plugin `algorithm` (default config) on host arrays, through
+    the public call's path (cudasortkit.execute.run_plugin)."""
+    from .. import registry
+    from ..execute import run_plugin
 
-    if op == "sort":
-        return lambda: api.sort(keys, algorithm=algorithm)
-    if op == "argsort":
-        return lambda: api.argsort(keys, algorithm=algorithm)
-    return lambda: api.sort_by_key(keys, values, algorithm=algorithm)
+    plugin = registry.plugins()[algorithm]
+    kind, _ = OP_SHAPE[op]
+    return lambda: run_plugin(plugin, None, kind, keys, values)
 
 
 def measure_host(op: str, dtype: str, n: int, gpu_name: str, gpu_ms: float, rng=None) -> dict:
@@ -318,7 +319,7 @@ def measure_host(op: str, dtype: str, n: int, gpu_name: str, gpu_ms: float, rng=
     keys = random_keys(dtype, n, rng)
     _, vb = OP_SHAPE[op]
     values = np.arange(n, dtype=VALUE_DTYPES[vb]) if vb else None
-    numpy_ms = wall_ms(api_call(op, keys, values, "numpy"))
-    host_ms = wall_ms(api_call(op, keys, values, gpu_name))
+    numpy_ms = wall_ms(call_by_name(op, keys, values, "numpy"))
+    host_ms = wall_ms(call_by_name(op, keys, values, gpu_name))
     return {"numpy_ms": numpy_ms, "gpu_host_ms": host_ms,
             "extra_ms": max(host_ms - gpu_ms, 1e-4), "via": gpu_name, "n": n}

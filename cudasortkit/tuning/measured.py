@@ -1,0 +1,203 @@
+"""auto from this device's measurements: the measured policy, and the
+learner that fills the table without stalling a caller.
+
+`MeasuredPolicy.choose` reads the tuning table (policy.decide: estimates
+interpolated across size buckets, so a new size needs no measurement of its
+own) and falls back on `select.DefaultPolicy` where nothing is measured, or
+where the plugin the declarations prefer has no measurement here yet (a
+plugin that declines what it cannot serve, such as counting, is never
+passed over for lack of a number). It never measures for the call at hand.
+
+`Learner` is how a new device gets tuned anyway: every auto call of a shape
+that lacks measurements adds a tenth of the call's estimated cost to that
+shape's credit, and once the credit covers the estimated cost of measuring
+one missing plugin (its default config, compiles included), that one is
+measured. So first-run measurement costs at most about 10% of what the
+caller's own sorts of that shape have cost, amortised; `python -m
+cudasortkit.tune` measures a whole machine at once.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from .. import registry
+from ..dtypes import itemsize
+from ..errors import PluginError
+from ..select import Choice, DefaultPolicy
+from . import cache, runtime
+from .policy import bucket_of, decide, estimate, op_of, plugin_results
+
+#: Share of a shape's estimated call time that may go to measuring it.
+SHARE = 0.10
+#: Estimated cost of measuring a plugin never measured for this (op, dtype)
+#: in this process: its kernels compile (pycuda caches them on disk later).
+FIRST_MEASURE_MS = 1500.0
+#: Estimated cost of measuring a plugin whose kernels are compiled: warm-up
+#: and repeats of the call, plus this much fixed overhead.
+MEASURE_RUNS, MEASURE_OVERHEAD_MS = 6, 5.0
+
+
+def estimated_call_ms(request) -> float:
+    """A rough bandwidth model of one call when nothing is measured: about
+    six passes over keys and values at 1 TB/s plus 20 us of launches. Used
+    only to budget measurement, never to choose."""
+    nbytes = request.n * (itemsize(request.dtype) + request.value_bytes)
+    return 0.02 + 6 * nbytes / 1e9
+
+
+class Learner:
+    """Measures missing (plugin, op, dtype, bucket) entries one at a time,
+    paid from each shape's credit (SHARE of its calls' estimated time)."""
+
+    def __init__(self):
+        self._credit: dict = {}
+        self._compiled: set = set()
+        self._lock = threading.Lock()
+
+    def observe(self, request, candidates: dict, call_ms: float) -> bool:
+        """Credit this call; measure one missing plugin if the credit covers
+        it. True when the table changed."""
+        if not runtime.autotune_enabled() or runtime.in_tuning():
+            return False
+        op, dtype, b = op_of(request), request.dtype, bucket_of(request.n)
+        if b > runtime.LAZY_MAX_BUCKET:
+            return False
+        ctx = runtime.context()
+        missing = [(n, p) for n, p in sorted(candidates.items(), key=lambda x: x[1].priority_for(request.n))
+                   if p.device == "gpu" and not _measured(ctx.table, n, op, dtype, b)
+                   and (n, op, dtype, b) not in ctx.attempted]
+        if not missing:
+            return False
+        shape = (op, dtype, b)
+        name, plugin = missing[0]
+        cost = self._cost(name, op, dtype, call_ms)
+        with self._lock:
+            credit = self._credit.get(shape, 0.0) + SHARE * call_ms
+            if credit < cost:
+                self._credit[shape] = credit
+                return False
+            self._credit[shape] = credit
+        spent = self._measure(ctx, plugin, op, dtype, b)
+        with self._lock:
+            self._credit[shape] = max(0.0, self._credit[shape] - spent)
+            self._compiled.add((name, op, dtype))
+        return True
+
+    def _cost(self, name, op, dtype, call_ms) -> float:
+        if (name, op, dtype) not in self._compiled:
+            return FIRST_MEASURE_MS
+        return MEASURE_RUNS * call_ms + MEASURE_OVERHEAD_MS
+
+    @staticmethod
+    def _measure(ctx, plugin, op, dtype, b) -> float:
+        """Measure plugin's default config at bucket b; returns the ms spent."""
+        from .tuner import Case, Tuner
+
+        start = time.perf_counter()
+        n = 1 << b
+        ctx.attempted.add((plugin.name, op, dtype, b))
+        with ctx.lock, runtime.tuning_now():
+            try:
+                if ctx.state.free_memory() < 8 * n * (8 + 8):
+                    return (time.perf_counter() - start) * 1e3
+                case = Case(ctx.state, op, dtype, n, inputs=2)
+                try:
+                    entry = Tuner(ctx.state, repeats=3, warmup=1).tune(plugin, case, "default")
+                finally:
+                    case.free()
+                entry["lazy"] = True
+                ctx.store.put(plugin.name, op, dtype, b, entry)
+                ctx.store.save()
+            except PluginError:
+                raise
+            except Exception as exc:
+                cache.warn_once(f"learn:{op}:{dtype}:{b}",
+                                f"cudasortkit: first-run measurement of {plugin.name} {op} {dtype} "
+                                f"2^{b} failed ({type(exc).__name__}: {str(exc)[:200]}); defaults used")
+            finally:
+                ctx.changed()
+        return (time.perf_counter() - start) * 1e3
+
+
+def _measured(table, name, op, dtype, b) -> bool:
+    entry = plugin_results(table, name).get(op, {}).get(dtype, {}).get(str(b))
+    return isinstance(entry, dict)
+
+
+class MeasuredPolicy:
+    """The select policy of measured decisions (see the module docstring)."""
+
+    def __init__(self, fallback=None):
+        self.fallback = fallback if fallback is not None else DefaultPolicy()
+        self.learner = Learner()
+
+    @property
+    def generation(self):
+        return (runtime.generation(), registry.generation)
+
+    def choose(self, request, candidates: dict) -> Choice:
+        if not any(p.device == "gpu" for p in candidates.values()):
+            return self.fallback.choose(request, candidates)
+        try:
+            choice, ms = self._choose(request, candidates)
+        except PluginError:
+            raise
+        except Exception as exc:  # selection must never fail because of tuning
+            cache.warn_once("policy", f"cudasortkit: tuned selection failed ({type(exc).__name__}: "
+                                      f"{exc}); using the default rule")
+            return self.fallback.choose(request, candidates)
+        try:
+            self.learner.observe(request, candidates, ms or estimated_call_ms(request))
+        except PluginError:
+            raise
+        except Exception as exc:
+            cache.warn_once("learner", f"cudasortkit: first-run measurement failed "
+                                       f"({type(exc).__name__}: {exc}); not measuring")
+        return choice
+
+    def _choose(self, request, candidates):
+        """(Choice, estimated ms or None)."""
+        ctx = runtime.context()
+        ctx.know(candidates)
+        default = self.fallback.choose(request, candidates)
+        d = decide(ctx.table, request, candidates)
+        if d is None:
+            return Choice(default.plugin, None, "nothing measured here for this request; "
+                          + default.reason), None
+        measured = {e.name for e in d.estimates}
+        preferred = default.plugin
+        if preferred.device == "gpu" and preferred.name not in measured:
+            return Choice(preferred, None, f"{preferred.name} is preferred by declaration and "
+                                           "not measured here yet (default config)"), d.ms
+        return Choice(candidates[d.name], d.config, d.reason), d.ms
+
+    def configure(self, request, plugin) -> dict | None:
+        """The tuned config of a plugin asked for by name: the nearest
+        measured size's, or None (defaults). Never measures."""
+        if plugin.device != "gpu":
+            return None
+        try:
+            ctx = runtime.context()
+            ctx.know({plugin.name: plugin})
+            est = estimate(ctx.table, plugin.name, plugin, request)
+        except PluginError:
+            raise
+        except Exception as exc:
+            cache.warn_once("configure", f"cudasortkit: reading tuned configs failed "
+                                         f"({type(exc).__name__}: {exc}); using defaults")
+            return None
+        return None if est is None else est.config
+
+    def explain(self, request, candidates: dict):
+        """policy.Decision for explain(): every estimate and the reason."""
+        from .policy import Decision
+
+        choice = self.choose(request, candidates)
+        if any(p.device == "gpu" for p in candidates.values()):
+            ctx = runtime.context()
+            d = decide(ctx.table, request, candidates)
+            if d is not None:
+                return Decision(choice.plugin.name, choice.config, d.ms if d.name == choice.plugin.name
+                                else None, choice.reason, d.estimates, d.unmeasured)
+        return Decision(choice.plugin.name, choice.config, None, choice.reason)
