@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -30,13 +31,17 @@ HOST_CUTOFF = 1 << 16
 
 @dataclass(frozen=True)
 class Choice:
-    """A policy's answer: the plugin, its config (None: defaults), why, and
-    whether it may be memoised (False while it may change on the next call)."""
+    """A policy's answer: the plugin, its config (None: defaults), why,
+    whether it may be memoised (False while it may change on the next call),
+    and `observe`: None, or a cheap callable the Selector calls on every
+    later call the memoised choice answers (the measured policy's learner
+    counts calls with it)."""
 
     plugin: object
     config: dict | None
     reason: str
     final: bool = True
+    observe: Callable[[], None] | None = None
 
 
 def usable(request: Request) -> dict:
@@ -119,9 +124,12 @@ class Selector:
         """(plugin, config); ValueError naming what could serve the request."""
         key = self.key(request, algorithm)
         picked = self._decisions.get(key) if key is not None else None
-        if picked is None:
+        if picked is not None:
+            if picked[2] is not None:
+                picked[2]()
+        else:
             choice = self.decide(request, algorithm)
-            picked = choice.plugin, choice.config
+            picked = choice.plugin, choice.config, choice.observe
             probe = request.range_probe
             if key is not None and choice.final and not (probe is not None and getattr(probe, "done", True)):
                 with self._lock:  # not when the choice read the keys (the range probe ran)
@@ -129,7 +137,7 @@ class Selector:
                         self._decisions.clear()
                     self._decisions[key] = picked
             self._note_host_shape(request, algorithm, choice)
-        plugin, config = picked
+        plugin, config, _ = picked
         return plugin, (dict(config) if config is not None else None)  # the caller's to change
 
     def decide(self, request: Request, algorithm: str = "auto") -> Choice:
@@ -160,7 +168,8 @@ class Selector:
                 and self._host_generations == (registry.generation, self.policy.generation))
 
     def _note_host_shape(self, request: Request, algorithm: str, choice: Choice) -> None:
-        if (algorithm == "auto" and choice.final and choice.plugin.host_sort_is_numpy
+        if (algorithm == "auto" and choice.final and choice.observe is None
+                and choice.plugin.host_sort_is_numpy
                 and request.kind == "sort" and not request.on_device and not request.descending
                 and request.key_range is None and not request.options):
             generations = (registry.generation, self.policy.generation)

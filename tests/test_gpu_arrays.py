@@ -95,14 +95,23 @@ def test_auto_uses_the_gpu_for_device_arrays(rng):
 
 def test_kernel_errors_name_plugin_and_config(rng, monkeypatch):
     cupy = pytest.importorskip("cupy")
-    from cudasortkit import registry, select
+    from cudasortkit import api, registry
     from cudasortkit.errors import KernelError
+    from cudasortkit.select import Choice, Selector
 
     plugin = registry.plugins()[ALGO]
     bad = dict(plugin.default_config(), block_size=4096)  # more threads than a block allows
-    monkeypatch.setattr(select, "policy", lambda request, usable: (plugin, bad))
+
+    class BadConfig:  # a policy that hands auto a config no block can run
+        generation = "bad-config"
+
+        def choose(self, request, candidates):
+            return Choice(plugin, bad, "test")
+
+    monkeypatch.setattr(api, "selector", Selector(BadConfig()))
     with pytest.raises(KernelError, match=r"plugin 'bitonic'.*block_size=4096"):
         csk.sort(cupy.asarray(make_keys("uniform", "uint32", 1 << 16, rng)))
+    assert registry.entries()[ALGO].ok  # a kernel error is the config's, not a broken plugin
 
 
 def test_in_place_sort_restores_input_when_a_plugin_fails(rng, monkeypatch):

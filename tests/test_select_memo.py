@@ -135,3 +135,21 @@ def test_tiny_host_sorts_learn_their_fast_path(fake_gpu):
     assert fake_gpu.host_sort_shape_known(a.dtype, True, a.size)
     fake_gpu.policy.generation += 1
     assert not fake_gpu.host_sort_shape_known(a.dtype, True, a.size)
+
+
+def test_a_memoised_choice_still_counts_its_calls(fake_gpu, monkeypatch):
+    """The measured policy's learner is paid per call: the Selector calls a
+    choice's `observe` on every call its cache answers."""
+    seen = []
+    plain = FakePolicy.choose
+
+    def counted(self, request, candidates):
+        c = plain(self, request, candidates)
+        return Choice(c.plugin, c.config, c.reason, c.final, lambda: seen.append(1))
+
+    monkeypatch.setattr(FakePolicy, "choose", counted)
+    for _ in range(3):
+        fake_gpu.choose(sort_request(50), "auto")
+    assert asks(fake_gpu, "auto", sort_request(50)) == 0 and len(seen) == 3
+    a = np.zeros(50, np.int32)
+    assert not fake_gpu.host_sort_shape_known(a.dtype, True, a.size)  # it still learns

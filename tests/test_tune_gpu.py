@@ -154,10 +154,11 @@ def test_first_run_measurement_fills_the_cache(tmp_cache, extra_plugins, monkeyp
     for name in gpu_names:
         e = results[name]["results"]["sort"]["uint32"]["12"]
         assert e["lazy"] and (e.get("ms", 0) > 0 or e.get("failed")), (name, e)
+    # small host arrays stay on the CPU plugin and measure nothing
     h = rng.standard_normal(3000).astype(np.float32)
     for _ in range(len(gpu_names) + 1):
         assert np.array_equal(csk.sort(h), np.sort(h))
     data = cache.load_any(files[0])
-    assert data["plugins"]["bitonic"]["results"]["sort"]["float32"]["12"]["ms"] > 0
+    assert "float32" not in data["plugins"]["bitonic"]["results"]["sort"]
     print(csk.explain(h))
     assert csk.explain(h).name in registry.plugins()

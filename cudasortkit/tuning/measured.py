@@ -9,8 +9,9 @@ plugin that declines what it cannot serve, such as counting, is never
 passed over for lack of a number). It never measures for the call at hand.
 
 `Learner` is how a new device gets tuned anyway: every auto call of a shape
-that lacks measurements adds a tenth of the call's estimated cost to that
-shape's credit, and once the credit covers the estimated cost of measuring
+that lacks measurements (the Selector calls the choice's `observe` on each
+call it answers from its cache) adds a tenth of the call's estimated cost
+to that shape's credit, and once the credit covers the estimated cost of measuring
 one missing plugin (its default config, compiles included), that one is
 measured. So first-run measurement costs at most about 10% of what the
 caller's own sorts of that shape have cost, amortised; `python -m
@@ -55,34 +56,51 @@ class Learner:
         self._compiled: set = set()
         self._lock = threading.Lock()
 
-    def observe(self, request, candidates: dict, call_ms: float) -> bool:
-        """Credit this call; measure one missing plugin if the credit covers
-        it. True when the table changed."""
+    def observer(self, request, candidates: dict, call_ms: float):
+        """None when nothing is missing for this request's shape (or first-run
+        measurement is off); else a callable to call once per call of the
+        shape: it adds the call's share to the shape's credit and, once the
+        credit covers it, measures the next missing plugin (cheap otherwise)."""
         if not runtime.autotune_enabled() or runtime.in_tuning():
-            return False
+            return None
         op, dtype, b = op_of(request), request.dtype, bucket_of(request.n)
         if b > runtime.LAZY_MAX_BUCKET:
-            return False
+            return None
         ctx = runtime.context()
-        missing = [(n, p) for n, p in sorted(candidates.items(), key=lambda x: x[1].priority_for(request.n))
-                   if p.device == "gpu" and not _measured(ctx.table, n, op, dtype, b)
-                   and (n, op, dtype, b) not in ctx.attempted]
+        missing = self._missing(ctx, request, candidates, op, dtype, b)
         if not missing:
-            return False
+            return None
         shape = (op, dtype, b)
+        cost = self._cost(missing[0][0], op, dtype, call_ms)
+        share = SHARE * call_ms
+
+        def observe():
+            with self._lock:
+                credit = self._credit[shape] = self._credit.get(shape, 0.0) + share
+            if credit >= cost:
+                self._measure_next(ctx, request, candidates, shape)
+
+        return observe
+
+    @staticmethod
+    def _missing(ctx, request, candidates, op, dtype, b) -> list:
+        """(name, plugin) of the GPU candidates not measured at this shape,
+        in the order of their declared priority."""
+        return [(n, p) for n, p in sorted(candidates.items(),
+                                          key=lambda x: (x[1].priority_for(request.n), x[0]))
+                if p.device == "gpu" and not _measured(ctx.table, n, op, dtype, b)
+                and (n, op, dtype, b) not in ctx.attempted]
+
+    def _measure_next(self, ctx, request, candidates, shape) -> None:
+        op, dtype, b = shape
+        missing = self._missing(ctx, request, candidates, op, dtype, b)
+        if not missing:
+            return
         name, plugin = missing[0]
-        cost = self._cost(name, op, dtype, call_ms)
-        with self._lock:
-            credit = self._credit.get(shape, 0.0) + SHARE * call_ms
-            if credit < cost:
-                self._credit[shape] = credit
-                return False
-            self._credit[shape] = credit
         spent = self._measure(ctx, plugin, op, dtype, b)
         with self._lock:
-            self._credit[shape] = max(0.0, self._credit[shape] - spent)
+            self._credit[shape] = max(0.0, self._credit.get(shape, 0.0) - spent)
             self._compiled.add((name, op, dtype))
-        return True
 
     def _cost(self, name, op, dtype, call_ms) -> float:
         if (name, op, dtype) not in self._compiled:
@@ -91,7 +109,8 @@ class Learner:
 
     @staticmethod
     def _measure(ctx, plugin, op, dtype, b) -> float:
-        """Measure plugin's default config at bucket b; returns the ms spent."""
+        """Measure plugin's default config at bucket b; returns the ms spent
+        (the table's generation changes: decisions are made again)."""
         from .tuner import Case, Tuner
 
         start = time.perf_counter()
@@ -147,14 +166,20 @@ class MeasuredPolicy:
             cache.warn_once("policy", f"cudasortkit: tuned selection failed ({type(exc).__name__}: "
                                       f"{exc}); using the default rule")
             return self.fallback.choose(request, candidates)
+        if choice.plugin.device != "gpu":
+            return choice  # small host arrays on the CPU: nothing to learn per call
         try:
-            self.learner.observe(request, candidates, ms or estimated_call_ms(request))
+            observe = self.learner.observer(request, candidates, ms or estimated_call_ms(request))
         except PluginError:
             raise
         except Exception as exc:
             cache.warn_once("learner", f"cudasortkit: first-run measurement failed "
                                        f"({type(exc).__name__}: {exc}); not measuring")
-        return choice
+            return choice
+        if observe is None:
+            return choice
+        observe()  # this call counts too
+        return Choice(choice.plugin, choice.config, choice.reason, choice.final, observe)
 
     def _choose(self, request, candidates):
         """(Choice, estimated ms or None)."""
