@@ -278,6 +278,10 @@ def build_parser(parser=None):
                         help="also time a copy of plugin NAME with other tunable defaults, e.g. "
                              "onesweep:early_counts=1 (repeatable)")
     parser.add_argument("--json", default=None, help="write all rows to this file")
+    parser.add_argument("--latency", action="store_true",
+                        help="per-call wall clock of auto vs CuPy and torch, 2^10..2^22 (bench_calls.py)")
+    parser.add_argument("--cold", action="store_true",
+                        help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
 
 
@@ -306,6 +310,14 @@ def main(argv=None, args=None) -> int:
 
     if not gpu_available():  # one line saying what is missing, not a traceback
         raise SystemExit(f"bench needs a GPU: {unavailable_reason()}")
+    if args.latency or args.cold:
+        from . import bench_calls
+
+        if args.cold:  # first: it needs a process whose cache is empty
+            bench_calls.print_cold(bench_calls.cold())
+        if args.latency:
+            bench_calls.print_latency(bench_calls.latency())
+        return 0
     names = (args.algorithms.split(",") if args.algorithms else
              [n for n, p in registry.plugins().items() if p.device == "gpu"])
     names += [register_variant(spec) for spec in args.variant]
