@@ -182,3 +182,35 @@ def test_broken_plugins_are_listed_and_skipped(with_broken_plugins, rng):
         csk.sort(np.arange(5), algorithm="missing")
     a = rng.random(1000)
     assert np.array_equal(csk.sort(a), np.sort(a))  # the rest still work
+
+
+def test_the_shipped_checks_pass_for_the_cpu_plugin_and_ranksort_declarations(with_ranksort):
+    """cudasortkit.testing is what a third-party plugin runs in its own tests."""
+    from cudasortkit import testing
+    from cudasortkit.plugins.numpy_sort import NumpySort
+
+    testing.check_plugin(NumpySort)  # conformance runs on the CPU
+    ranksort = type(registry.plugins()["ranksort"])
+    testing.check_declarations(ranksort)
+
+
+def test_the_shipped_checks_catch_a_wrong_plugin():
+    from cudasortkit import testing
+    from cudasortkit.plugins.numpy_sort import NumpySort
+
+    class Reversed(NumpySort):
+        name = "reversed_numpy"
+
+        def run(self, job):
+            keys, values = super().run(job)
+            return keys[::-1], (values[::-1] if values is not None else None)
+
+    with pytest.raises(AssertionError, match="reversed_numpy.*differs"):
+        testing.check_conformance(Reversed, sizes=(5,), dtypes=("int32",))
+
+
+@pytest.mark.gpu
+def test_the_shipped_checks_pass_for_ranksort_on_the_gpu(with_ranksort):
+    from cudasortkit import testing
+
+    testing.check_conformance(type(registry.plugins()["ranksort"]), dtypes=("int32", "float32"))
