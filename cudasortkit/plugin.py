@@ -132,6 +132,11 @@ class SortPlugin:
     #: nb): a stable merge of two sorted device arrays into job.keys_out /
     #: job.values_out. cudasortkit.merge uses such a plugin.
     merges: ClassVar[bool] = False
+    #: True if unsupported() may read the keys' range (request.keys_range(),
+    #: a pass over the keys) to decide. Choosing such a plugin is then never
+    #: memoised (the next keys may not fit); a choice of another plugin that
+    #: the range made is memoised for a while (select.Selector.PROBE_REUSE).
+    decides_on_key_range: ClassVar[bool] = False
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"
     #: Tunables by name; every GPU plugin has at least "block_size".

@@ -91,6 +91,12 @@ class Selector:
     each decision memoised under one request-shape key."""
 
     MAX_DECISIONS = 4096
+    #: A choice that read the keys' range but went to a plugin that does not
+    #: depend on it (the keys were too spread for counting, say) answers this
+    #: many calls of the shape before the range is read again: the read is a
+    #: pass over the keys and a wait for the GPU. The plugin chosen sorts any
+    #: keys, so a stale answer only costs speed.
+    PROBE_REUSE = 64
 
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else DefaultPolicy()
@@ -127,17 +133,25 @@ class Selector:
         if picked is not None:
             if picked[2] is not None:
                 picked[2]()
+            if picked[3] is not None:  # a decision that read the keys: a few more uses
+                picked[3][0] -= 1
+                if picked[3][0] <= 0:
+                    self._decisions.pop(key, None)
         else:
             choice = self.decide(request, algorithm)
-            picked = choice.plugin, choice.config, choice.observe
             probe = request.range_probe
-            if key is not None and choice.final and not (probe is not None and getattr(probe, "done", True)):
-                with self._lock:  # not when the choice read the keys (the range probe ran)
+            read_keys = probe is not None and getattr(probe, "done", True)
+            uses = None
+            if read_keys:  # never memoise a plugin that depends on the range it read
+                uses = None if choice.plugin.decides_on_key_range else [self.PROBE_REUSE]
+            picked = choice.plugin, choice.config, choice.observe, uses
+            if key is not None and choice.final and (not read_keys or uses is not None):
+                with self._lock:
                     if len(self._decisions) >= self.MAX_DECISIONS:
                         self._decisions.clear()
                     self._decisions[key] = picked
             self._note_host_shape(request, algorithm, choice)
-        plugin, config, _ = picked
+        plugin, config = picked[0], picked[1]
         return plugin, (dict(config) if config is not None else None)  # the caller's to change
 
     def decide(self, request: Request, algorithm: str = "auto") -> Choice:

@@ -80,6 +80,8 @@ class CountingSort(SortPlugin):
     checks_key_range = True
     #: First when nothing is measured: it declines floats and wide key ranges.
     priority = 10
+    #: 32- and 64-bit keys: unsupported() measures their range.
+    decides_on_key_range = True
     #: The generic suite sorts uniform int32/int64/uint32/uint64 keys by name,
     #: which this plugin correctly declines (range far above RANGE_LIMIT) with
     #: ValueError; tests/test_counting_gpu.py runs the same checks with ranges

@@ -20,6 +20,7 @@ class RangeAsking(SortPlugin):
     dtypes = ("int32",)
     stable = True
     priority = 5
+    decides_on_key_range = True
     tunables = {"block_size": Tunable(128)}
     templates = ("bitonic.cu",)
     asked = 0
@@ -88,12 +89,21 @@ def test_choices_are_memoised_per_shape(fake_gpu, algorithm):
     assert fake_gpu.choose(sort_request(50), "range_asking")[1] == {"block_size": 128}
 
 
-@pytest.mark.parametrize("algorithm", ["range_asking", "auto"])
-def test_choices_that_measured_the_keys_are_not_memoised(fake_gpu, algorithm):
+def test_choosing_a_plugin_that_read_the_keys_range_is_not_memoised(fake_gpu):
+    algorithm = "range_asking"
     assert asks(fake_gpu, algorithm, sort_request(500), sort_request(500)) == 2
     with pytest.raises(ValueError, match="too many values"):
         fake_gpu.choose(sort_request(500, spread=1000), "range_asking")
-    assert fake_gpu.choose(sort_request(500, spread=1000), "auto")[0].name == "numpy"
+
+
+def test_a_choice_the_range_turned_away_is_reused_for_a_while(fake_gpu):
+    """The keys were too spread for the range-deciding plugin: the plugin
+    chosen instead sorts any keys, so the range is read again only every
+    PROBE_REUSE calls."""
+    wide = sort_request(500, spread=1000)
+    assert fake_gpu.choose(wide, "auto")[0].name == "numpy"
+    assert asks(fake_gpu, "auto", *[sort_request(500, spread=1000)] * Selector.PROBE_REUSE) == 0
+    assert asks(fake_gpu, "auto", sort_request(500, spread=1000)) == 1  # read again
 
 
 @pytest.mark.parametrize("algorithm", ["range_asking", "auto"])
