@@ -93,26 +93,20 @@ __device__ __forceinline__ void merge_gather_values(csk_tile t, const int (&src)
 #endif
 }
 
-// One block's share of a stable merge: outputs [d0, d1) of merging a[0, na)
-// and b[0, nb), where a0 / a1 are the co-ranks of d0 / d1 (from a partition
-// kernel). Writes out[0, d1 - d0), decoding ordered words if `decode`.
-template <bool ENCODE>
-__device__ __forceinline__ void merge_block(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ av,
-                                            const csk_bits_t* __restrict__ b, const csk_value_t* __restrict__ bv,
-                                            csk_index_t d0, csk_index_t d1, csk_index_t a0, csk_index_t a1,
-                                            csk_bits_t* __restrict__ out, csk_value_t* __restrict__ outv,
-                                            bool decode, csk_bits_t mask)
+// Coalesced load of a block's two runs into its shared tile: A's run
+// a[a0, a0 + na) at tile [0, na), B's run b[b0, ...) at [na, count).
+__device__ __forceinline__ void merge_load_runs(csk_tile t, const csk_bits_t* __restrict__ a,
+                                                const csk_value_t* __restrict__ av,
+                                                const csk_bits_t* __restrict__ b,
+                                                const csk_value_t* __restrict__ bv,
+                                                csk_index_t a0, csk_index_t b0, int na, int count)
 {
-    const csk_tile t = csk_shared_tile(MERGE_TILE);
-    const csk_index_t b0 = d0 - a0;
-    const int na = (int)(a1 - a0), count = (int)(d1 - d0);
     a += a0;
     b += b0 - na;  // so b[i] is B's key for tile index i >= na
 #if CSK_HAS_VALUES
     av += a0;
     bv += b0 - na;
 #endif
-    // Coalesced load: A's slice at tile [0, na), B's at [na, count).
 #pragma unroll
     for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
         const int i = threadIdx.x + r * BLOCK_SIZE;
@@ -123,8 +117,19 @@ __device__ __forceinline__ void merge_block(const csk_bits_t* __restrict__ a, co
 #endif
         }
     }
-    __syncthreads();
+    (void)av;
+    (void)bv;
+}
 
+// The loaded tile's two sorted runs [0, na) and [na, count), merged stably
+// and stored striped to out / outv (decoding ordered words if `decode`).
+// Call after a barrier that follows merge_load_runs.
+template <bool ENCODE>
+__device__ __forceinline__ void merge_tile_and_store(csk_tile t, int na, int count,
+                                                     csk_bits_t* __restrict__ out,
+                                                     csk_value_t* __restrict__ outv,
+                                                     bool decode, csk_bits_t mask)
+{
     const int diag = min((int)threadIdx.x * ITEMS_PER_THREAD, count);
     const int i = merge_corank<ENCODE, int>(t.keys, na, t.keys + na, count - na, diag, mask);
     csk_bits_t k[ITEMS_PER_THREAD];
@@ -137,4 +142,21 @@ __device__ __forceinline__ void merge_block(const csk_bits_t* __restrict__ a, co
     __syncthreads();
 
     csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, out, outv, count, decode, mask);
+}
+
+// One block's share of a stable merge: outputs [d0, d1) of merging a[0, na)
+// and b[0, nb), where a0 / a1 are the co-ranks of d0 / d1 (from a partition
+// kernel). Writes out[0, d1 - d0), decoding ordered words if `decode`.
+template <bool ENCODE>
+__device__ __forceinline__ void merge_block(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ av,
+                                            const csk_bits_t* __restrict__ b, const csk_value_t* __restrict__ bv,
+                                            csk_index_t d0, csk_index_t d1, csk_index_t a0, csk_index_t a1,
+                                            csk_bits_t* __restrict__ out, csk_value_t* __restrict__ outv,
+                                            bool decode, csk_bits_t mask)
+{
+    const csk_tile t = csk_shared_tile(MERGE_TILE);
+    const int na = (int)(a1 - a0), count = (int)(d1 - d0);
+    merge_load_runs(t, a, av, b, bv, a0, d0 - a0, na, count);
+    __syncthreads();
+    merge_tile_and_store<ENCODE>(t, na, count, out, outv, decode, mask);
 }

@@ -217,23 +217,7 @@ merge_arrays(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ a
     const int ka = (int)(a1 - a0), count = (int)(d1 - d0);  // tile [0, ka) is a's run, [ka, count) b's
 
     const csk_tile t = csk_shared_tile(MERGE_TILE);
-    const csk_bits_t* ta = a + a0;
-    const csk_bits_t* tb = b + (b0 - ka);  // tb[i] is b's key for tile index i >= ka
-#if CSK_HAS_VALUES
-    const csk_value_t* tav = av + a0;
-    const csk_value_t* tbv = bv + (b0 - ka);
-#endif
-    // Coalesced load: a's run at tile [0, ka), b's at [ka, count).
-#pragma unroll
-    for (int r = 0; r < ITEMS_PER_THREAD; ++r) {
-        const int i = threadIdx.x + r * BLOCK_SIZE;
-        if (i < count) {
-            t.keys[i] = i < ka ? ta[i] : tb[i];
-#if CSK_HAS_VALUES
-            t.values[i] = i < ka ? tav[i] : tbv[i];
-#endif
-        }
-    }
+    merge_load_runs(t, a, av, b, bv, a0, b0, ka, count);
     // The keys just before the runs (thread 0 checks them), in flight across the barrier.
     const bool check_a = a0 > 0 && ka > 0, check_b = b0 > 0 && count > ka;
     csk_bits_t a_before = 0, b_before = 0;
@@ -268,19 +252,7 @@ merge_arrays(const csk_bits_t* __restrict__ a, const csk_value_t* __restrict__ a
         if (threadIdx.x == 0) *unsorted = 1u;
         return;
     }
-    const int diag = min(first, count);
-    const int i = merge_corank<true, int>(t.keys, ka, t.keys + ka, count - ka, diag, mask);
-    csk_bits_t k[ITEMS_PER_THREAD];
-    csk_value_t v[ITEMS_PER_THREAD];
-    int src[ITEMS_PER_THREAD];
-    merge_serial<true>(t.keys, i, ka, ka + diag - i, count, mask, k, src);
-    merge_gather_values(t, src, v);
-    __syncthreads();
-    merge_regs_to_tile(t, k, v, count);
-    __syncthreads();
-
-    csk_store_tile<ITEMS_PER_THREAD, BLOCK_SIZE>(t, out + d0, CSK_HAS_VALUES ? outv + d0 : outv, count,
-                                                false, mask);
+    merge_tile_and_store<true>(t, ka, count, out + d0, CSK_HAS_VALUES ? outv + d0 : outv, false, mask);
 }
 
 // After merge_arrays, same grid: when it found the inputs unsorted, block blk
