@@ -199,3 +199,20 @@ def to_device(a: np.ndarray):
         return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
     cupy = pytest.importorskip("cupy")
     return cupy.asarray(a)
+
+
+def write_dist_info(site, name: str, version: str, entry_points: dict) -> None:
+    """A NAME-VERSION.dist-info in directory `site` (METADATA and
+    entry_points.txt): what importlib.metadata reads to discover entry points,
+    so tests "install" plugins without pip. entry_points: group -> {name: target}."""
+    import os
+    import re
+
+    info = os.path.join(str(site), f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        for group, points in entry_points.items():
+            f.write(f"[{group}]\n")
+            f.writelines(f"{ep} = {target}\n" for ep, target in points.items())

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
+from helpers import write_dist_info
 from cudasortkit import cli, device, registry, select
 from cudasortkit.tuning.measured import MeasuredPolicy
 from cudasortkit.errors import PluginError
@@ -123,15 +124,9 @@ def exiting_plugins(tmp_path, monkeypatch):
             def __init__(self):
                 raise OSError("no config file")
     """))
-    info = tmp_path / "exitplugins-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: exitplugins\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
-        [cudasortkit.algorithms]
-        exits_import = exits_on_import:Plugin
-        exits_made = exits_later:ExitsWhenMade
-        fails_made = exits_later:FailsWhenMade
-    """))
+    write_dist_info(tmp_path, "exitplugins", "0.1", {"cudasortkit.algorithms": {
+        "exits_import": "exits_on_import:Plugin", "exits_made": "exits_later:ExitsWhenMade",
+        "fails_made": "exits_later:FailsWhenMade"}})
     monkeypatch.syspath_prepend(str(tmp_path))
     registry.refresh()
     yield

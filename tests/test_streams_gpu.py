@@ -47,6 +47,16 @@ def _fresh(rng):
     return old, new
 
 
+def _on_device(rng):
+    """(cupy, new keys, x holding the old keys, new keys on the device), all
+    written before the test's streams start."""
+    cupy = _cupy()
+    old, new = _fresh(rng)
+    x, new_dev = cupy.asarray(old), cupy.asarray(new)
+    cupy.cuda.Device().synchronize()
+    return cupy, new, x, new_dev
+
+
 def _run(name, x, new_dev, stream=None):
     """Overwrite x with new_dev on the busy current stream, sort, and copy the
     result on the same stream (before any synchronisation)."""
@@ -62,10 +72,7 @@ def _run(name, x, new_dev, stream=None):
 @pytest.mark.parametrize("name", GPU_PLUGINS)
 @pytest.mark.parametrize("non_blocking", [False, True])
 def test_cupy_current_stream(name, non_blocking, rng):
-    cupy = _cupy()
-    old, new = _fresh(rng)
-    x, new_dev = cupy.asarray(old), cupy.asarray(new)
-    cupy.cuda.Device().synchronize()
+    cupy, new, x, new_dev = _on_device(rng)
     s = cupy.cuda.Stream(non_blocking=non_blocking)
     with s:
         k, o = _run(name, x, new_dev)
@@ -77,10 +84,7 @@ def test_cupy_current_stream(name, non_blocking, rng):
 
 @pytest.mark.parametrize("kind", ["cupy", "int", "pycuda", "protocol"])
 def test_explicit_stream_argument(kind, rng):
-    cupy = _cupy()
-    old, new = _fresh(rng)
-    x, new_dev = cupy.asarray(old), cupy.asarray(new)
-    cupy.cuda.Device().synchronize()
+    cupy, new, x, new_dev = _on_device(rng)
     s = cupy.cuda.Stream(non_blocking=True)
 
     class Protocol:
@@ -110,10 +114,7 @@ def test_explicit_stream_argument(kind, rng):
 
 
 def test_interface_stream_field_is_honoured(rng):
-    cupy = _cupy()
-    old, new = _fresh(rng)
-    x, new_dev = cupy.asarray(old), cupy.asarray(new)
-    cupy.cuda.Device().synchronize()
+    cupy, new, x, new_dev = _on_device(rng)
     s = cupy.cuda.Stream(non_blocking=True)
 
     class Producer:  # a foreign array that says which stream wrote it

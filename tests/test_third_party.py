@@ -6,7 +6,6 @@ others."""
 import configparser
 import glob
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,8 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit import registry
-from helpers import assert_valid_argsort, make_keys, reference_sort, assert_keys_equal
+from helpers import (assert_keys_equal, assert_valid_argsort, make_keys, reference_sort,
+                     write_dist_info)
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "csk_ranksort")
 
@@ -56,15 +56,11 @@ def install_example(src, site):
         for pattern in patterns:
             for path in glob.glob(os.path.join(src, rel, pattern)):
                 shutil.copy(path, os.path.join(site, rel))
-    info = os.path.join(site, f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info")
-    os.makedirs(info)
-    with open(os.path.join(info, "METADATA"), "w") as f:
-        f.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    with open(os.path.join(info, "entry_points.txt"), "w") as f:
-        for group, lines in cfg.items("options.entry_points"):
-            f.write(f"[{group}]\n")
-            f.writelines(line.strip() + "\n" for line in lines.strip().splitlines())
-            f.write("\n")
+    points = {}
+    for group, lines in cfg.items("options.entry_points"):
+        pairs = (line.split("=", 1) for line in lines.strip().splitlines())
+        points[group] = {ep.strip(): target.strip() for ep, target in pairs}
+    write_dist_info(site, name, version, points)
     return site
 
 
@@ -106,16 +102,9 @@ def with_broken_plugins(tmp_path, monkeypatch):
             def run(self, job):
                 pass
     """))
-    info = tmp_path / "badplugins-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badplugins\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
-        [cudasortkit.algorithms]
-        missing = no_such_module:Plugin
-        notaplugin = badplugins:NotAPlugin
-        nodtypes = badplugins:NoDtypes
-        numpy = badplugins:Clash
-    """))
+    write_dist_info(tmp_path, "badplugins", "0.1", {"cudasortkit.algorithms": {
+        "missing": "no_such_module:Plugin", "notaplugin": "badplugins:NotAPlugin",
+        "nodtypes": "badplugins:NoDtypes", "numpy": "badplugins:Clash"}})
     _add_path(monkeypatch, str(tmp_path))
     yield
     monkeypatch.undo()
