@@ -27,7 +27,7 @@ _CORE = CoreKernels()
 def iota64(state, ptr: int, n: int) -> None:
     """Fill n int64 at ptr with 0..n-1 on the device's stream."""
     job = Job(_CORE, state, dtype="uint32", n=n, keys_in=0, keys_out=0)
-    kernel = job.kernel("util.cu", "csk_iota64", "Pq")
+    kernel = job.kernel("util.cu", "csk_iota64")
     grid = min(job.blocks(n, IOTA_BLOCK), 65535)
     job.launch(kernel, grid, IOTA_BLOCK, ptr, n)
 
@@ -53,7 +53,7 @@ def key_minmax(state, ptr: int, n: int, dtype) -> tuple | None:
         return None
     job = Job(_CORE, state, dtype=dt.name, n=n, keys_in=ptr, keys_out=0)
     try:
-        kernel = job.kernel("util.cu", "csk_minmax_ordered", "PqP")
+        kernel = job.kernel("util.cu", "csk_minmax_ordered")
         out = job.alloc(16)
         job.memset32(int(out), 0xFFFFFFFF, 2)
         job.memset32(int(out) + 8, 0, 2)

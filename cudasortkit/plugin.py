@@ -197,6 +197,6 @@ def check_plugin_class(cls, entry_point_name: str | None = None) -> None:
         from .render import template_path
 
         for template in cls.templates:
-            template_path(cls, template)  # raises FileNotFoundError
+            template_path(cls.template_package, template)  # raises FileNotFoundError
     if cls.run is SortPlugin.run:
         raise TypeError(f"{cls.name}: does not implement run()")

@@ -68,9 +68,9 @@ class DeviceScan:
         defines = scan_defines(self.count_bytes)
         self.block = config["block_size"]
         self.tile = config["block_size"] * config["items_per_thread"]
-        self._tiles = job.kernel("scan.cu", "csk_scan_tiles", "PPPqi", defines=defines,
+        self._tiles = job.kernel("scan.cu", "csk_scan_tiles", defines=defines,
                                  config=config, value_bytes=0, owner=ScanKernels, dtype="uint32")
-        self._add = job.kernel("scan.cu", "csk_scan_add", "PPq", defines=defines,
+        self._add = job.kernel("scan.cu", "csk_scan_add", defines=defines,
                                config=config, value_bytes=0, owner=ScanKernels, dtype="uint32")
         # Level k scans `lengths[k]` values and writes tile totals to sums[k].
         self.lengths = []

@@ -34,12 +34,8 @@ HIST_ITEMS = 8  # keys per thread per histogram step (kernels/onesweep.cuh)
 SHARED_LIMIT = 227 * 1024
 #: value_mode of onesweep_pass (kernels/onesweep.cuh).
 VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
-
-_SIGNATURES = {
-    "onesweep_histogram": "PqQQQPP",
-    "onesweep_plan": "PqQPP",
-    "onesweep_pass": "PPPPPPqQQiiiPPPPQ",
-}
+#: The kernels of a sweep template (declared in kernels/onesweep.cuh).
+SWEEP_KERNELS = ("onesweep_histogram", "onesweep_plan", "onesweep_pass")
 
 
 @dataclass(frozen=True)
@@ -94,8 +90,7 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
                           ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
                           ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
-    kernels = {name: job.kernel(template, name, sig, defines=defines)
-               for name, sig in _SIGNATURES.items()}
+    kernels = {name: job.kernel(template, name, defines=defines) for name in SWEEP_KERNELS}
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
     mask = job.desc_mask

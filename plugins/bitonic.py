@@ -44,10 +44,10 @@ class BitonicSort(SortPlugin):
         cfg = job.config
         block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
-        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles", "PPPPqQi")
-        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles", "PPqQi")
-        global_step = job.kernel("bitonic.cu", "bitonic_global_step", "PPqqqi")
-        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}", "PPqqq")
+        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles")
+        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles")
+        global_step = job.kernel("bitonic.cu", "bitonic_global_step")
+        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}")
                  for s in range(2, MAX_FUSED + 1)}
         tiles = job.blocks(n, tile)
         size = 1 << (n - 1).bit_length()  # virtual power-of-two length

@@ -43,11 +43,6 @@ MAX_SLICES = 4
 #: Bits of the bin sorted per stable scatter pass (256 digits).
 DIGIT_BITS = 8
 
-_SIGNATURES = {
-    "counting_histogram": "PqQQQPPiIIq",
-    "counting_fill": "PqPIQQ",
-}
-
 
 def bin_layout(dtype, lo: int, hi: int, descending: bool) -> tuple:
     """(base, bins): the ordered word (keys.cuh, mask applied) of the first bin
@@ -179,7 +174,7 @@ class CountingSort(SortPlugin):
             raise ValueError(f"counting: some keys lie outside key_range={request_range}")
 
     def _kernel(self, job, name):
-        return job.kernel("counting.cu", name, _SIGNATURES[name])  # compiled and prepared once
+        return job.kernel("counting.cu", name)  # compiled and prepared once
 
     def _blocks_per_sm(self, job, block: int, shared: int) -> int:
         state = job.state

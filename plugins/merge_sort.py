@@ -56,13 +56,13 @@ class MergeSort(SortPlugin):
         tmp = (int(job.alloc(n * kb)), int(job.alloc(n * vb)) if vb else 0) if passes else out
         # Ping-pong so that the last pass writes keys_out.
         src, dst = (out, tmp) if passes % 2 == 0 else (tmp, out)
-        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles", "PPPPqQi")
+        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles")
         job.launch(sort_tiles, blocks, block, job.keys_in, job.values_in, src[0], src[1],
                    n, job.desc_mask, int(passes == 0), shared=shared)
         if not passes:
             return
-        partition = job.kernel(TEMPLATE, "merge_sort_partition", "PqqPq")
-        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass", "PPPPqqPQi")
+        partition = job.kernel(TEMPLATE, "merge_sort_partition")
+        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass")
         splits = int(job.alloc(8 * blocks))
         width = tile
         for p in range(passes):
@@ -87,9 +87,9 @@ class MergeSort(SortPlugin):
         if total == 0:
             return
         blocks = job.blocks(total, tile)
-        partition = job.kernel(TEMPLATE, "merge_partition", "PqPqPqQ")
-        merge = job.kernel(TEMPLATE, "merge_arrays", "PPqPPqPPPQP")
-        fallback = job.kernel(TEMPLATE, "merge_fallback", "PPqPPqPPP")
+        partition = job.kernel(TEMPLATE, "merge_partition")
+        merge = job.kernel(TEMPLATE, "merge_arrays")
+        fallback = job.kernel(TEMPLATE, "merge_fallback")
         tmp = job.alloc_parts((("splits", 8 * blocks), ("unsorted", 4)))
         splits, unsorted = tmp["splits"], tmp["unsorted"]
         job.memset32(unsorted, 0, 1)

@@ -99,11 +99,11 @@ class RadixSort(SortPlugin):
         kb, vb = job.key_bytes, job.value_bytes
         offset_bytes = 8 if n >= (1 << 32) else 4
         defines = {"offset_bytes": offset_bytes}
-        hist_all = job.kernel("radix.cu", "radix_histogram_all", "PqQPP", defines=defines)
-        plan_kernel = job.kernel("radix.cu", "radix_plan", "PqP", defines=defines)
-        upsweep = job.kernel("radix.cu", "radix_upsweep", "PPqiPP", defines=defines)
-        scan_table = job.kernel("radix.cu", "radix_scan_table", "PPiiP", defines=defines)
-        downsweep = job.kernel("radix.cu", "radix_downsweep", "PPPPPPqiQPP", defines=defines)
+        hist_all = job.kernel("radix.cu", "radix_histogram_all", defines=defines)
+        plan_kernel = job.kernel("radix.cu", "radix_plan", defines=defines)
+        upsweep = job.kernel("radix.cu", "radix_upsweep", defines=defines)
+        scan_table = job.kernel("radix.cu", "radix_scan_table", defines=defines)
+        downsweep = job.kernel("radix.cu", "radix_downsweep", defines=defines)
         shared = self.shared_bytes(cfg, kb, vb)
         grid = self._grid(job, downsweep, shared, job.blocks(n, tile))
         table_len = radix * grid

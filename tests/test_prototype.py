@@ -1,9 +1,15 @@
 """Kernel argument letters read from `__global__` prototypes
-(cudasortkit/prototype.py): many prototype shapes and the errors."""
+(cudasortkit/prototype.py): many prototype shapes, the errors, and every
+built-in kernel's letters equal to the signature that used to be typed by
+hand beside it."""
+import os
+
 import pytest
 
+from cudasortkit import registry
 from cudasortkit.errors import KernelCompileError, KernelSignatureError
 from cudasortkit.prototype import SCALAR_LETTERS, argument_letters, strip_comments
+from cudasortkit.template import KernelTemplate
 
 
 def letters(source, kernel="k", include_dirs=()):
@@ -106,3 +112,95 @@ def test_strip_comments_keeps_lines():
 
 def test_scalar_table_letters_are_pycuda_struct_letters():
     assert set(SCALAR_LETTERS.values()) <= set("iIqQfd")
+
+
+# ------------------------------------------------------ built-in kernels
+#: The signatures that were typed by hand beside each kernel before they
+#: were read from the prototypes: the parser must reproduce every one.
+HAND_WRITTEN = {
+    ("radix", "radix.cu"): {
+        "radix_histogram_all": "PqQPP", "radix_plan": "PqP", "radix_upsweep": "PPqiPP",
+        "radix_scan_table": "PPiiP", "radix_downsweep": "PPPPPPqiQPP"},
+    ("counting", "counting.cu"): {
+        "counting_histogram": "PqQQQPPiIIq", "counting_fill": "PqPIQQ"},
+    ("counting", "counting_sweep.cu"): {
+        "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
+        "onesweep_pass": "PPPPPPqQQiiiPPPPQ"},
+    ("onesweep", "onesweep.cu"): {
+        "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
+        "onesweep_pass": "PPPPPPqQQiiiPPPPQ"},
+    ("bitonic", "bitonic.cu"): {
+        "bitonic_sort_tiles": "PPPPqQi", "bitonic_merge_tiles": "PPqQi",
+        "bitonic_global_step": "PPqqqi", "bitonic_global_steps2": "PPqqq",
+        "bitonic_global_steps3": "PPqqq", "bitonic_global_steps4": "PPqqq"},
+    ("merge_sort", "merge_sort.cu"): {
+        "merge_sort_tiles": "PPPPqQi", "merge_sort_partition": "PqqPq",
+        "merge_sort_pass": "PPPPqqPQi", "merge_partition": "PqPqPqQ",
+        "merge_arrays": "PPqPPqPPPQP", "merge_fallback": "PPqPPqPPP"},
+}
+#: The core's own kernels (cudasortkit/corekernels.py, cudasortkit/scan.py).
+CORE_HAND_WRITTEN = {"csk_iota64": "Pq", "csk_minmax_ordered": "PqP"}
+SCAN_HAND_WRITTEN = {"csk_scan_tiles": "PPPqi", "csk_scan_add": "PPq"}
+#: The example plugin's kernel (examples/csk_ranksort).
+RANKSORT_HAND_WRITTEN = {"ranksort_scatter": "PPPPqQ"}
+
+
+def _variants(plugin):
+    """(dtype, value_bytes, defines) the plugin's kernels are built with:
+    letters must not depend on them."""
+    for dtype in ("uint8", "int32", "float64"):
+        for vb in ((0, 8) if plugin.pairs else (0,)):
+            yield dtype, vb, None
+    yield "uint32", 0, {"offset_bytes": 8, "wide_status": 1}
+
+
+@pytest.mark.parametrize("plugin_name, template", sorted(HAND_WRITTEN))
+def test_builtin_kernels_letters_match_the_old_hand_written_signatures(plugin_name, template):
+    plugin = registry.plugins()[plugin_name]
+    assert template in plugin.templates
+    for dtype, vb, defines in _variants(plugin):
+        source = KernelTemplate(template, plugin.template_package, defines)
+        config = plugin.default_config(dtype, vb)
+        for kernel, expected in HAND_WRITTEN[plugin_name, template].items():
+            assert source.signature(kernel, dtype, vb, config) == expected, (kernel, dtype, vb)
+
+
+def test_core_kernels_letters_match_the_old_hand_written_signatures():
+    from cudasortkit.scan import SCAN_BLOCK, SCAN_ITEMS
+
+    util, config = KernelTemplate("util.cu"), {"block_size": 256}
+    for dtype in ("uint32", "int64", "int8"):
+        for kernel, expected in CORE_HAND_WRITTEN.items():
+            assert util.signature(kernel, dtype, 0, config) == expected
+    config = {"block_size": SCAN_BLOCK, "items_per_thread": SCAN_ITEMS}
+    for count_bytes in (4, 8):
+        scan = KernelTemplate("scan.cu", defines={"scan_count_bytes": count_bytes})
+        for kernel, expected in SCAN_HAND_WRITTEN.items():
+            assert scan.signature(kernel, "uint32", 0, config) == expected
+
+
+def test_example_plugin_letters_match_its_old_hand_written_signature(tmp_path):
+    import shutil
+    import sys
+
+    root = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "csk_ranksort")
+    shutil.copytree(os.path.join(root, "csk_ranksort"), tmp_path / "csk_ranksort")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        template = KernelTemplate("ranksort.cu", "csk_ranksort")
+        for dtype in ("int8", "float32", "uint64"):
+            for kernel, expected in RANKSORT_HAND_WRITTEN.items():
+                assert template.signature(kernel, dtype, 8, {"block_size": 256}) == expected
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("csk_ranksort", None)
+
+
+def test_every_kernel_a_plugin_launches_is_covered():
+    """Each built-in GPU plugin's templates appear above, so a new kernel
+    file cannot dodge the check."""
+    covered = {(name, template) for name, template in HAND_WRITTEN}
+    for name, plugin in registry.plugins().items():
+        if plugin.device == "gpu" and plugin.template_package == "cudasortkit.kernels":
+            for template in plugin.templates:
+                assert (name, template) in covered, (name, template)

@@ -172,7 +172,7 @@ def _plan(dtype, n, digits_per_pass):
     plan_d = cp.full(passes, 12345, cp.int32)  # poisoned
     cp.cuda.Device().synchronize()
     job = Job(plugin, get_device(), dtype=dtype, n=n, keys_in=0, keys_out=0, config=cfg)
-    kernel = job.kernel("radix.cu", "radix_plan", "PqP", defines={"offset_bytes": 4})
+    kernel = job.kernel("radix.cu", "radix_plan", defines={"offset_bytes": 4})
     try:
         job.launch(kernel, 1, cfg["block_size"], totals_d.data.ptr, n, plan_d.data.ptr)
     finally:
@@ -231,17 +231,18 @@ def test_compiles_with_64bit_offsets(dtype, value_bytes):
     """The > 2^32-key variant (OFFSET_BYTES 8), which the generic compile test
     (default defines) does not build."""
     from cudasortkit.compiler import NVCC_OPTIONS
-    from cudasortkit.render import include_dirs, render
+    from cudasortkit.template import KernelTemplate
 
-    cls = type(_plugin())
-    source = render(cls, "radix.cu", dtype, value_bytes, None, {"offset_bytes": 8})
+    plugin = _plugin()
+    template = KernelTemplate("radix.cu", plugin.template_package, {"offset_bytes": 8})
+    source = template.render(dtype, value_bytes, plugin.default_config())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "radix.cu")
         with open(path, "w") as f:
             f.write(source)
         cmd = [shutil.which("nvcc"), "--cubin", *NVCC_OPTIONS, "-arch", "sm_90",
                "-o", os.path.join(tmp, "k.cubin"), path]
-        for d in include_dirs(cls):
+        for d in template.include_dirs:
             cmd += ["-I", d]
         result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -119,14 +119,15 @@ def test_bad_count_width():
 
 
 def _compile(config, count_bytes):
-    source = render(ScanKernels, "scan.cu", "uint32", 0, config, scan_defines(count_bytes))
+    source = render(ScanKernels.template_package, "scan.cu", "uint32", 0, config,
+                    scan_defines(count_bytes))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "scan.cu")
         with open(path, "w") as f:
             f.write(source)
         cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch", "sm_75", "-o", os.path.join(tmp, "k.cubin"), path]
         cmd2 = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch", "sm_90", "-o", os.path.join(tmp, "k2.cubin"), path]
-        for d in include_dirs(ScanKernels):
+        for d in include_dirs(ScanKernels.template_package):
             cmd += ["-I", d]
             cmd2 += ["-I", d]
         r1 = subprocess.run(cmd, capture_output=True, text=True)

@@ -28,7 +28,7 @@ class RankSort(SortPlugin):
 
     def run(self, job):
         block = job.config["block_size"]
-        rank = job.kernel("ranksort.cu", "ranksort_scatter", "PPPPqQ")
+        rank = job.kernel("ranksort.cu", "ranksort_scatter")  # argument types: from the .cu
         job.launch(rank, job.blocks(job.n, block), block, job.keys_in, job.values_in,
                    job.keys_out, job.values_out, job.n, job.desc_mask,
                    shared=block * job.key_bytes)
