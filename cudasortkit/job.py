@@ -69,29 +69,23 @@ class Job:
 
     # ------------------------------------------------------------- helpers
     def kernel(self, template: str, name: str, defines: Mapping[str, Any] = None,
-               config: Mapping[str, Any] = None, value_bytes: int | None = None,
-               owner: type | None = None, dtype: str | None = None) -> Kernel:
+               config: Mapping[str, Any] = None, value_bytes: int | None = None) -> Kernel:
         """Compile (cached) the plugin's `template` for this job and prepare
         kernel `name`; its argument types come from the kernel's prototype.
 
         `defines` adds macros that are not tunables (a kernel variant);
         `config` and `value_bytes` default to the job's: pass them to build
-        a helper kernel with other settings (e.g. keys only). `owner` (a
-        SortPlugin subclass, default the job's plugin class) says whose
-        template_package holds `template`, and `dtype` (default the job's)
-        the key dtype it is rendered for: shared kernels such as the scan
-        (cudasortkit/scan.py) use them. Launches still name the job's plugin.
+        a helper kernel with other settings (e.g. keys only).
         """
         config = self.config if config is None else config
         value_bytes = self.value_bytes if value_bytes is None else value_bytes
-        package = (type(self.plugin) if owner is None else owner).template_package
-        dtype = self.dtype if dtype is None else dtype
+        package = type(self.plugin).template_package
         # Looked up by the arguments as given: building the KernelTemplate
         # first would cost a sort microseconds per kernel on every call.
-        key = (self.state.ordinal, package, template, name, dtype, value_bytes,
+        key = (self.state.ordinal, package, template, name, self.dtype, value_bytes,
                tuple(config.items()), tuple(defines.items()) if defines else ())
         return memo_kernel(key, lambda: KernelTemplate(template, package, defines).kernel(
-            self.state, dtype, value_bytes, config, name, owner=self.plugin.name))
+            self.state, self.dtype, value_bytes, config, name, owner=self.plugin.name))
 
     def alloc(self, nbytes: int):
         """A device temporary of nbytes from the pool, freed when the job ends."""

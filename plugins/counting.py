@@ -160,7 +160,7 @@ class CountingSort(SortPlugin):
         if measured is None:
             from cudasortkit.corekernels import key_minmax
 
-            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype)
+            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype, owner=self.name)
         return int(measured[0]), int(measured[1]), False
 
     def _check_flag(self, job, flag, request_range):

@@ -82,10 +82,10 @@ def test_templates_compile(name):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_core_kernels_compile():
-    from cudasortkit.corekernels import CoreKernels
+    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
 
     for dtype in ("uint8", "int32", "uint64"):
-        rc, msg = compile_one(CoreKernels(), "util.cu", dtype, 0, CoreKernels().default_config())
+        rc, msg = compile_template(UTIL, dtype, 0, UTIL_CONFIG, "core util.cu")
         assert rc == 0, msg
 
 
@@ -122,20 +122,17 @@ def _compile_ptx(template, dtype, vb, config):
 def _letter_cases():
     """(label, template, dtype, value_bytes, config): each template of each
     GPU plugin and the core's, once keys-only and once with values."""
-    from cudasortkit.corekernels import CoreKernels
-    from cudasortkit.scan import ScanKernels, scan_defines
+    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
+    from cudasortkit.scan import SCAN_DTYPE, SCAN_TEMPLATES, scan_config
 
     for name, plugin in sorted(GPU_PLUGINS.items()):
         for template in plugin.templates:
             for dtype, vb in (("int8", 0), (SWEEP_DTYPE, 8 if plugin.pairs else 0)):
                 yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
                        dtype, vb, plugin.default_config(dtype, vb))
-    yield ("core util.cu", KernelTemplate("util.cu", CoreKernels.template_package), "int64", 0,
-           CoreKernels().default_config())
-    for count_bytes in (4, 8):
-        yield (f"core scan.cu ({count_bytes}-byte counts)",
-               KernelTemplate("scan.cu", ScanKernels.template_package, scan_defines(count_bytes)),
-               "uint32", 0, ScanKernels().default_config())
+    yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG
+    for count_bytes, template in SCAN_TEMPLATES.items():
+        yield f"core scan.cu ({count_bytes}-byte counts)", template, SCAN_DTYPE, 0, scan_config()
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")

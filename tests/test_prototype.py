@@ -9,6 +9,7 @@ import pytest
 from cudasortkit import registry
 from cudasortkit.errors import KernelCompileError, KernelSignatureError
 from cudasortkit.prototype import SCALAR_LETTERS, argument_letters, strip_comments
+from cudasortkit.scan import SCAN_DTYPE, scan_config, scan_template
 from cudasortkit.template import KernelTemplate
 
 
@@ -166,17 +167,15 @@ def test_builtin_kernels_letters_match_the_old_hand_written_signatures(plugin_na
 
 
 def test_core_kernels_letters_match_the_old_hand_written_signatures():
-    from cudasortkit.scan import SCAN_BLOCK, SCAN_ITEMS
+    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
 
-    util, config = KernelTemplate("util.cu"), {"block_size": 256}
     for dtype in ("uint32", "int64", "int8"):
         for kernel, expected in CORE_HAND_WRITTEN.items():
-            assert util.signature(kernel, dtype, 0, config) == expected
-    config = {"block_size": SCAN_BLOCK, "items_per_thread": SCAN_ITEMS}
+            assert UTIL.signature(kernel, dtype, 0, UTIL_CONFIG) == expected
     for count_bytes in (4, 8):
-        scan = KernelTemplate("scan.cu", defines={"scan_count_bytes": count_bytes})
         for kernel, expected in SCAN_HAND_WRITTEN.items():
-            assert scan.signature(kernel, "uint32", 0, config) == expected
+            assert scan_template(count_bytes).signature(kernel, SCAN_DTYPE, 0,
+                                                        scan_config()) == expected
 
 
 def test_example_plugin_letters_match_its_old_hand_written_signature(tmp_path):

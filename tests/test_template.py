@@ -7,10 +7,12 @@ import sys
 import pytest
 
 from cudasortkit import compiler, registry, template
+from cudasortkit.corekernels import UTIL, iota64
 from cudasortkit.device import DeviceLimits
-from cudasortkit.errors import KernelSignatureError
+from cudasortkit.errors import KernelError, KernelSignatureError
 from cudasortkit.job import Job
 from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.scan import DeviceScan
 from cudasortkit.template import KernelTemplate
 
 
@@ -110,6 +112,36 @@ def test_templates_are_equal_by_file_package_and_defines():
     assert len({a, KernelTemplate("scan.cu", defines={"y": 2, "x": 1})}) == 1
     with pytest.raises(TypeError):
         a.defines["x"] = 3  # part of its identity
+
+
+def test_core_scan_compiles_its_own_template_and_names_the_job_plugin(nvcc):
+    counting = registry.plugins()["counting"]
+    job = Job(counting, StubState(), dtype="int32", n=5000, keys_in=0, keys_out=0)
+    scan = DeviceScan(job, 5000, count_bytes=8)
+    assert nvcc["prepared"] == [("csk_scan_tiles", "PPPqi"), ("csk_scan_add", "PPq")]
+    source, include_dirs, where = nvcc["compiled"][0]
+    assert "#define SCAN_COUNT_BYTES 8" in source and "plugin 'counting'" in where
+    scan(0x10000, 0x20000)
+    tiles = scan._tiles.function.launches
+    assert tiles and tiles[0][2][3:] == (5000, 0)  # n, exclusive
+    scan._tiles.function.prepared_async_call = _raise
+    with pytest.raises(KernelError, match="plugin 'counting', kernel 'csk_scan_tiles'"):
+        scan(0x10000, 0x20000)
+
+
+def _raise(*args, **kwargs):
+    raise StubError("launch failed (stub)")
+
+
+def test_core_iota_launches_without_a_job(nvcc):
+    state = StubState()
+    iota64(state, 0x5000, 1000)
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
+    assert kernel.signature == "Pq" and kernel.function.launches == [
+        ((4, 1), (256, 1, 1), (0x5000, 1000), 0)]
+    kernel.function.prepared_async_call = _raise
+    with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota64'"):
+        iota64(state, 0x5000, 1000)
 
 
 def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, monkeypatch, nvcc):
