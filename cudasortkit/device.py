@@ -184,8 +184,6 @@ class DeviceState:
             self.limits = DeviceLimits.from_attributes(self.device.get_attributes(),
                                                        cuda.device_attribute)
             self.sm_count = self.limits.sm_count
-            self.max_shared_per_block = self.limits.shared_per_block_optin
-            self.max_threads_per_block = self.limits.max_threads_per_block
             self.total_memory = self.device.total_memory()
             self.stream = cuda.Stream()  # blocking: ordered with the legacy default stream
             self.joiner = Joiner(self)

@@ -153,9 +153,14 @@ class SortPlugin:
         """Values the tuner sweeps, per tunable."""
         return {name: t.values for name, t in self.tunables.items()}
 
-    def valid_config(self, config: Mapping[str, Any], dtype: str, value_bytes: int) -> bool:
-        """False for tunable combinations that cannot work (e.g. too much
-        shared memory); the tuner skips them. Default: all combinations."""
+    def valid_config(self, config: Mapping[str, Any], dtype: str, value_bytes: int,
+                     limits) -> bool:
+        """False for tunable combinations that cannot work on a device with
+        `limits` (a cudasortkit.device.DeviceLimits: shared memory per block
+        and per SM, registers, threads, SMs), e.g. a tile that needs more
+        shared memory than a block may have; the tuner skips them. The core
+        passes the current device's limits, DeviceLimits.sm90() where there
+        is no device. Default: all combinations."""
         return True
 
     def run(self, job) -> None:

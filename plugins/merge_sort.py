@@ -13,7 +13,9 @@ from cudasortkit.plugin import SortPlugin, Tunable
 
 TEMPLATE = "merge_sort.cu"
 PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a thread per split)
-SHARED_LIMIT = 96 * 1024
+#: Tile blocks that must fit on one SM together: a valid config's tile takes
+#: at most this share of the SM's shared memory.
+TILE_BLOCKS_PER_SM = 2
 
 
 class MergeSort(SortPlugin):
@@ -38,10 +40,12 @@ class MergeSort(SortPlugin):
     def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
         return self.tile(config) * (key_bytes + value_bytes)
 
-    def valid_config(self, config, dtype, value_bytes):
-        import numpy as np
-
-        return self.shared_bytes(config, itemsize(dtype), value_bytes) <= SHARED_LIMIT
+    def valid_config(self, config, dtype, value_bytes, limits):
+        """The tile fits in shared memory with room for TILE_BLOCKS_PER_SM
+        blocks on one SM of the device."""
+        return (config["block_size"] <= limits.max_threads_per_block
+                and self.shared_bytes(config, itemsize(dtype), value_bytes)
+                <= limits.shared_for_resident(TILE_BLOCKS_PER_SM))
 
     def run(self, job):
         cfg = job.config

@@ -1,12 +1,14 @@
 """DeviceLimits without a GPU: read from pycuda-style attributes, the H100
 default, the occupancy helper and the shared-memory budget per resident
-block."""
+block; and every built-in plugin's default config valid on an H100."""
 import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
+from cudasortkit import registry
 from cudasortkit.device import DeviceLimits, current_limits, gpu_available
+from cudasortkit.template import Kernel
 
 H100 = DeviceLimits.sm90()
 
@@ -85,9 +87,40 @@ def test_resident_blocks_matches_the_old_radix_calculator():
                 assert H100.resident_blocks(block, regs, shared) == max(0, old(block, regs, shared))
 
 
+def test_kernel_resident_blocks_counts_static_shared_memory():
+    kernel = Kernel(None, "k", "k.cu", "P", registers=32, static_shared=20 * 1024)
+    assert kernel.resident_blocks(H100, 256, 90 * 1024) == 2  # 110 KiB + 1 KiB a block
+    assert kernel.resident_blocks(H100, 256, 100 * 1024) == 1
+
+
 def test_shared_for_resident():
     assert H100.shared_for_resident(1) == 227 * 1024  # capped at the opt-in limit
     assert H100.shared_for_resident(2) == 113 * 1024
     assert H100.shared_for_resident(4) == 56 * 1024
     sm75 = dataclasses.replace(H100, shared_per_sm=64 * 1024, shared_per_block_optin=64 * 1024)
     assert sm75.shared_for_resident(2) == 31 * 1024
+
+
+@pytest.mark.parametrize("name", ["bitonic", "counting", "merge_sort", "onesweep", "radix"])
+def test_default_configs_are_valid_on_an_h100(name):
+    plugin = registry.plugins()[name]
+    for dtype in plugin.dtypes:
+        for vb in ((0, 4, 8) if plugin.pairs else (0,)):
+            assert plugin.valid_config(plugin.default_config(dtype, vb), dtype, vb, H100)
+
+
+@pytest.mark.parametrize("name", ["bitonic", "counting", "merge_sort", "onesweep", "radix"])
+def test_a_device_with_less_shared_memory_has_fewer_valid_configs(name):
+    """valid_config follows the limits it is given, not constants."""
+    import itertools
+
+    plugin = registry.plugins()[name]
+    space = plugin.config_space()
+    small = dataclasses.replace(H100, shared_per_sm=64 * 1024, shared_per_block_optin=64 * 1024)
+
+    def valid(limits):
+        return {combo for combo in itertools.product(*space.values())
+                if plugin.valid_config(dict(zip(space, combo)), "uint64", 8, limits)}
+
+    on_h100, on_small = valid(H100), valid(small)
+    assert on_small < on_h100

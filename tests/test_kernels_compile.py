@@ -1,7 +1,8 @@
 """Every kernel template of every registered GPU plugin compiles with nvcc, from
 the very text the runtime compiler gets (KernelTemplate.render): every key dtype
 at its default settings (with and without values), and every tunable value
-at one dtype, for sm_75 and sm_90; the core's own kernels too. Every kernel's argument letters, as read from its
+valid on an H100 (DeviceLimits.sm90()) at one dtype, for sm_75 and sm_90; the
+core's own kernels too. Every kernel's argument letters, as read from its
 prototype, match the parameters nvcc gives it in PTX. cudasortkit.merge's
 kernels also at every payload width for sm_90, launched with as many
 arguments as they take. Skipped only when nvcc is missing."""
@@ -17,12 +18,15 @@ import pytest
 
 from cudasortkit import registry
 from cudasortkit.compiler import NVCC_OPTIONS
+from cudasortkit.device import DeviceLimits
 from cudasortkit.template import KernelTemplate
 
 pytestmark = pytest.mark.nvcc
 NVCC = shutil.which("nvcc")
 ARCHS = ("75", "90")
 SWEEP_DTYPE = "uint32"
+#: Configs are swept where valid on an H100 (no device here to ask).
+LIMITS = DeviceLimits.sm90()
 
 GPU_PLUGINS = {n: p for n, p in registry.plugins().items() if p.device == "gpu"}
 
@@ -43,7 +47,7 @@ def variants(plugin):
                 config = dict(base, **{name: value})
                 key = (template, tuple(sorted(config.items())))
                 vb = 8 if plugin.pairs else 0
-                if key in seen or not plugin.valid_config(config, SWEEP_DTYPE, vb):
+                if key in seen or not plugin.valid_config(config, SWEEP_DTYPE, vb, LIMITS):
                     continue
                 seen.add(key)
                 yield template, SWEEP_DTYPE, 8 if plugin.pairs else 0, config

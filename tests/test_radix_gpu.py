@@ -7,6 +7,7 @@ pass plan (all-equal keys: pass 0 only, 12-bit keys: two 8-bit passes).
 Quick tier (-m gpu): tile boundaries at the default config, NaNs, denormals
 and zeros, one dtype of each sweep. Slow tier (-m "gpu and slow"): the
 other configs and dtypes, 2^24 + 7 keys."""
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -217,11 +218,18 @@ def test_twelve_bit_keys(rng):
     _check_stable(a)  # argsort run + keys-only run
 
 
-def test_valid_config_rejects_oversized_tiles():
+def test_valid_config_keeps_two_downsweep_blocks_per_sm():
+    from cudasortkit.device import DeviceLimits
+
     p = _plugin()
-    big = {"digit_bits": 8, "block_size": 512, "items_per_thread": 20}
-    assert not p.valid_config(big, "uint64", 8)
-    assert p.valid_config(p.default_config(), "uint64", 8)
+    h100 = DeviceLimits.sm90()
+    big = {"digit_bits": 8, "block_size": 512, "items_per_thread": 20}  # 103 KiB: two fit
+    bigger = dict(big, block_size=1024, items_per_thread=16)  # 153 KiB: one
+    assert p.valid_config(big, "uint64", 8, h100)
+    assert not p.valid_config(bigger, "uint64", 8, h100)
+    assert p.valid_config(p.default_config(), "uint64", 8, h100)
+    small_sm = dataclasses.replace(h100, shared_per_sm=164 * 1024, shared_per_block_optin=163 * 1024)
+    assert not p.valid_config(big, "uint64", 8, small_sm)  # sm_80: 81 KiB a block for two
 
 
 @pytest.mark.nvcc

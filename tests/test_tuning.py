@@ -189,7 +189,7 @@ class Fake:
     def __init__(self, name, device="gpu", stable=False, max_block=1024):
         self.name, self.device, self.stable, self.max_block = name, device, stable, max_block
 
-    def valid_config(self, config, dtype, value_bytes):
+    def valid_config(self, config, dtype, value_bytes, limits):
         return config.get("block_size", 0) <= self.max_block
 
     def unsupported(self, request):
