@@ -1,44 +1,29 @@
-"""Runtime compilation of rendered templates, cached per context and source.
+"""Runtime compilation of rendered sources, cached per context and source.
 
 pycuda's SourceModule compiles with nvcc and keeps cubins in its disk cache
 across processes; this module adds the in-memory cache (one module per
 (context, source, options)) and prepared functions, so a sort never compiles
-or prepares twice in one process.
+or prepares twice in one process. It compiles text: rendering a template is
+cudasortkit/render.py's job, choosing what to render cudasortkit/template.py's.
 """
 from __future__ import annotations
 
 import threading
 
 from . import launchplan
-from .errors import KernelCompileError, describe
-from .render import include_dirs, render
+from .errors import KernelCompileError
 
 _lock = threading.Lock()
 _modules: dict = {}
 _functions: dict = {}
-_sources: dict = {}
 _kernels: dict = {}
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
 
-def _source(plugin_cls, template, dtype, value_bytes, config, defines):
-    """render(), remembered: a render reads the template file (~50 us), which
-    would otherwise be paid by every Job.kernel call of every sort."""
-    key = (plugin_cls, template, str(dtype), int(value_bytes), tuple(sorted(config.items())),
-           tuple(sorted((defines or {}).items())))
-    with _lock:
-        source = _sources.get(key)
-    if source is None:
-        source = render(plugin_cls, template, dtype, value_bytes, config, defines)
-        with _lock:
-            _sources[key] = source
-    return source
-
-
-def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defines=None):
-    """The pycuda module of one rendered template on the current context."""
-    source = _source(plugin_cls, template, dtype, value_bytes, config, defines)
+def compile_module(state, source: str, include_dirs, where: str):
+    """The pycuda module of `source` on the device's context; nvcc's errors
+    become KernelCompileError starting with `where` (who compiled what)."""
     key = (state.ordinal, source, NVCC_OPTIONS)
     with _lock:
         module = _modules.get(key)
@@ -49,9 +34,8 @@ def compile_module(state, plugin_cls, template, dtype, value_bytes, config, defi
 
     try:
         module = SourceModule(source, options=list(NVCC_OPTIONS), no_extern_c=True,
-                              include_dirs=include_dirs(plugin_cls), arch=state.arch)
+                              include_dirs=list(include_dirs), arch=state.arch)
     except CompileError as exc:
-        where = describe(plugin_cls.name, template, str(dtype), config)
         detail = (getattr(exc, "stderr", None) or str(exc))
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
@@ -72,7 +56,7 @@ def forget_modules() -> None:
 
 
 def memo_kernel(key, make):
-    """make() once per key: Job.kernel's whole lookup (render, module and
+    """make() once per key: a kernel's whole lookup (render, module and
     function caches) costs microseconds a call, paid on every sort."""
     kernel = _kernels.get(key)
     if kernel is None:

@@ -1,71 +1,73 @@
-"""Kernels the core launches itself (argsort's index payload), compiled and
-launched through the same Job machinery as plugins so errors read the same."""
+"""Kernels the core launches itself (argsort's index payload, the key range
+of integer keys), from its own KernelTemplate of kernels/util.cu. Errors name
+`owner`: "core", or the plugin that asked (counting sort measures its range)."""
 from __future__ import annotations
 
-from .errors import KernelError
-from .job import Job
-from .plugin import SortPlugin, Tunable
+import numpy as np
 
+from .dtypes import key_dtype
+from .errors import KernelError, describe
+from .template import SYNC_EVERY_LAUNCH, KernelTemplate
+
+UTIL = KernelTemplate("util.cu")
 IOTA_BLOCK = 256
-
-
-class CoreKernels(SortPlugin):
-    """Not an algorithm and not registered: a home for kernels/util.cu."""
-
-    name = "core"
-    dtypes = ("uint32",)
-    tunables = {"block_size": Tunable(IOTA_BLOCK)}
-    templates = ("util.cu",)
-
-    def run(self, job):  # pragma: no cover - never sorts
-        raise NotImplementedError
-
-
-_CORE = CoreKernels()
-
-
-def iota64(state, ptr: int, n: int) -> None:
-    """Fill n int64 at ptr with 0..n-1 on the device's stream."""
-    job = Job(_CORE, state, dtype="uint32", n=n, keys_in=0, keys_out=0)
-    kernel = job.kernel("util.cu", "csk_iota64", "Pq")
-    grid = min(job.blocks(n, IOTA_BLOCK), 65535)
-    job.launch(kernel, grid, IOTA_BLOCK, ptr, n)
-
-
 MINMAX_BLOCK = 256
+#: The macros util.cu is rendered with (its kernels read their block size
+#: from blockDim, so one build serves both launches).
+UTIL_CONFIG = {"block_size": 256}
 
 
-def key_minmax(state, ptr: int, n: int, dtype) -> tuple | None:
+def _launch(state, kernel, grid: int, block: int, args, where: str) -> None:
+    """Launch on the device's stream; CUDA errors become KernelError naming `where`."""
+    if len(args) != len(kernel.signature):
+        raise KernelError(f"{where}: launched with {len(args)} arguments, but the kernel takes "
+                          f"{len(kernel.signature)} ({kernel.signature!r})")
+    try:
+        kernel.issue(state, state.stream, (grid, 1), (block, 1, 1), args, 0)
+        if SYNC_EVERY_LAUNCH:
+            state.stream.synchronize()
+    except state.cuda.Error as exc:
+        raise KernelError(f"{where}: launch grid=({grid}, 1) block=({block}, 1, 1) "
+                          f"failed: {exc}") from exc
+
+
+def iota64(state, ptr: int, n: int, owner: str = "core") -> None:
+    """Fill n int64 at ptr with 0..n-1 on the device's stream."""
+    if n <= 0:
+        return
+    kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_iota64", owner=owner)
+    grid = min(-(-int(n) // IOTA_BLOCK), 65535)
+    _launch(state, kernel, grid, IOTA_BLOCK, (int(ptr), int(n)),
+            describe(owner, kernel.name, None, None))
+
+
+def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | None:
     """(min, max) of n integer keys of `dtype` at device address ptr, as Python
     ints, from one reduction pass on the device's stream (waits for it).
 
     None when n == 0. Range-limited algorithms (counting sort) use it to learn
     how many bins a request needs.
     """
-    import numpy as np
-
-    from .dtypes import key_dtype
-
     dt = key_dtype(dtype)
     if dt.kind not in "iu":
         raise TypeError(f"key_minmax measures integer keys, not {dt}")
     if n <= 0:
         return None
-    job = Job(_CORE, state, dtype=dt.name, n=n, keys_in=ptr, keys_out=0)
+    where = describe(owner, "csk_minmax_ordered", dt.name, None)
+    kernel = UTIL.kernel(state, dt.name, 0, UTIL_CONFIG, "csk_minmax_ordered", owner=owner)
+    out = state.allocate(16, f"{where}, key range")
     try:
-        kernel = job.kernel("util.cu", "csk_minmax_ordered", "PqP")
-        out = job.alloc(16)
-        job.memset32(int(out), 0xFFFFFFFF, 2)
-        job.memset32(int(out) + 8, 0, 2)
-        grid = max(1, min(job.blocks(n, MINMAX_BLOCK * 4), state.sm_count * 8))
-        job.launch(kernel, grid, MINMAX_BLOCK, int(ptr), int(n), int(out))
+        state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2, state.stream)
+        state.cuda.memset_d32_async(int(out) + 8, 0, 2, state.stream)
+        grid = max(1, min(-(-int(n) // (MINMAX_BLOCK * 4)), state.limits.sm_count * 8))
+        _launch(state, kernel, grid, MINMAX_BLOCK, (int(ptr), int(n), int(out)), where)
         host = np.empty(2, np.uint64)
         state.stream.synchronize()
         state.cuda.memcpy_dtoh(host, int(out))
     except state.cuda.Error as exc:
-        raise KernelError(f"{job.where}: key range reduction failed: {exc}") from exc
+        raise KernelError(f"{where}: key range reduction failed: {exc}") from exc
     finally:
-        job.release()
+        out.free()
     lo, hi = int(host[0]), int(host[1])
     if dt.kind == "i":  # ordered word = key with the sign bit flipped
         offset = 1 << (8 * dt.itemsize - 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from dataclasses import dataclass
 
 from .streams import Joiner
 
@@ -69,6 +70,91 @@ def unavailable_reason() -> str | None:
         return str(exc)
 
 
+#: Registers are given to a warp in units of this many (every architecture
+#: since sm_50; the driver has no attribute for it).
+REGISTER_UNIT = 256
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What one block and one SM of a device can hold, read from the device.
+
+    `shared_per_block` is what a block may use as is (static + dynamic);
+    more, up to `shared_per_block_optin`, needs the kernel's opt-in (which
+    Job.launch makes). The driver keeps `shared_reserved_per_block` of an
+    SM's `shared_per_sm` for each resident block. DeviceLimits.sm90() gives
+    an H100's values where there is no device to ask (CI, compile tests).
+    """
+
+    sm_count: int
+    warp_size: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_block: int
+    registers_per_sm: int
+    shared_per_block: int
+    shared_per_block_optin: int
+    shared_per_sm: int
+    shared_reserved_per_block: int
+
+    @classmethod
+    def sm90(cls) -> "DeviceLimits":
+        """An H100 SXM's limits (sm_90): the default without a device."""
+        return cls(sm_count=132, warp_size=32, max_threads_per_block=1024,
+                   max_threads_per_sm=2048, max_blocks_per_sm=32,
+                   registers_per_block=65536, registers_per_sm=65536,
+                   shared_per_block=48 * 1024, shared_per_block_optin=227 * 1024,
+                   shared_per_sm=228 * 1024, shared_reserved_per_block=1024)
+
+    @classmethod
+    def from_attributes(cls, attrs: dict, names) -> "DeviceLimits":
+        """From pycuda's Device.get_attributes() and pycuda.driver.device_attribute.
+        An attribute the driver does not report (older CUDA) falls back to
+        the nearest one it does: the per-block limit for the opt-in one, no
+        reserve, 32 blocks per SM."""
+        def get(name, default=None):
+            attr = getattr(names, name, None)
+            value = attrs.get(attr) if attr is not None else None
+            return default if value is None else int(value)
+
+        shared_per_block = get("MAX_SHARED_MEMORY_PER_BLOCK")
+        return cls(sm_count=get("MULTIPROCESSOR_COUNT"), warp_size=get("WARP_SIZE"),
+                   max_threads_per_block=get("MAX_THREADS_PER_BLOCK"),
+                   max_threads_per_sm=get("MAX_THREADS_PER_MULTIPROCESSOR"),
+                   max_blocks_per_sm=get("MAX_BLOCKS_PER_MULTIPROCESSOR", 32),
+                   registers_per_block=get("MAX_REGISTERS_PER_BLOCK"),
+                   registers_per_sm=get("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+                   shared_per_block=shared_per_block,
+                   shared_per_block_optin=get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", shared_per_block),
+                   shared_per_sm=get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+                   shared_reserved_per_block=get("RESERVED_SHARED_MEMORY_PER_BLOCK", 0))
+
+    def resident_blocks(self, block_size: int, registers: int, shared_bytes: int) -> int:
+        """Blocks of a kernel that one SM holds at once: the least of what
+        its threads, its registers (`registers` per thread, the function's
+        NUM_REGS) and its shared memory (static + dynamic bytes) allow, and
+        the SM's block limit. 0 if one block does not fit."""
+        if block_size > self.max_threads_per_block:
+            return 0
+        warps = -(-int(block_size) // self.warp_size)
+        warp_registers = -(-max(int(registers), 1) * self.warp_size // REGISTER_UNIT) * REGISTER_UNIT
+        if warp_registers * warps > self.registers_per_block:
+            return 0
+        if shared_bytes > self.shared_per_block_optin:
+            return 0
+        by_threads = self.max_threads_per_sm // (warps * self.warp_size)
+        by_registers = self.registers_per_sm // (warp_registers * warps)
+        by_shared = self.shared_per_sm // (int(shared_bytes) + self.shared_reserved_per_block)
+        return max(0, min(by_threads, by_registers, by_shared, self.max_blocks_per_sm))
+
+    def shared_for_resident(self, blocks: int) -> int:
+        """The most shared memory a block may use so that `blocks` blocks fit
+        on one SM together (never above the per-block opt-in limit)."""
+        share = self.shared_per_sm // int(blocks) - self.shared_reserved_per_block
+        return max(0, min(share, self.shared_per_block_optin))
+
+
 def default_ordinal() -> int:
     return int(os.environ.get("CUDASORTKIT_DEVICE", "0"))
 
@@ -92,14 +178,12 @@ class DeviceState:
         try:
             from pycuda.tools import DeviceMemoryPool
 
-            attrs = self.device.get_attributes()
-            a = cuda.device_attribute
             self.name = self.device.name()
             self.compute_capability = self.device.compute_capability()
-            self.sm_count = attrs[a.MULTIPROCESSOR_COUNT]
-            self.max_shared_per_block = attrs.get(
-                a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, attrs[a.MAX_SHARED_MEMORY_PER_BLOCK])
-            self.max_threads_per_block = attrs[a.MAX_THREADS_PER_BLOCK]
+            #: Shared memory, registers, threads and SMs (DeviceLimits).
+            self.limits = DeviceLimits.from_attributes(self.device.get_attributes(),
+                                                       cuda.device_attribute)
+            self.sm_count = self.limits.sm_count
             self.total_memory = self.device.total_memory()
             self.stream = cuda.Stream()  # blocking: ordered with the legacy default stream
             self.joiner = Joiner(self)
@@ -164,6 +248,14 @@ def _release_all() -> None:
     from pycuda.tools import clear_context_caches
 
     clear_context_caches()
+
+
+def current_limits() -> DeviceLimits:
+    """The limits of the device sorts run on (get_device()), or
+    DeviceLimits.sm90() where no GPU is available."""
+    if not gpu_available():
+        return DeviceLimits.sm90()
+    return get_device().limits
 
 
 def driver_version() -> str | None:

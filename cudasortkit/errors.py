@@ -27,6 +27,12 @@ class KernelCompileError(KernelError):
     """nvcc rejected a rendered template."""
 
 
+class KernelSignatureError(KernelCompileError):
+    """A kernel's prototype cannot give pycuda's argument letters: the kernel
+    is not declared, its declarations disagree, or a parameter's type has no
+    letter (cudasortkit/prototype.py)."""
+
+
 def warn_caller(message: str, category=RuntimeWarning) -> None:
     """warnings.warn pointing at the first frame outside cudasortkit: the
     caller's own line, however deep in the library the warning arises."""

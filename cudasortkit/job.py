@@ -1,41 +1,23 @@
 """What a GPU plugin's run() gets: buffers, config, stream and three helpers.
 
 `kernel` compiles (once) and prepares a kernel of the plugin's templates for
-this job's dtype and config, `alloc` takes temporaries from the device's
-memory pool (out of memory becomes MemoryError naming plugin and size), and
-`launch` runs a prepared kernel on the job's stream, turning CUDA errors into
-KernelError naming plugin, kernel and configuration. While a launch plan is
-being recorded (cudasortkit/launchplan.py), `recorder` sees every temporary,
+this job's dtype and config (cudasortkit/template.py), `alloc` takes
+temporaries from the device's memory pool (out of memory becomes MemoryError
+naming plugin and size), and `launch` runs a prepared kernel on the job's
+stream, turning CUDA errors and argument-count mistakes into KernelError
+naming plugin, kernel and configuration. While a launch plan is being
+recorded (cudasortkit/launchplan.py), `recorder` sees every temporary,
 memset, copy and launch the job issues.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import registry
-from .compiler import compile_module, memo_kernel, prepared_function
 from .dtypes import itemsize
 from .errors import KernelError, describe
-
-#: Synchronize after every launch so an asynchronous fault names its kernel.
-SYNC_EVERY_LAUNCH = os.environ.get("CUDASORTKIT_SYNC_LAUNCHES", "") not in ("", "0")
-
-#: Static shared memory a block may always use; more needs an opt-in.
-STATIC_SHARED_LIMIT = 48 * 1024
-
-
-@dataclass
-class Kernel:
-    """A prepared kernel and the names errors need; `signature` (pycuda's
-    prepare() letters) tells a launch plan which arguments are pointers."""
-
-    function: Any
-    name: str
-    template: str
-    shared_optin: int = 0
-    signature: str = ""
+from .compiler import memo_kernel
+from .template import SYNC_EVERY_LAUNCH, Kernel, KernelTemplate
 
 
 class Job:
@@ -80,36 +62,30 @@ class Job:
     def where(self) -> str:
         return describe(self.plugin.name, None, self.dtype, self.config)
 
-    # ------------------------------------------------------------- helpers
-    def kernel(self, template: str, name: str, signature: str, defines: Mapping[str, Any] = None,
-               config: Mapping[str, Any] = None, value_bytes: int | None = None,
-               owner: type | None = None, dtype: str | None = None) -> Kernel:
-        """Compile (cached) `template` for this job and prepare kernel `name`.
+    @property
+    def limits(self):
+        """The device's limits (cudasortkit.device.DeviceLimits)."""
+        return self.state.limits
 
-        `config` and `value_bytes` default to the job's; pass them to build
-        a helper kernel with other settings (e.g. keys only). `owner` (a
-        SortPlugin subclass, default the job's plugin class) says whose
-        template_package holds `template`, and `dtype` (default the job's)
-        the key dtype it is rendered for: shared kernels such as the scan
-        (cudasortkit/scan.py) use them. Launches still name the job's plugin.
+    # ------------------------------------------------------------- helpers
+    def kernel(self, template: str, name: str, defines: Mapping[str, Any] = None,
+               config: Mapping[str, Any] = None, value_bytes: int | None = None) -> Kernel:
+        """Compile (cached) the plugin's `template` for this job and prepare
+        kernel `name`; its argument types come from the kernel's prototype.
+
+        `defines` adds macros that are not tunables (a kernel variant);
+        `config` and `value_bytes` default to the job's: pass them to build
+        a helper kernel with other settings (e.g. keys only).
         """
         config = self.config if config is None else config
         value_bytes = self.value_bytes if value_bytes is None else value_bytes
-        owner = type(self.plugin) if owner is None else owner
-        dtype = self.dtype if dtype is None else dtype
-
-        def make() -> Kernel:
-            module = compile_module(self.state, owner, template, dtype,
-                                    value_bytes, config, defines)
-            try:
-                function = prepared_function(module, name, signature)
-            except self.state.cuda.Error as exc:
-                raise KernelError(f"{describe(self.plugin.name, name, dtype, config)}: {exc}") from exc
-            return Kernel(function, name, template, signature=signature)
-
-        key = (self.state.ordinal, owner, template, name, signature, dtype, value_bytes,
+        package = type(self.plugin).template_package
+        # Looked up by the arguments as given: building the KernelTemplate
+        # first would cost a sort microseconds per kernel on every call.
+        key = (self.state.ordinal, package, template, name, self.dtype, value_bytes,
                tuple(config.items()), tuple(defines.items()) if defines else ())
-        return memo_kernel(key, make)
+        return memo_kernel(key, lambda: KernelTemplate(template, package, defines).kernel(
+            self.state, self.dtype, value_bytes, config, name, owner=self.plugin.name))
 
     def alloc(self, nbytes: int):
         """A device temporary of nbytes from the pool, freed when the job ends."""
@@ -134,7 +110,13 @@ class Job:
         return {name: base + offset for name, offset in offsets.items()}
 
     def launch(self, kernel: Kernel, grid, block, *args, shared: int = 0) -> None:
-        """Launch a prepared kernel on the job's stream; errors name it."""
+        """Launch a prepared kernel on the job's stream; errors name it. The
+        arguments must match the kernel's parameters in number."""
+        if len(args) != len(kernel.signature):
+            raise KernelError(
+                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: launched "
+                f"with {len(args)} arguments, but the kernel takes {len(kernel.signature)} "
+                f"({kernel.signature!r})")
         grid = (grid, 1) if isinstance(grid, int) else tuple(grid)
         block = (block, 1, 1) if isinstance(block, int) else tuple(block)
         if grid[0] == 0:
@@ -147,11 +129,7 @@ class Job:
         """launch() without its argument handling (grid and block are tuples,
         grid not empty): what launch() and a launch plan's replay share."""
         try:
-            if shared > STATIC_SHARED_LIMIT and kernel.shared_optin < shared:
-                kernel.function.set_attribute(
-                    self.state.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-                kernel.shared_optin = shared
-            kernel.function.prepared_async_call(grid, block, self.stream, *args, shared_size=shared)
+            kernel.issue(self.state, self.stream, grid, block, args, shared)
             if SYNC_EVERY_LAUNCH:
                 self.stream.synchronize()
         except self.state.cuda.Error as exc:

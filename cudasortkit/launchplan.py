@@ -174,12 +174,10 @@ class Recorder:
         self._slots.append((ptr, max(nbytes, 1)))  # the pool hands out at least a byte
 
     def launch(self, kernel, grid, block, args, shared) -> None:
-        signature = kernel.signature
-        if len(signature) != len(args):
-            return self._refuse(f"kernel {kernel.name!r} got {len(args)} arguments for its "
-                                f"signature {signature!r}")
+        """A launch whose arguments match kernel.signature (Job.launch checks
+        the count); its "P" arguments are the pointers to place."""
         pointers = []
-        for index, (letter, value) in enumerate(zip(signature, args)):
+        for index, (letter, value) in enumerate(zip(kernel.signature, args)):
             if letter == "P" and value:
                 where = self._place(value, f"argument {index} of kernel {kernel.name!r}")
                 if where is None:

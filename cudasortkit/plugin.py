@@ -181,9 +181,14 @@ class SortPlugin:
         """Values the tuner sweeps, per tunable."""
         return {name: t.values for name, t in self.tunables.items()}
 
-    def valid_config(self, config: Mapping[str, Any], dtype: str, value_bytes: int) -> bool:
-        """False for tunable combinations that cannot work (e.g. too much
-        shared memory); the tuner skips them. Default: all combinations."""
+    def valid_config(self, config: Mapping[str, Any], dtype: str, value_bytes: int,
+                     limits) -> bool:
+        """False for tunable combinations that cannot work on a device with
+        `limits` (a cudasortkit.device.DeviceLimits: shared memory per block
+        and per SM, registers, threads, SMs), e.g. a tile that needs more
+        shared memory than a block may have; the tuner skips them. The core
+        passes the current device's limits, DeviceLimits.sm90() where there
+        is no device. Default: all combinations."""
         return True
 
     def run(self, job) -> None:
@@ -225,6 +230,6 @@ def check_plugin_class(cls, entry_point_name: str | None = None) -> None:
         from .render import template_path
 
         for template in cls.templates:
-            template_path(cls, template)  # raises FileNotFoundError
+            template_path(cls.template_package, template)  # raises FileNotFoundError
     if cls.run is SortPlugin.run:
         raise TypeError(f"{cls.name}: does not implement run()")

@@ -1,4 +1,4 @@
-"""Kernel source rendering: a plugin's .cu template plus a small prelude.
+"""Kernel source rendering: a .cu template plus a small prelude of macros.
 
 Rendering is kept apart from compiling so the very same text can be compiled
 by pycuda's SourceModule at run time and by plain nvcc in CI (no GPU there).
@@ -6,6 +6,7 @@ The prelude only defines macros; templates are ordinary .cu files.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from typing import Any, Mapping
@@ -14,24 +15,29 @@ import numpy as np
 
 from .dtypes import is_bfloat16, itemsize, key_kind
 
-#: Directory of cudasortkit's own kernels (keys.cuh, scan.cuh, ...).
-KERNEL_DIR = os.path.dirname(importlib.import_module("cudasortkit.kernels").__file__)
+#: Package of cudasortkit's own kernels (keys.cuh, scan.cuh, util.cu, ...).
+CORE_PACKAGE = "cudasortkit.kernels"
+#: Directory of cudasortkit's own kernels.
+KERNEL_DIR = os.path.dirname(importlib.import_module(CORE_PACKAGE).__file__)
 
 
-def template_dir(plugin_cls) -> str:
-    package = importlib.import_module(plugin_cls.template_package)
-    return os.path.dirname(package.__file__)
+@functools.lru_cache(maxsize=None)
+def template_dir(package: str) -> str:
+    """Directory of an importable package that holds kernel templates."""
+    return os.path.dirname(importlib.import_module(package).__file__)
 
 
-def template_path(plugin_cls, template: str) -> str:
-    path = os.path.join(template_dir(plugin_cls), template)
+def template_path(package: str, template: str) -> str:
+    path = os.path.join(template_dir(package), template)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{plugin_cls.name}: kernel template {template!r} not found at {path}")
+        raise FileNotFoundError(f"kernel template {template!r} not found in package "
+                                f"{package!r} ({path})")
     return path
 
 
-def include_dirs(plugin_cls) -> list:
-    dirs = [template_dir(plugin_cls)]
+def include_dirs(package: str) -> list:
+    """The package's directory, then cudasortkit's kernels/."""
+    dirs = [template_dir(package)]
     if KERNEL_DIR not in dirs:
         dirs.append(KERNEL_DIR)
     return dirs
@@ -62,15 +68,13 @@ def prelude(dtype, value_bytes: int, config: Mapping[str, Any], defines: Mapping
     return "\n".join(lines) + "\n"
 
 
-def render(plugin_cls, template: str, dtype, value_bytes: int = 0,
+def render(package: str, template: str, dtype, value_bytes: int = 0,
            config: Mapping[str, Any] = None, defines: Mapping[str, Any] = None) -> str:
-    """Full source of one kernel module: prelude, then the template text.
-
-    `defines` adds macros that are not tunables (e.g. a kernel variant).
+    """Full source of one kernel module: prelude, then the text of `template`
+    in `package`. `config` holds the tunables, `defines` macros that are not
+    tunables (e.g. a kernel variant); both become upper-cased macros.
     """
-    if config is None:
-        config = {name: t.default for name, t in plugin_cls.tunables.items()}
-    path = template_path(plugin_cls, template)
+    path = template_path(package, template)
     with open(path, encoding="utf-8") as f:
         body = f.read()
-    return prelude(dtype, value_bytes, config, defines) + f'#line 1 "{template}"\n' + body
+    return prelude(dtype, value_bytes, config or {}, defines) + f'#line 1 "{template}"\n' + body

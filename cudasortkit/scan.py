@@ -14,7 +14,8 @@ src and dst are device pointers (ints) to n unsigned counts of count_bytes
 each (4 or 8; sums wrap like numpy.cumsum of uint32 / uint64); src may equal
 dst (in place). Launches go on the job's stream through job.launch, and the
 level buffers come from job.alloc, so errors name the calling plugin and the
-buffers are freed with the job.
+buffers are freed with the job. The kernels are the core's own
+(SCAN_TEMPLATES, kernels/scan.cu), compiled on the job's device.
 
 How: scan-then-propagate. kernels/scan.cu scans tiles of
 block_size * items_per_thread counts (per-thread serial scans + a padded
@@ -24,33 +25,31 @@ All levels' total buffers are one allocation made in the constructor.
 """
 from __future__ import annotations
 
-from .plugin import SortPlugin, Tunable
+from .template import KernelTemplate
 
 SCAN_BLOCK = 256
 SCAN_ITEMS = 8
 COUNT_BYTES = (4, 8)
+#: Settings the scan kernels are built and tested with: threads per block (a
+#: power of two) and counts each thread scans serially.
+SCAN_BLOCK_CHOICES = (128, 256, 512)
+SCAN_ITEMS_CHOICES = (4, 8, 16)
+#: The scan's kernels for 32- and 64-bit counts (keys play no part: rendered
+#: for uint32).
+SCAN_TEMPLATES = {count_bytes: KernelTemplate("scan.cu", defines={"scan_count_bytes": count_bytes})
+                  for count_bytes in COUNT_BYTES}
+SCAN_DTYPE = "uint32"
 
 
-class ScanKernels(SortPlugin):
-    """Not an algorithm and not registered: the owner of kernels/scan.cu, so
-    any plugin's Job can compile it (Job.kernel(owner=ScanKernels))."""
-
-    name = "scan"
-    dtypes = ("uint32",)
-    tunables = {
-        "block_size": Tunable(SCAN_BLOCK, (128, 256, 512), "threads per scan block (power of two)"),
-        "items_per_thread": Tunable(SCAN_ITEMS, (4, 8, 16), "counts each thread scans serially"),
-    }
-    templates = ("scan.cu",)
-
-    def run(self, job):  # pragma: no cover - never sorts
-        raise NotImplementedError
-
-
-def scan_defines(count_bytes: int) -> dict:
+def scan_template(count_bytes: int) -> KernelTemplate:
     if count_bytes not in COUNT_BYTES:
         raise ValueError(f"count_bytes must be 4 or 8, got {count_bytes!r}")
-    return {"scan_count_bytes": int(count_bytes)}
+    return SCAN_TEMPLATES[count_bytes]
+
+
+def scan_config(block_size: int = SCAN_BLOCK, items_per_thread: int = SCAN_ITEMS) -> dict:
+    """The macros (BLOCK_SIZE, ITEMS_PER_THREAD) of one scan geometry."""
+    return {"block_size": int(block_size), "items_per_thread": int(items_per_thread)}
 
 
 class DeviceScan:
@@ -64,14 +63,14 @@ class DeviceScan:
         self.job = job
         self.n = n
         self.count_bytes = int(count_bytes)
-        config = {"block_size": int(block_size), "items_per_thread": int(items_per_thread)}
-        defines = scan_defines(self.count_bytes)
+        template = scan_template(self.count_bytes)
+        config = scan_config(block_size, items_per_thread)
         self.block = config["block_size"]
         self.tile = config["block_size"] * config["items_per_thread"]
-        self._tiles = job.kernel("scan.cu", "csk_scan_tiles", "PPPqi", defines=defines,
-                                 config=config, value_bytes=0, owner=ScanKernels, dtype="uint32")
-        self._add = job.kernel("scan.cu", "csk_scan_add", "PPq", defines=defines,
-                               config=config, value_bytes=0, owner=ScanKernels, dtype="uint32")
+        owner = job.plugin.name
+        self._tiles = template.kernel(job.state, SCAN_DTYPE, 0, config, "csk_scan_tiles",
+                                      owner=owner)
+        self._add = template.kernel(job.state, SCAN_DTYPE, 0, config, "csk_scan_add", owner=owner)
         # Level k scans `lengths[k]` values and writes tile totals to sums[k].
         self.lengths = []
         length = n

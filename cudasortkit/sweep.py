@@ -30,16 +30,10 @@ NARROW_STATUS_MAX = (1 << 30) - 1
 #: Blocks of the histogram kernel at most (it loops over the keys).
 HIST_GRID_CAP = 2048
 HIST_ITEMS = 8  # keys per thread per histogram step (kernels/onesweep.cuh)
-#: Dynamic shared memory a block of onesweep_pass may use (sm_80 and newer).
-SHARED_LIMIT = 227 * 1024
 #: value_mode of onesweep_pass (kernels/onesweep.cuh).
 VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
-
-_SIGNATURES = {
-    "onesweep_histogram": "PqQQQPP",
-    "onesweep_plan": "PqQPP",
-    "onesweep_pass": "PPPPPPqQQiiiPPPPQ",
-}
+#: The kernels of a sweep template (declared in kernels/onesweep.cuh).
+SWEEP_KERNELS = ("onesweep_histogram", "onesweep_plan", "onesweep_pass")
 
 
 @dataclass(frozen=True)
@@ -66,9 +60,14 @@ class SweepGeometry:
         return (a8(self.tile * value_bytes) + self.digits * 8 + a8(self.tile * key_bytes)
                 + warps * self.digits * 4 + (warps + 1) * 4 + 4)
 
-    def fits(self, key_bytes: int, value_bytes: int) -> bool:
+    def fits(self, key_bytes: int, value_bytes: int, limits) -> bool:
+        """Whether onesweep_pass can run with this geometry on a device with
+        `limits` (a DeviceLimits): a thread per digit, whole 32-lane warps
+        (the kernels' layout), and a tile that fits the most shared memory a
+        block may opt into."""
         return (self.block_size >= self.digits and self.block_size % 32 == 0
-                and self.shared_bytes(key_bytes, value_bytes) <= SHARED_LIMIT)
+                and self.block_size <= limits.max_threads_per_block
+                and self.shared_bytes(key_bytes, value_bytes) <= limits.shared_per_block_optin)
 
 
 def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
@@ -94,8 +93,7 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
                           ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
                           ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
-    kernels = {name: job.kernel(template, name, sig, defines=defines)
-               for name, sig in _SIGNATURES.items()}
+    kernels = {name: job.kernel(template, name, defines=defines) for name in SWEEP_KERNELS}
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
     mask = job.desc_mask

@@ -10,7 +10,8 @@ a wrong declaration) naming what is wrong:
 
 - `check_declarations(cls)`: what discovery checks when it loads the plugin,
   plus: every key dtype and payload width it serves has a default config
-  with values among the tunables' own, which valid_config accepts.
+  with values among the tunables' own, which valid_config accepts within
+  this device's limits (an H100's without a device).
 - `check_templates(cls, nvcc=None)`: every template renders for every key
   dtype and payload at the default config; with nvcc (found on PATH, or
   given), each rendering compiles for sm_90 (what CI can check without a GPU).
@@ -51,8 +52,11 @@ def _payloads(plugin) -> tuple:
 
 
 def check_declarations(cls) -> None:
+    from .device import current_limits
+
     check_plugin_class(cls, None)
     plugin = cls()
+    limits = current_limits()
     for dtype in cls.dtypes:
         for vb in _payloads(plugin):
             config = plugin.default_config(dtype, vb)
@@ -61,7 +65,7 @@ def check_declarations(cls) -> None:
             for name, value in config.items():
                 assert value in cls.tunables[name].values, \
                     f"{cls.name}: default {name}={value!r} is not among {cls.tunables[name].values}"
-            assert plugin.valid_config(config, dtype, vb), \
+            assert plugin.valid_config(config, dtype, vb, limits), \
                 f"{cls.name}: valid_config rejects its own default for {dtype}, {vb}-byte values"
 
 

@@ -174,13 +174,25 @@ __device__ __forceinline__ void bitonic_global_steps(csk_bits_t* __restrict__ ke
     }
 }
 
-#define BITONIC_STEPS_KERNEL(S)                                                              \
-    extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)                                  \
-    bitonic_global_steps##S(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,  \
-                            csk_index_t n, csk_index_t groups, csk_index_t j)                 \
-    {                                                                                         \
-        bitonic_global_steps<S>(keys, values, n, groups, j);                                  \
-    }
-BITONIC_STEPS_KERNEL(2)
-BITONIC_STEPS_KERNEL(3)
-BITONIC_STEPS_KERNEL(4)
+// One entry point per fused step count; each is written out so its
+// prototype gives the kernel's argument types (cudasortkit/prototype.py).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bitonic_global_steps2(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
+                      csk_index_t n, csk_index_t groups, csk_index_t j)
+{
+    bitonic_global_steps<2>(keys, values, n, groups, j);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bitonic_global_steps3(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
+                      csk_index_t n, csk_index_t groups, csk_index_t j)
+{
+    bitonic_global_steps<3>(keys, values, n, groups, j);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bitonic_global_steps4(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
+                      csk_index_t n, csk_index_t groups, csk_index_t j)
+{
+    bitonic_global_steps<4>(keys, values, n, groups, j);
+}

@@ -13,6 +13,9 @@ from cudasortkit.plugin import SortPlugin, Tunable
 
 GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
 MAX_FUSED = 4  # half-cleaner steps done per register pass (bitonic_global_steps2..4)
+#: Tile blocks that must fit on one SM together: a valid config's tile takes
+#: at most this share of the SM's shared memory.
+TILE_BLOCKS_PER_SM = 2
 
 
 class BitonicSort(SortPlugin):
@@ -36,19 +39,21 @@ class BitonicSort(SortPlugin):
     def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
         return self.tile(config) * (key_bytes + value_bytes)
 
-    def valid_config(self, config, dtype, value_bytes):
-        import numpy as np
-
-        return self.shared_bytes(config, itemsize(dtype), value_bytes) <= 96 * 1024
+    def valid_config(self, config, dtype, value_bytes, limits):
+        """The tile fits in shared memory with room for TILE_BLOCKS_PER_SM
+        blocks on one SM of the device."""
+        return (config["block_size"] <= limits.max_threads_per_block
+                and self.shared_bytes(config, itemsize(dtype), value_bytes)
+                <= limits.shared_for_resident(TILE_BLOCKS_PER_SM))
 
     def run(self, job):
         cfg = job.config
         block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
-        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles", "PPPPqQi")
-        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles", "PPqQi")
-        global_step = job.kernel("bitonic.cu", "bitonic_global_step", "PPqqqi")
-        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}", "PPqqq")
+        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles")
+        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles")
+        global_step = job.kernel("bitonic.cu", "bitonic_global_step")
+        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}")
                  for s in range(2, MAX_FUSED + 1)}
         tiles = job.blocks(n, tile)
         size = 1 << (n - 1).bit_length()  # virtual power-of-two length

@@ -43,11 +43,6 @@ MAX_SLICES = 4
 #: Bits of the bin sorted per stable scatter pass (256 digits).
 DIGIT_BITS = 8
 
-_SIGNATURES = {
-    "counting_histogram": "PqQQQPPiIIq",
-    "counting_fill": "PqPIQQ",
-}
-
 
 def bin_layout(dtype, lo: int, hi: int, descending: bool) -> tuple:
     """(base, bins): the ordered word (keys.cuh, mask applied) of the first bin
@@ -100,9 +95,6 @@ class CountingSort(SortPlugin):
     }
     templates = ("counting.cu", "counting_sweep.cu")
 
-    def __init__(self):
-        self._smem_per_sm = {}
-
     # ------------------------------------------------------------ support
     def unsupported(self, request):
         if key_kind(request.dtype) == KIND_FLOAT:
@@ -133,8 +125,9 @@ class CountingSort(SortPlugin):
     def sweep_geometry(config) -> SweepGeometry:
         return SweepGeometry(config["scatter_block"], config["scatter_items"], DIGIT_BITS)
 
-    def valid_config(self, config, dtype, value_bytes):
-        return self.sweep_geometry(config).fits(itemsize(dtype), value_bytes)
+    def valid_config(self, config, dtype, value_bytes, limits):
+        return (config["block_size"] <= limits.max_threads_per_block
+                and self.sweep_geometry(config).fits(itemsize(dtype), value_bytes, limits))
 
     # ---------------------------------------------------------------- run
     def run(self, job):
@@ -169,7 +162,7 @@ class CountingSort(SortPlugin):
         if measured is None:
             from cudasortkit.corekernels import key_minmax
 
-            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype)
+            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype, owner=self.name)
         return int(measured[0]), int(measured[1]), False
 
     def _check_flag(self, job, flag, request_range):
@@ -183,16 +176,7 @@ class CountingSort(SortPlugin):
             raise ValueError(f"counting: some keys lie outside key_range={request_range}")
 
     def _kernel(self, job, name):
-        return job.kernel("counting.cu", name, _SIGNATURES[name])  # compiled and prepared once
-
-    def _blocks_per_sm(self, job, block: int, shared: int) -> int:
-        state = job.state
-        per_sm = self._smem_per_sm.get(state.ordinal)
-        if per_sm is None:
-            attr = state.cuda.device_attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-            per_sm = self._smem_per_sm[state.ordinal] = state.device.get_attribute(attr)
-        by_threads = max(1, 2048 // block)
-        return max(1, min(by_threads, per_sm // max(shared + 1024, 1)))
+        return job.kernel("counting.cu", name)  # compiled and prepared once
 
     # ---------------------------------------------------------- keys only
     def histogram_layout(self, bins: int, slice_cap: int) -> tuple:
@@ -218,7 +202,7 @@ class CountingSort(SortPlugin):
         return slice_bins * copies * 4 if copies else -(-slice_bins // 2) * 4
 
     def _sort_keys(self, job, base, bins, flag):
-        cfg, state, n = job.config, job.state, job.n
+        cfg, n = job.config, job.n
         keys_in = job.keys_in
         if keys_in % job.key_bytes:  # vector loads need keys aligned to their size
             aligned = job.alloc(n * job.key_bytes)
@@ -228,19 +212,22 @@ class CountingSort(SortPlugin):
         kpv = 16 // job.key_bytes
         counts = int(job.alloc(bins * 4))
         job.memset32(counts, 0, bins)
-        slice_cap = min(cfg["slice_bins"], state.max_shared_per_block // 2)  # 2 bytes a bin
+        histogram = self._kernel(job, "counting_histogram")
+        limits = job.limits
+        # 2 bytes a bin, in what a block may opt into beside its static shared memory
+        slice_cap = min(cfg["slice_bins"],
+                        (limits.shared_per_block_optin - histogram.static_shared) // 2)
         slice_cap = 1 << (slice_cap.bit_length() - 1)
         slices, slice_bins, copies = self.histogram_layout(bins, slice_cap)
         shared = self.histogram_shared(slices, slice_bins, copies)
         head = (keys_in % 16) // job.key_bytes
         vectors = (head + n + kpv - 1) // kpv
-        target = state.sm_count * self._blocks_per_sm(job, block, shared)
+        target = limits.sm_count * max(1, histogram.resident_blocks(limits, block, shared))
         chunks = max(1, min(target // max(slices, 1), job.blocks(vectors, block * vec_loads)))
         per_chunk = job.blocks(vectors, chunks)
         chunks = job.blocks(vectors, per_chunk)
-        job.launch(self._kernel(job, "counting_histogram"), chunks * max(slices, 1), block,
-                   keys_in, n, job.desc_mask, base, bins, counts, flag, slices, slice_bins,
-                   copies, per_chunk, shared=shared)
+        job.launch(histogram, chunks * max(slices, 1), block, keys_in, n, job.desc_mask, base,
+                   bins, counts, flag, slices, slice_bins, copies, per_chunk, shared=shared)
         self._check_flag(job, flag, job.request.key_range if job.request else None)
         DeviceScan(job, bins)(counts, counts)
         out = job.keys_out

@@ -13,7 +13,9 @@ from cudasortkit.plugin import SortPlugin, Tunable
 
 TEMPLATE = "merge_sort.cu"
 PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a thread per split)
-SHARED_LIMIT = 96 * 1024
+#: Tile blocks that must fit on one SM together: a valid config's tile takes
+#: at most this share of the SM's shared memory.
+TILE_BLOCKS_PER_SM = 2
 
 
 class MergeSort(SortPlugin):
@@ -42,10 +44,12 @@ class MergeSort(SortPlugin):
     def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
         return self.tile(config) * (key_bytes + value_bytes)
 
-    def valid_config(self, config, dtype, value_bytes):
-        import numpy as np
-
-        return self.shared_bytes(config, itemsize(dtype), value_bytes) <= SHARED_LIMIT
+    def valid_config(self, config, dtype, value_bytes, limits):
+        """The tile fits in shared memory with room for TILE_BLOCKS_PER_SM
+        blocks on one SM of the device."""
+        return (config["block_size"] <= limits.max_threads_per_block
+                and self.shared_bytes(config, itemsize(dtype), value_bytes)
+                <= limits.shared_for_resident(TILE_BLOCKS_PER_SM))
 
     def run(self, job):
         cfg = job.config
@@ -60,13 +64,13 @@ class MergeSort(SortPlugin):
         tmp = (int(job.alloc(n * kb)), int(job.alloc(n * vb)) if vb else 0) if passes else out
         # Ping-pong so that the last pass writes keys_out.
         src, dst = (out, tmp) if passes % 2 == 0 else (tmp, out)
-        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles", "PPPPqQi")
+        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles")
         job.launch(sort_tiles, blocks, block, job.keys_in, job.values_in, src[0], src[1],
                    n, job.desc_mask, int(passes == 0), shared=shared)
         if not passes:
             return
-        partition = job.kernel(TEMPLATE, "merge_sort_partition", "PqqPq")
-        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass", "PPPPqqPQi")
+        partition = job.kernel(TEMPLATE, "merge_sort_partition")
+        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass")
         splits = int(job.alloc(8 * blocks))
         width = tile
         for p in range(passes):
@@ -91,9 +95,9 @@ class MergeSort(SortPlugin):
         if total == 0:
             return
         blocks = job.blocks(total, tile)
-        partition = job.kernel(TEMPLATE, "merge_partition", "PqPqPqQ")
-        merge = job.kernel(TEMPLATE, "merge_arrays", "PPqPPqPPPQP")
-        fallback = job.kernel(TEMPLATE, "merge_fallback", "PPqPPqPPP")
+        partition = job.kernel(TEMPLATE, "merge_partition")
+        merge = job.kernel(TEMPLATE, "merge_arrays")
+        fallback = job.kernel(TEMPLATE, "merge_fallback")
         tmp = job.alloc_parts((("splits", 8 * blocks), ("unsorted", 4)))
         splits, unsorted = tmp["splits"], tmp["unsorted"]
         job.memset32(unsorted, 0, 1)

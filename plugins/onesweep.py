@@ -55,13 +55,11 @@ class OnesweepSort(SortPlugin):
     def geometry(config) -> SweepGeometry:
         return SweepGeometry(config["block_size"], config["items_per_thread"], config["radix_bits"])
 
-    def valid_config(self, config, dtype, value_bytes):
-        import numpy as np
-
-        return self.geometry(config).fits(itemsize(dtype), value_bytes)
+    def valid_config(self, config, dtype, value_bytes, limits):
+        return self.geometry(config).fits(itemsize(dtype), value_bytes, limits)
 
     def run(self, job):
-        if not self.valid_config(job.config, job.dtype, job.value_bytes):
+        if not self.valid_config(job.config, job.dtype, job.value_bytes, job.limits):
             raise ValueError(f"{job.where}: invalid configuration (block_size must be >= "
                              f"2^radix_bits and the tile must fit in shared memory)")
         sweep_sort(job, "onesweep.cu", self.geometry(job.config))

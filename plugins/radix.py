@@ -20,9 +20,9 @@ from __future__ import annotations
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.plugin import SortPlugin, Tunable
 
-#: Shared memory a downsweep block may take (leaves room for 2 blocks per SM
-#: on sm_80/sm_90, and keeps sm_75's 64 KiB in reach for the defaults).
-MAX_SHARED = 96 * 1024
+#: Downsweep blocks that must fit on one SM together: a valid config's block
+#: takes at most this share of the SM's shared memory.
+DOWNSWEEP_BLOCKS_PER_SM = 2
 #: Alignment of the parts of the one temporary.
 ALIGN = 256
 
@@ -49,9 +49,6 @@ class RadixSort(SortPlugin):
     }
     templates = ("radix.cu",)
 
-    def __init__(self):
-        self._resident = {}
-
     # ------------------------------------------------------------ geometry
     @staticmethod
     def passes(config, key_bytes: int) -> int:
@@ -65,30 +62,20 @@ class RadixSort(SortPlugin):
         head = -(-head // 16) * 16
         return head + config["block_size"] * config["items_per_thread"] * max(key_bytes, value_bytes)
 
-    def valid_config(self, config, dtype, value_bytes):
+    def valid_config(self, config, dtype, value_bytes, limits):
+        """The downsweep's shared memory leaves room for
+        DOWNSWEEP_BLOCKS_PER_SM blocks on one SM of the device."""
         key_bytes = itemsize(dtype)
-        return self.shared_bytes(config, key_bytes, value_bytes) <= MAX_SHARED
+        return (config["block_size"] <= limits.max_threads_per_block
+                and self.shared_bytes(config, key_bytes, value_bytes)
+                <= limits.shared_for_resident(DOWNSWEEP_BLOCKS_PER_SM))
 
-    def _grid(self, job, kernel, shared: int, tiles: int) -> int:
+    @staticmethod
+    def _grid(job, kernel, shared: int, tiles: int) -> int:
         """Blocks of one full wave (each owns an equal run of tiles)."""
-        state = job.state
-        key = (state.ordinal, id(kernel.function), shared)
-        resident = self._resident.get(key)
-        if resident is None:
-            cuda = state.cuda
-            attr = cuda.device_attribute
-            block = job.config["block_size"]
-            threads_sm = state.device.get_attribute(attr.MAX_THREADS_PER_MULTIPROCESSOR)
-            shared_sm = state.device.get_attribute(attr.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
-            regs_sm = state.device.get_attribute(attr.MAX_REGISTERS_PER_MULTIPROCESSOR)
-            regs = max(1, kernel.function.get_attribute(cuda.function_attribute.NUM_REGS))
-            warp_regs = -(-regs * 32 // 256) * 256
-            per_sm = min(threads_sm // block,
-                         regs_sm // (warp_regs * (block // 32)),
-                         shared_sm // (shared + 1024),
-                         32)
-            resident = self._resident[key] = max(1, per_sm) * state.sm_count
-        return max(1, min(tiles, resident))
+        limits = job.limits
+        per_sm = kernel.resident_blocks(limits, job.config["block_size"], shared)
+        return max(1, min(tiles, max(1, per_sm) * limits.sm_count))
 
     # ----------------------------------------------------------------- run
     def run(self, job):
@@ -100,11 +87,11 @@ class RadixSort(SortPlugin):
         kb, vb = job.key_bytes, job.value_bytes
         offset_bytes = 8 if n >= (1 << 32) else 4
         defines = {"offset_bytes": offset_bytes}
-        hist_all = job.kernel("radix.cu", "radix_histogram_all", "PqQPP", defines=defines)
-        plan_kernel = job.kernel("radix.cu", "radix_plan", "PqP", defines=defines)
-        upsweep = job.kernel("radix.cu", "radix_upsweep", "PPqiPP", defines=defines)
-        scan_table = job.kernel("radix.cu", "radix_scan_table", "PPiiP", defines=defines)
-        downsweep = job.kernel("radix.cu", "radix_downsweep", "PPPPPPqiQPP", defines=defines)
+        hist_all = job.kernel("radix.cu", "radix_histogram_all", defines=defines)
+        plan_kernel = job.kernel("radix.cu", "radix_plan", defines=defines)
+        upsweep = job.kernel("radix.cu", "radix_upsweep", defines=defines)
+        scan_table = job.kernel("radix.cu", "radix_scan_table", defines=defines)
+        downsweep = job.kernel("radix.cu", "radix_downsweep", defines=defines)
         shared = self.shared_bytes(cfg, kb, vb)
         grid = self._grid(job, downsweep, shared, job.blocks(n, tile))
         table_len = radix * grid

@@ -7,6 +7,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit import execute, select
 from cudasortkit.arrays import Operand
+from cudasortkit.device import DeviceLimits
 from cudasortkit.plugin import Request
 from cudasortkit.plugins.counting import (MAX_KEYS, RANGE_LIMIT, CountingSort, bin_layout,
                                           clamp_range)
@@ -147,8 +148,8 @@ def test_histogram_layout():
     assert PLUGIN.histogram_shared(0, 0, 1) == 0
 
 
-def test_default_config_fits_48k_shared_memory():
+def test_default_config_is_valid_on_an_h100():
     cfg = PLUGIN.default_config()
     for dtype in PLUGIN.dtypes:
         for vb in (0, 4, 8):
-            assert PLUGIN.valid_config(cfg, dtype, vb)
+            assert PLUGIN.valid_config(cfg, dtype, vb, DeviceLimits.sm90())

@@ -136,13 +136,13 @@ def test_in_place_sort_restores_input_when_a_plugin_fails(rng, monkeypatch):
 
 def test_compile_failure_names_plugin_and_leaves_input(rng, monkeypatch):
     cupy = pytest.importorskip("cupy")
-    from cudasortkit import compiler
+    from cudasortkit import template
     from cudasortkit.errors import KernelCompileError
 
-    real_render = compiler.render
-    monkeypatch.setattr(compiler, "render",
+    real_render = template.render_source
+    monkeypatch.setattr(template, "render_source",
                         lambda *a, **k: real_render(*a, **k) + "\nthis is not C++;\n")
-    monkeypatch.setattr(compiler, "_sources", {})  # the broken text must not outlive the test
+    monkeypatch.setattr(template, "_sources", {})  # the broken text must not outlive the test
     a = make_keys("uniform", "int16", 5000, rng)
     d = cupy.asarray(a)
     with pytest.raises(KernelCompileError, match=r"plugin 'bitonic'.*keys int16.*block_size="):

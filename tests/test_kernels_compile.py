@@ -1,9 +1,11 @@
 """Every kernel template of every registered GPU plugin compiles with nvcc, from
-the very text the runtime compiler gets (cudasortkit.render): every key dtype
-at its default settings (with and without values), and every tunable value at one dtype, for sm_75 and sm_90.
-cudasortkit.merge's kernels also at every payload width for sm_90, with their
-parameters checked against the signatures MergeSort.merge prepares them with.
-Skipped only when nvcc is missing."""
+the very text the runtime compiler gets (KernelTemplate.render): every key dtype
+at its default settings (with and without values), and every tunable value
+valid on an H100 (DeviceLimits.sm90()) at one dtype, for sm_75 and sm_90; the
+core's own kernels too. Every kernel's argument letters, as read from its
+prototype, match the parameters nvcc gives it in PTX. cudasortkit.merge's
+kernels also at every payload width for sm_90, launched with as many
+arguments as they take. Skipped only when nvcc is missing."""
 import os
 import re
 import shutil
@@ -16,12 +18,15 @@ import pytest
 
 from cudasortkit import registry
 from cudasortkit.compiler import NVCC_OPTIONS
-from cudasortkit.render import include_dirs, render
+from cudasortkit.device import DeviceLimits
+from cudasortkit.template import KernelTemplate
 
 pytestmark = pytest.mark.nvcc
 NVCC = shutil.which("nvcc")
 ARCHS = ("75", "90")
 SWEEP_DTYPE = "uint32"
+#: Configs are swept where valid on an H100 (no device here to ask).
+LIMITS = DeviceLimits.sm90()
 
 GPU_PLUGINS = {n: p for n, p in registry.plugins().items() if p.device == "gpu"}
 
@@ -41,14 +46,20 @@ def variants(plugin):
             for value in values:
                 config = dict(base, **{name: value})
                 key = (template, tuple(sorted(config.items())))
-                if key in seen or not plugin.valid_config(config, SWEEP_DTYPE, 8 if plugin.pairs else 0):
+                vb = 8 if plugin.pairs else 0
+                if key in seen or not plugin.valid_config(config, SWEEP_DTYPE, vb, LIMITS):
                     continue
                 seen.add(key)
                 yield template, SWEEP_DTYPE, 8 if plugin.pairs else 0, config
 
 
 def compile_one(plugin, template, dtype, vb, config):
-    source = render(type(plugin), template, dtype, vb, config)
+    return compile_template(KernelTemplate(template, plugin.template_package), dtype, vb, config,
+                            f"{plugin.name} {template}")
+
+
+def compile_template(template, dtype, vb, config, label):
+    source = template.render(dtype, vb, config)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "kernel.cu")
         with open(path, "w") as f:
@@ -56,10 +67,10 @@ def compile_one(plugin, template, dtype, vb, config):
         cmd = [NVCC, "--fatbin", *NVCC_OPTIONS, "-o", os.path.join(tmp, "kernel.fatbin"), path]
         for arch in ARCHS:
             cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-        for d in include_dirs(type(plugin)):
+        for d in template.include_dirs:
             cmd += ["-I", d]
         result = subprocess.run(cmd, capture_output=True, text=True)
-    return result.returncode, f"{plugin.name} {template} {dtype} values={vb} {config}:\n{result.stderr}"
+    return result.returncode, f"{label} {dtype} values={vb} {config}:\n{result.stderr}"
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
@@ -75,18 +86,84 @@ def test_templates_compile(name):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_core_kernels_compile():
-    from cudasortkit.corekernels import CoreKernels
+    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
 
-    rc, msg = compile_one(CoreKernels(), "util.cu", "uint32", 0, CoreKernels().default_config())
-    assert rc == 0, msg
+    for dtype in ("uint8", "int32", "uint64"):
+        rc, msg = compile_template(UTIL, dtype, 0, UTIL_CONFIG, "core util.cu")
+        assert rc == 0, msg
+
+
+# Argument letters against what nvcc made of each prototype.
+#: Bytes of one argument per pycuda prepare() letter.
+LETTER_BYTES = {"P": 8, "q": 8, "Q": 8, "i": 4, "I": 4, "f": 4, "d": 8}
+PTX_PARAM_BYTES = {"u64": 8, "b64": 8, "s64": 8, "f64": 8, "u32": 4, "b32": 4, "s32": 4, "f32": 4}
+
+
+def _ptx_params(ptx: str, kernel: str) -> list:
+    """Byte sizes of a kernel's parameters, from its PTX .entry."""
+    m = re.search(r"\.entry\s+" + kernel + r"\s*\((.*?)\)", ptx, re.S)
+    assert m, f"{kernel} not in the PTX"
+    return [PTX_PARAM_BYTES[t] for t in re.findall(r"\.param\s+\.(\w+)", m.group(1))]
+
+
+def _compile_ptx(template, dtype, vb, config):
+    """nvcc for sm_90 (cubin, PTX kept): (returncode, message, PTX text)."""
+    source = template.render(dtype, vb, config)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cu")
+        with open(path, "w") as f:
+            f.write(source)
+        cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch=sm_90", "--keep", "--keep-dir", tmp,
+               "-o", os.path.join(tmp, "kernel.cubin"), path]
+        for d in template.include_dirs:
+            cmd += ["-I", d]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        ptx_path = os.path.join(tmp, "kernel.ptx")
+        ptx = open(ptx_path).read() if os.path.exists(ptx_path) else ""
+    return result.returncode, f"{template} {dtype} values={vb} {config}:\n{result.stderr}", ptx
+
+
+def _letter_cases():
+    """(label, template, dtype, value_bytes, config): each template of each
+    GPU plugin and the core's, once keys-only and once with values."""
+    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
+    from cudasortkit.scan import SCAN_DTYPE, SCAN_TEMPLATES, scan_config
+
+    for name, plugin in sorted(GPU_PLUGINS.items()):
+        for template in plugin.templates:
+            for dtype, vb in (("int8", 0), (SWEEP_DTYPE, 8 if plugin.pairs else 0)):
+                yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
+                       dtype, vb, plugin.default_config(dtype, vb))
+    yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG
+    for count_bytes, template in SCAN_TEMPLATES.items():
+        yield f"core scan.cu ({count_bytes}-byte counts)", template, SCAN_DTYPE, 0, scan_config()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_argument_letters_match_the_compiled_parameters():
+    """For every extern "C" kernel of every template (plugins' and the
+    core's), the letters read from its prototype have the sizes of the
+    parameters nvcc compiled it with (its PTX .entry)."""
+    cases = list(_letter_cases())
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: _compile_ptx(*c[1:]), cases))
+    checked = 0
+    for (label, template, dtype, vb, config), (rc, msg, ptx) in zip(cases, results):
+        assert rc == 0, msg
+        kernels = [k for k in re.findall(r"\.entry\s+(\w+)", ptx) if not k.startswith("_Z")]
+        assert kernels, f"{label}: no extern \"C\" kernel in the PTX"
+        for kernel in kernels:
+            letters = template.signature(kernel, dtype, vb, config)
+            assert [LETTER_BYTES[c] for c in letters] == _ptx_params(ptx, kernel), (
+                f"{label} {kernel} ({dtype}, values={vb}): letters {letters!r} do not match "
+                f"the compiled parameters")
+            checked += 1
+    assert checked >= 30
 
 
 # cudasortkit.merge's kernels: every key width and kind, every payload width.
 MERGE_DTYPES = ("uint8", "int16", "float16", "float32", "uint64", "float64")
 MERGE_VALUE_BYTES = (0, 4, 8)
-#: Bytes of one argument per pycuda prepare() letter.
-LETTER_BYTES = {"P": 8, "q": 8, "Q": 8, "i": 4, "I": 4}
-PTX_PARAM_BYTES = {"u64": 8, "b64": 8, "s64": 8, "u32": 4, "b32": 4, "s32": 4}
 
 
 class _RecordingJob:
@@ -101,8 +178,8 @@ class _RecordingJob:
         self.keys_out, self.values_out = 0x1000, 0x2000 if value_bytes else 0
         self.kernels, self.events = {}, []
 
-    def kernel(self, template, name, signature):
-        self.kernels[name] = (template, signature)
+    def kernel(self, template, name):
+        self.kernels[name] = template
         return name
 
     def alloc_parts(self, parts):
@@ -118,41 +195,17 @@ class _RecordingJob:
         self.events.append((kernel, args))
 
 
-def _ptx_params(ptx: str, kernel: str) -> list:
-    """Byte sizes of a kernel's parameters, from its PTX .entry."""
-    m = re.search(r"\.entry\s+" + kernel + r"\s*\((.*?)\)", ptx, re.S)
-    assert m, f"{kernel} not in the PTX"
-    return [PTX_PARAM_BYTES[t] for t in re.findall(r"\.param\s+\.(\w+)", m.group(1))]
-
-
-def _compile_merge(plugin, dtype, vb):
-    """nvcc for sm_90 (cubin, PTX kept): (returncode, message, PTX text)."""
-    config = plugin.default_config(dtype, vb)
-    source = render(type(plugin), "merge_sort.cu", dtype, vb, config)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "kernel.cu")
-        with open(path, "w") as f:
-            f.write(source)
-        cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch=sm_90", "--keep", "--keep-dir", tmp,
-               "-o", os.path.join(tmp, "kernel.cubin"), path]
-        for d in include_dirs(type(plugin)):
-            cmd += ["-I", d]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        ptx_path = os.path.join(tmp, "kernel.ptx")
-        ptx = open(ptx_path).read() if os.path.exists(ptx_path) else ""
-    return result.returncode, f"merge_sort.cu {dtype} values={vb} {config}:\n{result.stderr}", ptx
-
-
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_merge_kernels_compile_sm90():
     """merge_partition, merge_arrays and merge_fallback compile for sm_90 at
-    every key width and kind and payload width, and MergeSort.merge prepares
-    and launches each with as many arguments, of the same sizes, as the
-    kernel declares."""
+    every key width and kind and payload width, and MergeSort.merge launches
+    each with as many arguments, of the same sizes, as the kernel declares."""
     plugin = GPU_PLUGINS["merge_sort"]
+    template = KernelTemplate("merge_sort.cu", plugin.template_package)
     jobs = [(dtype, vb) for dtype in MERGE_DTYPES for vb in MERGE_VALUE_BYTES]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(lambda v: _compile_merge(plugin, *v), jobs))
+        results = list(pool.map(
+            lambda v: _compile_ptx(template, *v, plugin.default_config(*v)), jobs))
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, f"{len(failures)} of {len(jobs)} variants failed:\n" + "\n".join(failures[:3])
 
@@ -160,12 +213,13 @@ def test_merge_kernels_compile_sm90():
         job = _RecordingJob(plugin, dtype, vb)
         plugin.merge(job, 0x3000, 0x4000 if vb else 0, 5000, 0x5000, 0x6000 if vb else 0, 7)
         assert set(job.kernels) == {"merge_partition", "merge_arrays", "merge_fallback"}
+        assert set(job.kernels.values()) == {"merge_sort.cu"}
         assert [e for e, _ in job.events] == ["memset32", "merge_partition", "merge_arrays", "merge_fallback"]
         flag = job.events[0][1]
         assert flag[1:] == (0, 1), "the unsorted flag is one word, zeroed"
         assert job.events[2][1][-1] == flag[0] and job.events[3][1][-1] == flag[0], "both kernels get the flag"
         for name, args in job.events[1:]:
-            signature = job.kernels[name][1]
+            signature = template.signature(name, dtype, vb, job.config)
             assert len(args) == len(signature), f"{name}: {len(args)} arguments for {signature!r}"
             assert [LETTER_BYTES[c] for c in signature] == _ptx_params(ptx, name), (
                 f"{name} ({dtype}, values={vb}): signature {signature!r} does not match the kernel")

@@ -3,8 +3,10 @@ reach the driver, so a replay can be compared with a plain run()."""
 import pytest
 
 from cudasortkit import compiler, job as jobmod, launchplan
+from cudasortkit.device import DeviceLimits
 from cudasortkit.errors import KernelError
-from cudasortkit.job import Job, Kernel
+from cudasortkit.job import Job
+from cudasortkit.template import Kernel
 from cudasortkit.plugin import SortPlugin, Tunable
 
 #: What reached the stub driver: ("launch", kernel, grid, block, args, shared),
@@ -53,6 +55,7 @@ class StubState:
 
     def __init__(self, base):
         self.ordinal, self.cuda, self.stream = 0, StubCuda, StubStream()
+        self.limits = DeviceLimits.sm90()
         self.next, self.buffers = base, []
 
     def allocate(self, nbytes, who=""):
@@ -284,3 +287,47 @@ def test_replays_at_the_same_or_other_addresses_match_plain_runs():
         replayed, _ = run_job(plugin, **addresses)
         assert replayed == run_job(FakeSort(), replay=False, **addresses)[0]
     assert plugin.runs == 1
+
+
+def test_a_launch_with_the_wrong_number_of_arguments_names_plugin_kernel_and_config():
+    class Miscounted(FakeSort):
+        replayable = True
+
+        def run(self, job):
+            job.launch(self.finish, 0, 64, job.keys_out, job.keys_in)  # finish takes PPq
+
+    with pytest.raises(KernelError) as exc:
+        run_job(Miscounted())
+    text = str(exc.value)
+    assert "plugin 'fake_replay'" in text and "kernel 'finish'" in text
+    assert "block_size=128" in text and "2 arguments" in text and "takes 3 ('PPq')" in text
+    assert ISSUED == [] and launchplan._plans == {}
+
+
+def test_shared_memory_past_the_device_limit_is_opted_into_once():
+    class Attributes:
+        MAX_DYNAMIC_SHARED_SIZE_BYTES = "max dynamic shared"
+
+    class Function(StubFunction):
+        def __init__(self, name):
+            super().__init__(name)
+            self.attributes = []
+
+        def set_attribute(self, attribute, value):
+            self.attributes.append((attribute, value))
+
+    class Big(FakeSort):
+        kernel = Kernel(Function("big"), "big", "stub.cu", "PPq", static_shared=1024)
+
+        def run(self, job):
+            for shared in (40 * 1024, 60 * 1024, 50 * 1024, 100 * 1024):
+                job.launch(self.kernel, 1, 64, job.keys_in, job.keys_out, job.n, shared=shared)
+
+    StubCuda.function_attribute = Attributes
+    try:
+        run_job(Big(), replay=False)
+    finally:
+        del StubCuda.function_attribute
+    # 47 KiB are allowed as is (48 KiB less the static 1 KiB); then opt in as needed
+    assert Big.kernel.function.attributes == [("max dynamic shared", 60 * 1024),
+                                              ("max dynamic shared", 100 * 1024)]

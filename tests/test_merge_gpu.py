@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
+from cudasortkit.device import get_device
 from cudasortkit.dtypes import KEY_DTYPES
 from helpers import (DISTRIBUTIONS, assert_keys_equal, assert_valid_argsort, make_keys,
                      reference_argsort, reference_sort, to_numpy)
@@ -187,7 +188,7 @@ def test_merge_sort_configs(block_size, items_per_thread, rng):
     plugin = _plugin()
     config = {"block_size": block_size, "items_per_thread": items_per_thread}
     for dtype in ("uint32", "float64"):
-        if not plugin.valid_config(config, dtype, 8):
+        if not plugin.valid_config(config, dtype, 8, get_device().limits):
             continue
         tile = block_size * items_per_thread
         for n in (2, tile - 1, tile + 1, 5 * tile + 3, 200_003):

@@ -7,6 +7,7 @@ pass plan (all-equal keys: pass 0 only, 12-bit keys: two 8-bit passes).
 Quick tier (-m gpu): tile boundaries at the default config, NaNs, denormals
 and zeros, one dtype of each sweep. Slow tier (-m "gpu and slow"): the
 other configs and dtypes, 2^24 + 7 keys."""
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -172,7 +173,7 @@ def _plan(dtype, n, digits_per_pass):
     plan_d = cp.full(passes, 12345, cp.int32)  # poisoned
     cp.cuda.Device().synchronize()
     job = Job(plugin, get_device(), dtype=dtype, n=n, keys_in=0, keys_out=0, config=cfg)
-    kernel = job.kernel("radix.cu", "radix_plan", "PqP", defines={"offset_bytes": 4})
+    kernel = job.kernel("radix.cu", "radix_plan", defines={"offset_bytes": 4})
     try:
         job.launch(kernel, 1, cfg["block_size"], totals_d.data.ptr, n, plan_d.data.ptr)
     finally:
@@ -217,11 +218,18 @@ def test_twelve_bit_keys(rng):
     _check_stable(a)  # argsort run + keys-only run
 
 
-def test_valid_config_rejects_oversized_tiles():
+def test_valid_config_keeps_two_downsweep_blocks_per_sm():
+    from cudasortkit.device import DeviceLimits
+
     p = _plugin()
-    big = {"digit_bits": 8, "block_size": 512, "items_per_thread": 20}
-    assert not p.valid_config(big, "uint64", 8)
-    assert p.valid_config(p.default_config(), "uint64", 8)
+    h100 = DeviceLimits.sm90()
+    big = {"digit_bits": 8, "block_size": 512, "items_per_thread": 20}  # 103 KiB: two fit
+    bigger = dict(big, block_size=1024, items_per_thread=16)  # 153 KiB: one
+    assert p.valid_config(big, "uint64", 8, h100)
+    assert not p.valid_config(bigger, "uint64", 8, h100)
+    assert p.valid_config(p.default_config(), "uint64", 8, h100)
+    small_sm = dataclasses.replace(h100, shared_per_sm=164 * 1024, shared_per_block_optin=163 * 1024)
+    assert not p.valid_config(big, "uint64", 8, small_sm)  # sm_80: 81 KiB a block for two
 
 
 @pytest.mark.nvcc
@@ -231,17 +239,18 @@ def test_compiles_with_64bit_offsets(dtype, value_bytes):
     """The > 2^32-key variant (OFFSET_BYTES 8), which the generic compile test
     (default defines) does not build."""
     from cudasortkit.compiler import NVCC_OPTIONS
-    from cudasortkit.render import include_dirs, render
+    from cudasortkit.template import KernelTemplate
 
-    cls = type(_plugin())
-    source = render(cls, "radix.cu", dtype, value_bytes, None, {"offset_bytes": 8})
+    plugin = _plugin()
+    template = KernelTemplate("radix.cu", plugin.template_package, {"offset_bytes": 8})
+    source = template.render(dtype, value_bytes, plugin.default_config())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "radix.cu")
         with open(path, "w") as f:
             f.write(source)
         cmd = [shutil.which("nvcc"), "--cubin", *NVCC_OPTIONS, "-arch", "sm_90",
                "-o", os.path.join(tmp, "k.cubin"), path]
-        for d in include_dirs(cls):
+        for d in template.include_dirs:
             cmd += ["-I", d]
         result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -13,10 +13,11 @@ import pytest
 import cudasortkit as csk
 from helpers import write_dist_info
 from cudasortkit import cli, device, registry, select
-from cudasortkit.tuning.measured import MeasuredPolicy
+from cudasortkit.device import DeviceLimits
 from cudasortkit.errors import PluginError
 from cudasortkit.plugin import Request, SortPlugin, Tunable
 from cudasortkit.tuning import cache, policy, runtime, tuner
+from cudasortkit.tuning.measured import MeasuredPolicy
 
 INFO = {"name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 132, "driver": "12.8",
         "nvcc": "Build cuda_12.8", "cudasortkit": "0.1.0"}
@@ -166,7 +167,7 @@ class Declared(SortPlugin):
         self._maybe_fail("config_space")
         return super().config_space()
 
-    def valid_config(self, config, dtype, value_bytes):
+    def valid_config(self, config, dtype, value_bytes, limits):
         self._maybe_fail("valid_config")
         return True
 
@@ -219,7 +220,7 @@ def test_the_tuner_isolates_plugin_declarations(monkeypatch, method):
     plugin = registry.plugins()["declared"]
     monkeypatch.setattr(Declared, "failing", {method: SystemExit(f"{method} exits")})
     with pytest.raises(PluginError, match=f"{method} raised SystemExit"):
-        tuner.configs_quick(plugin, "float64", 0)
+        tuner.configs_quick(plugin, "float64", 0, DeviceLimits.sm90())
     assert registry.entries()["declared"].error.startswith(f"{method} raised SystemExit")
 
 
@@ -231,7 +232,7 @@ class FlakyGPU(SortPlugin):
     tunables = {"block_size": Tunable(128, (128, 256))}
     templates = ("bitonic.cu",)
 
-    def valid_config(self, config, dtype, value_bytes):
+    def valid_config(self, config, dtype, value_bytes, limits):
         raise ZeroDivisionError("division by zero")
 
     def run(self, job):
@@ -331,7 +332,7 @@ class Tiled(SortPlugin):
     tunables = {"block_size": Tunable(128, (128, 256)), "tile": Tunable(4, (2, 4))}
     templates = ("bitonic.cu",)
 
-    def valid_config(self, config, dtype, value_bytes):
+    def valid_config(self, config, dtype, value_bytes, limits):
         return config["block_size"] * config["tile"] <= 1024
 
     def run(self, job):

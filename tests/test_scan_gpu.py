@@ -13,9 +13,10 @@ import tempfile
 import numpy as np
 import pytest
 
+from cudasortkit import registry
 from cudasortkit.compiler import NVCC_OPTIONS
-from cudasortkit.render import include_dirs, render
-from cudasortkit.scan import COUNT_BYTES, SCAN_BLOCK, SCAN_ITEMS, ScanKernels, scan_defines
+from cudasortkit.scan import (COUNT_BYTES, SCAN_BLOCK, SCAN_BLOCK_CHOICES, SCAN_DTYPE, SCAN_ITEMS,
+                              SCAN_ITEMS_CHOICES, scan_config, scan_template)
 
 TILE = SCAN_BLOCK * SCAN_ITEMS
 SIZES = [0, 1, 2, 3, 31, 32, 33, 255, 257, TILE - 1, TILE, TILE + 1, 2 * TILE + 7, 7919,
@@ -48,7 +49,8 @@ def job():
     from cudasortkit.job import Job
 
     state = get_device()
-    j = Job(ScanKernels(), state, dtype="uint32", n=0, keys_in=0, keys_out=0)
+    # any plugin's job: the scan is the core's, launched on the job's stream
+    j = Job(registry.plugins()["radix"], state, dtype="uint32", n=0, keys_in=0, keys_out=0)
     yield j
     j.release()
 
@@ -115,18 +117,19 @@ def test_scan_in_place_and_reused(job, count_bytes, rng):
 
 def test_bad_count_width():
     with pytest.raises(ValueError):
-        scan_defines(2)
+        scan_template(2)
 
 
 def _compile(config, count_bytes):
-    source = render(ScanKernels, "scan.cu", "uint32", 0, config, scan_defines(count_bytes))
+    template = scan_template(count_bytes)
+    source = template.render(SCAN_DTYPE, 0, config)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "scan.cu")
         with open(path, "w") as f:
             f.write(source)
         cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch", "sm_75", "-o", os.path.join(tmp, "k.cubin"), path]
         cmd2 = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch", "sm_90", "-o", os.path.join(tmp, "k2.cubin"), path]
-        for d in include_dirs(ScanKernels):
+        for d in template.include_dirs:
             cmd += ["-I", d]
             cmd2 += ["-I", d]
         r1 = subprocess.run(cmd, capture_output=True, text=True)
@@ -138,8 +141,9 @@ def _compile(config, count_bytes):
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 @pytest.mark.parametrize("count_bytes", COUNT_BYTES)
 def test_scan_kernels_compile(count_bytes):
-    base = ScanKernels().default_config()
-    configs = [base] + [dict(base, **{k: v}) for k, vals in ScanKernels().config_space().items()
+    base = scan_config()
+    space = {"block_size": SCAN_BLOCK_CHOICES, "items_per_thread": SCAN_ITEMS_CHOICES}
+    configs = [base] + [dict(base, **{k: v}) for k, vals in space.items()
                         for v in vals if v != base[k]]
     for config in configs:
         rc, msg = _compile(config, count_bytes)

@@ -8,6 +8,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit import api, registry, select
+from cudasortkit.device import get_device
 from cudasortkit.plugin import Request
 from cudasortkit.plugins.bitonic import BitonicSort
 from cudasortkit.tuning import cache, runtime
@@ -82,7 +83,7 @@ def test_quick_tune_two_plugins_two_dtypes_and_selection_picks_the_faster(tmp_ca
             for b in buckets:
                 e = data["plugins"][name]["results"]["sort"][dt][str(b)]
                 assert e["ms"] > 0 and e["tried"] >= 5 and e["complete"]
-                assert p.valid_config(e["config"], dt, 0)
+                assert p.valid_config(e["config"], dt, 0, get_device().limits)
                 assert e["ms"] <= e["default_ms"]  # the default is always among the tried
     for dt in dtypes:
         assert data["host"]["sort"][dt]["12"]["extra_ms"] > 0
@@ -99,7 +100,7 @@ def test_quick_tune_two_plugins_two_dtypes_and_selection_picks_the_faster(tmp_ca
         for n in (3 << 13, 1 << 20):  # between and beyond buckets: interpolated, still valid
             choice = MeasuredPolicy().choose(Request("sort", dt, n), gpu_pair)
             plugin, config = choice.plugin, choice.config
-            assert plugin.name in gpu_pair and plugin.valid_config(config, dt, 0)
+            assert plugin.name in gpu_pair and plugin.valid_config(config, dt, 0, get_device().limits)
     # a plugin asked for by name runs its tuned config
     _, config = api.selector.choose(Request("sort", "uint32", 1 << 16), "bitonic")
     assert config == data["plugins"]["bitonic"]["results"]["sort"]["uint32"]["16"]["config"]

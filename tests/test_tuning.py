@@ -196,7 +196,7 @@ class Fake:
     def priority_for(self, n):
         return self.priority
 
-    def valid_config(self, config, dtype, value_bytes):
+    def valid_config(self, config, dtype, value_bytes, limits):
         return config.get("block_size", 0) <= self.max_block
 
     def unsupported(self, request):

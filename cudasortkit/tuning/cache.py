@@ -131,8 +131,8 @@ def plugin_hash(plugin) -> str:
     if cls.device == "gpu":
         from ..render import include_dirs, template_path
 
-        files += [template_path(cls, t) for t in cls.templates]
-        for d in include_dirs(cls):
+        files += [template_path(cls.template_package, t) for t in cls.templates]
+        for d in include_dirs(cls.template_package):
             files += sorted(glob.glob(os.path.join(d, "*.cuh")))
     with contextlib.suppress(TypeError, OSError):
         files.append(inspect.getsourcefile(cls))

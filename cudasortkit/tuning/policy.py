@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import registry
+from ..device import current_limits
 from .cache import warn_once
 
 #: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
@@ -163,7 +164,8 @@ def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
                                     f"that does not fit its tunables ({str(config)[:120]}); "
                                     "ignoring it, default config used")
     elif config is not None and plugin is not None and hasattr(plugin, "valid_config"):
-        if not registry.call(plugin, "valid_config", config, request.dtype, request.value_bytes):
+        if not registry.call(plugin, "valid_config", config, request.dtype, request.value_bytes,
+                             current_limits()):
             problem = "tuned config invalid here"
     if problem is not None:
         config = None

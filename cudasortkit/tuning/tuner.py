@@ -122,7 +122,7 @@ class Case:
         self._bufs.clear()
 
 
-def configs_quick(plugin, dtype: str, value_bytes: int) -> list:
+def configs_quick(plugin, dtype: str, value_bytes: int, limits) -> list:
     """Default first, then each tunable varied alone (others at default)."""
     default = registry.call(plugin, "default_config", dtype, value_bytes)
     out = [default]
@@ -131,10 +131,10 @@ def configs_quick(plugin, dtype: str, value_bytes: int) -> list:
             cfg = dict(default, **{name: v})
             if cfg not in out:
                 out.append(cfg)
-    return [c for c in out if _valid(plugin, c, dtype, value_bytes)]
+    return [c for c in out if _valid(plugin, c, dtype, value_bytes, limits)]
 
 
-def configs_full(plugin, dtype: str, value_bytes: int) -> list:
+def configs_full(plugin, dtype: str, value_bytes: int, limits) -> list:
     """Default first, then every combination of tunable values."""
     space = registry.call(plugin, "config_space")
     names = list(space)
@@ -143,13 +143,13 @@ def configs_full(plugin, dtype: str, value_bytes: int) -> list:
         cfg = dict(zip(names, combo))
         if cfg not in out:
             out.append(cfg)
-    return [c for c in out if _valid(plugin, c, dtype, value_bytes)]
+    return [c for c in out if _valid(plugin, c, dtype, value_bytes, limits)]
 
 
-def _valid(plugin, config, dtype, value_bytes) -> bool:
-    """The plugin's valid_config(); if that fails, the plugin is out of
-    service (PluginError), not the config invalid."""
-    return bool(registry.call(plugin, "valid_config", config, dtype, value_bytes))
+def _valid(plugin, config, dtype, value_bytes, limits) -> bool:
+    """The plugin's valid_config() on a device with `limits`; if that fails,
+    the plugin is out of service (PluginError), not the config invalid."""
+    return bool(registry.call(plugin, "valid_config", config, dtype, value_bytes, limits))
 
 
 def _short(exc: BaseException) -> str:
@@ -210,12 +210,13 @@ class Tuner:
         once one has been measured; the entry is then marked incomplete.
         """
         dtype, vb = case.dtype, case.value_bytes
+        limits = self.state.limits
         if strategy == "full":
-            configs = configs_full(plugin, dtype, vb)
+            configs = configs_full(plugin, dtype, vb, limits)
         elif strategy == "default":
-            configs = configs_quick(plugin, dtype, vb)[:1]
+            configs = configs_quick(plugin, dtype, vb, limits)[:1]
         else:
-            configs = configs_quick(plugin, dtype, vb)
+            configs = configs_quick(plugin, dtype, vb, limits)
         default = registry.call(plugin, "default_config", dtype, vb)
         tried, rejected = [], []
         complete = True
@@ -241,7 +242,7 @@ class Tuner:
                          if all(c[k] == default[k] for k in c if k != name)]
                 if alone:
                     combo[name] = min(alone, key=lambda t: t[1])[0][name]
-            if combo not in [c for c, _ in tried] and _valid(plugin, combo, dtype, vb):
+            if combo not in [c for c, _ in tried] and _valid(plugin, combo, dtype, vb, limits):
                 complete = attempt(combo)
         entry = {"n": case.n, "strategy": strategy, "complete": complete and strategy != "default",
                  "tried": len(tried), "seconds": round(time.monotonic() - t0, 3),

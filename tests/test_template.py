@@ -1,0 +1,174 @@
+"""KernelTemplate without a GPU: nvcc and pycuda's module are stubbed, so what
+is checked is the path from Job.kernel / the core's primitives to
+prepare(): the letters read from the prototype, memoising per context, the
+kernel's attributes, and errors naming the plugin whose job asked."""
+import sys
+
+import pytest
+
+from cudasortkit import compiler, registry, template
+from cudasortkit.corekernels import UTIL, iota64
+from cudasortkit.device import DeviceLimits
+from cudasortkit.errors import KernelError, KernelSignatureError
+from cudasortkit.job import Job
+from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.scan import DeviceScan
+from cudasortkit.template import KernelTemplate
+
+
+class StubError(Exception):
+    pass
+
+
+class FunctionAttribute:
+    NUM_REGS, SHARED_SIZE_BYTES, MAX_DYNAMIC_SHARED_SIZE_BYTES = "regs", "static", "dynamic"
+
+
+class StubCuda:
+    Error = StubError
+    function_attribute = FunctionAttribute
+
+    @staticmethod
+    def memset_d32_async(*args):
+        pass
+
+
+class StubStream:
+    def synchronize(self):
+        pass
+
+
+class StubBuffer(int):
+    def free(self):
+        pass
+
+
+class StubState:
+    def __init__(self, ordinal=7):
+        self.ordinal, self.cuda, self.stream = ordinal, StubCuda, StubStream()
+        self.limits = DeviceLimits.sm90()
+        self.next = 0x1000
+
+    def allocate(self, nbytes, who=""):
+        self.next += max(int(nbytes), 1) + 256
+        return StubBuffer(self.next)
+
+
+class StubFunction:
+    def __init__(self, name, signature):
+        self.name, self.signature, self.launches = name, signature, []
+
+    def get_attribute(self, attribute):
+        return {"regs": 40, "static": 2048}[attribute]
+
+    def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
+        self.launches.append((grid, block, args, shared_size))
+
+
+@pytest.fixture
+def nvcc(monkeypatch):
+    """compile_module and prepared_function stubbed: records what they got."""
+    seen = {"compiled": [], "prepared": []}
+
+    def compile_module(state, source, include_dirs, where):
+        seen["compiled"].append((source, tuple(include_dirs), where))
+        return object()
+
+    def prepared_function(module, name, signature):
+        seen["prepared"].append((name, signature))
+        return StubFunction(name, signature)
+
+    monkeypatch.setattr(template, "compile_module", compile_module)
+    monkeypatch.setattr(template, "prepared_function", prepared_function)
+    compiler.forget_modules()
+    yield seen
+    compiler.forget_modules()
+
+
+def test_job_kernel_prepares_with_the_letters_of_the_prototype(nvcc):
+    radix = registry.plugins()["radix"]
+    job = Job(radix, StubState(), dtype="uint64", n=10, keys_in=0, keys_out=0, value_bytes=8)
+    kernel = job.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4})
+    assert nvcc["prepared"] == [("radix_downsweep", "PPPPPPqiQPP")]
+    assert kernel.signature == "PPPPPPqiQPP" and kernel.template == "radix.cu"
+    assert kernel.registers == 40 and kernel.static_shared == 2048
+    assert kernel.shared_allowed == 48 * 1024 - 2048
+    source, include_dirs, where = nvcc["compiled"][0]
+    assert "#define OFFSET_BYTES 4" in source and "#define CSK_KEY_BYTES 8" in source
+    assert "plugin 'radix'" in where and "kernel 'radix_downsweep'" in where
+    # memoised: the same kernel again compiles nothing
+    assert job.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4}) is kernel
+    assert len(nvcc["compiled"]) == 1
+    # another context compiles its own
+    other = Job(radix, StubState(ordinal=8), dtype="uint64", n=10, keys_in=0, keys_out=0,
+                value_bytes=8)
+    assert other.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4}) is not kernel
+
+
+def test_templates_are_equal_by_file_package_and_defines():
+    a = KernelTemplate("scan.cu", defines={"x": 1, "y": 2})
+    assert a == KernelTemplate("scan.cu", "cudasortkit.kernels", {"y": 2, "x": 1})
+    assert a != KernelTemplate("scan.cu", defines={"x": 1})
+    assert len({a, KernelTemplate("scan.cu", defines={"y": 2, "x": 1})}) == 1
+    with pytest.raises(TypeError):
+        a.defines["x"] = 3  # part of its identity
+
+
+def test_core_scan_compiles_its_own_template_and_names_the_job_plugin(nvcc):
+    counting = registry.plugins()["counting"]
+    job = Job(counting, StubState(), dtype="int32", n=5000, keys_in=0, keys_out=0)
+    scan = DeviceScan(job, 5000, count_bytes=8)
+    assert nvcc["prepared"] == [("csk_scan_tiles", "PPPqi"), ("csk_scan_add", "PPq")]
+    source, include_dirs, where = nvcc["compiled"][0]
+    assert "#define SCAN_COUNT_BYTES 8" in source and "plugin 'counting'" in where
+    scan(0x10000, 0x20000)
+    tiles = scan._tiles.function.launches
+    assert tiles and tiles[0][2][3:] == (5000, 0)  # n, exclusive
+    scan._tiles.function.prepared_async_call = _raise
+    with pytest.raises(KernelError, match="plugin 'counting', kernel 'csk_scan_tiles'"):
+        scan(0x10000, 0x20000)
+
+
+def _raise(*args, **kwargs):
+    raise StubError("launch failed (stub)")
+
+
+def test_core_iota_launches_without_a_job(nvcc):
+    state = StubState()
+    iota64(state, 0x5000, 1000)
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
+    assert kernel.signature == "Pq" and kernel.function.launches == [
+        ((4, 1), (256, 1, 1), (0x5000, 1000), 0)]
+    kernel.function.prepared_async_call = _raise
+    with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota64'"):
+        iota64(state, 0x5000, 1000)
+
+
+def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, monkeypatch, nvcc):
+    package = tmp_path / "csk_badtypes"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "bad.cu").write_text('extern "C" __global__ void scale(float* x, float2 by) {}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Bad(SortPlugin):
+        name = "badtypes"
+        dtypes = ("float32",)
+        tunables = {"block_size": Tunable(128)}
+        templates = ("bad.cu",)
+        template_package = "csk_badtypes"
+
+        def run(self, job):
+            job.kernel("bad.cu", "scale")
+
+    try:
+        job = Job(Bad(), StubState(), dtype="float32", n=4, keys_in=0, keys_out=0,
+                  config={"block_size": 128})
+        with pytest.raises(KernelSignatureError) as exc:
+            Bad().run(job)
+    finally:
+        sys.modules.pop("csk_badtypes", None)
+    text = str(exc.value)
+    assert "plugin 'badtypes'" in text and "kernel 'scale'" in text and "block_size=128" in text
+    assert "parameter 2" in text and "float2" in text
+    assert nvcc["compiled"] == []  # refused before nvcc runs
