@@ -36,7 +36,7 @@ def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_r
     if (type(a) is np.ndarray and algorithm == "auto" and out is None and descending is False
             and key_range is None and stream is None and a.ndim == 1 and type(stable) is bool
             and selector.host_sort_shape_known(a.dtype, stable, a.size)):
-        return order.sort(a, False, stable)  # tiny host arrays: what NumPy costs
+        return np.sort(a, kind=order.numpy_kind(a.dtype, stable))  # tiny host arrays: NumPy's cost
     _check_flags(descending, stable, algorithm)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream)

@@ -41,12 +41,17 @@ def argsort(keys: np.ndarray, descending: bool = False) -> np.ndarray:
     return order.astype(np.int64, copy=False)
 
 
+def numpy_kind(dtype: np.dtype, stable: bool):
+    """np.sort's `kind` for an ascending sort of a NumPy-sortable dtype.
+    NumPy 2.4's default float16 sort was seen returning unsorted output."""
+    return "stable" if stable or dtype.char == "e" else None
+
+
 def sort(keys: np.ndarray, descending: bool = False, stable: bool = False) -> np.ndarray:
     """Sorted copy of `keys` in NumPy's order (the keys' own bits)."""
     if is_bfloat16(keys.dtype) or (descending and stable):
         return keys[argsort(keys, descending)]
-    # NumPy 2.4's default float16 sort was seen returning unsorted output.
-    out = np.sort(keys, kind="stable" if stable or keys.dtype.char == "e" else None)
+    out = np.sort(keys, kind=numpy_kind(keys.dtype, stable))
     if not descending:
         return out
     out = out[::-1]

@@ -105,7 +105,7 @@ class Selector:
         #: auto gives a plugin declaring `host_sort_is_numpy`: api.sort may
         #: sort later ones of that shape with cudasortkit.order directly.
         self._host_shapes: set = set()
-        self._host_generations = None
+        self._host_generations = (None, None)
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------- the key
@@ -177,13 +177,15 @@ class Selector:
     # ------------------------------------------------------ host fast path
     def host_sort_shape_known(self, dtype, stable: bool, n: int) -> bool:
         """True when auto gives plain ascending host sorts of this shape to a
-        plugin that sorts exactly like cudasortkit.order (the tiny-array path)."""
+        plugin that sorts exactly like cudasortkit.order, and NumPy sorts the
+        dtype itself (not bfloat16): api.sort then calls np.sort directly."""
         return ((dtype, stable, n.bit_length()) in self._host_shapes
-                and self._host_generations == (registry.generation, self.policy.generation))
+                and self._host_generations[0] == registry.generation
+                and self._host_generations[1] == self.policy.generation)
 
     def _note_host_shape(self, request: Request, algorithm: str, choice: Choice) -> None:
         if (algorithm == "auto" and choice.final and choice.observe is None
-                and choice.plugin.host_sort_is_numpy
+                and choice.plugin.host_sort_is_numpy and request.dtype != "bfloat16"
                 and request.kind == "sort" and not request.on_device and not request.descending
                 and request.key_range is None and not request.options):
             generations = (registry.generation, self.policy.generation)

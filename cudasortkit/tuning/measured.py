@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 import time
 
-from .. import registry
 from ..dtypes import itemsize
 from ..errors import PluginError
 from ..select import Choice, DefaultPolicy
@@ -152,8 +151,8 @@ class MeasuredPolicy:
         self.learner = Learner()
 
     @property
-    def generation(self):
-        return (runtime.generation(), registry.generation)
+    def generation(self) -> int:
+        return runtime.generation()
 
     def choose(self, request, candidates: dict) -> Choice:
         if not any(p.device == "gpu" for p in candidates.values()):

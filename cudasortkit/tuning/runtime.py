@@ -95,11 +95,13 @@ def reset() -> None:
     _changed()
 
 
-def generation():
-    """Changes whenever measurements may have changed (a table was written or
-    reset, or the cache directory or device variable changed): the measured
-    policy's decisions are keyed on it."""
-    return (_generation[0], os.environ.get(cache.ENV_DIR), os.environ.get("CUDASORTKIT_DEVICE"))
+def generation() -> int:
+    """Changes whenever measurements may have changed (a table was written,
+    or reset() ran): the measured policy's decisions are keyed on it. It
+    reads no environment variable (every call asks): after changing
+    CUDASORTKIT_CACHE_DIR or CUDASORTKIT_DEVICE in a running process, call
+    reset()."""
+    return _generation[0]
 
 
 _generation = [0]
