@@ -24,8 +24,8 @@ class MergeSort(SortPlugin):
     dtypes = KEY_DTYPES
     stable = True
     priority = 40
-    #: Up to 2^16 keys: few launches (one tile, 3,840 keys, is one).
-    priorities = ((1 << 16, 15),)
+    #: Up to 2^13 keys: few launches (one tile, 3,840 keys, is one).
+    priorities = ((1 << 13, 15),)
     merges = True
     pairs = True
     #: Same launches for the same shape (pass count and grids follow from n and config).
