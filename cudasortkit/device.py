@@ -17,6 +17,7 @@ from .streams import Joiner
 _lock = threading.Lock()
 _thread = threading.local()
 _devices: dict = {}
+_limits: dict = {}  # ordinal -> DeviceLimits
 
 
 class GPUUnavailable(RuntimeError):
@@ -181,8 +182,7 @@ class DeviceState:
             self.name = self.device.name()
             self.compute_capability = self.device.compute_capability()
             #: Shared memory, registers, threads and SMs (DeviceLimits).
-            self.limits = DeviceLimits.from_attributes(self.device.get_attributes(),
-                                                       cuda.device_attribute)
+            self.limits = device_limits(ordinal)
             self.sm_count = self.limits.sm_count
             self.total_memory = self.device.total_memory()
             self.stream = cuda.Stream()  # blocking: ordered with the legacy default stream
@@ -250,12 +250,26 @@ def _release_all() -> None:
     clear_context_caches()
 
 
+def device_limits(ordinal: int | None = None) -> DeviceLimits:
+    """A device's limits, read once per process from its attributes (which
+    needs the driver, not a context: asking costs no context creation)."""
+    ordinal = default_ordinal() if ordinal is None else ordinal
+    limits = _limits.get(ordinal)
+    if limits is None:
+        cuda = _driver()
+        # No lock: get_device() calls this holding _lock, and two threads
+        # reading the same attributes at once store equal values.
+        limits = _limits[ordinal] = DeviceLimits.from_attributes(
+            cuda.Device(ordinal).get_attributes(), cuda.device_attribute)
+    return limits
+
+
 def current_limits() -> DeviceLimits:
-    """The limits of the device sorts run on (get_device()), or
+    """The limits of the device sorts run on (CUDASORTKIT_DEVICE), or
     DeviceLimits.sm90() where no GPU is available."""
     if not gpu_available():
         return DeviceLimits.sm90()
-    return get_device().limits
+    return device_limits()
 
 
 def driver_version() -> str | None:

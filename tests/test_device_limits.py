@@ -124,3 +124,28 @@ def test_a_device_with_less_shared_memory_has_fewer_valid_configs(name):
 
     on_h100, on_small = valid(H100), valid(small)
     assert on_small < on_h100
+
+
+def test_device_limits_are_read_once_without_a_context(monkeypatch):
+    """current_limits() (what selection passes valid_config) asks the driver
+    for attributes only: no context is made, and only once per device."""
+    from cudasortkit import device
+
+    attrs, names = _attributes(H100_ATTRIBUTES)
+    asked = []
+
+    class Device:  # no retain_primary_context: making a context would fail
+        def __init__(self, ordinal):
+            self.ordinal = ordinal
+
+        def get_attributes(self):
+            asked.append(self.ordinal)
+            return attrs
+
+    fake_driver = SimpleNamespace(Device=Device, device_attribute=names)
+    monkeypatch.setattr(device, "_driver", lambda: fake_driver)
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    monkeypatch.setattr(device, "_limits", {})
+    monkeypatch.setenv("CUDASORTKIT_DEVICE", "3")
+    assert current_limits() == H100 and device.current_limits() == H100
+    assert device.device_limits(3) == H100 and asked == [3]
