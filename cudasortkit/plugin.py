@@ -9,6 +9,8 @@ and launches (cudasortkit/job.py).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -197,6 +199,23 @@ class SortPlugin:
         GPU plugins get a cudasortkit.job.Job; CPU plugins a HostJob.
         """
         raise NotImplementedError
+
+
+def config_is_valid(plugin, config, dtype: str, value_bytes: int, limits) -> bool:
+    """plugin.valid_config(config, dtype, value_bytes, limits); a plugin
+    written before valid_config took the device's limits (three parameters)
+    is called without them, so it keeps working."""
+    if _valid_config_takes_limits(type(plugin)):
+        return bool(plugin.valid_config(config, dtype, value_bytes, limits))
+    return bool(plugin.valid_config(config, dtype, value_bytes))
+
+
+@functools.lru_cache(maxsize=None)
+def _valid_config_takes_limits(cls) -> bool:
+    params = list(inspect.signature(cls.valid_config).parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return True
+    return len(params) >= 5  # self, config, dtype, value_bytes, limits
 
 
 def check_plugin_class(cls, entry_point_name: str | None = None) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import order
 from .dtypes import VALUE_BYTES, numpy_dtype
-from .plugin import Request, check_plugin_class
+from .plugin import Request, check_plugin_class, config_is_valid
 
 SIZES = (1, 2, 3, 31, 257, 1025, 4099)
 
@@ -65,7 +65,7 @@ def check_declarations(cls) -> None:
             for name, value in config.items():
                 assert value in cls.tunables[name].values, \
                     f"{cls.name}: default {name}={value!r} is not among {cls.tunables[name].values}"
-            assert plugin.valid_config(config, dtype, vb, limits), \
+            assert config_is_valid(plugin, config, dtype, vb, limits), \
                 f"{cls.name}: valid_config rejects its own default for {dtype}, {vb}-byte values"
 
 

@@ -431,3 +431,26 @@ def test_a_plugin_whose_run_fails_is_disabled_and_named(cls, what):
         csk.sort(a, algorithm=cls.name)
     assert csk.sort(a, algorithm="numpy").tolist() == [1, 2, 3]
     assert a.tolist() == [3, 1, 2]
+
+
+def test_a_plugin_written_before_valid_config_took_limits_keeps_working():
+    from cudasortkit.plugin import config_is_valid
+
+    class OldStyle(SortPlugin):
+        name = "old_style"
+        dtypes = ("int32",)
+        device = "cpu"
+        tunables = {"block_size": Tunable(128, (128, 4096))}
+
+        def valid_config(self, config, dtype, value_bytes):
+            return config["block_size"] <= 1024
+
+        def run(self, job):
+            pass
+
+    limits = DeviceLimits.sm90()
+    assert config_is_valid(OldStyle(), {"block_size": 128}, "int32", 0, limits)
+    assert not config_is_valid(OldStyle(), {"block_size": 4096}, "int32", 0, limits)
+    from cudasortkit import testing
+
+    testing.check_declarations(OldStyle)

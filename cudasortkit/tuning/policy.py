@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import registry
 from ..device import current_limits
+from ..plugin import config_is_valid
 from .cache import warn_once
 
 #: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
@@ -164,8 +165,10 @@ def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
                                     f"that does not fit its tunables ({str(config)[:120]}); "
                                     "ignoring it, default config used")
     elif config is not None and plugin is not None and hasattr(plugin, "valid_config"):
-        if not registry.call(plugin, "valid_config", config, request.dtype, request.value_bytes,
-                             current_limits()):
+        with registry.guarded(plugin, "valid_config"):
+            valid = config_is_valid(plugin, config, request.dtype, request.value_bytes,
+                                    current_limits())
+        if not valid:
             problem = "tuned config invalid here"
     if problem is not None:
         config = None

@@ -19,6 +19,7 @@ import numpy as np
 from .. import order as host_order
 from .. import registry
 from ..dtypes import numpy_dtype
+from ..plugin import config_is_valid
 from .policy import OP_SHAPE
 
 VALUE_DTYPES = {4: np.int32, 8: np.int64}
@@ -149,7 +150,8 @@ def configs_full(plugin, dtype: str, value_bytes: int, limits) -> list:
 def _valid(plugin, config, dtype, value_bytes, limits) -> bool:
     """The plugin's valid_config() on a device with `limits`; if that fails,
     the plugin is out of service (PluginError), not the config invalid."""
-    return bool(registry.call(plugin, "valid_config", config, dtype, value_bytes, limits))
+    with registry.guarded(plugin, "valid_config"):
+        return config_is_valid(plugin, config, dtype, value_bytes, limits)
 
 
 def _short(exc: BaseException) -> str:
