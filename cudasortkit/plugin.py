@@ -135,9 +135,10 @@ class SortPlugin:
     #: job.values_out. cudasortkit.merge uses such a plugin.
     merges: ClassVar[bool] = False
     #: True if unsupported() may read the keys' range (request.keys_range(),
-    #: a pass over the keys) to decide. Choosing such a plugin is then never
-    #: memoised (the next keys may not fit); a choice of another plugin that
-    #: the range made is memoised for a while (select.Selector.PROBE_REUSE).
+    #: a pass over the keys) to decide. A memoised choice of such a plugin
+    #: asks its unsupported() about each call's keys again (the next keys may
+    #: not fit); a choice of another plugin that the range made is reused for
+    #: a while (select.Selector.PROBE_REUSE).
     decides_on_key_range: ClassVar[bool] = False
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"

@@ -86,6 +86,19 @@ class DefaultPolicy:
         return None
 
 
+@dataclass
+class _Memo:
+    """A memoised decision: the plugin and config, the policy's observer,
+    and for a decision that read the keys: how many more calls it serves
+    (uses) or that its plugin must accept each call's keys (recheck)."""
+
+    plugin: object
+    config: dict | None
+    observe: Callable[[], None] | None = None
+    uses: int | None = None
+    recheck: bool = False
+
+
 class Selector:
     """(plugin, config) for requests, by name or "auto", through `policy`,
     each decision memoised under one request-shape key."""
@@ -129,30 +142,48 @@ class Selector:
     def choose(self, request: Request, algorithm: str = "auto"):
         """(plugin, config); ValueError naming what could serve the request."""
         key = self.key(request, algorithm)
-        picked = self._decisions.get(key) if key is not None else None
-        if picked is not None:
-            if picked[2] is not None:
-                picked[2]()
-            if picked[3] is not None:  # a decision that read the keys: a few more uses
-                picked[3][0] -= 1
-                if picked[3][0] <= 0:
-                    self._decisions.pop(key, None)
-        else:
+        memo = self._decisions.get(key) if key is not None else None
+        if memo is not None and not self._still_holds(key, memo, request):
+            memo = None
+        if memo is None:
             choice = self.decide(request, algorithm)
+            memo = _Memo(choice.plugin, choice.config, choice.observe)
             probe = request.range_probe
-            read_keys = probe is not None and getattr(probe, "done", True)
-            uses = None
-            if read_keys:  # never memoise a plugin that depends on the range it read
-                uses = None if choice.plugin.decides_on_key_range else [self.PROBE_REUSE]
-            picked = choice.plugin, choice.config, choice.observe, uses
-            if key is not None and choice.final and (not read_keys or uses is not None):
+            if probe is not None and getattr(probe, "done", True):  # the choice read the keys
+                if choice.plugin.decides_on_key_range:
+                    memo.recheck = True  # the next keys may not fit: ask it again each call
+                else:
+                    memo.uses = self.PROBE_REUSE
+            if key is not None and choice.final:
                 with self._lock:
                     if len(self._decisions) >= self.MAX_DECISIONS:
                         self._decisions.clear()
-                    self._decisions[key] = picked
+                    self._decisions[key] = memo
             self._note_host_shape(request, algorithm, choice)
-        plugin, config = picked[0], picked[1]
-        return plugin, (dict(config) if config is not None else None)  # the caller's to change
+        elif memo.observe is not None:
+            memo.observe()
+        config = memo.config
+        return memo.plugin, (dict(config) if config is not None else None)  # the caller's to change
+
+    def _still_holds(self, key, memo, request: Request) -> bool:
+        """A memoised decision that read the keys is used again only while it
+        holds: a plugin that decides on the key range is asked about these
+        keys (it reads their range, which its run needs anyway); a choice the
+        range turned elsewhere serves PROBE_REUSE calls, then is made again."""
+        if memo.recheck:
+            try:
+                if registry.call(memo.plugin, "unsupported", request) is None:
+                    return True
+            except PluginError:
+                pass
+            self._decisions.pop(key, None)
+            return False
+        if memo.uses is not None:
+            memo.uses -= 1
+            if memo.uses < 0:
+                self._decisions.pop(key, None)
+                return False
+        return True
 
     def decide(self, request: Request, algorithm: str = "auto") -> Choice:
         """The policy's Choice, uncached (explain shows its reason)."""

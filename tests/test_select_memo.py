@@ -163,3 +163,15 @@ def test_a_memoised_choice_still_counts_its_calls(fake_gpu, monkeypatch):
     assert asks(fake_gpu, "auto", sort_request(50)) == 0 and len(seen) == 3
     a = np.zeros(50, np.int32)
     assert not fake_gpu.host_sort_shape_known(a.dtype, True, a.size)  # it still learns
+
+
+def test_a_range_deciding_choice_is_asked_again_for_each_call_s_keys(fake_gpu):
+    """Memoised, but the plugin that decided on the keys' range must accept
+    every later call's keys; when it declines, auto decides again."""
+    def device_request(spread):
+        r = sort_request(500, spread=spread)
+        return type(r).from_fields(**{**r.__dict__, "on_device": True})
+
+    assert fake_gpu.choose(device_request(10), "auto")[0].name == "range_asking"
+    assert fake_gpu.choose(device_request(10), "auto")[0].name == "range_asking"
+    assert fake_gpu.choose(device_request(1000), "auto")[0].name == "numpy"
