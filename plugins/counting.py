@@ -74,7 +74,10 @@ class CountingSort(SortPlugin):
     #: A key_range promise is checked by the counting kernels (a flag).
     checks_key_range = True
     #: First when nothing is measured: it declines floats and wide key ranges.
+    #: Up to 2^22 keys onesweep goes first (counting's range read and its
+    #: launches cost more there).
     priority = 10
+    priorities = ((1 << 22, 25),)
     #: 32- and 64-bit keys: unsupported() measures their range.
     decides_on_key_range = True
     #: The generic suite sorts uniform int32/int64/uint32/uint64 keys by name,

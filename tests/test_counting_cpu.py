@@ -108,7 +108,7 @@ def test_auto_prefers_counting():
     from cudasortkit import registry
 
     gpu = [p for p in registry.plugins().values() if p.device == "gpu"]
-    assert min(gpu, key=lambda p: p.priority_for(1 << 20)).name == "counting"
+    assert min(gpu, key=lambda p: p.priority_for(1 << 24)).name == "counting"
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16",

@@ -238,8 +238,8 @@ def test_large(cupy, rng):
 
 
 def test_auto_picks_counting_when_it_applies(cupy, rng):
-    for dtype, a in (("uint8", rng.integers(0, 256, 1 << 20).astype(np.uint8)),
-                     ("int32", rng.integers(0, 1000, 1 << 20).astype(np.int32))):
+    for dtype, a in (("uint8", rng.integers(0, 256, 1 << 23).astype(np.uint8)),
+                     ("int32", rng.integers(0, 1000, 1 << 23).astype(np.int32))):
         request = execute.make_request("sort", Operand(cupy.asarray(a)), None, False, False)
         assert select.DefaultPolicy().choose(request, select.usable(request)).plugin.name == NAME, dtype
         assert_keys_equal(csk.sort(cupy.asarray(a)), np.sort(a), f"auto {dtype}")
