@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import execute, select
+from cudasortkit import execute
 from cudasortkit.arrays import Operand
 from cudasortkit.device import DeviceLimits
 from cudasortkit.plugin import Request

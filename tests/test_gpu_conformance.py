@@ -89,6 +89,5 @@ def test_unstable_pairs_follow_their_keys(name, rng):
     """Unstable plugins still move each value with its key (unique keys)."""
     for descending in (False, True):
         keys = rng.permutation(65_537).astype(np.int32)
-        values = keys.astype(np.float64) * 3.0
         order = csk.argsort(keys, algorithm=name, descending=descending)
         assert_valid_argsort(order, keys, descending)
