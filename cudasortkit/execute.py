@@ -63,10 +63,6 @@ def check_key_range(key_range, dtype: np.dtype):
     return lo, hi
 
 
-def _broken_range(request: Request, lo: int, hi: int) -> None:
-    raise ValueError(f"some keys lie outside key_range={request.key_range} (they span {lo} .. {hi})")
-
-
 def make_request(kind, keys: Operand, values: Operand | None, descending, stable,
                  key_range=None, **options) -> Request:
     if kind == "sort":
@@ -176,7 +172,8 @@ def _verify_key_range(request: Request, keys: Operand, state) -> None:
         lo, hi = int(keys.array.min()), int(keys.array.max())
     want_lo, want_hi = request.key_range
     if lo < want_lo or hi > want_hi:
-        _broken_range(request, lo, hi)
+        raise ValueError(f"some keys lie outside key_range={request.key_range} "
+                         f"(they span {lo} .. {hi})")
 
 
 def _run_host(plugin, config, request, keys, values, targets, state):

@@ -24,9 +24,10 @@ from __future__ import annotations
 import ctypes
 import threading
 
-#: CUstream handles of the default streams (the driver API's CU_STREAM_LEGACY
-#: and CU_STREAM_PER_THREAD; 0 is the legacy stream too).
-LEGACY, PER_THREAD = 1, 2
+#: The legacy default stream's CUstream handle (the driver API's
+#: CU_STREAM_LEGACY; 0 means it too). Other handles, the per-thread default
+#: stream's 2 among them, are joined with events.
+LEGACY = 1
 
 _CU_EVENT_DISABLE_TIMING = 0x2
 
