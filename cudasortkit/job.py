@@ -128,8 +128,13 @@ class Job:
     def issue(self, kernel: Kernel, grid: tuple, block: tuple, args, shared: int) -> None:
         """launch() without its argument handling (grid and block are tuples,
         grid not empty): what launch() and a launch plan's replay share."""
+        self.issue_packed(kernel, grid, block, kernel.pack(args), shared)
+
+    def issue_packed(self, kernel: Kernel, grid: tuple, block: tuple, packed: bytes,
+                     shared: int) -> None:
+        """issue() with the parameters packed (Kernel.pack): a replay's launch."""
         try:
-            kernel.issue(self.state, self.stream, grid, block, args, shared)
+            kernel.issue_packed(self.state, self.stream, grid, block, packed, shared)
             if SYNC_EVERY_LAUNCH:
                 self.stream.synchronize()
         except self.state.cuda.Error as exc:
@@ -151,6 +156,21 @@ class Job:
             self.state.cuda.memset_d32_async(dst, value, count, self.stream)
             if self.recorder is not None:
                 self.recorder.memset32(dst, value, count)
+
+    def one_block(self, items_per_thread: int, bytes_per_key: int, largest: int) -> int | None:
+        """The smallest power-of-two block size from the config's block_size
+        up to `largest` whose tile (block x items_per_thread keys, at
+        bytes_per_key each) holds all n keys in one block's shared memory on
+        this device; None when no such block does. A plugin sorts such an
+        input in one launch: launches, not keys, are what small sorts cost."""
+        block = int(self.config["block_size"])
+        while block * items_per_thread < self.n:
+            block *= 2
+        limits = self.limits
+        if (block > min(largest, limits.max_threads_per_block)
+                or block * items_per_thread * bytes_per_key > limits.shared_per_block_optin):
+            return None
+        return block
 
     def blocks(self, items: int, per_block: int) -> int:
         """ceil(items / per_block): the grid size for a tiled pass."""

@@ -8,7 +8,7 @@ same work for the same shape whatever the data and addresses. So the first
 run of a shape is recorded: every temporary (its size), memset, copy and
 launch, with each pointer stored as (slot, offset). Later runs of the shape
 allocate the same temporaries and issue the recorded operations with the new
-buffers' addresses, straight through prepared_async_call.
+buffers' addresses, their parameters packed once per set of buffers.
 
 Slots: 0 keys_in, 1 keys_out, 2 values_in, 3 values_out (n keys / n values
 each), then the job's temporaries in allocation order. A pointer 0 stays 0. A
@@ -27,15 +27,36 @@ _MAX_PLANS = 4096
 _replayable: dict = {}  # plugin class -> replayable(plugin class)
 
 
+#: Counts forget()s: what holds a plan (cudasortkit/prepared.py) checks it.
+generation = 0
+
+
 def forget() -> None:
+    global generation
     _plans.clear()
+    generation += 1
 
 
 def plan_key(plugin, job) -> tuple:
     """Everything a replayable run() may depend on; plugin.run too, so a
     run() patched in (tests do) records its own plan."""
-    return (job.state.ordinal, type(plugin), plugin.run, job.dtype, job.n, job.value_bytes,
-            tuple(job.config.items()), job.descending, job.values_in == 0, job.values_out == 0)
+    return _key(job.state.ordinal, plugin, job.dtype, job.n, job.value_bytes, job.config,
+                job.descending, job.values_in != 0, job.values_out != 0)
+
+
+def _key(ordinal, plugin, dtype, n, value_bytes, config, descending, has_values_in,
+         has_values_out) -> tuple:
+    return (ordinal, type(plugin), plugin.run, dtype, n, value_bytes, tuple(config.items()),
+            descending, not has_values_in, not has_values_out)
+
+
+def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_values_in,
+             has_values_out):
+    """The LaunchPlan recorded for a job of these fields (config as the job
+    holds it: the defaults filled in), or None."""
+    plan = _plans.get(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
+                           has_values_in, has_values_out))
+    return plan if type(plan) is LaunchPlan else None
 
 
 def replayable(plugin_cls) -> bool:
@@ -93,16 +114,17 @@ class _Launch:
         self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
         self.args, self.pointers = args, pointers  # pointers: (arg index, slot, offset)
 
-    def resolve(self, bases):
-        if not self.pointers:
-            return self.args
-        args = list(self.args)
-        for index, slot, offset in self.pointers:
-            args[index] = bases[slot] + offset
-        return args
+    def resolve(self, bases) -> bytes:
+        """The packed parameters for these buffers."""
+        args = self.args
+        if self.pointers:
+            args = list(args)
+            for index, slot, offset in self.pointers:
+                args[index] = bases[slot] + offset
+        return self.kernel.pack(args)
 
-    def issue(self, job, args) -> None:
-        job.issue(self.kernel, self.grid, self.block, args, self.shared)
+    def issue(self, job, packed) -> None:
+        job.issue_packed(self.kernel, self.grid, self.block, packed, self.shared)
 
 
 class _Memset32:

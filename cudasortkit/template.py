@@ -18,6 +18,7 @@ Plugins get their templates through Job.kernel; the core's own primitives
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -44,7 +45,7 @@ class Kernel:
     it may take without a further opt-in (raised as launches opt in)."""
 
     __slots__ = ("function", "name", "template", "signature", "registers", "static_shared",
-                 "shared_allowed")
+                 "shared_allowed", "_arguments")
 
     def __init__(self, function, name: str, template: str, signature: str = "", *,
                  registers: int = 0, static_shared: int = 0, shared_allowed: int = 0):
@@ -52,6 +53,9 @@ class Kernel:
         self.signature = signature
         self.registers, self.static_shared = registers, static_shared
         self.shared_allowed = shared_allowed
+        # The parameter buffer's layout: the signature's letters are struct
+        # letters, and native alignment lays them out as the C parameter list.
+        self._arguments = struct.Struct(signature)
 
     def resident_blocks(self, limits, block_size: int, dynamic_shared: int = 0) -> int:
         """Blocks of this kernel one SM holds at once (DeviceLimits.resident_blocks)."""
@@ -63,9 +67,20 @@ class Kernel:
         the signature. Opts into more dynamic shared memory when `shared`
         needs it. CUDA errors (state.cuda.Error) are the caller's to name,
         and the caller's to wait for (SYNC_EVERY_LAUNCH)."""
+        self.issue_packed(state, stream, grid, block, self.pack(args), shared)
+
+    def pack(self, args) -> bytes:
+        """The kernel's parameter buffer for `args` (launch plans keep it
+        for a replay with the same buffers)."""
+        return self._arguments.pack(*args)
+
+    def issue_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
+                     shared: int) -> None:
+        """issue() with the parameters already packed: one driver call.
+        (pycuda's prepared_async_call packs and then makes this same call.)"""
         if shared > self.shared_allowed:
             self._allow_shared(state, shared)
-        self.function.prepared_async_call(grid, block, stream, *args, shared_size=shared)
+        self.function._launch_kernel(grid, block, packed, shared, stream)
 
     def _allow_shared(self, state, shared: int) -> None:
         allowed = state.limits.shared_per_block - self.static_shared

@@ -1,5 +1,7 @@
 """Launch plans without a GPU: a stub state and stub kernels log what would
 reach the driver, so a replay can be compared with a plain run()."""
+import struct
+
 import pytest
 
 from cudasortkit import compiler, job as jobmod, launchplan
@@ -66,17 +68,21 @@ class StubState:
 
 
 class StubFunction:
-    def __init__(self, name):
-        self.name, self.fail = name, False
+    """Records launches with their arguments unpacked (by the signature the
+    kernel was given: stub_kernel sets it)."""
 
-    def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
+    def __init__(self, name, signature=""):
+        self.name, self.fail, self.signature = name, False, signature
+
+    def _launch_kernel(self, grid, block, packed, shared_size, stream):
         if self.fail:
             raise StubError("launch failed (stub)")
+        args = struct.unpack(self.signature, packed)
         ISSUED.append(("launch", self.name, grid, block, args, shared_size))
 
 
 def stub_kernel(name, signature):
-    return Kernel(StubFunction(name), name, "stub.cu", signature=signature)
+    return Kernel(StubFunction(name, signature), name, "stub.cu", signature=signature)
 
 
 class FakeSort(SortPlugin):
@@ -309,15 +315,15 @@ def test_shared_memory_past_the_device_limit_is_opted_into_once():
         MAX_DYNAMIC_SHARED_SIZE_BYTES = "max dynamic shared"
 
     class Function(StubFunction):
-        def __init__(self, name):
-            super().__init__(name)
+        def __init__(self, name, signature):
+            super().__init__(name, signature)
             self.attributes = []
 
         def set_attribute(self, attribute, value):
             self.attributes.append((attribute, value))
 
     class Big(FakeSort):
-        kernel = Kernel(Function("big"), "big", "stub.cu", "PPq", static_shared=1024)
+        kernel = Kernel(Function("big", "PPq"), "big", "stub.cu", "PPq", static_shared=1024)
 
         def run(self, job):
             for shared in (40 * 1024, 60 * 1024, 50 * 1024, 100 * 1024):

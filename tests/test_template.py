@@ -2,6 +2,7 @@
 is checked is the path from Job.kernel / the core's primitives to
 prepare(): the letters read from the prototype, memoising per context, the
 kernel's attributes, and errors naming the plugin whose job asked."""
+import struct
 import sys
 
 import pytest
@@ -61,8 +62,8 @@ class StubFunction:
     def get_attribute(self, attribute):
         return {"regs": 40, "static": 2048}[attribute]
 
-    def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
-        self.launches.append((grid, block, args, shared_size))
+    def _launch_kernel(self, grid, block, packed, shared_size, stream):
+        self.launches.append((grid, block, struct.unpack(self.signature, packed), shared_size))
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ def test_core_scan_compiles_its_own_template_and_names_the_job_plugin(nvcc):
     scan(0x10000, 0x20000)
     tiles = scan._tiles.function.launches
     assert tiles and tiles[0][2][3:] == (5000, 0)  # n, exclusive
-    scan._tiles.function.prepared_async_call = _raise
+    scan._tiles.function._launch_kernel = _raise
     with pytest.raises(KernelError, match="plugin 'counting', kernel 'csk_scan_tiles'"):
         scan(0x10000, 0x20000)
 
@@ -139,7 +140,7 @@ def test_core_iota_launches_without_a_job(nvcc):
     kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
     assert kernel.signature == "Pq" and kernel.function.launches == [
         ((4, 1), (256, 1, 1), (0x5000, 1000), 0)]
-    kernel.function.prepared_async_call = _raise
+    kernel.function._launch_kernel = _raise
     with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota64'"):
         iota64(state, 0x5000, 1000)
 
