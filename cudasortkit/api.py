@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import order, registry
+from . import registry
 from .arrays import Operand
 from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
 from .execute import caller_ordering, make_request, run
 from .plugin import REQUEST_KINDS
+from .prepared import PreparedCalls
 from .select import Selector, usable
 from .tuning.measured import MeasuredPolicy
 
 #: How every call chooses its plugin: this device's measurements, else what
 #: plugins declare (cudasortkit/select.py, cudasortkit/tuning/measured.py).
 selector = Selector(MeasuredPolicy())
+#: Repeated plain device calls of one exact shape, made without the general
+#: path while the selector's decision stands (cudasortkit/prepared.py).
+prepared = PreparedCalls(selector)
 
 def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
          stream=None):
@@ -34,9 +38,16 @@ def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_r
     current stream of the array's library).
     """
     if (type(a) is np.ndarray and algorithm == "auto" and out is None and descending is False
-            and key_range is None and stream is None and a.ndim == 1 and type(stable) is bool
-            and selector.host_sort_shape_known(a.dtype, stable, a.size)):
-        return np.sort(a, kind=order.numpy_kind(a.dtype, stable))  # tiny host arrays: NumPy's cost
+            and key_range is None and stream is None and a.ndim == 1 and type(stable) is bool):
+        kind = selector.host_sort_kind(a.dtype, stable, a.size)
+        if kind is not None:  # tiny host arrays: NumPy's cost (np.sort is copy, then sort)
+            result = a.copy()
+            result.sort(kind=kind)
+            return result
+    if out is None and key_range is None and stream is None:
+        call = prepared.find("sort", a, descending, stable, algorithm)
+        if call is not None:
+            return call(a)[0]
     _check_flags(descending, stable, algorithm)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream)
@@ -46,6 +57,10 @@ def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_r
 def argsort(a, *, descending=False, stable=False, algorithm="auto", key_range=None, stream=None):
     """int64 indices that sort `a`; with stable=True exactly
     numpy.argsort(kind='stable') (and NumPy 2.5's descending=True, stable=True)."""
+    if key_range is None and stream is None:
+        call = prepared.find("argsort", a, descending, stable, algorithm)
+        if call is not None:
+            return call(a)[1]
     _check_flags(descending, stable, algorithm)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
                         key_range, stream)
@@ -110,11 +125,16 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
         while True:
             plugin, config = selector.choose(request, algorithm)
             try:
-                return run(plugin, config, request, keys, values, targets, state,
-                           ordering.caller if ordering else None)
+                result = run(plugin, config, request, keys, values, targets, state,
+                             ordering.caller if ordering else None)
             except PluginError:
                 if algorithm != "auto":
                     raise  # auto chooses again: the broken plugin is out of service
+                continue
+            if values is None and out is None and key_range is None and stream is None:
+                prepared.note(kind, keys, descending, stable, algorithm, request, plugin,
+                              config, state)
+            return result
     finally:
         if ordering is not None:
             ordering.end()

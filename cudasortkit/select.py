@@ -23,6 +23,7 @@ import numpy as np
 from . import registry
 from .device import gpu_available, unavailable_reason
 from .errors import PluginError, warn_caller
+from .order import numpy_kind
 from .plugin import Request
 
 #: Host arrays shorter than this stay on a CPU plugin when nothing is measured.
@@ -114,11 +115,14 @@ class Selector:
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else DefaultPolicy()
         self._decisions: dict = {}
-        #: (dtype, stable, bit length of n) of plain ascending host sorts that
-        #: auto gives a plugin declaring `host_sort_is_numpy`: api.sort may
-        #: sort later ones of that shape with cudasortkit.order directly.
-        self._host_shapes: set = set()
+        #: (dtype.num, stable, bit length of n) -> np.sort kind, for plain
+        #: ascending host sorts that auto gives a plugin declaring
+        #: `host_sort_is_numpy`: api.sort sorts later ones with NumPy directly.
+        self._host_shapes: dict = {}
         self._host_generations = (None, None)
+        #: Moves whenever memoised decisions are dropped wholesale: what was
+        #: built on one of them (cudasortkit/prepared.py) checks it.
+        self.epoch = 0
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------- the key
@@ -137,6 +141,7 @@ class Selector:
         with self._lock:
             self._decisions.clear()
             self._host_shapes.clear()
+            self.epoch += 1
 
     # -------------------------------------------------------------- choose
     def choose(self, request: Request, algorithm: str = "auto"):
@@ -158,12 +163,24 @@ class Selector:
                 with self._lock:
                     if len(self._decisions) >= self.MAX_DECISIONS:
                         self._decisions.clear()
+                        self.epoch += 1
                     self._decisions[key] = memo
             self._note_host_shape(request, algorithm, choice)
         elif memo.observe is not None:
             memo.observe()
         config = memo.config
         return memo.plugin, (dict(config) if config is not None else None)  # the caller's to change
+
+    def settled(self, request: Request, algorithm: str = "auto"):
+        """The memoised decision for the request if it holds for any keys of
+        its shape (it did not read them), else None. Its plugin, config
+        and observe are what a call of the shape gets until the key's
+        generations or this selector's epoch move."""
+        key = self.key(request, algorithm)
+        memo = self._decisions.get(key) if key is not None else None
+        if memo is None or memo.recheck or memo.uses is not None:
+            return None
+        return memo
 
     def _still_holds(self, key, memo, request: Request) -> bool:
         """A memoised decision that read the keys is used again only while it
@@ -206,13 +223,17 @@ class Selector:
                     raise
 
     # ------------------------------------------------------ host fast path
+    def host_sort_kind(self, dtype, stable: bool, n: int):
+        """np.sort's kind for a plain ascending host sort of this shape when
+        auto gives such sorts to a plugin that sorts exactly like
+        cudasortkit.order and NumPy sorts the dtype itself (not bfloat16):
+        api.sort then sorts with NumPy directly. None otherwise."""
+        if self._host_generations != (registry.generation, self.policy.generation):
+            return None
+        return self._host_shapes.get((dtype.num, stable, n.bit_length()))
+
     def host_sort_shape_known(self, dtype, stable: bool, n: int) -> bool:
-        """True when auto gives plain ascending host sorts of this shape to a
-        plugin that sorts exactly like cudasortkit.order, and NumPy sorts the
-        dtype itself (not bfloat16): api.sort then calls np.sort directly."""
-        return ((dtype, stable, n.bit_length()) in self._host_shapes
-                and self._host_generations[0] == registry.generation
-                and self._host_generations[1] == self.policy.generation)
+        return self.host_sort_kind(dtype, stable, n) is not None
 
     def _note_host_shape(self, request: Request, algorithm: str, choice: Choice) -> None:
         if (algorithm == "auto" and choice.final and choice.observe is None
@@ -220,12 +241,15 @@ class Selector:
                 and request.kind == "sort" and not request.on_device and not request.descending
                 and request.key_range is None and not request.options):
             generations = (registry.generation, self.policy.generation)
+            dtype = np.dtype(request.dtype)
             with self._lock:
                 if self._host_generations != generations:
                     self._host_shapes.clear()
                     self._host_generations = generations
-                self._host_shapes.add((np.dtype(request.dtype), request.stable,
-                                       request.n.bit_length()))
+                # keyed by dtype.num: hashing a dtype costs more than NumPy's
+                # sort of a few keys; kinds of one num sort alike
+                self._host_shapes[(dtype.num, request.stable, request.n.bit_length())] = \
+                    numpy_kind(dtype, request.stable) or "quicksort"  # NumPy's default
 
     # -------------------------------------------------------------- by name
     @staticmethod

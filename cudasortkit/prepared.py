@@ -1,0 +1,208 @@
+"""Prepared calls: a repeated device sort or argsort of one exact shape, made
+again without the general path.
+
+The general path (api -> select -> execute) spends tens of microseconds of
+Python per call reading the array interface, building a Request, choosing,
+wrapping results and looking up the launch plan. When a call of CuPy or
+PyTorch keys ran a replayable plugin through a recorded launch plan
+(cudasortkit/launchplan.py) on a decision that did not read the keys, the
+next call of the same (kind, array type, dtype, shape, flags, algorithm)
+needs none of that: it takes the input's address, allocates the result in
+the caller's library on the caller's current stream, and replays the plan.
+
+A prepared call holds its decision's stamps (registry generation, policy
+generation, selector epoch, launch plans' generation): when any of them moves, it is dropped and the
+call takes the general path, which decides again. It calls the decision's
+`observe` like a memoised choice does, so first-run measurement still
+learns from these calls. Anything unusual (another device current, a
+non-contiguous array) goes the general path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import arrays, launchplan, registry
+from .corekernels import iota64
+from .dtypes import is_bfloat16
+from .job import Job
+from .streams import LEGACY, current_stream
+
+INDEX_DTYPE = np.dtype(np.int64)
+#: Prepared calls kept at most (dropped all together past it, like decisions).
+MAX_CALLS = 1024
+
+
+class _CupyKeys:
+    """What a prepared call needs of a CuPy array."""
+
+    library = "cupy"
+
+    @staticmethod
+    def ready(a, ordinal) -> bool:
+        import cupy
+
+        return (a.flags.c_contiguous and a.data.device_id == ordinal
+                and cupy.cuda.runtime.getDevice() == ordinal)
+
+    @staticmethod
+    def pointer(a) -> int:
+        return a.data.ptr
+
+    @staticmethod
+    def stream(a) -> int:
+        return current_stream("cupy", None)
+
+    @staticmethod
+    def empty(a, n, dtype):
+        import cupy
+
+        return cupy.empty(n, dtype)  # CuPy's pool, ordered on the current stream
+
+
+class _TorchKeys:
+    """What a prepared call needs of a CUDA torch.Tensor."""
+
+    library = "torch"
+
+    @staticmethod
+    def ready(a, ordinal) -> bool:
+        return a.is_contiguous() and a.device.index == ordinal
+
+    @staticmethod
+    def pointer(a) -> int:
+        return a.data_ptr()
+
+    @staticmethod
+    def stream(a) -> int:
+        return current_stream("torch", a.device)
+
+    @staticmethod
+    def empty(a, n, dtype):
+        import torch
+
+        if dtype == INDEX_DTYPE:
+            return torch.empty(n, dtype=torch.int64, device=a.device)
+        return torch.empty(n, dtype=a.dtype, device=a.device)
+
+
+_ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
+
+
+class PreparedCall:
+    """One exact shape's sort or argsort: plugin, config, launch plan."""
+
+    __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
+                 "n", "value_bytes", "descending", "observe", "stamps", "iota")
+
+    def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, n,
+                 value_bytes, descending, observe, stamps):
+        self.adapter, self.state, self.plugin = adapter, state, plugin
+        self.config, self.plan, self.kind = config, plan, kind
+        self.dtype, self.key_name = dtype, key_name  # the caller's dtype; the kernels' key dtype
+        self.n, self.value_bytes = n, value_bytes
+        self.descending, self.observe, self.stamps = descending, observe, stamps
+        self.iota = kind == "argsort" and not plugin.makes_indices
+
+    def __call__(self, a):
+        """(sorted keys or None, indices or None), in the caller's library."""
+        state = self.state.activate()
+        adapter, n = self.adapter, self.n
+        caller = adapter.stream(a)
+        joins = caller != LEGACY and caller != state.joiner.own
+        if joins:
+            state.joiner.wait_for((caller,))
+        temporaries = []
+        try:
+            keys_in = adapter.pointer(a)
+            if self.kind == "sort":
+                keys = adapter.empty(a, n, self.dtype)
+                keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
+            else:
+                keys = None
+                keys_buf = state.allocate(n * self.dtype.itemsize, "sorted keys of argsort")
+                temporaries.append(keys_buf)
+                keys_out = int(keys_buf)
+                indices = adapter.empty(a, n, INDEX_DTYPE)
+                values_out = adapter.pointer(indices)
+                values_in = 0
+                if self.iota:
+                    iota = state.allocate(n * INDEX_DTYPE.itemsize, "argsort indices")
+                    temporaries.append(iota)
+                    iota64(state, int(iota), n)
+                    values_in = int(iota)
+            if arrays.POISON_BYTE is not None:  # tests: unwritten results show
+                for ptr, nbytes in ((keys_out, n * self.dtype.itemsize),
+                                    (values_out, n * INDEX_DTYPE.itemsize)):
+                    if ptr:
+                        state.cuda.memset_d8_async(ptr, arrays.POISON_BYTE, nbytes, state.stream)
+            job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,
+                      keys_out=keys_out, values_in=values_in, values_out=values_out,
+                      value_bytes=self.value_bytes, descending=self.descending,
+                      config=self.config)
+            try:
+                self.plan.replay(job)
+            finally:
+                job.finish()
+        finally:
+            for buf in temporaries:  # the pool's blocks are reused in our stream's order
+                buf.free()
+            if joins:
+                state.joiner.signal((caller,))
+        return keys, indices
+
+
+class PreparedCalls:
+    """The prepared calls of one Selector's decisions, by exact call shape."""
+
+    def __init__(self, selector):
+        self.selector = selector
+        self._calls: dict = {}
+        self._types: set = set()  # array types some prepared call was made for
+
+    def stamps(self) -> tuple:
+        return (registry.generation, self.selector.policy.generation, self.selector.epoch,
+                launchplan.generation)
+
+    def find(self, kind: str, a, descending, stable, algorithm):
+        """The prepared call for this exact call, or None (take the general path)."""
+        if type(a) not in self._types or type(descending) is not bool or type(stable) is not bool:
+            return None
+        call = self._calls.get((kind, type(a), a.dtype, a.shape, descending, stable, algorithm))
+        if call is None:
+            return None
+        if call.stamps != self.stamps() or not call.adapter.ready(a, call.state.ordinal):
+            return None
+        if call.observe is not None:
+            call.observe()
+        return call
+
+    def note(self, kind: str, keys, descending, stable, algorithm, request, plugin, config,
+             state) -> None:
+        """After the general path served a plain call (no out=, key_range or
+        stream=) of device keys: prepare the shape if it can be."""
+        adapter = _ADAPTERS.get(keys.library)
+        if (adapter is None or kind not in ("sort", "argsort") or keys.n < 2 or keys.is_copy
+                or is_bfloat16(keys.dtype) or state is None
+                or keys.interface_stream not in (None, keys.current_stream())):
+            return
+        memo = self.selector.settled(request, algorithm)
+        if memo is None or memo.plugin is not plugin:
+            return
+        if config is None:
+            config = registry.call(plugin, "default_config", request.dtype, request.value_bytes)
+        plan = launchplan.recorded(state.ordinal, plugin, request.dtype, keys.n,
+                                   request.value_bytes, config, request.descending,
+                                   has_values_in=kind == "argsort" and not plugin.makes_indices,
+                                   has_values_out=kind == "argsort")
+        if plan is None:
+            return
+        a = keys.original
+        if len(self._calls) >= MAX_CALLS:
+            self._calls.clear()
+        self._types.add(type(a))
+        self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm)] = \
+            PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
+                         request.dtype, keys.n, request.value_bytes, request.descending, memo.observe, self.stamps())
+
+    def forget(self) -> None:
+        self._calls.clear()

@@ -1,0 +1,105 @@
+"""Prepared calls (cudasortkit/prepared.py): a repeated device call of one
+exact shape skips the general path. Each test makes a call twice or more so
+the later ones are prepared, with new data each time (a stale plan or a
+stale address shows as a wrong result) and checks the prepared path served."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit import api
+from helpers import assert_valid_argsort
+
+pytestmark = pytest.mark.gpu
+
+SIZES = [2, 3, 1000, 4097, 65537, 1 << 20]
+
+
+def _cupy():
+    return pytest.importorskip("cupy")
+
+
+def _served_prepared(kind, a, descending=False, stable=False):
+    return api.prepared.find(kind, a, descending, stable, "auto") is not None
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", ["float32", "uint64", "int16"])
+def test_repeated_sorts_of_new_data_are_right(n, dtype):
+    cupy = _cupy()
+    rng = np.random.default_rng(n)
+    for descending in (False, True):
+        for call in range(3):
+            h = (rng.standard_normal(n) * 1000) if dtype == "float32" else \
+                rng.integers(0 if dtype[0] == "u" else -1000, 1000, n)
+            h = h.astype(dtype)
+            got = csk.sort(cupy.asarray(h), descending=descending).get()
+            want = np.sort(h)[::-1] if descending else np.sort(h)
+            np.testing.assert_array_equal(got, want)
+        if n >= 1000:  # (a tiny shape's plan may not be replayable: then nothing is prepared)
+            assert _served_prepared("sort", cupy.asarray(h), descending)
+
+
+@pytest.mark.parametrize("n", [3, 5000, 70001])
+def test_repeated_stable_argsorts_are_numpys(n):
+    cupy = _cupy()
+    rng = np.random.default_rng(7)
+    for call in range(3):
+        h = rng.integers(0, 50, n).astype(np.int32)
+        got = csk.argsort(cupy.asarray(h), stable=True).get()
+        np.testing.assert_array_equal(got, np.argsort(h, kind="stable"))
+    assert _served_prepared("argsort", cupy.asarray(h), stable=True)
+    for call in range(2):  # unstable argsort: any order of ties
+        h = rng.standard_normal(n).astype(np.float64)
+        assert_valid_argsort(csk.argsort(cupy.asarray(h)).get(), h)
+
+
+def test_torch_tensors_repeat_through_the_prepared_path():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for call in range(3):
+        h = rng.standard_normal(10007).astype(np.float32)
+        t = torch.from_numpy(h).cuda()
+        got = csk.sort(t)
+        assert isinstance(got, torch.Tensor) and got.is_cuda
+        np.testing.assert_array_equal(got.cpu().numpy(), np.sort(h))
+    assert _served_prepared("sort", t)
+
+
+def test_a_strided_view_of_a_prepared_shape_takes_the_general_path():
+    cupy = _cupy()
+    h = np.random.default_rng(5).standard_normal(8000).astype(np.float32)
+    for call in range(2):
+        csk.sort(cupy.asarray(h[:4000]))
+    strided = cupy.asarray(h)[::2]
+    assert not _served_prepared("sort", strided)
+    np.testing.assert_array_equal(csk.sort(strided).get(), np.sort(h[::2]))
+
+
+def test_prepared_calls_keep_the_callers_stream_order():
+    cupy = _cupy()
+    from test_streams_gpu import spin
+
+    n = 1 << 16
+    rng = np.random.default_rng(11)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.empty(n, np.float32)
+        for call in range(3):
+            h = rng.standard_normal(n).astype(np.float32)
+            spin()  # the stream is busy: the copy below lands late
+            x.set(h, stream=stream)
+            got = csk.sort(x)
+            back = got.get(stream=stream)
+            np.testing.assert_array_equal(back, np.sort(h))
+        assert _served_prepared("sort", x)
+
+
+def test_a_new_decision_drops_the_prepared_call():
+    cupy = _cupy()
+    x = cupy.asarray(np.random.default_rng(2).standard_normal(3000).astype(np.float32))
+    for call in range(2):
+        csk.sort(x)
+    assert _served_prepared("sort", x)
+    api.selector.forget()
+    assert not _served_prepared("sort", x)
+    np.testing.assert_array_equal(csk.sort(x).get(), np.sort(x.get()))
