@@ -16,6 +16,8 @@ MAX_FUSED = 4  # half-cleaner steps done per register pass (bitonic_global_steps
 #: Tile blocks that must fit on one SM together: a valid config's tile takes
 #: at most this share of the SM's shared memory.
 TILE_BLOCKS_PER_SM = 2
+#: The widest block a one-launch sort uses.
+ONE_LAUNCH_BLOCK = 1024
 
 
 class BitonicSort(SortPlugin):
@@ -30,6 +32,8 @@ class BitonicSort(SortPlugin):
     tunables = {
         "block_size": Tunable(256, (128, 256, 512, 1024), "threads per block"),
         "items_per_thread": Tunable(8, (2, 4, 8, 16), "keys per thread in a tile"),
+        "one_launch": Tunable(1, (0, 1), "1: an input that one wider block (up to "
+                              f"{ONE_LAUNCH_BLOCK} threads) holds is sorted in one launch"),
     }
     templates = ("bitonic.cu",)
 
@@ -48,12 +52,17 @@ class BitonicSort(SortPlugin):
 
     def run(self, job):
         cfg = job.config
+        if cfg.get("one_launch", 1) and job.n > self.tile(cfg):
+            wide = job.one_block(cfg["items_per_thread"], job.key_bytes + job.value_bytes,
+                                 ONE_LAUNCH_BLOCK)
+            if wide is not None:
+                cfg = dict(cfg, block_size=wide)
         block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
-        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles")
-        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles")
-        global_step = job.kernel("bitonic.cu", "bitonic_global_step")
-        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}")
+        sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles", config=cfg)
+        merge_tiles = job.kernel("bitonic.cu", "bitonic_merge_tiles", config=cfg)
+        global_step = job.kernel("bitonic.cu", "bitonic_global_step", config=cfg)
+        fused = {s: job.kernel("bitonic.cu", f"bitonic_global_steps{s}", config=cfg)
                  for s in range(2, MAX_FUSED + 1)}
         tiles = job.blocks(n, tile)
         size = 1 << (n - 1).bit_length()  # virtual power-of-two length

@@ -16,6 +16,9 @@ PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a thread per spl
 #: Tile blocks that must fit on one SM together: a valid config's tile takes
 #: at most this share of the SM's shared memory.
 TILE_BLOCKS_PER_SM = 2
+#: The widest block a one-launch sort uses (ITEMS_PER_THREAD keys in registers
+#: per thread: wider blocks would cap registers below what a thread holds).
+ONE_LAUNCH_BLOCK = 512
 
 
 class MergeSort(SortPlugin):
@@ -35,6 +38,8 @@ class MergeSort(SortPlugin):
         # Odd counts keep the thread-major shared-memory accesses (stride IPT)
         # free of bank conflicts.
         "items_per_thread": Tunable(15, (7, 8, 11, 15, 16), "keys each thread sorts and merges"),
+        "one_launch": Tunable(1, (0, 1), "1: an input that one wider block (up to "
+                              f"{ONE_LAUNCH_BLOCK} threads) holds is sorted in one launch"),
     }
     templates = (TEMPLATE,)
 
@@ -53,8 +58,12 @@ class MergeSort(SortPlugin):
 
     def run(self, job):
         cfg = job.config
-        block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         kb, vb = job.key_bytes, job.value_bytes
+        if cfg.get("one_launch", 1) and job.n > self.tile(cfg):
+            wide = job.one_block(cfg["items_per_thread"], kb + vb, ONE_LAUNCH_BLOCK)
+            if wide is not None:
+                cfg = dict(cfg, block_size=wide)
+        block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         shared = self.shared_bytes(cfg, kb, vb)
         passes, width = 0, tile
         while width < n:
@@ -64,13 +73,13 @@ class MergeSort(SortPlugin):
         tmp = (int(job.alloc(n * kb)), int(job.alloc(n * vb)) if vb else 0) if passes else out
         # Ping-pong so that the last pass writes keys_out.
         src, dst = (out, tmp) if passes % 2 == 0 else (tmp, out)
-        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles")
+        sort_tiles = job.kernel(TEMPLATE, "merge_sort_tiles", config=cfg)
         job.launch(sort_tiles, blocks, block, job.keys_in, job.values_in, src[0], src[1],
                    n, job.desc_mask, int(passes == 0), shared=shared)
         if not passes:
             return
-        partition = job.kernel(TEMPLATE, "merge_sort_partition")
-        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass")
+        partition = job.kernel(TEMPLATE, "merge_sort_partition", config=cfg)
+        merge_pass = job.kernel(TEMPLATE, "merge_sort_pass", config=cfg)
         splits = int(job.alloc(8 * blocks))
         width = tile
         for p in range(passes):
