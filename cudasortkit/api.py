@@ -157,11 +157,12 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
 
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
-            algorithm: str = "auto", key_range=None, axis=-1):
+            algorithm: str = "auto", key_range=None, axis=-1, offsets=None):
     """Which plugin and config `algorithm` would use for `a`, and why (a
     cudasortkit.tuning.policy.Decision; print it). Nothing is sorted.
 
-    kind is "sort", "argsort" or "pairs" (pass `values`).
+    kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
+    sort, or `offsets` for a ragged segmented sort of 1-D `a`.
     """
     from .tuning.policy import Decision
 
@@ -171,7 +172,7 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
         raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
                          "without values, kind is 'sort' or 'argsort'")
     _check_flags(descending, stable, algorithm)
-    keys, vals, segments = batched.request_parts(a, axis, values)
+    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm)
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
                            segments)
     if algorithm != "auto":

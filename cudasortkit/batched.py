@@ -21,6 +21,7 @@ import operator
 
 import numpy as np
 
+from . import registry
 from .arrays import Operand, library_of, torch_to_numpy_dtype
 from .segments import Segments, check_offsets
 from .streams import cupy_stream, handle_of
@@ -89,7 +90,7 @@ class Rows:
             self.moved_shape = (n,)
         else:
             self.row_len = shape[self.axis]
-            self.rows = n // self.row_len if self.row_len else 0
+            self.rows = int(np.prod(shape[:self.axis] + shape[self.axis + 1:], dtype=np.int64))
             self.moved_shape = shape[:self.axis] + shape[self.axis + 1:] + (self.row_len,)
         self.moves = self.axis is not None and self.axis != last
         self.flat = self._flatten(a)
@@ -163,9 +164,20 @@ class Rows:
     def result_shape(self) -> tuple:
         return (self.n,) if self.axis is None else self.shape
 
-    def segments(self) -> Segments | None:
-        """The request's segments: None for one row (an ordinary 1-D sort)."""
-        return Segments.rows(self.rows, self.row_len) if self.rows > 1 else None
+    def segments(self, algorithm: str = "auto") -> Segments | None:
+        """The request's segments: None for one row (an ordinary 1-D sort),
+        unless a segmented plugin is asked for by name."""
+        if self.rows != 1 or _named_segmented(algorithm):
+            return Segments.rows(self.rows, self.row_len)
+        return None
+
+
+def _named_segmented(algorithm: str) -> bool:
+    """True if `algorithm` names a plugin that declares `segmented`."""
+    if algorithm == "auto":
+        return False
+    entry = registry.entries().get(algorithm)
+    return bool(entry is not None and entry.plugin is not None and entry.plugin.segmented)
 
 
 def _c_strides(shape, itemsize) -> tuple:
@@ -228,7 +240,7 @@ def sort_along(execute, kind: str, a, values, axis, descending, stable, algorith
     if vals is not None:
         _check_target(values_out, vrows, vals.dtype, "values_out")
     k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
-                   rows.segments())
+                   rows.segments(algorithm))
     if kind == "sort":
         return _write(out, rows.restore(k), rows)
     if kind == "argsort":
@@ -246,7 +258,7 @@ def segmented(execute, kind: str, keys, offsets, values, descending, stable, alg
         if v.n != k.n:
             raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     host = check_offsets(offsets, k.n)
-    segments = Segments.ragged(host) if len(host) > 2 else None
+    segments = Segments.ragged(host) if len(host) != 2 or _named_segmented(algorithm) else None
     ks, vs = execute(kind, k, v, descending, stable, algorithm, None, None, None, stream, segments)
     if kind == "sort":
         return ks
@@ -255,9 +267,14 @@ def segmented(execute, kind: str, keys, offsets, values, descending, stable, alg
     return ks, vs
 
 
-def request_parts(a, axis, values=None):
+def request_parts(a, axis, values=None, offsets=None, algorithm="auto"):
     """(keys Operand, values Operand or None, Segments or None) of `a` along
-    `axis`, for explain()."""
+    `axis`, or in ragged segments when `offsets` are given, for explain()."""
     rows = Rows(a, axis, "a", None)
     vals = None if values is None else Operand(Rows(values, axis, "values", None).flat, "values")
-    return Operand(rows.flat, "a"), vals, rows.segments()
+    keys = Operand(rows.flat, "a")
+    if offsets is None:
+        return keys, vals, rows.segments(algorithm)
+    host = check_offsets(offsets, keys.n)
+    segments = Segments.ragged(host) if len(host) != 2 or _named_segmented(algorithm) else None
+    return keys, vals, segments

@@ -32,10 +32,11 @@ class Segments:
         self.uniform = bool(uniform)
         #: Ragged: the validated int64 offsets on the host (count + 1 of them).
         self.offsets = offsets
-        #: What the selector's decision cache keys on: kind, segments and
-        #: longest segment, as bit lengths (buckets of powers of two).
-        self.key = ("rows" if uniform else "ragged", self.count.bit_length(),
-                    self.max_len.bit_length())
+        #: What the selector's decision cache keys on: kind, and segments and
+        #: longest segment as ceil(log2) buckets (2^k belongs with the
+        #: shorter ones, so a plugin's limit of 2^k keys never splits a bucket).
+        self.key = ("rows" if uniform else "ragged", max(self.count - 1, 0).bit_length(),
+                    max(self.max_len - 1, 0).bit_length())
         self._device = None
 
     @classmethod
@@ -119,6 +120,8 @@ def _to_host(offsets, what: str) -> np.ndarray:
         host = np.asarray(offsets)
     except Exception as exc:
         raise TypeError(f"{what} must be an int32 or int64 array, got {type(offsets).__name__}") from exc
+    if host.size == 0 and host.ndim == 1:
+        return host.astype(np.int64)  # [] : no values at all
     if host.dtype == object or host.dtype.kind not in "iu":
         raise TypeError(f"{what} must be an int32 or int64 array, got {host.dtype}")
     if host.dtype.kind == "i" and host.dtype not in OFFSET_DTYPES:
