@@ -71,10 +71,12 @@ class Rows:
             Operand(a, what)  # raises the 1-D path's error for masked arrays
         if library == "other":
             try:
-                a = np.asarray(a)
+                converted = np.asarray(a)
             except Exception:
+                converted = None
+            if converted is None or converted.dtype == object:
                 Operand(a, what)  # raises naming the supported kinds
-                raise
+            a = converted
             library = "numpy"
         self.library = library
         self.original = a

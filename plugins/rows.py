@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.segments import Segments
 
 #: Longest segment a block holds (slots of TILE are 16-bit indexed; 4096
 #: slots of 8-byte keys and their indices fit the 48 KiB of static shared memory).
@@ -54,6 +55,10 @@ class RowsSort(SortPlugin):
 
     def run(self, job):
         segments = job.request.segments
+        if segments is None:  # run directly (the tuner): one row
+            if job.n > MAX_ROW:
+                raise ValueError(f"rows sorts at most {MAX_ROW} keys in one row, not {job.n}")
+            segments = Segments.rows(1, job.n)
         log_p = (max(segments.max_len, 1) - 1).bit_length()
         tile = max(job.config["min_tile"], 1 << log_p)
         config = dict(job.config, block_size=min(job.config["block_size"], tile // 2))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.job import Job
 from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.segments import Segments
 from cudasortkit.plugins.radix import RadixSort
 
 #: Positions travel as 32-bit words.
@@ -50,14 +51,14 @@ class SegmentedRadixSort(SortPlugin):
         return None
 
     def run(self, job):
-        segments = job.request.segments
+        segments = job.request.segments or Segments.rows(1, job.n)  # run directly: one row
         seg_bits = (segments.count - 1).bit_length()
         geometry = (segments.row_len if segments.uniform else 0,
                     0 if segments.uniform else segments.offsets_ptr(job.state), segments.count)
         if job.key_bits + seg_bits <= 64:
-            self._packed(job, geometry)
+            self._packed(job, geometry, segments.local_indices)
         else:
-            self._two_sorts(job, geometry)
+            self._two_sorts(job, geometry, segments.local_indices)
 
     # ------------------------------------------------------------ helpers
     @staticmethod
@@ -75,7 +76,7 @@ class SegmentedRadixSort(SortPlugin):
         finally:
             sub.release()  # pool blocks are stream-ordered: freed once queued
 
-    def _packed(self, job, geometry):
+    def _packed(self, job, geometry, local: bool):
         n, block = job.n, job.config["block_size"]
         grid = self._grid(job, n)
         at = job.alloc_parts([("packed", n * 8), ("sorted", n * 8),
@@ -91,9 +92,9 @@ class SegmentedRadixSort(SortPlugin):
                         job.value_bytes, False)
             index = order = 0
         job.launch(unpack, grid, block, at["sorted"], job.keys_out, index, order, n, *geometry,
-                   int(job.request.segments.local_indices), job.desc_mask)
+                   int(local), job.desc_mask)
 
-    def _two_sorts(self, job, geometry):
+    def _two_sorts(self, job, geometry, local: bool):
         n, block = job.n, job.config["block_size"]
         grid = self._grid(job, n)
         at = job.alloc_parts([("keys", n * job.key_bytes), ("index", n * 4), ("segkey", n * 4),
@@ -103,7 +104,7 @@ class SegmentedRadixSort(SortPlugin):
         job.launch(ids, grid, block, at["index"], at["segkey"], n, *geometry)
         self._radix(job, "uint32", at["segkey"], at["segsorted"], at["index"], at["index2"], 4, False)
         if job.request.kind == "argsort":
-            mode = MODE_LOCAL if job.request.segments.local_indices else MODE_GLOBAL
+            mode = MODE_LOCAL if local else MODE_GLOBAL
         else:
             mode = MODE_PAIRS if job.value_bytes else MODE_KEYS
         gather = job.kernel("segmented.cu", "seg_gather")
