@@ -1,6 +1,6 @@
 // Helpers of the segmented radix sort (plugins/segmented_radix.py): the
 // segment of a position, packing a segment id above a key's ordered word,
-// and the stores that undo it. The sorting itself is radix.cu's.
+// and the stores that undo it. The sorting itself is onesweep.cu's.
 //
 // Segments are uniform rows (offsets null: segment of i is i / row_len) or
 // ragged CUB-style int64 offsets[0..count] (binary search; empty segments

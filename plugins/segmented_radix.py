@@ -1,10 +1,10 @@
 """`segmented_radix`: segments of any length, through global radix passes
-(kernels/segmented.cu and radix.cu).
+(kernels/segmented.cu and the onesweep plugin's onesweep.cu).
 
 Keys of up to 4 bytes: each key's ordered word (keys.cuh) gets its
 segment's id packed above it into a 64-bit word; one stable radix sort of
-the words (radix.cu as uint64 keys; it skips the passes whose digit is the
-same for every word, so only key bits + segment bits are sorted) sorts
+the words (onesweep's passes on uint64 keys; they skip the passes whose
+digit is the same for every word, so only key bits + segment bits cost) sorts
 every segment on its own; the key comes back from the low bits. Values ride
 along (pairs), or 32-bit positions that become argsort's int64 indices.
 8-byte keys (and any key whose bits plus the segment bits pass 64): a
@@ -17,13 +17,13 @@ from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.job import Job
 from cudasortkit.plugin import SortPlugin, Tunable
 from cudasortkit.segments import Segments
-from cudasortkit.plugins.radix import RadixSort
+from cudasortkit.plugins.onesweep import OnesweepSort
 
 #: Positions travel as 32-bit words.
 MAX_KEYS = (1 << 32) - 1
 #: segmented.cu's seg_gather `mode`.
 MODE_KEYS, MODE_LOCAL, MODE_GLOBAL, MODE_PAIRS = 0, 1, 2, 3
-_RADIX = RadixSort()
+_RADIX = OnesweepSort()
 
 
 class SegmentedRadixSort(SortPlugin):
@@ -67,7 +67,7 @@ class SegmentedRadixSort(SortPlugin):
 
     @staticmethod
     def _radix(job, dtype, keys_in, keys_out, values_in, values_out, value_bytes, descending):
-        """radix.cu's stable sort of n `dtype` keys, as a job of this plugin."""
+        """onesweep's stable sort of n `dtype` keys, as a job of this plugin."""
         sub = Job(job.plugin, job.state, dtype=dtype, n=job.n, keys_in=keys_in, keys_out=keys_out,
                   values_in=values_in, values_out=values_out, value_bytes=value_bytes,
                   descending=descending, config=_RADIX.default_config(dtype, value_bytes))

@@ -19,7 +19,7 @@ def reference_rows(a: np.ndarray, axis, descending: bool) -> np.ndarray:
     if axis is None:
         return reference_argsort(a.reshape(-1), descending)
     m = np.moveaxis(a, axis, -1)
-    flat = m.reshape(-1, m.shape[-1])
+    flat = m.reshape(int(np.prod(m.shape[:-1])), m.shape[-1])
     out = np.empty(flat.shape, np.int64)
     for r in range(flat.shape[0]):
         out[r] = reference_argsort(flat[r], descending)
