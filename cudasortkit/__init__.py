@@ -6,10 +6,11 @@
 
 See docs/ for the algorithms, tuning and writing a plugin.
 """
-from .api import algorithms, argsort, explain, sort, sort_by_key
+from .api import (algorithms, argsort, explain, segmented_argsort, segmented_sort, sort,
+                  sort_by_key)
 from .merging import merge, merge_by_key
 from .plugin import Request, SortPlugin, Tunable
 from .version import __version__
 
-__all__ = ["sort", "argsort", "sort_by_key", "merge", "merge_by_key", "algorithms", "explain",
+__all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "algorithms", "explain",
            "SortPlugin", "Tunable", "Request", "__version__"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import registry
+from . import batched, registry
 from .arrays import Operand
 from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
@@ -28,54 +28,88 @@ selector = Selector(MeasuredPolicy())
 #: path while the selector's decision stands (cudasortkit/prepared.py).
 prepared = PreparedCalls(selector)
 
-def sort(a, *, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
+def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
          stream=None):
-    """Sorted copy of the 1-D array `a` (or `a` sorted into `out`; `out=a` sorts in place).
+    """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
+    or `a` sorted into `out` (`out=a` sorts in place).
 
     key_range=(lo, hi) promises lo <= every key <= hi (integer keys), which
     lets range-limited algorithms (counting sort) skip measuring it; keys
     outside it raise ValueError. `stream`: see docs/api.md (default: the
     current stream of the array's library).
     """
-    if (type(a) is np.ndarray and algorithm == "auto" and out is None and descending is False
-            and key_range is None and stream is None and a.ndim == 1 and type(stable) is bool):
-        kind = selector.host_sort_kind(a.dtype, stable, a.size)
-        if kind is not None:  # tiny host arrays: NumPy's cost (np.sort is copy, then sort)
-            result = a.copy()
-            result.sort(kind=kind)
-            return result
-    if out is None and key_range is None and stream is None:
+    if axis == -1 and out is None and key_range is None and stream is None:
+        if (type(a) is np.ndarray and algorithm == "auto" and descending is False
+                and a.ndim == 1 and type(stable) is bool):
+            kind = selector.host_sort_kind(a.dtype, stable, a.size)
+            if kind is not None:  # tiny host arrays: NumPy's cost (np.sort is copy, then sort)
+                result = a.copy()
+                result.sort(kind=kind)
+                return result
         call = prepared.find("sort", a, descending, stable, algorithm)
         if call is not None:
             return call(a)[0]
     _check_flags(descending, stable, algorithm)
+    if axis != -1 or getattr(a, "ndim", None) != 1:
+        return batched.sort_along(_execute, "sort", a, None, axis, descending, stable, algorithm,
+                                  out, None, key_range, stream)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream)
     return keys
 
 
-def argsort(a, *, descending=False, stable=False, algorithm="auto", key_range=None, stream=None):
-    """int64 indices that sort `a`; with stable=True exactly
-    numpy.argsort(kind='stable') (and NumPy 2.5's descending=True, stable=True)."""
-    if key_range is None and stream is None:
+def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key_range=None,
+            stream=None):
+    """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
+    with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
+    descending=True, stable=True)."""
+    if axis == -1 and key_range is None and stream is None:
         call = prepared.find("argsort", a, descending, stable, algorithm)
         if call is not None:
             return call(a)[1]
     _check_flags(descending, stable, algorithm)
+    if axis != -1 or getattr(a, "ndim", None) != 1:
+        return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
+                                  algorithm, None, None, key_range, stream)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
                         key_range, stream)
     return order
 
 
-def sort_by_key(keys, values, *, descending=False, algorithm="auto", out=None, values_out=None,
-                key_range=None, stream=None):
-    """(sorted keys, values in the same order); stable. Values are 4- or 8-byte numbers."""
+def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", out=None,
+                values_out=None, key_range=None, stream=None):
+    """(sorted keys, values in the same order) along `axis`; stable. Values
+    are 4- or 8-byte numbers of the keys' shape."""
     _check_flags(descending, True, algorithm)
+    if axis != -1 or getattr(keys, "ndim", None) != 1 or getattr(values, "ndim", None) != 1:
+        return batched.sort_along(_execute, "pairs", keys, values, axis, descending, True,
+                                  algorithm, out, values_out, key_range, stream)
     k, v = Operand(keys, "keys"), Operand(values, "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     _value_bytes(v.dtype)
     return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream)
+
+
+def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False,
+                   algorithm="auto", stream=None):
+    """Every segment keys[offsets[s]:offsets[s+1]] sorted on its own (CUB-style
+    offsets: segments + 1 int32/int64 values from 0 to len(keys), never
+    decreasing, on the host or the device). With `values`: (keys, values),
+    a stable key-value sort per segment."""
+    _check_flags(descending, stable, algorithm)
+    kind = "sort" if values is None else "pairs"
+    return batched.segmented(_execute, kind, keys, offsets, values, descending,
+                             stable or values is not None, algorithm, stream)
+
+
+def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorithm="auto",
+                      stream=None):
+    """int64 positions (in the whole of `keys`) that sort every segment of
+    `keys` on its own (offsets as for segmented_sort)."""
+    _check_flags(descending, stable, algorithm)
+    return batched.segmented(_execute, "argsort", keys, offsets, None, descending, stable,
+                             algorithm, stream)
 
 
 def algorithms() -> list:
@@ -93,6 +127,7 @@ def algorithms() -> list:
             "dtypes": tuple(p.dtypes) if p else (),
             "stable": p.stable if p else None,
             "pairs": p.pairs if p else None,
+            "segmented": p.segmented if p else None,
             "tunables": {k: {"default": t.default, "values": t.values} for k, t in p.tunables.items()} if p else {},
             "summary": p.summary if p else "",
         })
@@ -110,7 +145,7 @@ def _check_flags(descending, stable, algorithm) -> None:
 
 # ------------------------------------------------------------------ execution
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None, stream=None):
+             values_out, key_range=None, stream=None, segments=None):
     """Choose a plugin (auto chooses again if the chosen one turns out
     broken) and run it, in the caller's stream."""
     targets = {"out": None, "values_out": None}
@@ -121,7 +156,7 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     if ordering is not None:
         ordering.begin()
     try:
-        request = make_request(kind, keys, values, descending, stable, key_range)
+        request = make_request(kind, keys, values, descending, stable, key_range, segments)
         while True:
             plugin, config = selector.choose(request, algorithm)
             try:
@@ -131,7 +166,8 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
                 if algorithm != "auto":
                     raise  # auto chooses again: the broken plugin is out of service
                 continue
-            if values is None and out is None and key_range is None and stream is None:
+            if (values is None and out is None and key_range is None and stream is None
+                    and segments is None):
                 prepared.note(kind, keys, descending, stable, algorithm, request, plugin,
                               config, state)
             return result
@@ -141,11 +177,12 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
 
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
-            algorithm: str = "auto", key_range=None):
+            algorithm: str = "auto", key_range=None, axis=-1, offsets=None):
     """Which plugin and config `algorithm` would use for `a`, and why (a
     cudasortkit.tuning.policy.Decision; print it). Nothing is sorted.
 
-    kind is "sort", "argsort" or "pairs" (pass `values`).
+    kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
+    sort, or `offsets` for a ragged segmented sort of 1-D `a`.
     """
     from .tuning.policy import Decision
 
@@ -155,8 +192,9 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
         raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
                          "without values, kind is 'sort' or 'argsort'")
     _check_flags(descending, stable, algorithm)
-    request = make_request(kind, Operand(a, "a"), None if values is None else Operand(values, "values"),
-                           descending, stable or kind == "pairs", key_range)
+    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm)
+    request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
+                           segments)
     if algorithm != "auto":
         choice = selector.decide(request, algorithm)
         return Decision(choice.plugin.name, choice.config, None,

@@ -280,6 +280,9 @@ def build_parser(parser=None):
     parser.add_argument("--json", default=None, help="write all rows to this file")
     parser.add_argument("--latency", action="store_true",
                         help="per-call wall clock of auto vs CuPy and torch, 2^10..2^22 (bench_calls.py)")
+    parser.add_argument("--batched", action="store_true",
+                        help="sorts along the last axis of rows x cols arrays and a ragged "
+                             "segmented sort vs CuPy and torch (bench_batched.py)")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
@@ -310,6 +313,10 @@ def main(argv=None, args=None) -> int:
 
     if not gpu_available():  # one line saying what is missing, not a traceback
         raise SystemExit(f"bench needs a GPU: {unavailable_reason()}")
+    if args.batched:
+        from . import bench_batched
+
+        return bench_batched.main(args.repeats)
     if args.latency or args.cold:
         from . import bench_calls
 
@@ -319,7 +326,7 @@ def main(argv=None, args=None) -> int:
             bench_calls.print_latency(bench_calls.latency())
         return 0
     names = (args.algorithms.split(",") if args.algorithms else
-             [n for n, p in registry.plugins().items() if p.device == "gpu"])
+             [n for n, p in registry.plugins().items() if p.device == "gpu" and not p.segmented])
     names += [register_variant(spec) for spec in args.variant]
     for d in args.dtypes.split(","):
         if d not in KEY_DTYPES:

@@ -42,6 +42,8 @@ class HostJob:
     descending: bool
     stable: bool
     config: dict
+    #: The request's segments (cudasortkit/segments.py), None for one array.
+    segments: object = None
 
 
 def check_key_range(key_range, dtype: np.dtype):
@@ -64,7 +66,7 @@ def check_key_range(key_range, dtype: np.dtype):
 
 
 def make_request(kind, keys: Operand, values: Operand | None, descending, stable,
-                 key_range=None, **options) -> Request:
+                 key_range=None, segments=None, **options) -> Request:
     if kind == "sort":
         vbytes = 0
     elif kind == "argsort":
@@ -75,7 +77,7 @@ def make_request(kind, keys: Operand, values: Operand | None, descending, stable
                                descending=bool(descending), value_bytes=vbytes,
                                on_device=keys.on_device,
                                key_range=check_key_range(key_range, keys.dtype),
-                               options=options, range_probe=_RangeProbe(keys))
+                               options=options, range_probe=_RangeProbe(keys), segments=segments)
 
 
 class _RangeProbe:
@@ -179,7 +181,7 @@ def _verify_key_range(request: Request, keys: Operand, state) -> None:
 def _run_host(plugin, config, request, keys, values, targets, state):
     job = HostJob(request.kind, keys.host(state), None if values is None else values.host(state),
                   request.descending, request.stable,
-                  config or registry.call(plugin, "default_config"))
+                  config or registry.call(plugin, "default_config"), request.segments)
     with registry.guarded(plugin, "run", expected=RUN_ERRORS):
         sorted_keys, sorted_values = plugin.run(job)
     k = v = None

@@ -57,3 +57,22 @@ def sort(keys: np.ndarray, descending: bool = False, stable: bool = False) -> np
     out = out[::-1]
     nans = _nan_count(out)
     return np.roll(out, -nans) if nans else np.ascontiguousarray(out)
+
+
+def segment_ids(segments, n: int) -> np.ndarray:
+    """The segment of each of n keys (cudasortkit.segments.Segments)."""
+    if segments.uniform:
+        return np.repeat(np.arange(segments.count, dtype=np.int64), segments.row_len)
+    return np.repeat(np.arange(segments.count, dtype=np.int64), np.diff(segments.offsets))
+
+
+def segmented_argsort(keys: np.ndarray, segments, descending: bool = False) -> np.ndarray:
+    """Stable int64 order of `keys` sorting every segment on its own, as
+    positions in the whole array: argsort() of each segment (NaNs last both
+    ways, equal keys in input order), offset by the segment's start."""
+    c = comparable(keys)
+    if descending:
+        # Reversing the order of every key but NaN: negation for floats
+        # (exact; NaN stays NaN, so last), bitwise not for integers.
+        c = -c if c.dtype.kind == "f" else ~c.view(np.uint8 if c.dtype == np.bool_ else c.dtype)
+    return np.lexsort((c, segment_ids(segments, len(keys)))).astype(np.int64, copy=False)

@@ -60,6 +60,11 @@ class Request:
     on_device: bool = True
     key_range: tuple | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: None: one array of n keys. Otherwise a cudasortkit.segments.Segments:
+    #: the n keys are independent segments (rows of an N-D array along an
+    #: axis, or ragged CUB-style offsets), each sorted on its own; only
+    #: plugins that declare `segmented = True` serve such requests.
+    segments: Any = field(default=None, compare=False)
     range_probe: Callable[[], tuple | None] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -140,6 +145,13 @@ class SortPlugin:
     #: not fit); a choice of another plugin that the range made is reused for
     #: a while (select.Selector.PROBE_REUSE).
     decides_on_key_range: ClassVar[bool] = False
+    #: True if the plugin sorts segmented requests (request.segments not
+    #: None: rows of an N-D array or ragged segments, see
+    #: cudasortkit/segments.py); a plugin without it never sees one.
+    segmented: ClassVar[bool] = False
+    #: For segmented requests: (max_row_len, priority) pairs, first match on
+    #: the longest segment wins; else `priority`.
+    segment_priorities: ClassVar[tuple] = ()
     #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
     device: ClassVar[str] = "gpu"
     #: Tunables by name; every GPU plugin has at least "block_size".
@@ -165,12 +177,22 @@ class SortPlugin:
             return f"{self.name} sorts keys only (no argsort or key-value pairs)"
         if request.stable and not self.stable:
             return f"{self.name} is not stable"
+        if request.segments is not None and not self.segmented:
+            return f"{self.name} sorts one array only (no rows or segments)"
         return None
 
     def priority_for(self, n: int) -> int:
         """The declared priority for a request of n keys (`priorities`, then `priority`)."""
         for max_keys, priority in self.priorities:
             if n <= max_keys:
+                return priority
+        return self.priority
+
+    def priority_for_segments(self, segments) -> int:
+        """The declared priority for a segmented request (`segment_priorities`
+        by the longest segment, then `priority`)."""
+        for max_row_len, priority in self.segment_priorities:
+            if segments.max_len <= max_row_len:
                 return priority
         return self.priority
 

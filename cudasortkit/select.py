@@ -59,6 +59,14 @@ def usable(request: Request) -> dict:
     return out
 
 
+def priority_of(plugin, request: Request) -> int:
+    """A plugin's declared priority for `request`: by its size, or for a
+    segmented request by its longest segment (SortPlugin.segment_priorities)."""
+    if request.segments is None:
+        return plugin.priority_for(request.n)
+    return plugin.priority_for_segments(request.segments)
+
+
 class DefaultPolicy:
     """auto without measurements, from the plugins' declarations: a CPU
     plugin for host arrays under HOST_CUTOFF keys or when no GPU plugin can
@@ -72,15 +80,15 @@ class DefaultPolicy:
         gpu = {n: p for n, p in candidates.items() if p.device == "gpu"}
         cpu = {n: p for n, p in candidates.items() if p.device == "cpu"}
         if cpu and (not gpu or (not request.on_device and request.n < HOST_CUTOFF)):
-            name = min(cpu, key=lambda n: (cpu[n].priority_for(request.n), n))
+            name = min(cpu, key=lambda n: (priority_of(cpu[n], request), n))
             if not gpu and not gpu_available():
                 _warn_cpu()
             why = "no GPU plugin can serve it here" if not gpu else \
                 f"host array under {HOST_CUTOFF:,} keys (the default rule)"
             return Choice(cpu[name], None, why)
         pool = gpu or candidates
-        name = min(pool, key=lambda n: (pool[n].priority_for(request.n), n))
-        return Choice(pool[name], None, f"lowest declared priority ({pool[name].priority_for(request.n)}) "
+        name = min(pool, key=lambda n: (priority_of(pool[n], request), n))
+        return Choice(pool[name], None, f"lowest declared priority ({priority_of(pool[name], request)}) "
                                         "among the plugins that can serve it (nothing measured)")
 
     def configure(self, request: Request, plugin) -> dict | None:
@@ -133,7 +141,8 @@ class Selector:
             return None
         return (algorithm, registry.generation, self.policy.generation, request.kind,
                 request.dtype, request.n.bit_length(), request.value_bytes, request.on_device,
-                request.stable, request.descending)
+                request.stable, request.descending,
+                None if request.segments is None else request.segments.key)
 
     def forget(self) -> None:
         """Drop every memoised decision (the key already changes with the
@@ -239,7 +248,7 @@ class Selector:
         if (algorithm == "auto" and choice.final and choice.observe is None
                 and choice.plugin.host_sort_is_numpy and request.dtype != "bfloat16"
                 and request.kind == "sort" and not request.on_device and not request.descending
-                and request.key_range is None and not request.options):
+                and request.key_range is None and not request.options and request.segments is None):
             generations = (registry.generation, self.policy.generation)
             dtype = np.dtype(request.dtype)
             with self._lock:
@@ -287,7 +296,8 @@ def _warn_cpu():
 def describe(request: Request) -> str:
     what = {"sort": "sort", "argsort": "argsort", "pairs": "sort key-value pairs of"}[request.kind]
     extra = [w for w, on in (("stable", request.stable), ("descending", request.descending)) if on]
-    return f"{what} {request.n} {request.dtype} keys" + (f" ({', '.join(extra)})" if extra else "")
+    rows = "" if request.segments is None else f" in {request.segments!r}"
+    return f"{what} {request.n} {request.dtype} keys{rows}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _can_list(request: Request) -> str:

@@ -138,6 +138,10 @@ HAND_WRITTEN = {
         "merge_sort_tiles": "PPPPqQi", "merge_sort_partition": "PqqPq",
         "merge_sort_pass": "PPPPqqPQi", "merge_partition": "PqPqPqQ",
         "merge_arrays": "PPqPPqPPPQP", "merge_fallback": "PPqPPqPPP"},
+    ("rows", "rows.cu"): {"rows_sort": "PPPPqqiPQi"},
+    ("segmented_radix", "segmented.cu"): {
+        "seg_pack": "PPqqPqQ", "seg_unpack": "PPPPqqPqiQ", "seg_ids_of": "PPqqPq",
+        "seg_gather": "PPPPPqqPqi"},
 }
 #: The core's own kernels (cudasortkit/corekernels.py, cudasortkit/scan.py).
 CORE_HAND_WRITTEN = {"csk_iota64": "Pq", "csk_minmax_ordered": "PqP"}

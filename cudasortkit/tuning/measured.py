@@ -155,7 +155,9 @@ class MeasuredPolicy:
         return runtime.generation()
 
     def choose(self, request, candidates: dict) -> Choice:
-        if not any(p.device == "gpu" for p in candidates.values()):
+        # Nothing is measured per segment shape yet: segmented requests
+        # (rows, ragged segments) go by the plugins' declarations.
+        if request.segments is not None or not any(p.device == "gpu" for p in candidates.values()):
             return self.fallback.choose(request, candidates)
         try:
             choice, ms = self._choose(request, candidates)
@@ -218,7 +220,7 @@ class MeasuredPolicy:
         from .policy import Decision
 
         choice = self.choose(request, candidates)
-        if any(p.device == "gpu" for p in candidates.values()):
+        if request.segments is None and any(p.device == "gpu" for p in candidates.values()):
             ctx = runtime.context()
             d = decide(ctx.table, request, candidates)
             if d is not None:

@@ -1,0 +1,23 @@
+"""The batched plugins' kernels in the variants their run() builds beyond the
+tunables: rows.cu at every tile it launches (up to 4096 slots of 8-byte keys
+with 8-byte values, the most shared memory), and segmented.cu per key width.
+Skipped only when nvcc is missing."""
+import shutil
+
+import pytest
+
+from cudasortkit.template import KernelTemplate
+from test_kernels_compile import compile_template
+
+pytestmark = pytest.mark.nvcc
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("tile", [1024, 4096])
+@pytest.mark.parametrize("dtype, vb", [("float64", 8), ("int8", 0)])
+def test_rows_tiles_compile(tile, dtype, vb):
+    template = KernelTemplate("rows.cu", "cudasortkit.kernels", {"tile": tile})
+    rc, msg = compile_template(template, dtype, vb, {"block_size": 512, "min_tile": 1024},
+                               f"rows.cu tile={tile}")
+    assert rc == 0, msg
