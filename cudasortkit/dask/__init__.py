@@ -1,0 +1,94 @@
+"""Sorting 1-D dask arrays across a Dask cluster, with cudasortkit on every worker.
+
+    import cudasortkit.dask as cskd
+    s = cskd.sort(x)                    # x: 1-D dask array of NumPy or CuPy chunks
+    i = cskd.argsort(x)                 # global int64 indices, numpy.argsort(kind="stable")
+    k, v = cskd.sort_by_key(keys, values)
+
+Results are lazy dask arrays with known chunks: by default the input's
+chunking (`chunks=` asks for another), each output chunk holding exactly its
+slice of the global order. Ordering is cudasortkit's (NumPy's): NaNs last in
+both directions, and argsort and sort_by_key are stable, also descending.
+The algorithm (a sample sort with exact splitters) is described in
+cudasortkit/dask/stages.py, cudasortkit/dask/splitters.py and docs/dask.md.
+Needs the `dask` extra: pip install "cudasortkit[dask]".
+"""
+from __future__ import annotations
+
+import math
+
+import dask.array as da
+import numpy as np
+from dask.array.core import normalize_chunks
+from dask.array.utils import meta_from_array
+from dask.base import tokenize
+
+from .stages import SortPlan
+
+__all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan"]
+
+
+def sort(x, descending=False, *, chunks=None):
+    """Sorted copy of the 1-D dask array `x`, a dask array of the same chunk type."""
+    p = plan(x, descending, chunks, "sort")
+    if not sum(p.sizes):
+        return x.rechunk((p.out_chunks,))
+    return p.assemble(p.run(x, None, with_indices=False), 0, meta_from_array(x, ndim=1))
+
+
+def argsort(x, descending=False, *, chunks=None):
+    """Global int64 indices that sort `x` stably (numpy.argsort(kind="stable"))."""
+    p = plan(x, descending, chunks, "argsort")
+    if not sum(p.sizes):
+        return x.astype(np.int64).rechunk((p.out_chunks,))
+    meta = meta_from_array(x, ndim=1, dtype=np.int64)
+    return p.assemble(p.run(x, None, with_indices=True), 1, meta)
+
+
+def sort_by_key(keys, values, descending=False, *, chunks=None):
+    """(sorted keys, values in the same order), stable; values are 1-D dask
+    arrays of 4- or 8-byte numbers, as long as keys (rechunked to keys' chunks)."""
+    values = _check_values(values, keys)
+    p = plan(keys, descending, chunks, "sort-by-key", values.name)
+    if not sum(p.sizes):
+        return keys.rechunk((p.out_chunks,)), values.rechunk((p.out_chunks,))
+    merged = p.run(keys, values, with_indices=False)
+    return (p.assemble(merged, 0, meta_from_array(keys, ndim=1)),
+            p.assemble(merged, 1, meta_from_array(values, ndim=1)))
+
+
+def plan(x, descending=False, chunks=None, *names) -> SortPlan:
+    """The SortPlan of sorting `x` (checked) into `chunks` (default: x's)."""
+    _check_keys(x)
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, got {descending!r}")
+    sizes = tuple(int(n) for n in x.chunks[0])
+    out = sizes if chunks is None else normalize_chunks(chunks, shape=x.shape, dtype=x.dtype)[0]
+    return SortPlan(sizes, tuple(int(n) for n in out), bool(descending),
+                    tokenize(x.name, bool(descending), out, *names))
+
+
+# ------------------------------------------------------------ argument checks
+def _check_keys(x) -> None:
+    if not isinstance(x, da.Array):
+        raise TypeError(f"cudasortkit.dask sorts dask arrays, got {type(x).__module__}.{type(x).__name__}; "
+                        "use cudasortkit.sort for NumPy/CuPy/PyTorch arrays")
+    if x.ndim != 1:
+        raise ValueError(f"cudasortkit.dask sorts 1-D dask arrays, got {x.ndim}-D")
+    if any(math.isnan(n) for n in x.chunks[0]):
+        raise ValueError("chunk sizes are unknown; call x.compute_chunk_sizes() first")
+    if np.dtype(x.dtype).kind not in "biuf":
+        raise TypeError(f"dtype {x.dtype} is not supported: keys are bool, integers or floats")
+
+
+def _check_values(values, keys):
+    _check_keys(keys)
+    if not isinstance(values, da.Array) or values.ndim != 1:
+        raise TypeError(f"values must be a 1-D dask array, got {type(values).__name__}")
+    if any(math.isnan(n) for n in values.chunks[0]):
+        raise ValueError("values chunk sizes are unknown; call values.compute_chunk_sizes() first")
+    if values.shape != keys.shape:
+        raise ValueError(f"keys and values differ in length: {keys.shape[0]} != {values.shape[0]}")
+    if np.dtype(values.dtype).kind not in "biuf" or np.dtype(values.dtype).itemsize not in (4, 8):
+        raise TypeError(f"values dtype {values.dtype} is not supported: 4- or 8-byte numbers")
+    return values.rechunk(keys.chunks)
