@@ -14,10 +14,12 @@ cudasortkit.dask chain them into one lazy graph.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import getitem
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.highlevelgraph import HighLevelGraph
 
 from . import chunks
 from .splitters import brackets, exact_splits, output_boundaries, samples_per_chunk
@@ -80,7 +82,9 @@ class SortPlan:
         return self.merge(self.exchange(self.partition(local, self.sample(local))))
 
     def assemble(self, merged: list, field: int, meta) -> da.Array:
-        """Field 0 (keys) or 1 (values) of the merged chunks as one dask array."""
-        parts = [da.from_delayed(m[field], shape=(n,), dtype=meta.dtype, meta=meta)
-                 for m, n in zip(merged, self.out_chunks)]
-        return da.concatenate(parts)
+        """Field 0 (keys) or 1 (values) of the merged chunks as one dask array
+        with chunks out_chunks (empty ones too, which da.concatenate would drop)."""
+        name = f"csk-result-{field}-{self.token}"
+        layer = {(name, j): (getitem, m.key, field) for j, m in enumerate(merged)}
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=merged)
+        return da.Array(graph, name, chunks=(self.out_chunks,), meta=meta)

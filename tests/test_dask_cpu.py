@@ -1,0 +1,147 @@
+"""cudasortkit.dask on a LocalCluster of two worker processes, NumPy chunks:
+sort, argsort and sort_by_key against NumPy's stable order, with exact,
+known output chunks."""
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dask  # noqa: E402
+
+import cudasortkit.dask as cskd  # noqa: E402
+from helpers import assert_keys_equal, make_keys, reference_argsort  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # port and memory-limit notices of a test cluster
+        with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                      dashboard_address=None, memory_limit="1GiB") as cluster:
+            with distributed.Client(cluster) as c:
+                yield c
+
+
+def lognormal(dtype, n, rng):
+    x = rng.lognormal(0.0, 4.0, n)
+    dt = np.dtype(dtype)
+    return np.minimum(x, np.iinfo(dt).max).astype(dt) if dt.kind in "iu" else x.astype(dt)
+
+
+def keys_of(dist, dtype, n, rng):
+    return lognormal(dtype, n, rng) if dist == "lognormal" else make_keys(dist, dtype, n, rng)
+
+
+def check_chunks(result, expected_chunks):
+    """Chunk sizes known up front, and every computed block exactly that long."""
+    assert result.chunks == (tuple(expected_chunks),)
+    blocks = dask.compute(*result.to_delayed().ravel())
+    assert [len(b) for b in blocks] == list(expected_chunks)
+
+
+#: 3000 keys in uneven chunks, empty ones among them. Few chunks keep the
+#: P x P graphs (and the test time: ~10 ms a task on two CPU cores) small.
+UNEVEN = (0, 1200, 1, 0, 1799)
+
+CASES = [
+    ("uniform", "int32", 3000, 800),
+    ("uniform", "uint64", 3000, UNEVEN),
+    ("few_unique", "int16", 3000, 1000),
+    ("all_equal", "float32", 3000, UNEVEN),
+    ("sorted", "int64", 3000, 1000),
+    ("reverse", "float64", 3001, 1000),
+    ("lognormal", "float64", 4000, 1000),
+    ("lognormal", "uint32", 4000, (3000, 10, 990)),
+    ("special", "float32", 3000, UNEVEN),        # NaNs, -0.0, infinities
+    ("special", "float64", 2500, 1000),
+    ("uniform", "uint8", 2000, 700),
+    ("uniform", "bool", 1000, 300),
+]
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dist, dtype, n, chunks", CASES)
+def test_sort_and_argsort_match_numpy(client, dist, dtype, n, chunks, descending, rng):
+    a = keys_of(dist, dtype, n, rng)
+    before = a.copy()
+    x = da.from_array(a, chunks=chunks)
+    s, i = cskd.sort(x, descending), cskd.argsort(x, descending)
+    assert s.chunks == x.chunks and i.chunks == x.chunks and i.dtype == np.int64
+    got_s, got_i = dask.compute(s, i)
+    expected = reference_argsort(a, descending)
+    assert np.array_equal(got_i, expected), "argsort differs from numpy.argsort(kind='stable')"
+    assert_keys_equal(got_s, a[expected])
+    assert np.array_equal(a.view(np.uint8), before.view(np.uint8)), "input was modified"
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dist", ["few_unique", "all_equal", "special"])
+def test_sort_by_key_is_stable(client, dist, descending, rng):
+    keys = make_keys(dist, "float64", 3001, rng)
+    values = rng.integers(-2**40, 2**40, 3001)
+    k, v = cskd.sort_by_key(da.from_array(keys, chunks=UNEVEN + (1,)),
+                            da.from_array(values, chunks=1000), descending)  # values rechunked to keys'
+    got_k, got_v = dask.compute(k, v)
+    expected = reference_argsort(keys, descending)
+    assert_keys_equal(got_k, keys[expected])
+    assert np.array_equal(got_v, values[expected])
+
+
+@pytest.mark.parametrize("chunks", [700, UNEVEN, (3000,)])
+def test_all_equal_keys_give_exact_chunks(client, chunks):
+    x = da.from_array(np.full(3000, 5, np.int32), chunks=chunks)
+    check_chunks(cskd.sort(x), x.chunks[0])
+    check_chunks(cskd.argsort(x), x.chunks[0])
+
+
+def test_chunks_argument_rebalances(client, rng):
+    a = lognormal("float32", 3000, rng)
+    x = da.from_array(a, chunks=UNEVEN)
+    s = cskd.sort(x, chunks=1000)
+    check_chunks(s, (1000, 1000, 1000))
+    assert_keys_equal(s.compute(), np.sort(a))
+    i = cskd.argsort(x, chunks=(1, 2998, 1))
+    check_chunks(i, (1, 2998, 1))
+    assert np.array_equal(i.compute(), np.argsort(a, kind="stable"))
+
+
+@pytest.mark.parametrize("n, chunks", [(0, 10), (1, 10), (2, 1), (5, (0, 5, 0))])
+def test_tiny_arrays(client, n, chunks, rng):
+    a = rng.integers(0, 3, n).astype(np.int64)
+    x = da.from_array(a, chunks=chunks)
+    got_s, got_i = dask.compute(cskd.sort(x), cskd.argsort(x))
+    assert np.array_equal(got_s, np.sort(a)) and np.array_equal(got_i, np.argsort(a, kind="stable"))
+    k, v = cskd.sort_by_key(x, x.astype(np.float32))
+    assert k.chunks == x.chunks and v.dtype == np.float32
+    assert np.array_equal(v.compute(), np.sort(a).astype(np.float32))
+
+
+def test_graph_is_lazy(client):
+    def fail(block):
+        raise RuntimeError("computed too early")
+
+    x = da.ones(100, chunks=10).map_blocks(fail, dtype=np.float64)
+    s = cskd.sort(x)          # building the graph computes nothing
+    with pytest.raises(RuntimeError, match="too early"):
+        s.compute()
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(TypeError, match="dask arrays"):
+        cskd.sort(np.zeros(3))
+    with pytest.raises(ValueError, match="1-D"):
+        cskd.sort(da.zeros((3, 3)))
+    with pytest.raises(TypeError, match="not supported"):
+        cskd.sort(da.zeros(3, dtype=np.complex64))
+    x = da.arange(10)
+    with pytest.raises(ValueError, match="unknown"):
+        cskd.sort(x[x > 3])
+    with pytest.raises(TypeError, match="True or False"):
+        cskd.argsort(x, descending="yes")
+    with pytest.raises(TypeError, match="4- or 8-byte"):
+        cskd.sort_by_key(x, x.astype(np.int16))
+    with pytest.raises(ValueError, match="differ in length"):
+        cskd.sort_by_key(x, da.arange(11))
