@@ -1,0 +1,354 @@
+"""Benchmark cudasortkit.dask on a Dask cluster of GPUs (or CPUs with --cpu).
+
+    python tools/dask_bench.py                      # LocalCUDACluster, one worker per GPU
+    python tools/dask_bench.py --size-log2 28 --small-log2 26 --phases
+    python tools/dask_bench.py --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
+
+Inputs (uint32 keys, made on the workers from their global index, so any
+chunking and the one-GPU baseline see the same data): uniform at 2^size-log2,
+and few-distinct (16 values), already sorted and lognormal-skewed at
+2^small-log2. For each: the sort's time and GKeys/s, a correctness check run
+on the workers (every output chunk sorted and as long as its known size, chunk
+boundaries in order, key count, sum and a hash-sum equal to the input's), the
+time by phase (--phases: each stage persisted before the next), the ratio to
+one GPU's cudasortkit.sort of the same keys (as many as fit on one GPU), and,
+for uniform keys, the ratio to dask.dataframe's sort_values on the same
+cluster (pandas partitions of the same keys, cudf where importable; at
+2^df-size-log2 keys, since a CPU sort of 2^31 keys would take too long).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import time
+import traceback
+
+import numpy as np
+
+DISTS = ("uniform", "few", "sorted", "lognormal")
+SEED = 0x5EED
+
+
+# ------------------------------------------------------------ on the workers
+def array_module(name: str):
+    if name == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def mix64(z):
+    """splitmix64's finaliser: uint64 in, well-mixed uint64 out."""
+    z = (z ^ (z >> 30)) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> 27)) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> 31)
+
+
+def make_keys(dist: str, start: int, n: int, xp_name: str):
+    """The uint32 keys at global indices start..start+n-1 of input `dist`."""
+    xp = array_module(xp_name)
+    i = xp.arange(start, start + n, dtype=xp.uint64)
+    if dist == "sorted":
+        return i.astype(xp.uint32)
+    h = mix64(i + np.uint64(SEED))
+    if dist == "uniform":
+        return (h >> np.uint64(32)).astype(xp.uint32)
+    if dist == "few":
+        return (h % np.uint64(16)).astype(xp.uint32)
+    if dist == "lognormal":  # exp(3 z) * 1024, z normal (Box-Muller): most keys small, a long tail
+        u1 = ((h >> np.uint64(11)).astype(xp.float64) + 0.5) * 2.0 ** -53
+        u2 = ((mix64(h) >> np.uint64(11)).astype(xp.float64) + 0.5) * 2.0 ** -53
+        z = xp.sqrt(-2.0 * xp.log(u1)) * xp.cos(2 * np.pi * u2)
+        return xp.minimum(xp.exp(3.0 * z) * 1024.0, 2.0 ** 32 - 1).astype(xp.uint32)
+    raise ValueError(dist)
+
+
+def keys_block(dist, xp_name, block_info=None):
+    start, stop = block_info[None]["array-location"][0]
+    return make_keys(dist, start, stop - start, xp_name)
+
+
+def summary(keys, step: int = 1 << 26) -> tuple:
+    """(count, sorted?, first, last, sum, hash-sum) of one chunk, sums mod 2^64,
+    made `step` keys at a time so the temporaries stay small."""
+    xp = array_module(type(keys).__module__.split(".")[0])
+    n = len(keys)
+    if n == 0:
+        return 0, True, None, None, 0, 0
+    ok, total, hashed = True, 0, 0
+    for s in range(0, n, step):
+        part = keys[s:s + step + 1]                  # one key of overlap: order across slices
+        k64 = part[: step].astype(xp.uint64)
+        ok = ok and bool((part[1:] >= part[:-1]).all())
+        total += int(k64.sum(dtype=xp.uint64))
+        hashed += int(mix64(k64).sum(dtype=xp.uint64))
+    return n, ok, int(keys[0]), int(keys[-1]), total % (1 << 64), hashed % (1 << 64)
+
+
+def warm_sort(n: int, xp_name: str) -> None:
+    """One cudasortkit.sort of n uint32 keys on this worker: kernels compiled
+    and memory pooled before anything is timed."""
+    import cudasortkit as csk
+
+    csk.sort(make_keys("uniform", 0, n, xp_name))
+    synchronize()
+
+
+def synchronize():
+    try:
+        import cupy
+
+        cupy.cuda.runtime.deviceSynchronize()
+    except ImportError:
+        pass
+
+
+def device_name() -> str:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+
+
+def single_sort(dist: str, n: int, xp_name: str, repeats: int):
+    """(n, best seconds) of cudasortkit.sort of the first n keys of `dist` on
+    this worker's device, halving n while they do not fit."""
+    while True:
+        try:
+            return n, time_sort(dist, n, xp_name, repeats)
+        except MemoryError:
+            if n <= 1 << 20:
+                raise
+            n //= 2
+        finally:
+            free_pool(xp_name)
+
+
+def time_sort(dist: str, n: int, xp_name: str, repeats: int) -> float:
+    import cudasortkit as csk
+
+    keys = array_module(xp_name).empty(n, np.uint32)
+    step = 1 << 26
+    for s in range(0, n, step):
+        keys[s:s + step] = make_keys(dist, s, min(step, n - s), xp_name)
+    csk.sort(keys[: 1 << 20])
+    best = float("inf")
+    for _ in range(repeats):
+        synchronize()
+        t = time.perf_counter()
+        csk.sort(keys)
+        synchronize()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def free_pool(xp_name: str) -> None:
+    """Give CuPy's cached blocks back, so the next phase has the memory."""
+    if xp_name == "cupy":
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+# -------------------------------------------------------------- on the client
+class Bench:
+    def __init__(self, client, xp_name: str, chunks_per_worker: int):
+        self.client = client
+        self.xp_name = xp_name
+        self.workers = sorted(client.scheduler_info()["workers"])
+        self.chunks_per_worker = chunks_per_worker
+
+    def meta(self):
+        return array_module(self.xp_name).empty(0, np.uint32)
+
+    def keys(self, dist: str, n: int):
+        """Persisted dask array of input `dist`, made on the workers."""
+        import dask.array as da
+        from distributed import wait
+
+        p = max(1, min(n, len(self.workers) * self.chunks_per_worker))
+        chunks = tuple(np.diff(np.linspace(0, n, p + 1).astype(np.int64)).tolist())
+        x = da.map_blocks(keys_block, dist, self.xp_name, chunks=(chunks,), dtype=np.uint32,
+                          meta=self.meta()).persist()
+        wait(x)
+        return x
+
+    def settle(self, collection):
+        from distributed import wait
+
+        wait(collection)
+        self.client.run(synchronize)
+
+    def timed_sort(self, x):
+        import cudasortkit.dask as cskd
+
+        t = time.perf_counter()
+        s = cskd.sort(x).persist()
+        self.settle(s)
+        return s, time.perf_counter() - t
+
+    def persist(self, out):
+        """A Delayed, or lists of them, persisted (same nesting)."""
+        if isinstance(out, list):
+            return [self.persist(o) for o in out]
+        return self.client.persist(out)
+
+    def phases(self, x) -> dict:
+        """Seconds per stage, each persisted (and finished on the GPUs) before the next."""
+        import cudasortkit.dask as cskd
+        from distributed import futures_of
+
+        plan = cskd.plan(x)
+        times = {}
+
+        def stage(name, make):
+            t = time.perf_counter()
+            out = self.persist(make())
+            self.settle(futures_of(out))
+            times[name] = time.perf_counter() - t
+            return out
+
+        local = stage("local sort", lambda: plan.local_sort(x, None, False))
+        bounds = stage("sample", lambda: plan.sample(local))
+        pieces = stage("partition", lambda: plan.partition(local, bounds))
+        received = stage("exchange", lambda: plan.exchange(pieces))
+        stage("merge", lambda: plan.merge(received))
+        return times
+
+    def check(self, x, s) -> str:
+        """'ok' or what is wrong, from per-chunk summaries made on the workers."""
+        import dask
+
+        ins = dask.compute(*[dask.delayed(summary)(d) for d in x.to_delayed().ravel()])
+        outs = dask.compute(*[dask.delayed(summary)(d) for d in s.to_delayed().ravel()])
+        problems = []
+        if [o[0] for o in outs] != list(s.chunks[0]):
+            problems.append("chunk lengths differ from the known chunks")
+        if not all(o[1] for o in outs):
+            problems.append("a chunk is not sorted")
+        edges = [(o[2], o[3]) for o in outs if o[0]]
+        if any(a[1] > b[0] for a, b in zip(edges, edges[1:])):
+            problems.append("chunk boundaries out of order")
+        for field, name in ((0, "count"), (4, "sum"), (5, "hash-sum")):
+            total = (lambda rows: sum(r[field] for r in rows) % (1 << 64))
+            if total(ins) != total(outs):
+                problems.append(f"{name} differs")
+        return "ok" if not problems else "WRONG: " + "; ".join(problems)
+
+    def single(self, dist: str, n: int):
+        future = self.client.submit(single_sort, dist, n, self.xp_name, 3, workers=[self.workers[0]],
+                                    pure=False, allow_other_workers=False)
+        return future.result()
+
+    def dataframe_sort(self, dist: str, n: int):
+        """(backend, seconds) of dask.dataframe's sort_values of the same keys."""
+        import dask.dataframe as dd
+
+        x = self.keys(dist, n)
+        host = x.map_blocks(lambda b: b.get() if hasattr(b, "get") else b, dtype=x.dtype,
+                            meta=np.empty(0, x.dtype))
+        df = dd.from_dask_array(host, columns="k")
+        if not isinstance(df, dd.DataFrame):
+            df = df.to_frame()
+        backend = "pandas"
+        if importlib.util.find_spec("cudf") is not None:
+            df, backend = df.to_backend("cudf"), "cudf"
+        df = df.persist()
+        self.settle(df)
+        t = time.perf_counter()
+        out = df.sort_values("k").persist()
+        self.settle(out)
+        return backend, time.perf_counter() - t
+
+
+def start_cluster(cpu: bool, protocol: str):
+    from distributed import Client, LocalCluster
+
+    if cpu:
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    else:
+        from dask_cuda import LocalCUDACluster
+
+        if protocol == "auto":
+            protocol = "ucx" if importlib.util.find_spec("distributed_ucxx") else "tcp"
+        cluster = LocalCUDACluster(protocol=protocol, threads_per_worker=1, dashboard_address=None)
+    return cluster, Client(cluster)
+
+
+def gkeys(n, seconds):
+    return n / seconds / 1e9
+
+
+def run_input(bench: Bench, dist: str, n: int, args) -> None:
+    print(f"\n== {dist}: 2^{n.bit_length() - 1} = {n} uint32 keys")
+    x = bench.keys(dist, n)
+    print(f"   chunks: {len(x.chunks[0])} of ~{x.chunks[0][0]} keys over {len(bench.workers)} workers")
+    for size in set(x.chunks[0]):                                  # warm-up: compile, pool memory
+        bench.client.run(warm_sort, size, bench.xp_name)
+    bench.timed_sort(bench.keys(dist, min(n, 1 << 20)))
+    s, seconds = bench.timed_sort(x)
+    print(f"   sort: {seconds:.3f} s, {gkeys(n, seconds):.4g} GKeys/s; known chunks: "
+          f"{all(c == c for c in s.chunks[0])}; check: {bench.check(x, s)}")
+    del s
+    if args.phases:
+        times = bench.phases(x)
+        print("   phases (each persisted): " + ", ".join(f"{k} {v:.3f} s" for k, v in times.items())
+              + f"; sum {sum(times.values()):.3f} s")
+    del x
+    if args.single:
+        m, single = bench.single(dist, n)
+        note = "all keys" if m == n else f"first 2^{m.bit_length() - 1} keys only: that is what fits"
+        print(f"   one worker's cudasortkit.sort ({note}): {single:.4f} s, {gkeys(m, single):.4g} GKeys/s;"
+              f" dask sort is {gkeys(m, single) / gkeys(n, seconds):.1f}x slower per key")
+
+
+def run_dataframe(bench: Bench, n: int) -> None:
+    print(f"\n== dask.dataframe sort_values vs cudasortkit.dask.sort, uniform, 2^{n.bit_length() - 1} "
+          "keys (a smaller size than above: the dataframe sort is slow)")
+    try:
+        backend, df_seconds = bench.dataframe_sort("uniform", n)
+    except Exception as e:  # an image without pandas/pyarrow: say so, go on
+        print(f"   dask.dataframe unavailable: {type(e).__name__}: {e}")
+        return
+    x = bench.keys("uniform", n)
+    bench.timed_sort(x)
+    _, seconds = bench.timed_sort(x)
+    print(f"   dask.dataframe ({backend} partitions): {df_seconds:.3f} s; cudasortkit.dask: "
+          f"{seconds:.3f} s; cudasortkit.dask is {df_seconds / seconds:.1f}x faster")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpu", action="store_true", help="LocalCluster of 2 CPU processes, NumPy chunks")
+    ap.add_argument("--size-log2", type=int, default=31, help="uniform input size (default 31)")
+    ap.add_argument("--small-log2", type=int, default=28, help="few/sorted/lognormal size (default 28)")
+    ap.add_argument("--df-size-log2", type=int, default=24, help="dask.dataframe comparison size")
+    ap.add_argument("--chunks-per-worker", type=int, default=2)
+    ap.add_argument("--inputs", default=",".join(DISTS), help=f"comma-separated from {DISTS}")
+    ap.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--single", action=argparse.BooleanOptionalAction, default=True,
+                    help="compare with one worker's cudasortkit.sort")
+    ap.add_argument("--dataframe", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--protocol", default="auto", choices=("auto", "tcp", "ucx"))
+    args = ap.parse_args(argv)
+
+    cluster, client = start_cluster(args.cpu, args.protocol)
+    with cluster, client:
+        bench = Bench(client, "numpy" if args.cpu else "cupy", args.chunks_per_worker)
+        print(f"cluster: {len(bench.workers)} workers ({'CPU, NumPy' if args.cpu else 'GPU, CuPy'} chunks), "
+              f"transport: {client.scheduler.address.split('://')[0]}")
+        if not args.cpu:
+            print("devices:", sorted(set(client.run(device_name).values())))
+        for dist in args.inputs.split(","):
+            n = 1 << (args.size_log2 if dist == "uniform" else args.small_log2)
+            try:
+                run_input(bench, dist, n, args)
+            except Exception:
+                traceback.print_exc()
+        if args.dataframe:
+            run_dataframe(bench, 1 << min(args.df_size_log2, args.size_log2))
+
+
+if __name__ == "__main__":
+    main()
