@@ -267,13 +267,28 @@ def start_cluster(cpu: bool, protocol: str):
 
     if cpu:
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    else:
+        return cluster, Client(cluster)
+    if protocol == "auto":
+        protocol = "ucx" if importlib.util.find_spec("distributed_ucxx") else "tcp"
+    try:
         from dask_cuda import LocalCUDACluster
-
-        if protocol == "auto":
-            protocol = "ucx" if importlib.util.find_spec("distributed_ucxx") else "tcp"
+    except ImportError as e:
+        print(f"dask_cuda unavailable ({e}): one worker per GPU by CUDA_VISIBLE_DEVICES instead")
+        cluster = gpu_spec_cluster(protocol)
+    else:
         cluster = LocalCUDACluster(protocol=protocol, threads_per_worker=1, dashboard_address=None)
     return cluster, Client(cluster)
+
+
+def gpu_spec_cluster(protocol: str):
+    """What LocalCUDACluster does, minus its extras: one single-thread worker per GPU."""
+    import cupy
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {i: {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
+               for i in range(cupy.cuda.runtime.getDeviceCount())}
+    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
+        "protocol": protocol, "dashboard_address": None}})
 
 
 def gkeys(n, seconds):
