@@ -30,7 +30,7 @@ __all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan"]
 
 def sort(x, descending=False, *, chunks=None):
     """Sorted copy of the 1-D dask array `x`, a dask array of the same chunk type."""
-    p = plan(x, descending, chunks, "sort")
+    p = _plan(x, descending, chunks, "sort")
     if not sum(p.sizes):
         return x.rechunk((p.out_chunks,))
     return p.assemble(p.run(x, None, with_indices=False), 0, meta_from_array(x, ndim=1))
@@ -38,7 +38,7 @@ def sort(x, descending=False, *, chunks=None):
 
 def argsort(x, descending=False, *, chunks=None):
     """Global int64 indices that sort `x` stably (numpy.argsort(kind="stable"))."""
-    p = plan(x, descending, chunks, "argsort")
+    p = _plan(x, descending, chunks, "argsort")
     if not sum(p.sizes):
         return x.astype(np.int64).rechunk((p.out_chunks,))
     meta = meta_from_array(x, ndim=1, dtype=np.int64)
@@ -49,7 +49,7 @@ def sort_by_key(keys, values, descending=False, *, chunks=None):
     """(sorted keys, values in the same order), stable; values are 1-D dask
     arrays of 4- or 8-byte numbers, as long as keys (rechunked to keys' chunks)."""
     values = _check_values(values, keys)
-    p = plan(keys, descending, chunks, "sort-by-key", values.name)
+    p = _plan(keys, descending, chunks, "sort-by-key", values.name)
     if not sum(p.sizes):
         return keys.rechunk((p.out_chunks,)), values.rechunk((p.out_chunks,))
     merged = p.run(keys, values, with_indices=False)
@@ -57,8 +57,15 @@ def sort_by_key(keys, values, descending=False, *, chunks=None):
             p.assemble(merged, 1, meta_from_array(values, ndim=1)))
 
 
-def plan(x, descending=False, chunks=None, *names) -> SortPlan:
-    """The SortPlan of sorting `x` (checked) into `chunks` (default: x's)."""
+def plan(x, descending=False, chunks=None) -> SortPlan:
+    """The stages of sort(x, descending, chunks=chunks), to run (and time) one
+    by one: SortPlan.local_sort, sample, partition, exchange, merge."""
+    return _plan(x, descending, chunks, "sort")
+
+
+def _plan(x, descending, chunks, *names) -> SortPlan:
+    """The SortPlan of sorting `x` (checked) into `chunks` (default: x's);
+    `names` tell this sort's tasks from other sorts of x."""
     _check_keys(x)
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {descending!r}")

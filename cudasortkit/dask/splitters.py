@@ -109,6 +109,9 @@ def exact_splits(windows, sizes, targets, descending: bool) -> np.ndarray:
         parts = [w[1][j] for w in windows]
         source = np.repeat(np.arange(p), [len(k) for k in parts])
         order = csk.argsort(np.concatenate(parts), stable=True, descending=descending)
-        taken = order[: int(target - lo.sum())]
-        splits[:, j + 1] = lo + np.bincount(source[taken], minlength=p)
+        take = int(target - lo.sum())
+        if not 0 <= take <= len(order):  # the brackets' guarantee; never seen broken
+            raise RuntimeError(f"cudasortkit.dask: boundary {target} lies outside its brackets "
+                               f"({take} of {len(order)} window keys); please report this")
+        splits[:, j + 1] = lo + np.bincount(source[order[:take]], minlength=p)
     return splits
