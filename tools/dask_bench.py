@@ -21,12 +21,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import logging
+import sys
 import time
 import traceback
 
 import numpy as np
 
-DISTS = ("uniform", "few", "sorted", "lognormal")
+#: The big uniform input last: the rest is reported even if it runs out of time.
+DISTS = ("few", "sorted", "lognormal", "uniform")
 SEED = 0x5EED
 
 
@@ -181,10 +184,13 @@ class Bench:
         wait(collection)
         self.client.run(synchronize)
 
-    def warm_up(self, dist: str, n: int) -> None:
-        """A whole dask sort of another input (other keys: a result Dask
-        still holds would make the timed sort free)."""
-        self.timed_sort(self.keys(dist, max(1, min(n // 2, 1 << 20))))
+    def warm_up(self, x, dist: str) -> None:
+        """One cudasortkit.sort per chunk size of x on every worker (kernels
+        compiled, memory pooled), then a whole dask sort of another input
+        (other keys: a result Dask still holds would make the timed sort free)."""
+        for size in set(x.chunks[0]):
+            self.client.run(warm_sort, size, self.xp_name)
+        self.timed_sort(self.keys(dist, max(1, min(x.shape[0] // 2, 1 << 20))))
 
     def timed_sort(self, x):
         import cudasortkit.dask as cskd
@@ -272,7 +278,8 @@ def start_cluster(cpu: bool, protocol: str):
     from distributed import Client, LocalCluster
 
     if cpu:
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)
         return cluster, Client(cluster)
     if protocol == "auto":
         protocol = "ucx" if importlib.util.find_spec("distributed_ucxx") else "tcp"
@@ -282,7 +289,8 @@ def start_cluster(cpu: bool, protocol: str):
         print(f"dask_cuda unavailable ({e}): one worker per GPU by CUDA_VISIBLE_DEVICES instead")
         cluster = gpu_spec_cluster(protocol)
     else:
-        cluster = LocalCUDACluster(protocol=protocol, threads_per_worker=1, dashboard_address=None)
+        cluster = LocalCUDACluster(protocol=protocol, threads_per_worker=1, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
     return cluster, Client(cluster)
 
 
@@ -293,8 +301,8 @@ def gpu_spec_cluster(protocol: str):
 
     workers = {i: {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
                for i in range(cupy.cuda.runtime.getDeviceCount())}
-    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
-        "protocol": protocol, "dashboard_address": None}})
+    return SpecCluster(workers=workers, silence_logs=logging.ERROR, scheduler={
+        "cls": Scheduler, "options": {"protocol": protocol, "dashboard_address": None}})
 
 
 def gkeys(n, seconds):
@@ -305,9 +313,7 @@ def run_input(bench: Bench, dist: str, n: int, args) -> None:
     print(f"\n== {dist}: 2^{n.bit_length() - 1} = {n} uint32 keys")
     x = bench.keys(dist, n)
     print(f"   chunks: {len(x.chunks[0])} of ~{x.chunks[0][0]} keys over {len(bench.workers)} workers")
-    for size in set(x.chunks[0]):                                  # warm-up: compile, pool memory
-        bench.client.run(warm_sort, size, bench.xp_name)
-    bench.warm_up(dist, n)
+    bench.warm_up(x, dist)
     s, seconds = bench.timed_sort(x)
     print(f"   sort: {seconds:.3f} s, {gkeys(n, seconds):.4g} GKeys/s; known chunks: "
           f"{all(c == c for c in s.chunks[0])}; check: {bench.check(x, s)}")
@@ -326,16 +332,17 @@ def run_input(bench: Bench, dist: str, n: int, args) -> None:
 
 def run_dataframe(bench: Bench, n: int) -> None:
     print(f"\n== dask.dataframe sort_values vs cudasortkit.dask.sort, uniform, 2^{n.bit_length() - 1} "
-          "keys (a smaller size than above: the dataframe sort is slow)")
+          "keys (smaller than the inputs below: the dataframe sort is slow)")
     try:
         backend, df_seconds = bench.dataframe_sort("uniform", n)
     except Exception as e:  # an image without pandas/pyarrow: say so, go on
         print(f"   dask.dataframe unavailable: {type(e).__name__}: {e}")
         return
     x = bench.keys("uniform", n)
-    bench.warm_up("uniform", n)
+    bench.warm_up(x, "uniform")
     _, seconds = bench.timed_sort(x)
-    print(f"   dask.dataframe ({backend} partitions): {df_seconds:.3f} s; cudasortkit.dask: "
+    print(f"   dask.dataframe ({backend} partitions, {len(bench.workers)} workers x 1 thread): "
+          f"{df_seconds:.3f} s; cudasortkit.dask: "
           f"{seconds:.3f} s; cudasortkit.dask is {df_seconds / seconds:.1f}x faster")
 
 
@@ -353,6 +360,7 @@ def main(argv=None) -> None:
     ap.add_argument("--dataframe", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--protocol", default="auto", choices=("auto", "tcp", "ucx"))
     args = ap.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # piped into tee: every line out before a timeout
 
     cluster, client = start_cluster(args.cpu, args.protocol)
     with cluster, client:
@@ -361,14 +369,14 @@ def main(argv=None) -> None:
               f"transport: {client.scheduler.address.split('://')[0]}")
         if not args.cpu:
             print("devices:", sorted(set(client.run(device_name).values())))
+        if args.dataframe:
+            run_dataframe(bench, 1 << min(args.df_size_log2, args.size_log2))
         for dist in args.inputs.split(","):
             n = 1 << (args.size_log2 if dist == "uniform" else args.small_log2)
             try:
                 run_input(bench, dist, n, args)
             except Exception:
                 traceback.print_exc()
-        if args.dataframe:
-            run_dataframe(bench, 1 << min(args.df_size_log2, args.size_log2))
 
 
 if __name__ == "__main__":
