@@ -323,6 +323,7 @@ def main(argv=None, args=None) -> int:
         if args.cold:  # first: it needs a process whose cache is empty
             bench_calls.print_cold(bench_calls.cold())
         if args.latency:
+            bench_calls.print_host_tiny(bench_calls.host_tiny())
             bench_calls.print_latency(bench_calls.latency())
         return 0
     names = (args.algorithms.split(",") if args.algorithms else

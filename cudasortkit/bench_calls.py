@@ -3,7 +3,8 @@ what a caller waits for, host work included, against CuPy and PyTorch in
 the same run.
 
 --latency: wall clock of one synchronised call (median of interleaved
-rounds, after warm-up) of auto sort on device float32 keys, 2^10 .. 2^22.
+rounds, after warm-up) of auto sort on device float32 keys, 2^10 .. 2^22;
+and a 1,000-key NumPy array against np.sort, its first call included.
 --cold: with an empty tuning cache, a loop sorting 12 float32 CuPy arrays
 from 1e4 to 6e7 keys, three rounds; each round's total and the slowest
 single call, cudasortkit against cupy.sort.
@@ -68,6 +69,26 @@ def latency(sizes=tuple(range(10, 23, 2)), reps=200) -> list:
     return rows
 
 
+def host_tiny(n=1000, calls=20000) -> dict:
+    """A 1,000-key NumPy uint32 array: cudasortkit.sort's first call and its
+    per-call median against np.sort's (us), interleaved rounds."""
+    from . import api
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 2**32, n, dtype=np.uint32)
+    t = time.perf_counter()
+    api.sort(a)
+    first = (time.perf_counter() - t) * 1e6
+    per = {"cudasortkit": [], "numpy": []}
+    for _ in range(ROUNDS):
+        for name, fn in (("cudasortkit", api.sort), ("numpy", np.sort)):
+            t = time.perf_counter()
+            for _ in range(calls // ROUNDS):
+                fn(a)
+            per[name].append((time.perf_counter() - t) * 1e6 / (calls // ROUNDS))
+    return {"first": first, **{name: min(v) for name, v in per.items()}}
+
+
 COLD_SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000, 2_000_000, 4_000_000, 8_000_000,
               16_000_000, 30_000_000, 45_000_000, 60_000_000)
 
@@ -104,6 +125,12 @@ def print_latency(rows) -> None:
     for n, us in rows:
         print(f"{n:>10,} " + " ".join(f"{us[k]:16.1f}" for k in names)
               + f"   {us['cupy'] / us['cudasortkit']:.2f}x")
+
+
+def print_host_tiny(row) -> None:
+    print(f"host uint32 1,000 keys: cudasortkit {row['cudasortkit']:.2f} us per call "
+          f"(first call {row['first']:.0f} us), np.sort {row['numpy']:.2f} us: "
+          f"{row['cudasortkit'] / row['numpy']:.2f}x np.sort")
 
 
 def print_cold(rows) -> None:

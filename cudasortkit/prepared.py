@@ -5,17 +5,20 @@ The general path (api -> select -> execute) spends tens of microseconds of
 Python per call reading the array interface, building a Request, choosing,
 wrapping results and looking up the launch plan. When a call of CuPy or
 PyTorch keys ran a replayable plugin through a recorded launch plan
-(cudasortkit/launchplan.py) on a decision that did not read the keys, the
+(cudasortkit/launchplan.py) on a decision its plugin need not make again
+for each call's keys (not a range-deciding one such as counting), the
 next call of the same (kind, array type, dtype, shape, flags, algorithm)
 needs none of that: it takes the input's address, allocates the result in
 the caller's library on the caller's current stream, and replays the plan.
 
 A prepared call holds its decision's stamps (registry generation, policy
-generation, selector epoch, launch plans' generation): when any of them moves, it is dropped and the
-call takes the general path, which decides again. It calls the decision's
-`observe` like a memoised choice does, so first-run measurement still
-learns from these calls. Anything unusual (another device current, a
-non-contiguous array) goes the general path.
+generation, selector epoch, launch plans' generation): when any of them
+moves, the call takes the general path, which decides again. Each use asks
+the selector to reuse the decision and calls its `observe`, as a memoised
+choice does: a decision the keys' range made is still made again after its
+reuses, and first-run measurement still learns from these calls. Anything
+unusual (another device current, a non-contiguous array) takes the general
+path.
 """
 from __future__ import annotations
 
@@ -92,15 +95,15 @@ class PreparedCall:
     """One exact shape's sort or argsort: plugin, config, launch plan."""
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
-                 "n", "value_bytes", "descending", "observe", "stamps", "iota")
+                 "n", "value_bytes", "descending", "memo", "stamps", "iota")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, n,
-                 value_bytes, descending, observe, stamps):
+                 value_bytes, descending, memo, stamps):
         self.adapter, self.state, self.plugin = adapter, state, plugin
         self.config, self.plan, self.kind = config, plan, kind
         self.dtype, self.key_name = dtype, key_name  # the caller's dtype; the kernels' key dtype
         self.n, self.value_bytes = n, value_bytes
-        self.descending, self.observe, self.stamps = descending, observe, stamps
+        self.descending, self.memo, self.stamps = descending, memo, stamps
         self.iota = kind == "argsort" and not plugin.makes_indices
 
     def __call__(self, a):
@@ -172,8 +175,11 @@ class PreparedCalls:
             return None
         if call.stamps != self.stamps() or not call.adapter.ready(a, call.state.ordinal):
             return None
-        if call.observe is not None:
-            call.observe()
+        memo = call.memo
+        if not self.selector.reuse(memo):
+            return None
+        if memo.observe is not None:
+            memo.observe()
         return call
 
     def note(self, kind: str, keys, descending, stable, algorithm, request, plugin, config,
@@ -202,7 +208,8 @@ class PreparedCalls:
         self._types.add(type(a))
         self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm)] = \
             PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
-                         request.dtype, keys.n, request.value_bytes, request.descending, memo.observe, self.stamps())
+                         request.dtype, keys.n, request.value_bytes, request.descending, memo,
+                         self.stamps())
 
     def forget(self) -> None:
         self._calls.clear()

@@ -97,12 +97,14 @@ class DefaultPolicy:
 
 @dataclass
 class _Memo:
-    """A memoised decision: the plugin and config, the policy's observer,
-    and for a decision that read the keys: how many more calls it serves
-    (uses) or that its plugin must accept each call's keys (recheck)."""
+    """A memoised decision: the plugin and config, its key (None: not
+    stored), the policy's observer, and for a decision that read the keys:
+    how many more calls it serves (uses) or that its plugin must accept each
+    call's keys (recheck)."""
 
     plugin: object
     config: dict | None
+    key: tuple | None = None
     observe: Callable[[], None] | None = None
     uses: int | None = None
     recheck: bool = False
@@ -157,11 +159,11 @@ class Selector:
         """(plugin, config); ValueError naming what could serve the request."""
         key = self.key(request, algorithm)
         memo = self._decisions.get(key) if key is not None else None
-        if memo is not None and not self._still_holds(key, memo, request):
+        if memo is not None and not self._still_holds(memo, request):
             memo = None
         if memo is None:
             choice = self.decide(request, algorithm)
-            memo = _Memo(choice.plugin, choice.config, choice.observe)
+            memo = _Memo(choice.plugin, choice.config, key, choice.observe)
             probe = request.range_probe
             if probe is not None and getattr(probe, "done", True):  # the choice read the keys
                 if choice.plugin.decides_on_key_range:
@@ -181,35 +183,44 @@ class Selector:
         return memo.plugin, (dict(config) if config is not None else None)  # the caller's to change
 
     def settled(self, request: Request, algorithm: str = "auto"):
-        """The memoised decision for the request if it holds for any keys of
-        its shape (it did not read them), else None. Its plugin, config
-        and observe are what a call of the shape gets until the key's
-        generations or this selector's epoch move."""
+        """The memoised decision for the request unless its plugin must see
+        each call's keys (recheck), else None: what a call of the shape gets
+        without a Request, while `reuse(memo)` says yes and the key's
+        generations and this selector's epoch stay."""
         key = self.key(request, algorithm)
         memo = self._decisions.get(key) if key is not None else None
-        if memo is None or memo.recheck or memo.uses is not None:
+        if memo is None or memo.recheck:
             return None
         return memo
 
-    def _still_holds(self, key, memo, request: Request) -> bool:
+    def reuse(self, memo) -> bool:
+        """Whether a memoised choice answers one more call without reading its
+        keys: always, unless the keys' range made it; that one serves
+        PROBE_REUSE calls, then is dropped and the next call decides again."""
+        if memo.uses is None:
+            return True
+        memo.uses -= 1
+        if memo.uses >= 0:
+            return True
+        with self._lock:
+            if self._decisions.get(memo.key) is memo:
+                del self._decisions[memo.key]
+        return False
+
+    def _still_holds(self, memo, request: Request) -> bool:
         """A memoised decision that read the keys is used again only while it
         holds: a plugin that decides on the key range is asked about these
         keys (it reads their range, which its run needs anyway); a choice the
-        range turned elsewhere serves PROBE_REUSE calls, then is made again."""
+        range turned elsewhere is reused (reuse)."""
         if memo.recheck:
             try:
                 if registry.call(memo.plugin, "unsupported", request) is None:
                     return True
             except PluginError:
                 pass
-            self._decisions.pop(key, None)
+            self._decisions.pop(memo.key, None)
             return False
-        if memo.uses is not None:
-            memo.uses -= 1
-            if memo.uses < 0:
-                self._decisions.pop(key, None)
-                return False
-        return True
+        return self.reuse(memo)
 
     def decide(self, request: Request, algorithm: str = "auto") -> Choice:
         """The policy's Choice, uncached (explain shows its reason)."""

@@ -16,8 +16,9 @@ MAX_FUSED = 4  # half-cleaner steps done per register pass (bitonic_global_steps
 #: Tile blocks that must fit on one SM together: a valid config's tile takes
 #: at most this share of the SM's shared memory.
 TILE_BLOCKS_PER_SM = 2
-#: The widest block a one-launch sort uses.
-ONE_LAUNCH_BLOCK = 1024
+#: The widest block a one-launch sort uses (a 1024-thread tile was slower
+#: than the tiles-and-merges path: docs/algorithms/bitonic.md).
+ONE_LAUNCH_BLOCK = 512
 
 
 class BitonicSort(SortPlugin):

@@ -27,8 +27,9 @@ class MergeSort(SortPlugin):
     dtypes = KEY_DTYPES
     stable = True
     priority = 40
-    #: Up to 2^13 keys: few launches (one tile, 3,840 keys, is one).
-    priorities = ((1 << 13, 15),)
+    #: Up to 2^15 keys: few launches (one launch up to 7,680 keys), ahead of
+    #: onesweep's six (docs/algorithms/merge_sort.md has the measurements).
+    priorities = ((1 << 15, 15),)
     merges = True
     pairs = True
     #: Same launches for the same shape (pass count and grids follow from n and config).
