@@ -28,6 +28,11 @@ from .plugin import Request
 
 #: Host arrays shorter than this stay on a CPU plugin when nothing is measured.
 HOST_CUTOFF = 1 << 16
+#: Host arrays shorter than this always stay on a CPU plugin (one that can
+#: serve them): two PCIe copies and a launch cost more than NumPy's sort of
+#: 4,096 keys, so their first call need not start the GPU to decide. (A power
+#: of two: decisions are memoised per bit length of n.)
+HOST_TINY = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,28 @@ class Choice:
 
 def usable(request: Request) -> dict:
     """name -> plugin for every working plugin that can serve `request` here;
-    one whose unsupported() fails is taken out of service and left out."""
+    one whose unsupported() fails is taken out of service and left out.
+    Host arrays of fewer than HOST_TINY keys get only the CPU plugins that
+    can serve them, if any can: the GPU is not even asked about."""
+    plugins = registry.plugins()
+    if not _gpu_considered(request):
+        cpu = _serving(request, {n: p for n, p in plugins.items() if p.device == "cpu"})
+        if cpu:
+            return cpu
     gpu = gpu_available()
+    return _serving(request, {n: p for n, p in plugins.items() if p.device == "cpu" or gpu})
+
+
+def _gpu_considered(request: Request) -> bool:
+    """False for the host arrays that usable() keeps on the CPU unasked."""
+    return request.on_device or request.n >= HOST_TINY
+
+
+def _serving(request: Request, plugins: dict) -> dict:
     out = {}
-    for name, p in registry.plugins().items():
+    for name, p in plugins.items():
         try:
-            if registry.call(p, "unsupported", request) is None and (p.device == "cpu" or gpu):
+            if registry.call(p, "unsupported", request) is None:
                 out[name] = p
         except PluginError:
             continue
@@ -81,7 +102,7 @@ class DefaultPolicy:
         cpu = {n: p for n, p in candidates.items() if p.device == "cpu"}
         if cpu and (not gpu or (not request.on_device and request.n < HOST_CUTOFF)):
             name = min(cpu, key=lambda n: (priority_of(cpu[n], request), n))
-            if not gpu and not gpu_available():
+            if not gpu and _gpu_considered(request) and not gpu_available():
                 _warn_cpu()
             why = "no GPU plugin can serve it here" if not gpu else \
                 f"host array under {HOST_CUTOFF:,} keys (the default rule)"

@@ -8,7 +8,7 @@ import pytest
 
 from cudasortkit import execute, registry, select
 from cudasortkit.arrays import Operand
-from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.plugin import Request, SortPlugin, Tunable
 from cudasortkit.select import Choice, DefaultPolicy, Selector
 
 #: Above this many keys the fake plugin asks for the key range (like counting).
@@ -66,9 +66,16 @@ def fake_gpu(monkeypatch):
     registry.refresh()
 
 
-def sort_request(n, spread=10, key_range=None, descending=False):
+def sort_request(n, spread=10, key_range=None, descending=False, on_device=True):
+    """A request as for device keys (host arrays this short stay on the CPU
+    plugin without asking GPU plugins); its range probe reads host keys."""
     keys = Operand((np.arange(n, dtype=np.int32) % 7) * spread, "a")
-    return execute.make_request("sort", keys, None, descending, True, key_range)
+    return as_device(execute.make_request("sort", keys, None, descending, True, key_range),
+                     on_device)
+
+
+def as_device(request, on_device=True):
+    return Request.from_fields(**{**vars(request), "on_device": on_device})
 
 
 def asks(selector, algorithm, *requests):
@@ -110,8 +117,8 @@ def test_a_choice_the_range_turned_away_is_reused_for_a_while(fake_gpu):
 def test_key_range_options_and_unsettled_choices_are_not_memoised(fake_gpu, algorithm):
     assert asks(fake_gpu, algorithm, sort_request(50, key_range=(0, 9)),
                 sort_request(50, key_range=(0, 9))) == 2
-    with_options = execute.make_request("sort", Operand(np.zeros(50, np.int32)), None, False, True,
-                                        None, hint=1)
+    with_options = as_device(execute.make_request("sort", Operand(np.zeros(50, np.int32)), None,
+                                                  False, True, None, hint=1))
     assert asks(fake_gpu, algorithm, with_options, with_options) == 2
     if algorithm == "auto":
         fake_gpu.policy.final = False
@@ -132,16 +139,25 @@ def test_new_measurements_and_new_plugins_are_never_answered_from_the_cache(fake
 
 
 def test_the_default_policy_follows_declared_priorities(fake_gpu):
-    assert fake_gpu.choose(sort_request(50), "auto")[0].name == "numpy"  # host, small
-    device = execute.make_request("sort", Operand(np.zeros(50, np.int32)), None, False, True)
-    device = type(device).from_fields(**{**device.__dict__, "on_device": True})
-    assert fake_gpu.choose(device, "auto")[0].name == "range_asking"
+    assert fake_gpu.choose(sort_request(50, on_device=False), "auto")[0].name == "numpy"  # host, small
+    assert fake_gpu.choose(sort_request(50), "auto")[0].name == "range_asking"
+
+
+def test_tiny_host_arrays_are_decided_without_asking_for_the_gpu(fake_gpu, monkeypatch):
+    def no_gpu_question():
+        raise AssertionError("the GPU was asked about")
+
+    monkeypatch.setattr(select, "gpu_available", no_gpu_question)
+    tiny = sort_request(select.HOST_TINY - 1, on_device=False)
+    assert fake_gpu.choose(tiny, "auto")[0].name == "numpy"
+    with pytest.raises(AssertionError, match="the GPU was asked"):
+        fake_gpu.choose(sort_request(select.HOST_TINY, on_device=False), "auto")
 
 
 def test_tiny_host_sorts_learn_their_fast_path(fake_gpu):
     a = np.zeros(50, np.int32)
     assert not fake_gpu.host_sort_shape_known(a.dtype, True, a.size)
-    fake_gpu.choose(sort_request(50), "auto")  # the CPU plugin, which sorts like cudasortkit.order
+    fake_gpu.choose(sort_request(50, on_device=False), "auto")  # the CPU plugin, which sorts like cudasortkit.order
     assert fake_gpu.host_sort_shape_known(a.dtype, True, a.size)
     fake_gpu.policy.generation += 1
     assert not fake_gpu.host_sort_shape_known(a.dtype, True, a.size)
