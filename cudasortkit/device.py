@@ -204,6 +204,8 @@ class DeviceState:
                 self.cuda.Context.pop()
             self.context.push()
             _thread.ordinal = self.ordinal
+            if current is None and threading.current_thread() is not threading.main_thread():
+                _thread.pop_at_exit = _PopAtThreadExit(self.cuda)
         return self
 
     def allocate(self, nbytes: int, who="cudasortkit"):
@@ -220,6 +222,22 @@ class DeviceState:
     def free_memory(self) -> int:
         self.activate()
         return self.cuda.mem_get_info()[0]
+
+
+class _PopAtThreadExit:
+    """Kept in a thread's locals once a context is pushed on it, so that the
+    context is popped when the thread ends: pycuda aborts the process when a
+    thread ends with a context on its stack (a worker thread of a pool, of
+    Dask, ...). The main thread's is popped at exit (_release_all)."""
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def __del__(self):
+        try:
+            self.cuda.Context.pop()
+        except Exception:  # nothing pushed any more, or CUDA already shut down
+            pass
 
 
 def get_device(ordinal: int | None = None) -> DeviceState:

@@ -151,6 +151,9 @@ class PreparedCall:
                 buf.free()
             if joins:
                 state.joiner.signal((caller,))
+        observe = self.memo.observe
+        if observe is not None:  # after the launches: the GPU works meanwhile
+            observe()
         return keys, indices
 
 
@@ -175,11 +178,8 @@ class PreparedCalls:
             return None
         if call.stamps != self.stamps() or not call.adapter.ready(a, call.state.ordinal):
             return None
-        memo = call.memo
-        if not self.selector.reuse(memo):
+        if not self.selector.reuse(call.memo):
             return None
-        if memo.observe is not None:
-            memo.observe()
         return call
 
     def note(self, kind: str, keys, descending, stable, algorithm, request, plugin, config,
