@@ -29,14 +29,15 @@ selector = Selector(MeasuredPolicy())
 prepared = PreparedCalls(selector)
 
 def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
-         stream=None):
+         stream=None, progress=False):
     """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
     or `a` sorted into `out` (`out=a` sorts in place).
 
     key_range=(lo, hi) promises lo <= every key <= hi (integer keys), which
     lets range-limited algorithms (counting sort) skip measuring it; keys
     outside it raise ValueError. `stream`: see docs/api.md (default: the
-    current stream of the array's library).
+    current stream of the array's library). progress=True shows a tqdm bar
+    while a large host array is sorted (docs/host.md).
     """
     if axis == -1 and out is None and key_range is None and stream is None:
         if (type(a) is np.ndarray and algorithm == "auto" and descending is False
@@ -54,12 +55,12 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
         return batched.sort_along(_execute, "sort", a, None, axis, descending, stable, algorithm,
                                   out, None, key_range, stream)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
-                       key_range, stream)
+                       key_range, stream, progress=progress)
     return keys
 
 
 def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key_range=None,
-            stream=None):
+            stream=None, progress=False):
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
     descending=True, stable=True)."""
@@ -72,12 +73,12 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
         return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
                                   algorithm, None, None, key_range, stream)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
-                        key_range, stream)
+                        key_range, stream, progress=progress)
     return order
 
 
 def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", out=None,
-                values_out=None, key_range=None, stream=None):
+                values_out=None, key_range=None, stream=None, progress=False):
     """(sorted keys, values in the same order) along `axis`; stable. Values
     are 4- or 8-byte numbers of the keys' shape."""
     _check_flags(descending, True, algorithm)
@@ -88,7 +89,8 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     _value_bytes(v.dtype)
-    return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream)
+    return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream,
+                    progress=progress)
 
 
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False,
@@ -145,7 +147,7 @@ def _check_flags(descending, stable, algorithm) -> None:
 
 # ------------------------------------------------------------------ execution
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None, stream=None, segments=None):
+             values_out, key_range=None, stream=None, segments=None, progress=False):
     """Choose a plugin (auto chooses again if the chosen one turns out
     broken) and run it, in the caller's stream."""
     targets = {"out": None, "values_out": None}
@@ -156,7 +158,10 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     if ordering is not None:
         ordering.begin()
     try:
-        request = make_request(kind, keys, values, descending, stable, key_range, segments)
+        if not isinstance(progress, (bool, np.bool_)):
+            raise TypeError(f"progress must be True or False, got {progress!r}")
+        request = make_request(kind, keys, values, descending, stable, key_range, segments,
+                               **({"progress": True} if progress else {}))
         while True:
             plugin, config = selector.choose(request, algorithm)
             try:

@@ -283,6 +283,14 @@ def build_parser(parser=None):
     parser.add_argument("--batched", action="store_true",
                         help="sorts along the last axis of rows x cols arrays and a ragged "
                              "segmented sort vs CuPy and torch (bench_batched.py)")
+    parser.add_argument("--host", action="store_true",
+                        help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
+                             "numpy.sort, out-of-core sizes under a device memory cap, with the "
+                             "pinned bandwidth and host memory (bench_host.py; --sizes takes "
+                             "dtype:size[:cap],... for the in-core list, --host-ooc for the other)")
+    parser.add_argument("--host-ooc", default=None, metavar="DTYPE:SIZE[:CAP],...",
+                        help="with --host: the out-of-core cases (default "
+                             "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30; 'none' for none)")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
@@ -317,6 +325,12 @@ def main(argv=None, args=None) -> int:
         from . import bench_batched
 
         return bench_batched.main(args.repeats)
+    if args.host:
+        from . import bench_host
+
+        ooc = args.host_ooc or bench_host.DEFAULT_OUT_OF_CORE
+        return bench_host.main(args.sizes if args.sizes != "2^20,2^24" else bench_host.DEFAULT_IN_CORE,
+                               "" if ooc == "none" else ooc)
     if args.latency or args.cold:
         from . import bench_calls
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import launchplan, registry
+from . import hostpipe, launchplan, registry
 from .arrays import Operand, Result, check_out, overlaps
 from .device import get_device
 from .dtypes import key_name, value_bytes as _value_bytes
@@ -158,6 +158,8 @@ def run(plugin, config, request: Request, keys: Operand, values: Operand | None,
     if plugin.device == "cpu":
         return _run_host(plugin, config, request, keys, values, targets, state)
     state = state or get_device(keys.ordinal)
+    if hostpipe.takes(request, keys, values, targets, state):  # large host arrays: pipelined
+        return hostpipe.run(plugin, config, request, keys, values, targets, state, RUN_ERRORS)
     return _run_device(plugin, config, request, keys, values, targets["out"],
                        targets["values_out"], state, LEGACY if caller is None else caller)
 

@@ -135,6 +135,10 @@ def _letter_cases():
                 yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
                        dtype, vb, plugin.default_config(dtype, vb))
     yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG
+    from cudasortkit.hostkernels import CONFIG as HOSTPIPE_CONFIG, HOSTPIPE
+
+    for dtype in ("uint8", "float32", "float64"):
+        yield f"core hostpipe.cu ({dtype})", HOSTPIPE, dtype, 0, HOSTPIPE_CONFIG
     for count_bytes, template in SCAN_TEMPLATES.items():
         yield f"core scan.cu ({count_bytes}-byte counts)", template, SCAN_DTYPE, 0, scan_config()
 

@@ -1,0 +1,211 @@
+"""``python -m cudasortkit bench --host``: host (NumPy) arrays in and out.
+
+Measures, in one run: the pinned host-to-device bandwidth (the yardstick),
+then each case in a subprocess of its own, so that its host memory
+high-water mark (VmHWM, reset before each timed call) is its own:
+in-core sizes against the naive CuPy round trip (cupy.asarray -> cupy.sort
+-> .get()) and numpy.sort, and out-of-core sizes under a device memory cap.
+Per case: median time, GB/s of input, that as a fraction of the pinned
+bandwidth, the peak host memory over what the process held before the call
+(the input and the pinned staging pool already held are not counted; the
+pool's size is printed), and whether the result was right and the input
+untouched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+DEFAULT_IN_CORE = "uint32:2^24,float64:2^26,uint32:2^28"
+DEFAULT_OUT_OF_CORE = "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30"
+
+
+def parse_cases(text: str) -> list:
+    """'dtype:size[:cap],...' -> [(dtype, n, cap or None)]."""
+    from .bench import parse_size
+
+    cases = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        parts = item.split(":")
+        if len(parts) not in (2, 3):
+            raise SystemExit(f"--sizes item {item!r}: write dtype:size or dtype:size:cap")
+        cases.append((parts[0], parse_size(parts[1]), parts[2] if len(parts) == 3 else None))
+    return cases
+
+
+# ------------------------------------------------------------- measurements
+def pinned_h2d_gb_s(nbytes: int = 256 << 20, repeats: int = 5) -> float:
+    """Host-to-device bandwidth from page-locked memory, GB/s (median)."""
+    from .device import get_device
+
+    state = get_device()
+    cuda = state.cuda
+    host = cuda.pagelocked_empty(nbytes, np.uint8)
+    host[:] = 1
+    dev = cuda.mem_alloc(nbytes)
+    try:
+        start, end = cuda.Event(), cuda.Event()
+        times = []
+        for _ in range(repeats + 1):
+            start.record(state.stream)
+            cuda.memcpy_htod_async(dev, host, state.stream)
+            end.record(state.stream)
+            end.synchronize()
+            times.append(end.time_since(start) / 1e3)
+        return nbytes / sorted(times[1:])[len(times[1:]) // 2] / 1e9
+    finally:
+        dev.free()
+        host.base.free()
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def make_keys(dtype: str, n: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+    out = rng.standard_normal(n, dtype=np.float64 if dt.itemsize == 8 else np.float32)
+    return out.astype(dt, copy=False)
+
+
+def _fingerprint(a: np.ndarray) -> tuple:
+    """A cheap multiset checksum of the keys' bits (order-independent)."""
+    bits = a.view(np.dtype(f"u{a.itemsize}")).astype(np.uint64, copy=False)
+    return (int(np.sum(bits, dtype=np.uint64)),
+            int(np.sum(bits * bits, dtype=np.uint64)),
+            int(np.bitwise_xor.reduce(bits)))
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    step = 1 << 26
+    for i in range(0, len(a) - 1, step):
+        part = a[i:i + step + 1]
+        if not np.all(part[:-1] <= part[1:]):
+            return False
+    return True
+
+
+def run_case(what: str, dtype: str, n: int, cap: str | None, repeats: int) -> dict:
+    """One case in this process: 'ours' (cudasortkit.sort), 'cupy' (the
+    naive round trip) or 'numpy' (numpy.sort)."""
+    import cudasortkit as csk
+    from .pinned import pool
+
+    keys = make_keys(dtype, n)
+    before = keys[:1 << 20].copy(), keys[-(1 << 20):].copy()
+    exact = n <= 1 << 28
+    expected = np.sort(keys) if exact else None
+    fingerprint = None if exact else _fingerprint(keys)
+    if what == "ours":
+        if cap:
+            csk.set_device_memory_limit(cap)
+        csk.sort(make_keys(dtype, 1 << 22, 2))  # compile and fill the pinned pool first
+        sort = csk.sort
+    elif what == "cupy":
+        import cupy
+
+        cupy.sort(cupy.asarray(keys[:1 << 20])).get()
+
+        def sort(h):
+            return cupy.sort(cupy.asarray(h)).get()
+    else:
+        sort = np.sort
+    times, peak, ok = [], 0, True
+    for _ in range(repeats):
+        result = None
+        base = _status("VmRSS")
+        reset = _reset_hwm()
+        t0 = time.perf_counter()
+        result = sort(keys)
+        times.append(time.perf_counter() - t0)
+        peak = max(peak, (_status("VmHWM") - base) if reset else -1)
+        if exact:
+            ok = ok and bool(np.array_equal(result, expected, equal_nan=True))
+        else:
+            ok = ok and _is_sorted(result) and _fingerprint(result) == fingerprint
+        del result
+    untouched = (np.array_equal(keys[:1 << 20], before[0], equal_nan=True)
+                 and np.array_equal(keys[-(1 << 20):], before[1], equal_nan=True))
+    return {"what": what, "dtype": dtype, "n": n, "cap": cap, "s": sorted(times)[len(times) // 2],
+            "peak_extra": peak, "input_bytes": keys.nbytes, "ok": ok and untouched,
+            "pinned_held": pool.held_bytes}
+
+
+def _subprocess(what, dtype, n, cap, repeats, env=None) -> dict:
+    arg = json.dumps([what, dtype, n, cap, repeats])
+    proc = subprocess.run([sys.executable, "-m", "cudasortkit.bench_host", arg],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"what": what, "dtype": dtype, "n": n, "cap": cap,
+            "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+
+
+def _row(r, bw) -> str:
+    label = r["what"] + (f" [{r['mode']}]" if r.get("mode") else "")
+    head = f"{r['dtype']:8} 2^{int(np.log2(r['n'])):<3} {r['cap'] or '-':>6} {label:20}"
+    if "error" in r:
+        return head + " " + r["error"]
+    gb_s = r["input_bytes"] / r["s"] / 1e9
+    extra = "" if r["peak_extra"] < 0 else f"{r['peak_extra'] / 2**30:8.2f}"
+    return (head + f" {r['s'] * 1e3:10.1f} {gb_s:7.2f} {100 * gb_s / bw:6.1f}% {extra:>8}"
+            f" {r['pinned_held'] / 2**20:7.0f} {'yes' if r['ok'] else 'NO':>4}")
+
+
+def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, repeats=3,
+         modes=("staged", "registered"), numpy_ref=True) -> int:
+    bw = pinned_h2d_gb_s()
+    print(f"pinned host-to-device bandwidth: {bw:.1f} GB/s")
+    print(f"{'dtype':8} {'n':5} {'cap':>6} {'what':20} {'ms':>10} {'GB/s':>7} {'of bw':>7} "
+          f"{'xhost GiB':>8} {'pin MiB':>7} {'ok':>4}")
+    rows = []
+    for dtype, n, cap in parse_cases(sizes_in_core):
+        for mode in modes:
+            r = _subprocess("ours", dtype, n, cap, repeats, {"CUDASORTKIT_HOST_TRANSFER": mode})
+            r["mode"] = mode
+            rows.append(r)
+            print(_row(r, bw), flush=True)
+        refs = ("cupy", "numpy") if numpy_ref else ("cupy",)
+        for what in refs:
+            r = _subprocess(what, dtype, n, None, 1 if what == "numpy" else repeats)
+            rows.append(r)
+            print(_row(r, bw), flush=True)
+        ours = [r for r in rows[-len(modes) - len(refs):] if r["what"] == "ours" and "s" in r]
+        cupy = [r for r in rows[-len(refs):] if r["what"] == "cupy" and "s" in r]
+        if ours and cupy:
+            best = min(ours, key=lambda r: r["s"])
+            print(f"  -> {dtype} 2^{int(np.log2(n))}: {cupy[0]['s'] / best['s']:.2f}x the CuPy round "
+                  f"trip ({best['mode']})", flush=True)
+    for dtype, n, cap in parse_cases(sizes_out_of_core):
+        r = _subprocess("ours", dtype, n, cap, repeats)
+        rows.append(r)
+        print(_row(r, bw), flush=True)
+    return 0 if all(r.get("ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    what, dtype, n, cap, repeats = json.loads(sys.argv[1])
+    print(json.dumps(run_case(what, dtype, n, cap, repeats)))

@@ -1,0 +1,54 @@
+"""The host pipeline's own kernels (kernels/hostpipe.cu): argsort indices of
+one piece of a bigger array, encoded words of sampled keys, and per-bucket
+counts against splitters. Launched on the device state's stream; errors
+name the kernel and "core (host pipeline)"."""
+from __future__ import annotations
+
+from .errors import KernelError, describe
+from .template import SYNC_EVERY_LAUNCH, KernelTemplate
+
+HOSTPIPE = KernelTemplate("hostpipe.cu")
+BLOCK = 256
+CONFIG = {"block_size": BLOCK}
+#: Most splitters csk_bucket_count takes (its shared-memory table).
+MAX_SPLITTERS = 1023
+OWNER = "core (host pipeline)"
+
+
+def _launch(state, dtype, name: str, n: int, args) -> None:
+    kernel = HOSTPIPE.kernel(state, dtype, 0, CONFIG, name, owner=OWNER)
+    where = describe(OWNER, name, dtype, None)
+    if len(args) != len(kernel.signature):
+        raise KernelError(f"{where}: launched with {len(args)} arguments, but the kernel takes "
+                          f"{len(kernel.signature)} ({kernel.signature!r})")
+    grid = max(1, min(-(-int(n) // BLOCK), state.limits.sm_count * 16))
+    try:
+        kernel.issue(state, state.stream, (grid, 1), (BLOCK, 1, 1), args, 0)
+        if SYNC_EVERY_LAUNCH:
+            state.stream.synchronize()
+    except state.cuda.Error as exc:
+        raise KernelError(f"{where}: launch grid=({grid}, 1) block=({BLOCK}, 1, 1) "
+                          f"failed: {exc}") from exc
+
+
+def iota64_from(state, ptr: int, n: int, start: int) -> None:
+    """n int64 at ptr = start, start + 1, ..."""
+    if n > 0:
+        _launch(state, "uint32", "csk_iota64_from", n, (int(ptr), int(n), int(start)))
+
+
+def encode_words(state, dtype: str, keys: int, n: int, mask: int, out: int) -> None:
+    """n uint64 at out = the encoded words (keys.cuh csk_encode) of n keys."""
+    if n > 0:
+        _launch(state, dtype, "csk_encode_words", n, (int(keys), int(n), int(mask), int(out)))
+
+
+def bucket_count(state, dtype: str, keys: int, n: int, mask: int, splitters: int,
+                 nsplit: int, counts: int) -> None:
+    """counts[b] (uint64, nsplit + 1 of them) += keys whose encoded word has
+    b splitters at or below it."""
+    if not 0 <= nsplit <= MAX_SPLITTERS:
+        raise ValueError(f"bucket_count takes at most {MAX_SPLITTERS} splitters, got {nsplit}")
+    if n > 0:
+        _launch(state, dtype, "csk_bucket_count", n,
+                (int(keys), int(n), int(mask), int(splitters), int(nsplit), int(counts)))

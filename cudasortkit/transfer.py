@@ -1,0 +1,301 @@
+"""Host <-> device copies of large host arrays at PCIe speed, overlapped.
+
+A `Pipe` serves one host sort. Uploads run on the device state's stream (so
+the sort queued after them waits for them), downloads on a second stream of
+the device, so data going up and data coming down cross PCIe at once.
+
+Two ways to move the bytes (CUDASORTKIT_HOST_TRANSFER):
+
+- "staged" (default): through a ring of page-locked slots from the pinned
+  pool (cudasortkit/pinned.py). Worker threads copy the caller's pageable
+  memory into a slot (NumPy copies release the GIL) while earlier slots are
+  in flight to the device, and copy slots that came down into the result
+  while later ones still come down.
+- "registered": the caller's arrays themselves are page-locked for the call
+  (cuMemHostRegister, in aligned pieces) and copied by DMA directly.
+
+docs/algorithms/host.md has the measurements that chose the default.
+
+Rules the code keeps: a slot is written by a host copy only after its last
+DMA finished (its event), and read by a DMA only after its host copy
+finished (its future); every slot goes back to the pool and every
+registration is undone in `close()`, which waits for all queued copies
+first, also when the call fails or is interrupted.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .pinned import pool as pinned_pool
+
+MODES = ("staged", "registered")
+#: Registered mode pins the caller's memory in pieces of this many bytes
+#: (aligned to it, so no two pieces share a page).
+REGISTER_PIECE = 64 << 20
+
+_executor = []  # [ThreadPoolExecutor], made on first use
+_streams: dict = {}  # device ordinal -> download stream
+
+
+def copy_threads() -> int:
+    """Worker threads for host copies: CUDASORTKIT_COPY_THREADS, else half the CPUs (2..8)."""
+    text = os.environ.get("CUDASORTKIT_COPY_THREADS", "").strip()
+    if text:
+        return max(1, int(text))
+    return max(2, min(8, (os.cpu_count() or 4) // 2))
+
+
+def workers() -> ThreadPoolExecutor:
+    """The host-copy worker threads (made on first use)."""
+    if not _executor:
+        _executor.append(ThreadPoolExecutor(copy_threads(), thread_name_prefix="csk-copy"))
+    return _executor[0]
+
+
+def transfer_mode() -> str:
+    mode = os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() or "staged"
+    if mode not in MODES:
+        raise ValueError(f"CUDASORTKIT_HOST_TRANSFER must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def download_stream(state):
+    """The device's second stream (downloads), made once per device."""
+    stream = _streams.get(state.ordinal)
+    if stream is None:
+        stream = _streams[state.ordinal] = state.cuda.Stream()
+    return stream
+
+
+def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """One piece between pageable and page-locked memory (a worker thread)."""
+    np.copyto(dst, src)
+
+
+def parallel_copy(dst: np.ndarray, src: np.ndarray, piece_bytes: int = 64 << 20) -> None:
+    """dst[...] = src (1-D, same length) by the worker threads, in pieces."""
+    step = max(1, piece_bytes // max(1, src.itemsize))
+    futures = [workers().submit(np.copyto, dst[i:i + step], src[i:i + step])
+               for i in range(0, len(src), step)]
+    try:
+        for future in futures:
+            future.result()
+    finally:  # interrupted: the copies still run; let them end so dst is whole
+        for future in futures:
+            future.exception()
+
+
+def as_bytes(a: np.ndarray) -> np.ndarray:
+    """A 1-D contiguous array as its bytes (uint8), without copying."""
+    return a.reshape(-1).view(np.uint8)
+
+
+class _Slot:
+    __slots__ = ("buf", "event", "future", "busy")
+
+    def __init__(self, buf, event):
+        self.buf, self.event, self.future, self.busy = buf, event, None, False
+
+
+class Pipe:
+    """One host sort's copies. Use as a context manager (or call close())."""
+
+    def __init__(self, state, mode: str | None = None, progress=None, slots: int | None = None):
+        self.state = state
+        self.cuda = cuda = state.cuda
+        self.mode = mode or transfer_mode()
+        self.up = state.stream
+        self.down = download_stream(state)
+        self.progress = progress  # callable(nbytes) or None
+        self.workers = workers()
+        self._registered = []  # RegisteredHostMemory to unregister at close
+        self._up, self._down = [], []
+        if self.mode == "staged":
+            per_ring = slots or copy_threads() + 2
+            bufs = pinned_pool.take(2 * per_ring, at_least=4)
+            half = len(bufs) // 2
+            flags = cuda.event_flags.DISABLE_TIMING
+            self._up = [_Slot(b, cuda.Event(flags)) for b in bufs[:half]]
+            self._down = [_Slot(b, cuda.Event(flags)) for b in bufs[half:]]
+        self._up_count = 0
+        self._pending = deque()  # down slots whose DMA is queued: (slot, host piece)
+        self._copying = deque()  # down slots whose host copy runs
+        self._free_down = deque(self._down)
+        self._closed = False
+
+    # ---------------------------------------------------------------- up
+    def upload(self, dptr: int, host: np.ndarray) -> None:
+        """Queue host (1-D, contiguous) -> device memory at dptr on the upload
+        stream; returns once the caller's memory has been read (staged) or
+        pinned (registered)."""
+        src = as_bytes(host)
+        if not len(src):
+            return
+        if self.mode == "registered":
+            for offset, piece in self._register(src):
+                self.cuda.memcpy_htod_async(int(dptr) + offset, piece, self.up)
+                self._tick(len(piece))
+            return
+        size = pinned_pool.slot_bytes
+        pieces = [(o, src[o:o + size]) for o in range(0, len(src), size)]
+        ring = self._up
+        k = len(ring)
+        lag = max(1, k - 1)
+
+        def issue(j):
+            offset, piece = pieces[j]
+            slot = ring[(self._up_count + j) % k]
+            slot.future.result()
+            slot.future = None
+            self.cuda.memcpy_htod_async(int(dptr) + offset, slot.buf[:len(piece)], self.up)
+            slot.event.record(self.up)
+            slot.busy = True
+            self._tick(len(piece))
+
+        issued = 0
+        try:
+            for i, (_, piece) in enumerate(pieces):
+                slot = ring[(self._up_count + i) % k]
+                if slot.busy:  # its last DMA reads it: wait for it
+                    self.pump()
+                    slot.event.synchronize()
+                    slot.busy = False
+                slot.future = self.workers.submit(_host_copy, slot.buf[:len(piece)], piece)
+                while issued <= i - lag:
+                    issue(issued)
+                    issued += 1
+                self.pump()
+            while issued < len(pieces):
+                issue(issued)
+                issued += 1
+        finally:
+            for slot in ring:  # a failure left copies running: let them end
+                if slot.future is not None:
+                    slot.future.exception()
+                    slot.future = None
+            self._up_count += len(pieces)
+
+    # -------------------------------------------------------------- down
+    def after_device_work(self) -> None:
+        """Downloads queued from now on start after the work queued so far on
+        the device state's stream (the sort whose result they fetch)."""
+        event = self.cuda.Event(self.cuda.event_flags.DISABLE_TIMING)
+        event.record(self.up)
+        self.down.wait_for_event(event)
+
+    def download(self, host: np.ndarray, dptr: int) -> None:
+        """Queue device memory at dptr -> host (1-D, contiguous, writeable) on
+        the download stream; call after_device_work() first. The host copies
+        finish in drain()/close()."""
+        dst = as_bytes(host)
+        if not len(dst):
+            return
+        if self.mode == "registered":
+            for offset, piece in self._register(dst):
+                self.cuda.memcpy_dtoh_async(piece, int(dptr) + offset, self.down)
+                self._tick(len(piece))
+            return
+        size = pinned_pool.slot_bytes
+        for o in range(0, len(dst), size):
+            piece = dst[o:o + size]
+            slot = self._free_down_slot()
+            self.cuda.memcpy_dtoh_async(slot.buf[:len(piece)], int(dptr) + o, self.down)
+            slot.event.record(self.down)
+            self._pending.append((slot, piece))
+            self.pump()
+
+    def downloads_done_event(self):
+        """An event after every download DMA queued so far (not the host copies)."""
+        event = self.cuda.Event(self.cuda.event_flags.DISABLE_TIMING)
+        event.record(self.down)
+        return event
+
+    def _free_down_slot(self) -> _Slot:
+        while not self._free_down:
+            if not self.pump():
+                if self._pending:  # the oldest DMA: wait for it
+                    self._pending[0][0].event.synchronize()
+                elif self._copying:
+                    self._copying[0][0].future.exception()
+        return self._free_down.popleft()
+
+    def pump(self) -> bool:
+        """Move finished download DMAs on to their host copies and finished
+        host copies back to the free slots; True if anything moved."""
+        moved = False
+        while self._pending and self._pending[0][0].event.query():
+            slot, piece = self._pending.popleft()
+            slot.future = self.workers.submit(_host_copy, piece, slot.buf[:len(piece)])
+            self._copying.append((slot, len(piece)))
+            moved = True
+        while self._copying and self._copying[0][0].future.done():
+            slot, nbytes = self._copying.popleft()
+            future, slot.future = slot.future, None
+            self._free_down.append(slot)
+            moved = True
+            future.result()
+            self._tick(nbytes)
+        return moved
+
+    def drain(self) -> None:
+        """Wait for every queued copy, both ways, host copies included."""
+        while self._pending or self._copying:
+            if not self.pump():
+                if self._pending:
+                    self._pending[0][0].event.synchronize()
+                else:
+                    self._copying[0][0].future.exception()
+        self.up.synchronize()
+        self.down.synchronize()
+
+    def _tick(self, nbytes: int) -> None:
+        if self.progress is not None:
+            self.progress(nbytes)
+
+    # -------------------------------------------------------- registered
+    def _register(self, buf: np.ndarray):
+        """(offset, registered piece) for the bytes of buf, each piece page-
+        locked for the rest of the call; pieces end on REGISTER_PIECE
+        boundaries of the address space so no two share a page."""
+        cuda = self.cuda
+        start = buf.__array_interface__["data"][0]
+        offset = 0
+        while offset < len(buf):
+            end = min(len(buf), ((start + offset) // REGISTER_PIECE + 1) * REGISTER_PIECE - start)
+            piece = cuda.register_host_memory(buf[offset:end])
+            self._registered.append(piece.base)
+            yield offset, piece
+            offset = end
+
+    # ------------------------------------------------------------ close
+    def close(self) -> None:
+        """Wait for everything queued (errors of a failed call are not raised
+        again here), then give the slots back and undo registrations."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for slot, _ in list(self._copying):
+                slot.future.exception()
+            for slot in self._up + self._down:
+                if slot.future is not None:
+                    slot.future.exception()
+            self.up.synchronize()
+            self.down.synchronize()
+        finally:
+            for reg in self._registered:
+                reg.unregister()
+            self._registered.clear()
+            pinned_pool.give([s.buf for s in self._up + self._down])
+            self._up, self._down = [], []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
