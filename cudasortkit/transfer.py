@@ -12,7 +12,9 @@ Two ways to move the bytes (CUDASORTKIT_HOST_TRANSFER):
   in flight to the device, and copy slots that came down into the result
   while later ones still come down.
 - "registered": the caller's arrays themselves are page-locked for the call
-  (cuMemHostRegister, in aligned pieces) and copied by DMA directly.
+  (cuMemHostRegister, in aligned pieces) and copied by DMA directly. In core
+  only: an out-of-core sort reads and writes overlapping ranges many times
+  and always stages.
 
 docs/algorithms/host.md has the measurements that chose the default.
 
@@ -113,6 +115,7 @@ class Pipe:
         self.progress = progress  # callable(nbytes) or None
         self.workers = workers()
         self._registered = []  # RegisteredHostMemory to unregister at close
+        self._spans = []  # (start, end) addresses registered
         self._up, self._down = [], []
         if self.mode == "staged":
             per_ring = slots or copy_threads() + 2
@@ -266,9 +269,14 @@ class Pipe:
         offset = 0
         while offset < len(buf):
             end = min(len(buf), ((start + offset) // REGISTER_PIECE + 1) * REGISTER_PIECE - start)
-            piece = cuda.register_host_memory(buf[offset:end])
-            self._registered.append(piece.base)
-            yield offset, piece
+            lo, hi = start + offset, start + end
+            if any(a <= lo and hi <= b for a, b in self._spans):  # pinned already (out=a)
+                yield offset, buf[offset:end]
+            else:
+                piece = cuda.register_host_memory(buf[offset:end])
+                self._registered.append(piece.base)
+                self._spans.append((lo, hi))
+                yield offset, piece
             offset = end
 
     # ------------------------------------------------------------ close
