@@ -200,9 +200,12 @@ def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, r
             print(f"  -> {dtype} 2^{int(np.log2(n))}: {cupy[0]['s'] / best['s']:.2f}x the CuPy round "
                   f"trip ({best['mode']})", flush=True)
     for dtype, n, cap in parse_cases(sizes_out_of_core):
-        r = _subprocess("ours", dtype, n, cap, repeats)
-        rows.append(r)
-        print(_row(r, bw), flush=True)
+        for mode in modes:
+            r = _subprocess("ours", dtype, n, cap, 2 if n >= 1 << 29 else repeats,
+                            {"CUDASORTKIT_HOST_TRANSFER": mode})
+            r["mode"] = mode
+            rows.append(r)
+            print(_row(r, bw), flush=True)
     return 0 if all(r.get("ok") for r in rows) else 1
 
 

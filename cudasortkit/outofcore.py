@@ -133,7 +133,9 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
     pieces = chunks(n, piece)
     bar.set_total(n * kb * (1 + 2 * 2) + n * vb * 4)
     rng = np.random.default_rng()
-    with Pipe(state, mode="staged", progress=bar.update) as pipe:
+    with Pipe(state, progress=bar.update) as pipe:
+        for array in (src_keys, src_values, out_keys, out_values):
+            pipe.pin(array)  # registered mode: once, whole
         for attempt in range(ATTEMPTS):
             splitters = _splitters(state, request, src_keys, buckets << attempt, mask, max_word,
                                    budget, rng)

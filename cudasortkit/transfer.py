@@ -12,9 +12,8 @@ Two ways to move the bytes (CUDASORTKIT_HOST_TRANSFER):
   in flight to the device, and copy slots that came down into the result
   while later ones still come down.
 - "registered": the caller's arrays themselves are page-locked for the call
-  (cuMemHostRegister, in aligned pieces) and copied by DMA directly. In core
-  only: an out-of-core sort reads and writes overlapping ranges many times
-  and always stages.
+  (cuMemHostRegister, in aligned pieces) and copied by DMA directly; an
+  out-of-core sort pins its arrays whole, once (Pipe.pin).
 
 docs/algorithms/host.md has the measurements that chose the default.
 
@@ -26,6 +25,7 @@ first, also when the call fails or is interrupted.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -39,16 +39,34 @@ MODES = ("staged", "registered")
 #: (aligned to it, so no two pieces share a page).
 REGISTER_PIECE = 64 << 20
 
+_CU_MEMHOSTREGISTER_READ_ONLY = 0x08
+
 _executor = []  # [ThreadPoolExecutor], made on first use
+_driver = []  # [namespace of cuMemHostRegister/Unregister], loaded on first use
+
+
+def _host_register():
+    """cuMemHostRegister_v2 / cuMemHostUnregister through ctypes on libcuda
+    (pycuda's register_host_memory fails on NumPy 2 arrays)."""
+    if not _driver:
+        import types
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        register, unregister = lib.cuMemHostRegister_v2, lib.cuMemHostUnregister
+        register.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
+        unregister.argtypes = (ctypes.c_void_p,)
+        _driver.append(types.SimpleNamespace(register=register, unregister=unregister))
+    return _driver[0]
 _streams: dict = {}  # device ordinal -> download stream
 
 
 def copy_threads() -> int:
-    """Worker threads for host copies: CUDASORTKIT_COPY_THREADS, else half the CPUs (2..8)."""
+    """Worker threads for host copies: CUDASORTKIT_COPY_THREADS, else the
+    CPUs less two (2..12)."""
     text = os.environ.get("CUDASORTKIT_COPY_THREADS", "").strip()
     if text:
         return max(1, int(text))
-    return max(2, min(8, (os.cpu_count() or 4) // 2))
+    return max(2, min(12, (os.cpu_count() or 4) - 2))
 
 
 def workers() -> ThreadPoolExecutor:
@@ -114,7 +132,7 @@ class Pipe:
         self.down = download_stream(state)
         self.progress = progress  # callable(nbytes) or None
         self.workers = workers()
-        self._registered = []  # RegisteredHostMemory to unregister at close
+        self._registered = []  # addresses to cuMemHostUnregister at close
         self._spans = []  # (start, end) addresses registered
         self._up, self._down = [], []
         if self.mode == "staged":
@@ -260,23 +278,34 @@ class Pipe:
             self.progress(nbytes)
 
     # -------------------------------------------------------- registered
+    def pin(self, array: np.ndarray) -> None:
+        """Registered mode: page-lock all of `array` (1-D, contiguous) now,
+        for the rest of the call, so that every later copy of a part of it
+        is a plain DMA (out of core copies many parts of the same arrays)."""
+        if self.mode == "registered" and array is not None and array.size:
+            for _ in self._register(as_bytes(array)):
+                pass
+
     def _register(self, buf: np.ndarray):
-        """(offset, registered piece) for the bytes of buf, each piece page-
-        locked for the rest of the call; pieces end on REGISTER_PIECE
-        boundaries of the address space so no two share a page."""
-        cuda = self.cuda
+        """(offset, piece) for the bytes of buf, each piece page-locked
+        (cuMemHostRegister) for the rest of the call; pieces end on
+        REGISTER_PIECE boundaries of the address space, so the pieces of two
+        views of one array are the same pieces or lie inside them."""
+        driver = _host_register()
         start = buf.__array_interface__["data"][0]
+        flags = 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
         offset = 0
         while offset < len(buf):
             end = min(len(buf), ((start + offset) // REGISTER_PIECE + 1) * REGISTER_PIECE - start)
             lo, hi = start + offset, start + end
-            if any(a <= lo and hi <= b for a, b in self._spans):  # pinned already (out=a)
-                yield offset, buf[offset:end]
-            else:
-                piece = cuda.register_host_memory(buf[offset:end])
-                self._registered.append(piece.base)
+            if not any(a <= lo and hi <= b for a, b in self._spans):
+                status = driver.register(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
+                if status:
+                    raise RuntimeError(f"cudasortkit: cuMemHostRegister of {hi - lo:,} host bytes "
+                                       f"failed with CUDA error {status}")
+                self._registered.append(lo)
                 self._spans.append((lo, hi))
-                yield offset, piece
+            yield offset, buf[offset:end]
             offset = end
 
     # ------------------------------------------------------------ close
@@ -295,9 +324,12 @@ class Pipe:
             self.up.synchronize()
             self.down.synchronize()
         finally:
-            for reg in self._registered:
-                reg.unregister()
+            if self._registered:
+                driver = _host_register()
+                for address in self._registered:
+                    driver.unregister(ctypes.c_void_p(address))
             self._registered.clear()
+            self._spans.clear()
             pinned_pool.give([s.buf for s in self._up + self._down])
             self._up, self._down = [], []
 

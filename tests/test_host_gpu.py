@@ -47,10 +47,12 @@ def _spy_out_of_core(monkeypatch):
 @pytest.mark.parametrize("dtype, dist, n", [
     ("uint32", "uniform", 3_000_017), ("int64", "special", 2_000_003),
     ("float32", "special", 2_500_001), ("float64", "few_unique", 1_500_007),
-    ("int16", "uniform", 2_000_000), ("float16", "special", 1_000_003),
+    ("int16", "uniform", 2_000_000), ("float16", "special", 2_000_003),
 ])
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_out_of_core(capped, monkeypatch, dtype, dist, n, descending):
+@pytest.mark.parametrize("mode", ["staged", pytest.param("registered", marks=pytest.mark.slow)])
+def test_sort_out_of_core(capped, monkeypatch, dtype, dist, n, descending, mode):
+    monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", mode)
     calls = _spy_out_of_core(monkeypatch)
     keys = _keys(dist, dtype, n)
     before = keys.copy()
@@ -97,7 +99,9 @@ def test_sort_by_key_out_of_core(capped, monkeypatch, kdtype, vdtype, descending
     _check_pool()
 
 
-def test_in_place_out_of_core(capped):
+@pytest.mark.parametrize("mode", transfer.MODES)
+def test_in_place_out_of_core(capped, monkeypatch, mode):
+    monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", mode)
     keys = _keys("uniform", "uint64", 1_000_033, seed=6)
     expected = np.sort(keys)
     result = csk.sort(keys, out=keys)
