@@ -291,6 +291,8 @@ def build_parser(parser=None):
     parser.add_argument("--host-ooc", default=None, metavar="DTYPE:SIZE[:CAP],...",
                         help="with --host: the out-of-core cases (default "
                              "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30; 'none' for none)")
+    parser.add_argument("--host-modes", default="staged", metavar="MODE,...",
+                        help="with --host: transfer modes to time ours with (staged, registered)")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
@@ -330,7 +332,8 @@ def main(argv=None, args=None) -> int:
 
         ooc = args.host_ooc or bench_host.DEFAULT_OUT_OF_CORE
         return bench_host.main(args.sizes if args.sizes != "2^20,2^24" else bench_host.DEFAULT_IN_CORE,
-                               "" if ooc == "none" else ooc)
+                               "" if ooc == "none" else ooc,
+                               modes=tuple(args.host_modes.split(",")))
     if args.latency or args.cold:
         from . import bench_calls
 

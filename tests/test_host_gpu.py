@@ -49,7 +49,7 @@ def _spy_out_of_core(monkeypatch):
     ("float32", "special", 2_500_001), ("float64", "few_unique", 1_500_007),
     ("int16", "uniform", 2_000_000), ("float16", "special", 2_000_003),
 ])
-@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("descending", [False, pytest.param(True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["staged", pytest.param("registered", marks=pytest.mark.slow)])
 def test_sort_out_of_core(capped, monkeypatch, dtype, dist, n, descending, mode):
     monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", mode)
