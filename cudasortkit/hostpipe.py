@@ -66,9 +66,12 @@ def reserve(budget: int) -> int:
 
 
 def takes(request, keys, values, targets, state) -> bool:
-    """True if this module sorts the request: every array on the host, and
-    large (MIN_BYTES of keys) or too large for the device in one piece."""
+    """True if this module sorts the request: one array (not segments),
+    every array on the host, and large (MIN_BYTES of keys) or too large for
+    the device in one piece."""
     if keys.on_device or (values is not None and values.on_device) or keys.n < 2:
+        return False
+    if request.segments is not None:  # rows or ragged segments: execute's own path
         return False
     if any(t is not None and t.on_device for t in targets.values()):
         return False

@@ -185,7 +185,7 @@ def fake(monkeypatch):
         request = Request.from_fields(kind=kind, dtype=key_name(keys.dtype), n=len(keys),
                                       stable=True, descending=descending, value_bytes=vb,
                                       on_device=False, key_range=None, options={},
-                                      range_probe=None)
+                                      range_probe=None, segments=None)
         csk.set_device_memory_limit(cap)
         paths.clear()
         try:
