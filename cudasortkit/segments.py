@@ -10,7 +10,8 @@ A segmented request sorts independent runs of keys, each on its own:
   argsort indices are positions in the whole key array.
 
 Plugins read `count`, `max_len`, `uniform`, `local_indices` and, for
-ragged segments, `offsets_ptr(state)`: the offsets as int64 on the device.
+ragged segments, `lengths` (int64 on the host) and `offsets_ptr(state)`:
+the offsets as int64 on the device.
 """
 from __future__ import annotations
 
@@ -23,15 +24,18 @@ OFFSET_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 class Segments:
     """How n keys split into segments (see the module docstring)."""
 
-    __slots__ = ("count", "max_len", "uniform", "offsets", "key", "_device")
+    __slots__ = ("count", "max_len", "uniform", "offsets", "lengths", "key", "_device")
 
-    def __init__(self, count: int, max_len: int, uniform: bool, offsets: np.ndarray | None):
+    def __init__(self, count: int, max_len: int, uniform: bool, offsets: np.ndarray | None,
+                 lengths: np.ndarray | None = None):
         self.count = int(count)
         #: Every row's length (uniform), the longest segment's (ragged).
         self.max_len = int(max_len)
         self.uniform = bool(uniform)
         #: Ragged: the validated int64 offsets on the host (count + 1 of them).
         self.offsets = offsets
+        #: Ragged: every segment's length (int64, on the host).
+        self.lengths = lengths
         #: What the selector's decision cache keys on: kind, and segments and
         #: longest segment as ceil(log2) buckets (2^k belongs with the
         #: shorter ones, so a plugin's limit of 2^k keys never splits a bucket).
@@ -47,7 +51,8 @@ class Segments:
     def ragged(cls, offsets: np.ndarray) -> "Segments":
         """From validated int64 host offsets (check_offsets)."""
         lengths = np.diff(offsets)
-        return cls(len(offsets) - 1, int(lengths.max()) if len(lengths) else 0, False, offsets)
+        return cls(len(offsets) - 1, int(lengths.max()) if len(lengths) else 0, False, offsets,
+                   lengths)
 
     @property
     def local_indices(self) -> bool:
