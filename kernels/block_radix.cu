@@ -328,21 +328,25 @@ __device__ __forceinline__ long long br_long_of(const long long* __restrict__ lo
 
 // packed[c] = j << CSK_KEY_BITS | ordered word of the key, j its long
 // segment's number: one stable sort of `packed` sorts each long segment on
-// its own, and a key never leaves its segment's compact range.
+// its own, and a key never leaves its segment's compact range. positions
+// (when not null) gets c, for a sort that carries it as a value.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 block_radix_long_pack(const csk_bits_t* __restrict__ keys, unsigned long long* __restrict__ packed,
-                      long long total, const long long* __restrict__ long_at,
-                      const long long* __restrict__ long_start, long long m, unsigned long long mask64)
+                      unsigned* __restrict__ positions, long long total,
+                      const long long* __restrict__ long_at, const long long* __restrict__ long_start,
+                      long long m, unsigned long long mask64)
 {
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long c = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; c < total; c += stride) {
         const long long j = br_long_of(long_at, m, c);
         packed[c] = (unsigned long long)j << CSK_KEY_BITS |
                     (unsigned long long)csk_encode(keys[long_start[j] + (c - long_at[j])], (csk_bits_t)mask64);
+        if (positions != nullptr) positions[c] = (unsigned)c;
     }
 }
 
-// The sorted compact words back to their segments: keys from the low bits;
+// The sorted compact words back to their segments: keys from the low bits
+// (argsort's sort leaves the sorted words unwritten: its keys are never read);
 // index[c] (the sort's 32-bit compact position of the key, when values are
 // wanted) gives its position in the array, within the same segment. Values
 // by mode: 2 argsort positions, 3 the caller's values gathered.

@@ -178,15 +178,20 @@ class BlockRadixSort(SortPlugin):
         config = dict(job.config, block_size=block)
         grid = max(1, min(job.blocks(total, block), 32 * job.limits.sm_count))
         values = mode != MODE_KEYS
+        # Argsort: the sort makes the positions itself (and writes no keys:
+        # argsort's keys are never read). Pairs: pack writes the positions
+        # and the sort carries them as values, keys and all.
+        given = mode == MODE_PAIRS
         parts = job.alloc_parts([("packed", total * 8), ("sorted", total * 8),
-                                 ("index", total * 4 if values else 0)])
+                                 ("index", total * 4 if values else 0),
+                                 ("positions", total * 4 if given else 0)])
         long_at, long_start = self._upload(job, at), self._upload(job, starts)
         pack = job.kernel("block_radix.cu", "block_radix_long_pack", config=config, value_bytes=0)
-        job.launch(pack, grid, block, job.keys_in, parts["packed"], total, long_at, long_start, m,
-                   job.desc_mask)
+        job.launch(pack, grid, block, job.keys_in, parts["packed"], parts["positions"] if given else 0,
+                   total, long_at, long_start, m, job.desc_mask)
         sub = Job(job.plugin, job.state, dtype="uint64", n=total, keys_in=parts["packed"],
-                  keys_out=parts["sorted"], values_out=parts["index"] if values else 0,
-                  value_bytes=4 if values else 0,
+                  keys_out=parts["sorted"], values_in=parts["positions"] if given else 0,
+                  values_out=parts["index"] if values else 0, value_bytes=4 if values else 0,
                   config=_RADIX.default_config("uint64", 4 if values else 0))
         try:
             _RADIX.run(sub)

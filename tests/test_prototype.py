@@ -141,7 +141,7 @@ HAND_WRITTEN = {
     ("rows", "rows.cu"): {"rows_sort": "PPPPqqiPQi"},
     ("block_radix", "block_radix.cu"): {
         "block_radix_rows": "PPPPqPPQi", "block_radix_tiles": "PPPPqqPqQi",
-        "block_radix_long_pack": "PPqPPqQ", "block_radix_long_unpack": "PPPPPqPPqQi"},
+        "block_radix_long_pack": "PPPqPPqQ", "block_radix_long_unpack": "PPPPPqPPqQi"},
     ("segmented_radix", "segmented.cu"): {
         "seg_pack": "PPqqPqQ", "seg_unpack": "PPPPqqPqiQ", "seg_ids_of": "PPqqPq",
         "seg_gather": "PPPPPqqPqi"},
