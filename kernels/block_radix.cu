@@ -6,8 +6,10 @@
 // ITEMS_PER_THREAD keys a thread holds; a block sorts up to
 // BR_TILE = BLOCK_SIZE * ITEMS_PER_THREAD keys.
 //
-// The sort (br_sort): keys sit in registers warp-striped (item j of lane l
-// of warp w is tile position w * 32 * ITEMS + j * 32 + l). Each pass takes
+// The sort (br_sort): a tile of c keys uses IE = ceil(c / BLOCK_SIZE) <=
+// ITEMS_PER_THREAD items a thread (so every warp gets a share); keys sit in
+// registers warp-striped (item j of lane l of warp w is tile position
+// w * 32 * IE + j * 32 + l, positions past c hold padding). Each pass takes
 // one 8-bit digit: warp-level multisplit ranking in input order (peers.cuh;
 // each warp bumps its own digit counters), a scan over (digit, warp) gives
 // every key its position, keys and their aux words go to shared memory in
@@ -40,8 +42,11 @@
 #define BR_TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
 #define BR_STEP (BR_TILE / 2)
 #define BR_WARPS (BLOCK_SIZE / 32)
-#define BR_WARP_ITEMS (32 * ITEMS_PER_THREAD)
 #define BR_DIGITS 256
+// Blocks an SM should hold at once (registers are capped to fit them, 64
+// a thread at 8+ keys, 42 at 4, without spills on sm_90).
+#define BR_SM_THREADS (ITEMS_PER_THREAD >= 8 ? 1024 : ITEMS_PER_THREAD >= 4 ? 1536 : 2048)
+#define BR_MIN_BLOCKS (BR_SM_THREADS / BLOCK_SIZE > 0 ? BR_SM_THREADS / BLOCK_SIZE : 1)
 
 #if CSK_KEY_BYTES > 4
 #error "block_radix keeps keys of at most 4 bytes in shared memory"
@@ -72,15 +77,14 @@ __device__ __forceinline__ unsigned br_digit(csk_bits_t key, unsigned aux, int p
     return (aux >> (16 + 8 * (pass - CSK_KEY_BYTES))) & 255u;
 }
 
-// Sorts the tile held in key/aux (warp-striped, see above) by the digits of
-// `passes` passes; afterwards s->keys[0..c) (and s->aux when AUX) hold the
-// first c positions in order. Items whose 32 positions all lie at or past c
-// take no part (a warp-uniform test); positions past c in a partly used
-// item must hold the largest digits (they rank last, being last in position
-// order too). Called by every thread of the block.
+// Sorts the tile held in key/aux (warp-striped over ie items, see above)
+// by the digits of `passes` passes; afterwards s->keys[0..c) (and s->aux
+// when AUX) hold the first c positions in order. Items j >= ie take no
+// part; padding positions (c and up) must hold the largest digits (they
+// rank last, being last in position order too). Called by every thread.
 template <bool AUX>
 __device__ __forceinline__ void br_sort(BrShared* s, csk_bits_t (&key)[ITEMS_PER_THREAD],
-                                        unsigned (&aux)[ITEMS_PER_THREAD], int passes, int c)
+                                        unsigned (&aux)[ITEMS_PER_THREAD], int passes, int ie)
 {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     unsigned* my_counts = s->counts + warp * BR_DIGITS;
@@ -90,7 +94,7 @@ __device__ __forceinline__ void br_sort(BrShared* s, csk_bits_t (&key)[ITEMS_PER
         unsigned pos[ITEMS_PER_THREAD];
 #pragma unroll
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-            if (warp * BR_WARP_ITEMS + j * 32 >= c) break;
+            if (j >= ie) break;
             const unsigned d = br_digit(key[j], aux[j], pass);
             const unsigned peers = csk_warp_peers<8>(d, j);
             const int leader = 31 - __clz(peers);
@@ -123,7 +127,7 @@ __device__ __forceinline__ void br_sort(BrShared* s, csk_bits_t (&key)[ITEMS_PER
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-            if (warp * BR_WARP_ITEMS + j * 32 >= c) break;
+            if (j >= ie) break;
             const unsigned p = pos[j] + my_counts[br_digit(key[j], aux[j], pass)];
             s->keys[p] = key[j];
             if (AUX) s->aux[p] = aux[j];
@@ -132,8 +136,8 @@ __device__ __forceinline__ void br_sort(BrShared* s, csk_bits_t (&key)[ITEMS_PER
         if (pass + 1 < passes) {
 #pragma unroll
             for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-                const int p = warp * BR_WARP_ITEMS + j * 32 + lane;
-                if (warp * BR_WARP_ITEMS + j * 32 >= c) break;
+                if (j >= ie) break;
+                const int p = (warp * ie + j) * 32 + lane;
                 key[j] = s->keys[p];
                 if (AUX) aux[j] = s->aux[p];
             }
@@ -144,7 +148,7 @@ __device__ __forceinline__ void br_sort(BrShared* s, csk_bits_t (&key)[ITEMS_PER
 // keys_in/keys_out: n keys; uniform rows (offsets null) of row_len keys
 // each, or ragged int64 offsets[0..count]; block b sorts row b, or segment
 // seg_list[b] (ragged). Segments must have at most BR_TILE keys.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, BR_MIN_BLOCKS)
 block_radix_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
                  const csk_value_t* __restrict__ values_in, csk_value_t* __restrict__ values_out,
                  long long row_len, const long long* __restrict__ offsets,
@@ -162,17 +166,19 @@ block_radix_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict_
         base = offsets[seg];
         len = offsets[seg + 1] - base;
     }
+    const int ie = (int)((len + BLOCK_SIZE - 1) / BLOCK_SIZE);
     csk_bits_t key[ITEMS_PER_THREAD];
     unsigned aux[ITEMS_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const int p = warp * BR_WARP_ITEMS + j * 32 + lane;
+        if (j >= ie) break;
+        const int p = (warp * ie + j) * 32 + lane;
         // Past the segment: the largest word, after every key (stable: they
         // also come last in position order).
         key[j] = p < len ? csk_encode(keys_in[base + p], mask) : CSK_ALL_ONES;
         aux[j] = (unsigned)p;
     }
-    br_sort<CSK_HAS_VALUES != 0>(&s, key, aux, CSK_KEY_BYTES, (int)len);
+    br_sort<CSK_HAS_VALUES != 0>(&s, key, aux, CSK_KEY_BYTES, ie);
     for (int i = t; i < len; i += BLOCK_SIZE) {
         keys_out[base + i] = csk_decode(s.keys[i], mask);
 #if CSK_HAS_VALUES
@@ -225,7 +231,7 @@ __device__ long long br_lower_bound(const long long* __restrict__ offsets, long 
 // Short segments, several per block (see the top). Uniform rows (offsets
 // null, count rows of row_len keys, row_len <= BR_STEP) or ragged offsets;
 // ragged segments longer than BR_STEP are left alone.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, BR_MIN_BLOCKS)
 block_radix_tiles(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
                   const csk_value_t* __restrict__ values_in, csk_value_t* __restrict__ values_out,
                   long long n, long long row_len, const long long* __restrict__ offsets,
@@ -265,12 +271,14 @@ block_radix_tiles(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict
         }
     }
     __syncthreads();
+    const int ie = (c + BLOCK_SIZE - 1) / BLOCK_SIZE;
     csk_bits_t key[ITEMS_PER_THREAD];
     unsigned aux[ITEMS_PER_THREAD];
     unsigned carry = 0;
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const int p = warp * BR_WARP_ITEMS + j * 32 + lane;
+        if (j >= ie) break;
+        const int p = (warp * ie + j) * 32 + lane;
         key[j] = p < c ? csk_encode(keys_in[start + p], mask) : CSK_ALL_ONES;
         const unsigned x = csk_warp_inclusive_scan(s.aux[p]) + carry;
         carry = __shfl_sync(0xffffffffu, x, 31);
@@ -288,13 +296,14 @@ block_radix_tiles(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict
     __syncthreads();  // s.scan is reused by the sort
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const int p = warp * BR_WARP_ITEMS + j * 32 + lane;
+        if (j >= ie) break;
+        const int p = (warp * ie + j) * 32 + lane;
         // Past the tile: the largest ordinal, so they stay last.
         const unsigned ordinal = p < c ? aux[j] + before - 1u : 0xFFFFu;
         aux[j] = ordinal << 16 | (unsigned)p;
     }
     const int seg_passes = segs <= 1 ? 0 : (segs - 1 <= 255u ? 1 : 2);
-    br_sort<true>(&s, key, aux, CSK_KEY_BYTES + seg_passes, c);
+    br_sort<true>(&s, key, aux, CSK_KEY_BYTES + seg_passes, ie);
     for (int i = t; i < c; i += BLOCK_SIZE) {
         keys_out[start + i] = csk_decode(s.keys[i], mask);
 #if CSK_HAS_VALUES
