@@ -259,8 +259,9 @@ def segmented(execute, kind: str, keys, offsets, values, descending, stable, alg
         v = Operand(values, "values")
         if v.n != k.n:
             raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
-    host = check_offsets(offsets, k.n)
-    segments = Segments.ragged(host) if len(host) != 2 or _named_segmented(algorithm) else None
+    host, lengths = check_offsets(offsets, k.n)
+    segments = Segments.ragged(host, offsets, lengths) \
+        if len(host) != 2 or _named_segmented(algorithm) else None
     ks, vs = execute(kind, k, v, descending, stable, algorithm, None, None, None, stream, segments)
     if kind == "sort":
         return ks
@@ -277,6 +278,7 @@ def request_parts(a, axis, values=None, offsets=None, algorithm="auto"):
     keys = Operand(rows.flat, "a")
     if offsets is None:
         return keys, vals, rows.segments(algorithm)
-    host = check_offsets(offsets, keys.n)
-    segments = Segments.ragged(host) if len(host) != 2 or _named_segmented(algorithm) else None
+    host, lengths = check_offsets(offsets, keys.n)
+    segments = Segments.ragged(host, offsets, lengths) \
+        if len(host) != 2 or _named_segmented(algorithm) else None
     return keys, vals, segments

@@ -1,6 +1,7 @@
 """The batched plugins' kernels in the variants their run() builds beyond the
 tunables: rows.cu at every tile it launches (up to 4096 slots of 8-byte keys
-with 8-byte values, the most shared memory), and segmented.cu per key width.
+with 8-byte values, the most shared memory), segmented.cu per key width, and
+block_radix.cu at the tiles block_radix.py launches.
 Skipped only when nvcc is missing."""
 import shutil
 
@@ -20,4 +21,16 @@ def test_rows_tiles_compile(tile, dtype, vb):
     template = KernelTemplate("rows.cu", "cudasortkit.kernels", {"tile": tile})
     rc, msg = compile_template(template, dtype, vb, {"block_size": 512, "min_tile": 1024},
                                f"rows.cu tile={tile}")
+    assert rc == 0, msg
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("items, block", [(16, 256), (1, 512), (4, 512)])
+@pytest.mark.parametrize("dtype, vb", [("float32", 8), ("int8", 0), ("uint16", 4)])
+def test_block_radix_compile(items, block, dtype, vb):
+    """block_radix.cu at the tiles block_radix.py launches (256 x 16 keys is
+    the most shared memory)."""
+    template = KernelTemplate("block_radix.cu", "cudasortkit.kernels", {"items_per_thread": items})
+    config = {"block_size": block, "tile_items": 16, "tiles_up_to": 256, "warp_match": 2}
+    rc, msg = compile_template(template, dtype, vb, config, f"block_radix.cu items={items}")
     assert rc == 0, msg

@@ -1,5 +1,5 @@
 """Sorts along an axis and ragged segmented sorts on the GPU against NumPy:
-every batched plugin (rows, segmented_radix) and auto, sort / stable
+every batched plugin (rows, block_radix, segmented_radix) and auto, sort / stable
 argsort / sort_by_key, both orders, special values (NaN, inf, -0.0,
 integer limits), empty rows and segments, host and device offsets. Result
 buffers are poisoned (conftest)."""
@@ -11,7 +11,16 @@ from helpers import as_dtype, assert_keys_equal, make_keys, reference_argsort, t
 
 pytestmark = pytest.mark.gpu
 slow = pytest.mark.slow
-BATCHED = ["rows", "segmented_radix", "auto"]
+BATCHED = ["rows", "block_radix", "segmented_radix", "auto"]
+#: Plugins that hold one segment in a block: (longest segment, widest key).
+BLOCK_LIMITS = {"rows": (4096, 8), "block_radix": (4096, 4)}
+
+
+def serves(algorithm: str, dtype: str, row_len: int) -> bool:
+    """False where a plugin asked for by name declines the request."""
+    if algorithm == "block_radix" and np.dtype(as_dtype(dtype)).itemsize > 4:
+        return False
+    return algorithm != "rows" or row_len <= BLOCK_LIMITS["rows"][0]
 
 
 def reference_rows(a: np.ndarray, axis, descending: bool) -> np.ndarray:
@@ -61,8 +70,10 @@ def test_axes_quick(algorithm, dtype, rng):
     for shape, axis in QUICK:
         a = make_keys("special", dtype, int(np.prod(shape)), rng).reshape(shape)
         rows = a.shape[axis] if axis is not None else a.size
-        if algorithm == "rows" and (rows > 4096 or axis is None):
-            continue  # one row goes to the 1-D plugins; rows holds <= 4096 keys
+        if algorithm in BLOCK_LIMITS and (rows > 4096 or axis is None):
+            continue  # one row goes to the 1-D plugins; a block holds <= 4096 keys
+        if not serves(algorithm, dtype, rows):
+            continue
         for descending in (False, True):
             check_nd(a, axis, algorithm if a.ndim > 1 and axis is not None else "auto", descending)
 
@@ -75,7 +86,7 @@ def test_axes_quick(algorithm, dtype, rng):
 def test_axes_slow(algorithm, dtype, dist, rng):
     for shape, axis in [((2049, 33), -1), ((129, 4096), -1), ((31, 5, 17), 0), ((1 << 14, 2), -1),
                         ((3, 70001), -1), ((4095, 1), 0)]:
-        if algorithm == "rows" and shape[axis] > 4096:
+        if (algorithm in BLOCK_LIMITS and shape[axis] > 4096) or not serves(algorithm, dtype, 0):
             continue
         a = make_keys(dist, dtype, int(np.prod(shape)), rng).reshape(shape)
         check_nd(a, axis, algorithm, descending=dist == "special")
@@ -134,10 +145,15 @@ def check_ragged(keys, offsets, algorithm, descending, as_device_offsets, offset
 @pytest.mark.parametrize("algorithm", BATCHED)
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 def test_ragged_quick(algorithm, dtype, rng):
+    if not serves(algorithm, dtype, 0):
+        pytest.skip(f"{algorithm} does not sort {dtype}")
     lengths = rng.integers(0, 40, 3000)
     lengths[::7] = 0
+    # Around block_radix's limits: half its tile (2048: several to a
+    # block), one block (4096), longer (one global sort).
+    lengths[[40, 41, 300, 302, 900]] = [2048, 2049, 4096, 2047, 1]
     if algorithm != "rows":
-        lengths[5] = 70_000
+        lengths[[5, 301, 2000]] = [70_000, 4097, 9_000]
     offsets = ragged_offsets(lengths)
     keys = make_keys("special", dtype, int(offsets[-1]), rng)
     for i, (descending, on_device, odt) in enumerate([(False, False, np.int64), (True, True, np.int32)]):
@@ -148,6 +164,8 @@ def test_ragged_quick(algorithm, dtype, rng):
 @pytest.mark.parametrize("algorithm", BATCHED)
 @pytest.mark.parametrize("dtype", ["uint8", "int32", "float64", "bfloat16"])
 def test_ragged_slow(algorithm, dtype, rng):
+    if not serves(algorithm, dtype, 0):
+        pytest.skip(f"{algorithm} does not sort {dtype}")
     lengths = np.concatenate([rng.integers(0, 41, 20000), rng.integers(1000, 4097, 20)])
     rng.shuffle(lengths)
     offsets = ragged_offsets(lengths)

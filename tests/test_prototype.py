@@ -139,6 +139,9 @@ HAND_WRITTEN = {
         "merge_sort_pass": "PPPPqqPQi", "merge_partition": "PqPqPqQ",
         "merge_arrays": "PPqPPqPPPQP", "merge_fallback": "PPqPPqPPP"},
     ("rows", "rows.cu"): {"rows_sort": "PPPPqqiPQi"},
+    ("block_radix", "block_radix.cu"): {
+        "block_radix_rows": "PPPPqPPQi", "block_radix_tiles": "PPPPqqPqQi",
+        "block_radix_long_pack": "PPPqPPqQ", "block_radix_long_unpack": "PPPPPqPPqQi"},
     ("segmented_radix", "segmented.cu"): {
         "seg_pack": "PPqqPqQ", "seg_unpack": "PPPPqqPqiQ", "seg_ids_of": "PPqqPq",
         "seg_gather": "PPPPPqqPqi"},
