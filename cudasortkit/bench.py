@@ -15,17 +15,10 @@ import numpy as np
 
 from . import api, registry
 from .dtypes import KEY_DTYPES, itemsize, numpy_dtype
+from .sizes import parse_size  # noqa: F401  (bench.parse_size, as before)
 from .timing import time_gpu
 
 OPS = ("sort", "argsort", "pairs", "merge")
-
-
-def parse_size(text: str) -> int:
-    text = text.strip()
-    if "^" in text:
-        base, exp = text.split("^")
-        return int(base) ** int(exp)
-    return int(float(text))
 
 
 def make_input(dtype: str, n: int, dist: str, rng) -> np.ndarray:

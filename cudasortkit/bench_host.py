@@ -27,7 +27,7 @@ DEFAULT_OUT_OF_CORE = "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30"
 
 def parse_cases(text: str) -> list:
     """'dtype:size[:cap],...' -> [(dtype, n, cap or None)]."""
-    from .bench import parse_size
+    from .sizes import parse_size
 
     cases = []
     for item in filter(None, (t.strip() for t in text.split(","))):

@@ -19,19 +19,16 @@ import os
 
 import numpy as np
 
-from . import arrays, launchplan, registry
+from . import arrays
 from .arrays import check_out
-from .job import Job
 from .memlimit import device_memory_limit, parse_bytes
+from .devicesort import bytes_per_key, reserve, run_job
 from .transfer import Pipe
 
 #: Host requests of fewer bytes of keys keep execute's plain path (one
 #: pageable copy each way): the pipeline's threads and events cost more than
 #: they save there. CUDASORTKIT_HOST_PIPELINE_MIN overrides it.
 MIN_BYTES = 8 << 20
-#: Device bytes per key a sort of one piece needs: keys and values in and
-#: out, and as much again for a plugin's temporaries.
-DEVICE_COPIES = 3
 #: Share of the device's free memory a host sort plans to use.
 FREE_SHARE = 0.85
 INDEX_DTYPE = np.dtype(np.int64)
@@ -49,20 +46,8 @@ def device_budget(state) -> int:
     return free if limit is None else min(free, limit)
 
 
-def bytes_per_key(request) -> int:
-    """Device bytes one key of the request needs in an in-core sort."""
-    from .dtypes import itemsize
-
-    return DEVICE_COPIES * (itemsize(request.dtype) + request.value_bytes)
-
-
 def fits(request, n: int, budget: int) -> bool:
     return n * bytes_per_key(request) + reserve(budget) <= budget
-
-
-def reserve(budget: int) -> int:
-    """Device bytes kept back from a budget for small temporaries."""
-    return min(64 << 20, budget // 8)
 
 
 def takes(request, keys, values, targets, state) -> bool:
@@ -206,32 +191,6 @@ def sort_in_core(plugin, config, request, state, pipe, sources, outputs, expecte
             pipe.down.synchronize()
         for buf in bufs:
             buf.free()
-
-
-def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out,
-            expected) -> None:
-    """plugin sorts n keys keys_in -> keys_out (values too) on the state's stream."""
-    if n <= 1:
-        from .dtypes import itemsize
-
-        if n:
-            state.cuda.memcpy_dtod_async(keys_out, keys_in, itemsize(request.dtype), state.stream)
-            if values_out:
-                if values_in:
-                    state.cuda.memcpy_dtod_async(values_out, values_in, request.value_bytes,
-                                                 state.stream)
-                else:
-                    state.cuda.memset_d32_async(values_out, 0, request.value_bytes // 4,
-                                                state.stream)
-        return
-    job = Job(plugin, state, dtype=request.dtype, n=n, keys_in=keys_in, keys_out=keys_out,
-              values_in=values_in, values_out=values_out, value_bytes=request.value_bytes,
-              descending=request.descending, config=config, request=request)
-    try:
-        with registry.guarded(plugin, "run", expected=expected):
-            launchplan.run(plugin, job)
-    finally:
-        job.finish()
 
 
 class Progress:

@@ -31,7 +31,7 @@ import numpy as np
 
 from .dtypes import itemsize
 from .hostkernels import MAX_SPLITTERS, bucket_count, encode_words, iota64_from
-from .hostpipe import bytes_per_key, reserve, run_job
+from .devicesort import bytes_per_key, reserve, run_job
 from .transfer import Pipe, as_bytes, parallel_copy
 
 #: The fewest keys one in-core piece may hold before the budget is called too small.

@@ -26,7 +26,7 @@ FULL = {"dtypes": ",".join(KEY_DTYPES), "sizes": "2^10:2^28", "ops": ",".join(OP
 
 def parse_sizes(text: str) -> list:
     """'2^10:2^24' (every factor of 4) or '2^12,65536' -> sorted buckets (log2)."""
-    from .bench import parse_size
+    from .sizes import parse_size
 
     out = set()
     for part in text.split(","):
@@ -169,7 +169,7 @@ def _sweep(args) -> int:
     gpu = [n for n, p in chosen.items() if p.device == "gpu"]
     if not gpu:
         raise SystemExit("no working GPU plugin to tune")
-    from .bench import parse_size
+    from .sizes import parse_size
 
     host_max = bucket_of(parse_size(args.host_max))
     budget = args.budget if args.budget is not None else preset["budget"]
