@@ -17,7 +17,7 @@ MINMAX_BLOCK = 256
 UTIL_CONFIG = {"block_size": 256}
 
 
-def _launch(state, kernel, grid: int, block: int, args, where: str) -> None:
+def launch(state, kernel, grid: int, block: int, args, where: str) -> None:
     """Launch on the device's stream; CUDA errors become KernelError naming `where`."""
     if len(args) != len(kernel.signature):
         raise KernelError(f"{where}: launched with {len(args)} arguments, but the kernel takes "
@@ -37,7 +37,7 @@ def iota64(state, ptr: int, n: int, owner: str = "core") -> None:
         return
     kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_iota64", owner=owner)
     grid = min(-(-int(n) // IOTA_BLOCK), 65535)
-    _launch(state, kernel, grid, IOTA_BLOCK, (int(ptr), int(n)),
+    launch(state, kernel, grid, IOTA_BLOCK, (int(ptr), int(n)),
             describe(owner, kernel.name, None, None))
 
 
@@ -60,7 +60,7 @@ def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | N
         state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2, state.stream)
         state.cuda.memset_d32_async(int(out) + 8, 0, 2, state.stream)
         grid = max(1, min(-(-int(n) // (MINMAX_BLOCK * 4)), state.limits.sm_count * 8))
-        _launch(state, kernel, grid, MINMAX_BLOCK, (int(ptr), int(n), int(out)), where)
+        launch(state, kernel, grid, MINMAX_BLOCK, (int(ptr), int(n), int(out)), where)
         host = np.empty(2, np.uint64)
         state.stream.synchronize()
         state.cuda.memcpy_dtoh(host, int(out))

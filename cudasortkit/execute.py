@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import hostpipe, launchplan, registry
+from . import hostpipe, registry
 from .arrays import Operand, Result, check_out, overlaps
 from .device import get_device
 from .dtypes import key_name, value_bytes as _value_bytes
 from .errors import KernelError
-from .job import Job
+from .devicesort import run_job
 from .plugin import Request
 from .streams import LEGACY, Ordering, handle_of
 
@@ -251,24 +251,9 @@ def _run_device(plugin, config, request, keys, values, out, values_out, state, c
     keys_in = detach(keys_in, keys_out, keys.nbytes, "keys")
     if values is not None:
         values_in = detach(values_in, values_out_ptr, values.nbytes, "values")
-    vbytes = request.value_bytes if request.needs_values else 0
     try:
-        if n <= 1:
-            state.cuda.memcpy_dtod_async(keys_out, keys_in, keys.nbytes, state.stream)
-            if vbytes and n:
-                if values_in:
-                    state.cuda.memcpy_dtod_async(values_out_ptr, values_in, vbytes, state.stream)
-                else:  # argsort for a plugin that makes its indices: [0]
-                    state.cuda.memset_d32_async(values_out_ptr, 0, vbytes // 4, state.stream)
-        else:
-            job = Job(plugin, state, dtype=request.dtype, n=n, keys_in=keys_in, keys_out=keys_out,
-                      values_in=values_in, values_out=values_out_ptr, value_bytes=vbytes,
-                      descending=request.descending, config=config, request=request)
-            try:
-                with registry.guarded(plugin, "run", expected=RUN_ERRORS):
-                    launchplan.run(plugin, job)
-            finally:
-                job.finish()
+        run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out_ptr,
+                RUN_ERRORS)
     except BaseException:
         for dst, backup, nbytes in saved:
             if dst is not None:

@@ -4,8 +4,9 @@ counts against splitters. Launched on the device state's stream; errors
 name the kernel and "core (host pipeline)"."""
 from __future__ import annotations
 
-from .errors import KernelError, describe
-from .template import SYNC_EVERY_LAUNCH, KernelTemplate
+from .corekernels import launch
+from .errors import describe
+from .template import KernelTemplate
 
 HOSTPIPE = KernelTemplate("hostpipe.cu")
 BLOCK = 256
@@ -17,18 +18,8 @@ OWNER = "core (host pipeline)"
 
 def _launch(state, dtype, name: str, n: int, args) -> None:
     kernel = HOSTPIPE.kernel(state, dtype, 0, CONFIG, name, owner=OWNER)
-    where = describe(OWNER, name, dtype, None)
-    if len(args) != len(kernel.signature):
-        raise KernelError(f"{where}: launched with {len(args)} arguments, but the kernel takes "
-                          f"{len(kernel.signature)} ({kernel.signature!r})")
     grid = max(1, min(-(-int(n) // BLOCK), state.limits.sm_count * 16))
-    try:
-        kernel.issue(state, state.stream, (grid, 1), (BLOCK, 1, 1), args, 0)
-        if SYNC_EVERY_LAUNCH:
-            state.stream.synchronize()
-    except state.cuda.Error as exc:
-        raise KernelError(f"{where}: launch grid=({grid}, 1) block=({BLOCK}, 1, 1) "
-                          f"failed: {exc}") from exc
+    launch(state, kernel, grid, BLOCK, args, describe(OWNER, name, dtype, None))
 
 
 def iota64_from(state, ptr: int, n: int, start: int) -> None:
