@@ -65,11 +65,10 @@ class BlockRadixSort(SortPlugin):
     templates = ("block_radix.cu",)
 
     def valid_config(self, config, dtype, value_bytes, limits):
-        """The several-segments tile (block_size x tile_items slots) is held
-        in static shared memory: at most MAX_ROW slots, which every key
-        dtype and payload fits in SHARED_LIMIT (512 x 16 with 8-byte values
-        needs 80 KiB and does not compile)."""
-        return config["block_size"] * config["tile_items"] <= MAX_ROW
+        """The several-segments tile (block_size x tile_items slots) lives in
+        static shared memory, within SHARED_LIMIT (512 x 16 needs 80 KiB)."""
+        return _shared_bytes(config["block_size"], config["tile_items"],
+                             itemsize(dtype)) <= SHARED_LIMIT
 
     def unsupported(self, request):
         reason = super().unsupported(request)
