@@ -55,6 +55,10 @@ def _check(op, got, ref) -> bool:
 
 #: Interleaved timing rounds per case (bench_case).
 ROUNDS = 3
+#: Each round times an algorithm for at least this long (up to MAX_ROUND_REPEATS
+#: calls): a call of a few tens of microseconds needs hundreds of samples for
+#: a median that holds from run to run.
+MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
 
 
 def _error_text(exc) -> str:
@@ -122,7 +126,8 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
         for name, (row, run) in list(timed.items()):
             try:
                 samples[name] += time_gpu(run, inputs=inputs, repeats=-(-repeats // ROUNDS),
-                                          warmup=1)["times"]
+                                          warmup=1, min_time_s=MIN_ROUND_S,
+                                          max_repeats=MAX_ROUND_REPEATS)["times"]
             except (ValueError, MemoryError, RuntimeError) as exc:
                 row["error"] = _error_text(exc)
                 del timed[name]

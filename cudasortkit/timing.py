@@ -8,8 +8,10 @@ from typing import Callable
 
 
 def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
-             repeats: int = 10, min_time_s: float = 0.0) -> dict:
+             repeats: int = 10, min_time_s: float = 0.0, max_repeats: int | None = None) -> dict:
     """Time run(i) for i cycling over range(inputs); returns ms statistics.
+    At least `repeats` runs, more until `min_time_s` of GPU time is summed,
+    at most `max_repeats` (default 10 x repeats).
 
     Events are recorded on the legacy default stream, which orders with
     cudasortkit's own (blocking) stream and with CuPy's and PyTorch's
@@ -22,6 +24,7 @@ def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
     for i in range(warmup):
         run(i % inputs)
     cuda.Context.synchronize()
+    limit = 10 * repeats if max_repeats is None else max(repeats, max_repeats)
     times = []
     start, end = cuda.Event(), cuda.Event()
     total = 0.0
@@ -35,7 +38,7 @@ def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
         times.append(ms)
         total += ms
         k += 1
-        if k >= 10 * repeats:
+        if k >= limit:
             break
     return {"median_ms": statistics.median(times), "min_ms": min(times),
             "max_ms": max(times), "repeats": len(times), "times": times}

@@ -371,6 +371,35 @@ def test_the_learner_measures_only_from_credit(fake_context, monkeypatch):
     assert len(spent) == 1
 
 
+def test_the_learner_counts_down_to_each_missing_plugin(fake_context, monkeypatch):
+    """After one measurement the next missing plugin of the shape is paid
+    for by further calls (its kernels compiled: the cheaper estimate), and
+    the observer is one object per shape, shared by every call of it."""
+    spent = []
+
+    def fake_measure(ctx, plugin, op, dtype, b):
+        spent.append(plugin.name)
+        ctx.attempted.add((plugin.name, op, dtype, b))
+        return measured.FIRST_MEASURE_MS  # as estimated: nothing left over
+
+    monkeypatch.setattr(measured.Learner, "_measure", staticmethod(fake_measure))
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "1")
+    learner = measured.Learner()
+    req = Request("sort", "uint32", 1 << 26)
+    observe = learner.observer(req, CANDS, 10.0)
+    assert learner.observer(Request("sort", "uint32", 1 << 26, stable=True), CANDS, 10.0) is observe
+    calls = 0
+    while len(spent) < 2:
+        observe()
+        calls += 1
+        assert calls < 10_000
+    first = measured.FIRST_MEASURE_MS / (measured.SHARE * 10.0)
+    assert spent == ["big_radix", "fast_small"] and calls == first * 2  # neither compiled before
+    for _ in range(1000):
+        observe()  # nothing left to measure: calls only count
+    assert len(spent) == 2 and learner.observer(req, CANDS, 10.0) is None
+
+
 def test_cpu_only_still_sorts_and_explains():
     import cudasortkit as csk
 

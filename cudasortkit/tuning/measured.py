@@ -19,6 +19,7 @@ cudasortkit.tune` measures a whole machine at once.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -46,20 +47,40 @@ def estimated_call_ms(request) -> float:
     return 0.02 + 6 * nbytes / 1e9
 
 
+class ShapeCredit:
+    """One shape's first-run measurement budget, as a countdown: `left` is
+    how many more calls of the shape pay (SHARE of their estimated time)
+    for measuring its next missing plugin. Calling it is the per-call cost
+    of learning: a decrement; the learner settles when it reaches zero (a
+    racing decrement only shifts the moment by a call)."""
+
+    __slots__ = ("learner", "ctx", "request", "candidates", "shape", "share", "left")
+
+    def __init__(self, learner, ctx, request, candidates, shape, share):
+        self.learner, self.ctx, self.request = learner, ctx, request
+        self.candidates, self.shape, self.share = candidates, shape, share
+        self.left = 1
+
+    def __call__(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.learner.settle(self)
+
+
 class Learner:
     """Measures missing (plugin, op, dtype, bucket) entries one at a time,
     paid from each shape's credit (SHARE of its calls' estimated time)."""
 
     def __init__(self):
-        self._credit: dict = {}
+        self._credits: dict = {}  # (op, dtype, bucket) -> ShapeCredit
         self._compiled: set = set()
         self._lock = threading.Lock()
 
     def observer(self, request, candidates: dict, call_ms: float):
         """None when nothing is missing for this request's shape (or first-run
-        measurement is off); else a callable to call once per call of the
-        shape: it adds the call's share to the shape's credit and, once the
-        credit covers it, measures the next missing plugin (cheap otherwise)."""
+        measurement is off); else the shape's ShapeCredit, to call once per
+        call of the shape: it counts the call and, once the calls' share
+        covers the next measurement, measures the next missing plugin."""
         if not runtime.autotune_enabled() or runtime.in_tuning():
             return None
         op, dtype, b = op_of(request), request.dtype, bucket_of(request.n)
@@ -70,16 +91,43 @@ class Learner:
         if not missing:
             return None
         shape = (op, dtype, b)
-        cost = self._cost(missing[0][0], op, dtype, call_ms)
-        share = SHARE * call_ms
+        with self._lock:
+            credit = self._credits.get(shape)
+            if credit is None or credit.ctx is not ctx:
+                credit = self._credits[shape] = ShapeCredit(self, ctx, request, candidates, shape,
+                                                            SHARE * call_ms)
+                credit.left = self._calls_to_pay(missing[0][0], shape, credit.share, 0.0)
+        return credit
 
-        def observe():
+    def _calls_to_pay(self, name, shape, share, banked) -> int:
+        """Calls whose shares, with `banked` ms already earned, cover measuring `name`."""
+        op, dtype, _ = shape
+        cost = self._cost(name, op, dtype, share / SHARE)
+        return max(1, math.ceil((cost - banked) / share - 1e-9))
+
+    def settle(self, credit) -> None:
+        """A shape's calls have paid for one measurement: make it, then set
+        the count of calls that pay for the next (none: nothing missing)."""
+        with self._lock:
+            if credit.left > 0:  # another thread settled it first
+                return
+            credit.left = 1 << 62  # while measuring, other calls only count
+        op, dtype, b = credit.shape
+        missing = self._missing(credit.ctx, credit.request, credit.candidates, op, dtype, b)
+        if not missing:
+            return
+        name, plugin = missing[0]
+        earned = self._cost(name, op, dtype, credit.share / SHARE)
+        spent = earned
+        try:
+            spent = self._measure(credit.ctx, plugin, op, dtype, b)
+        finally:  # also when the plugin failed: the next missing one is paid for anew
             with self._lock:
-                credit = self._credit[shape] = self._credit.get(shape, 0.0) + share
-            if credit >= cost:
-                self._measure_next(ctx, request, candidates, shape)
-
-        return observe
+                self._compiled.add((name, op, dtype))
+                after = self._missing(credit.ctx, credit.request, credit.candidates, op, dtype, b)
+                if after:
+                    credit.left = self._calls_to_pay(after[0][0], credit.shape, credit.share,
+                                                     max(0.0, earned - spent))
 
     @staticmethod
     def _missing(ctx, request, candidates, op, dtype, b) -> list:
@@ -89,17 +137,6 @@ class Learner:
                                           key=lambda x: (x[1].priority_for(request.n), x[0]))
                 if p.device == "gpu" and not _measured(ctx.table, n, op, dtype, b)
                 and (n, op, dtype, b) not in ctx.attempted]
-
-    def _measure_next(self, ctx, request, candidates, shape) -> None:
-        op, dtype, b = shape
-        missing = self._missing(ctx, request, candidates, op, dtype, b)
-        if not missing:
-            return
-        name, plugin = missing[0]
-        spent = self._measure(ctx, plugin, op, dtype, b)
-        with self._lock:
-            self._credit[shape] = max(0.0, self._credit.get(shape, 0.0) - spent)
-            self._compiled.add((name, op, dtype))
 
     def _cost(self, name, op, dtype, call_ms) -> float:
         if (name, op, dtype) not in self._compiled:
