@@ -55,7 +55,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
         return batched.sort_along(_execute, "sort", a, None, axis, descending, stable, algorithm,
                                   out, None, key_range, stream)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
-                       key_range, stream, progress=progress)
+                       key_range, stream, progress=progress, caller=a)
     return keys
 
 
@@ -73,7 +73,7 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
         return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
                                   algorithm, None, None, key_range, stream)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
-                        key_range, stream, progress=progress)
+                        key_range, stream, progress=progress, caller=a)
     return order
 
 
@@ -147,9 +147,11 @@ def _check_flags(descending, stable, algorithm) -> None:
 
 # ------------------------------------------------------------------ execution
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None, stream=None, segments=None, progress=False):
+             values_out, key_range=None, stream=None, segments=None, progress=False, caller=None):
     """Choose a plugin (auto chooses again if the chosen one turns out
-    broken) and run it, in the caller's stream."""
+    broken) and run it, in the caller's stream. `caller`: the caller's array
+    when the result takes its shape (1-D, or sorted along its last axis
+    without a copy): a plain call of it is then prepared for repeats."""
     targets = {"out": None, "values_out": None}
     for name, value in (("out", out), ("values_out", values_out)):
         if value is not None:
@@ -171,9 +173,9 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
                 if algorithm != "auto":
                     raise  # auto chooses again: the broken plugin is out of service
                 continue
-            if (values is None and out is None and key_range is None and stream is None
-                    and segments is None):
-                prepared.note(kind, keys, descending, stable, algorithm, request, plugin,
+            if (caller is not None and values is None and out is None and key_range is None
+                    and stream is None):
+                prepared.note(kind, caller, keys, descending, stable, algorithm, request, plugin,
                               config, state)
             return result
     finally:

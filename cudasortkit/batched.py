@@ -95,6 +95,8 @@ class Rows:
             self.rows = int(np.prod(shape[:self.axis] + shape[self.axis + 1:], dtype=np.int64))
             self.moved_shape = shape[:self.axis] + shape[self.axis + 1:] + (self.row_len,)
         self.moves = self.axis is not None and self.axis != last
+        #: Sorted along its last axis: the result is `flat`'s in the input's shape.
+        self.in_place_rows = self.axis is not None and not self.moves
         self.flat = self._flatten(a)
 
     # ----------------------------------------------------------- in and out
@@ -242,7 +244,7 @@ def sort_along(execute, kind: str, a, values, axis, descending, stable, algorith
     if vals is not None:
         _check_target(values_out, vrows, vals.dtype, "values_out")
     k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
-                   rows.segments(algorithm))
+                   rows.segments(algorithm), caller=rows.original if rows.in_place_rows else None)
     if kind == "sort":
         return _write(out, rows.restore(k), rows)
     if kind == "argsort":

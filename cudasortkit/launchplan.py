@@ -41,21 +41,32 @@ def plan_key(plugin, job) -> tuple:
     """Everything a replayable run() may depend on; plugin.run too, so a
     run() patched in (tests do) records its own plan."""
     return _key(job.state.ordinal, plugin, job.dtype, job.n, job.value_bytes, job.config,
-                job.descending, job.values_in != 0, job.values_out != 0)
+                job.descending, job.values_in != 0, job.values_out != 0, rows_of(job.request))
+
+
+def rows_of(request):
+    """The part of a request besides the job's fields that a replayable run()
+    may read: for uniform rows (a segmented request), its kind and the rows'
+    count and length; None for a 1-D request. Ragged segments are never
+    recorded (their lengths are data), so they have no such key."""
+    if request is None or request.segments is None:
+        return None
+    segments = request.segments
+    return (request.kind, segments.count, segments.row_len)
 
 
 def _key(ordinal, plugin, dtype, n, value_bytes, config, descending, has_values_in,
-         has_values_out) -> tuple:
+         has_values_out, rows) -> tuple:
     return (ordinal, type(plugin), plugin.run, dtype, n, value_bytes, tuple(config.items()),
-            descending, not has_values_in, not has_values_out)
+            descending, not has_values_in, not has_values_out, rows)
 
 
 def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_values_in,
-             has_values_out):
+             has_values_out, rows=None):
     """The LaunchPlan recorded for a job of these fields (config as the job
-    holds it: the defaults filled in), or None."""
+    holds it: the defaults filled in; `rows` as rows_of(request)), or None."""
     plan = _plans.get(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
-                           has_values_in, has_values_out))
+                           has_values_in, has_values_out, rows))
     return plan if type(plan) is LaunchPlan else None
 
 
@@ -74,7 +85,9 @@ def replayable(plugin_cls) -> bool:
 
 def run(plugin, job) -> None:
     """plugin.run(job), or the recorded plan of the job's shape if it has one."""
-    if not replayable(type(plugin)):
+    request = job.request
+    if not replayable(type(plugin)) or (request is not None and request.segments is not None
+                                        and not request.segments.uniform):
         plugin.run(job)
         return
     key = plan_key(plugin, job)

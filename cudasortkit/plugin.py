@@ -111,9 +111,12 @@ class SortPlugin:
     makes_indices: ClassVar[bool] = False
     #: True if run() issues the same allocations, memsets, copies and launches
     #: for the same (dtype, n, value_bytes, config, descending, values_in given
-    #: or not), makes no data- or pointer-dependent host decisions (no
-    #: `ptr % 16` checks, nothing read from job.request) and no host reads or
-    #: syncs, and passes pointers only inside a buffer (not one past its end).
+    #: or not, and for uniform rows the request's kind and rows), makes no
+    #: data- or pointer-dependent host decisions (no `ptr % 16` checks,
+    #: nothing else read from job.request) and no host reads or syncs, issues
+    #: all its work through `job` itself (no Job of its own), and passes
+    #: pointers only inside a buffer (not one past its end). Ragged segments
+    #: are never replayed.
     #: The core may then record its work once per shape and replay it
     #: (cudasortkit/launchplan.py), which skips run()'s Python on later calls.
     #: A subclass that overrides run() must say it again (it is not inherited

@@ -17,8 +17,10 @@ moves, the call takes the general path, which decides again. Each use asks
 the selector to reuse the decision and calls its `observe`, as a memoised
 choice does: a decision the keys' range made is still made again after its
 reuses, and first-run measurement still learns from these calls. Anything
-unusual (another device current, a non-contiguous array) takes the general
-path.
+unusual (another device current, a non-contiguous array, ragged segments)
+takes the general path. An N-D array sorted along its last axis is prepared
+like a 1-D one: its rows are uniform, so their launch plan is recorded under
+the rows' shape (launchplan.rows_of).
 """
 from __future__ import annotations
 
@@ -56,10 +58,10 @@ class _CupyKeys:
         return current_stream("cupy", None)
 
     @staticmethod
-    def empty(a, n, dtype):
+    def empty(a, shape, dtype):
         import cupy
 
-        return cupy.empty(n, dtype)  # CuPy's pool, ordered on the current stream
+        return cupy.empty(shape, dtype)  # CuPy's pool, ordered on the current stream
 
 
 class _TorchKeys:
@@ -80,29 +82,30 @@ class _TorchKeys:
         return current_stream("torch", a.device)
 
     @staticmethod
-    def empty(a, n, dtype):
+    def empty(a, shape, dtype):
         import torch
 
         if dtype == INDEX_DTYPE:
-            return torch.empty(n, dtype=torch.int64, device=a.device)
-        return torch.empty(n, dtype=a.dtype, device=a.device)
+            return torch.empty(shape, dtype=torch.int64, device=a.device)
+        return torch.empty(shape, dtype=a.dtype, device=a.device)
 
 
 _ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
 
 
 class PreparedCall:
-    """One exact shape's sort or argsort: plugin, config, launch plan."""
+    """One exact shape's sort or argsort (of a 1-D array, or along the last
+    axis of a C-contiguous N-D one): plugin, config, launch plan."""
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
-                 "n", "value_bytes", "descending", "memo", "stamps", "iota")
+                 "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota")
 
-    def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, n,
+    def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps):
         self.adapter, self.state, self.plugin = adapter, state, plugin
         self.config, self.plan, self.kind = config, plan, kind
         self.dtype, self.key_name = dtype, key_name  # the caller's dtype; the kernels' key dtype
-        self.n, self.value_bytes = n, value_bytes
+        self.shape, self.n, self.value_bytes = shape, n, value_bytes
         self.descending, self.memo, self.stamps = descending, memo, stamps
         self.iota = kind == "argsort" and not plugin.makes_indices
 
@@ -118,14 +121,14 @@ class PreparedCall:
         try:
             keys_in = adapter.pointer(a)
             if self.kind == "sort":
-                keys = adapter.empty(a, n, self.dtype)
+                keys = adapter.empty(a, self.shape, self.dtype)
                 keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
             else:
                 keys = None
                 keys_buf = state.allocate(n * self.dtype.itemsize, "sorted keys of argsort")
                 temporaries.append(keys_buf)
                 keys_out = int(keys_buf)
-                indices = adapter.empty(a, n, INDEX_DTYPE)
+                indices = adapter.empty(a, self.shape, INDEX_DTYPE)
                 values_out = adapter.pointer(indices)
                 values_in = 0
                 if self.iota:
@@ -182,13 +185,16 @@ class PreparedCalls:
             return None
         return call
 
-    def note(self, kind: str, keys, descending, stable, algorithm, request, plugin, config,
-             state) -> None:
+    def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
+             config, state) -> None:
         """After the general path served a plain call (no out=, key_range or
-        stream=) of device keys: prepare the shape if it can be."""
+        stream=) of device keys: prepare the shape if it can be. `caller` is
+        the caller's array (its shape is the result's; `keys` its 1-D view:
+        the array itself, or its rows along the last axis)."""
         adapter = _ADAPTERS.get(keys.library)
         if (adapter is None or kind not in ("sort", "argsort") or keys.n < 2 or keys.is_copy
                 or is_bfloat16(keys.dtype) or state is None
+                or (request.segments is not None and not request.segments.uniform)
                 or keys.interface_stream not in (None, keys.current_stream())):
             return
         memo = self.selector.settled(request, algorithm)
@@ -199,17 +205,18 @@ class PreparedCalls:
         plan = launchplan.recorded(state.ordinal, plugin, request.dtype, keys.n,
                                    request.value_bytes, config, request.descending,
                                    has_values_in=kind == "argsort" and not plugin.makes_indices,
-                                   has_values_out=kind == "argsort")
+                                   has_values_out=kind == "argsort",
+                                   rows=launchplan.rows_of(request))
         if plan is None:
             return
-        a = keys.original
+        a = caller
         if len(self._calls) >= MAX_CALLS:
             self._calls.clear()
         self._types.add(type(a))
         self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm)] = \
             PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
-                         request.dtype, keys.n, request.value_bytes, request.descending, memo,
-                         self.stamps())
+                         request.dtype, tuple(a.shape), keys.n, request.value_bytes,
+                         request.descending, memo, self.stamps())
 
     def forget(self) -> None:
         self._calls.clear()

@@ -46,6 +46,9 @@ class BlockRadixSort(SortPlugin):
     pairs = True
     makes_indices = True
     segmented = True
+    #: Uniform rows issue the same launches for the same rows (ragged
+    #: segments are never replayed).
+    replayable = True
     #: Serves only segmented requests: checked by the batched tests instead.
     conformance_exempt = True
     priority = 500

@@ -30,6 +30,9 @@ class RowsSort(SortPlugin):
     pairs = True
     makes_indices = True
     segmented = True
+    #: Uniform rows issue the same launches for the same rows (ragged
+    #: segments are never replayed).
+    replayable = True
     #: Serves only segmented requests: checked by the batched tests instead.
     conformance_exempt = True
     priority = 500

@@ -53,6 +53,36 @@ def test_repeated_stable_argsorts_are_numpys(n):
         assert_valid_argsort(csk.argsort(cupy.asarray(h)).get(), h)
 
 
+@pytest.mark.parametrize("shape", [(1000, 1000), (500, 2000), (2000, 500), (1, 4099), (4096, 16)])
+def test_rows_along_the_last_axis_repeat_through_the_prepared_path(shape):
+    """Shapes of one size but other rows each get their own plan; the
+    argsort's indices are per row, as numpy.argsort's."""
+    cupy = _cupy()
+    rng = np.random.default_rng(shape[0])
+    for call in range(3):
+        h = rng.integers(-50, 50, shape).astype(np.float32)
+        np.testing.assert_array_equal(csk.sort(cupy.asarray(h)).get(), np.sort(h, axis=-1))
+        got = csk.argsort(cupy.asarray(h), stable=True)
+        assert got.shape == shape and got.dtype == np.int64
+        np.testing.assert_array_equal(got.get(), np.argsort(h, axis=-1, kind="stable"))
+    assert _served_prepared("sort", cupy.asarray(h))
+    assert _served_prepared("argsort", cupy.asarray(h), stable=True)
+    transposed = cupy.asarray(h).T  # not C-contiguous: the general path
+    assert not _served_prepared("sort", transposed)
+    np.testing.assert_array_equal(csk.sort(transposed).get(), np.sort(h.T, axis=-1))
+
+
+def test_torch_rows_repeat_through_the_prepared_path():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    for call in range(3):
+        h = rng.standard_normal((300, 700)).astype(np.float32)
+        got = csk.argsort(torch.from_numpy(h).cuda(), stable=True)
+        assert isinstance(got, torch.Tensor) and tuple(got.shape) == (300, 700)
+        np.testing.assert_array_equal(got.cpu().numpy(), np.argsort(h, axis=-1, kind="stable"))
+    assert _served_prepared("argsort", torch.from_numpy(h).cuda(), stable=True)
+
+
 def test_torch_tensors_repeat_through_the_prepared_path():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(3)
