@@ -107,11 +107,12 @@ class _RangeProbe:
         return key_minmax(state, keys.device_ptr(state), keys.n, keys.key_dtype)
 
 
-def run_plugin(plugin, config, kind: str, keys, values=None, *, descending=False):
+def run_plugin(plugin, config, kind: str, keys, values=None, *, descending=False, segments=None):
     """Run `plugin` with `config` (None: defaults) exactly as a public call
     would (request, result buffers, argsort indices, job, stream ordering),
-    without selection. The tuner times this, so that what it measures is
-    what sort() costs the caller, host-side work included."""
+    without selection; `segments` as in a segmented request. The tuner
+    times this, so that what it measures is what sort() costs the caller,
+    host-side work included."""
     k = Operand(keys, "keys")
     v = Operand(values, "values") if values is not None else None
     targets = {"out": None, "values_out": None}
@@ -119,7 +120,7 @@ def run_plugin(plugin, config, kind: str, keys, values=None, *, descending=False
     if ordering is not None:
         ordering.begin()
     try:
-        request = make_request(kind, k, v, descending, kind == "pairs")
+        request = make_request(kind, k, v, descending, kind == "pairs", segments=segments)
         return run(plugin, config, request, k, v, targets, state, ordering.caller if ordering else None)
     finally:
         if ordering is not None:

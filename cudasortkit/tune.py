@@ -17,11 +17,13 @@ import sys
 import time
 
 from .dtypes import KEY_DTYPES
-from .tuning.policy import MIN_BUCKET, OPS, bucket_of
+from .tuning.policy import MIN_BUCKET, OPS, ROW_BUCKETS, bucket_of, row_bucket
 
-QUICK = {"dtypes": "uint32,float32", "sizes": "2^10:2^24", "ops": "sort", "budget": 60.0, "repeats": 5}
+_ROWS = ",".join(f"2^{b}" for b in ROW_BUCKETS)
+QUICK = {"dtypes": "uint32,float32", "sizes": "2^10:2^24", "ops": "sort", "budget": 60.0, "repeats": 5,
+         "rows": _ROWS}
 FULL = {"dtypes": ",".join(KEY_DTYPES), "sizes": "2^10:2^28", "ops": ",".join(OPS), "budget": None,
-        "repeats": 10}
+        "repeats": 10, "rows": _ROWS}
 
 
 def parse_sizes(text: str) -> list:
@@ -41,6 +43,15 @@ def parse_sizes(text: str) -> list:
     return sorted(b for b in out if b >= MIN_BUCKET)
 
 
+def parse_rows(text: str) -> list:
+    """Row lengths '2^1,2^4,100' -> sorted row buckets (log2); 'none' -> []."""
+    from .sizes import parse_size
+
+    if text.strip() == "none":
+        return []
+    return sorted({row_bucket(parse_size(p.strip())) for p in text.split(",") if p.strip()})
+
+
 def build_parser(parser=None):
     parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit.tune", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -58,6 +69,9 @@ def build_parser(parser=None):
     parser.add_argument("--sizes", default=None,
                         help="sizes, e.g. 2^10:2^24 (every factor of 4) or 2^12,2^20")
     parser.add_argument("--ops", default=None, help=f"comma-separated, of {', '.join(OPS)}")
+    parser.add_argument("--rows", default=None,
+                        help="row lengths at which the segmented plugins are measured on uniform "
+                             f"rows (2^22 keys in all), e.g. 2^1,2^7,4096, or 'none' (default {_ROWS})")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds; past it, remaining entries get the default config only")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per config")
@@ -162,6 +176,7 @@ def _sweep(args) -> int:
     if not args.dtypes and not args.quick:
         dtypes = [d for d in dtypes if any(d in p.dtypes for p in chosen.values() if p.device == "gpu")]
     buckets = parse_sizes(args.sizes or preset["sizes"])
+    row_buckets = parse_rows(args.rows or preset["rows"])
     ops = (args.ops or preset["ops"]).split(",")
     for op in ops:
         if op not in OPS:
@@ -174,16 +189,32 @@ def _sweep(args) -> int:
     host_max = bucket_of(parse_size(args.host_max))
     budget = args.budget if args.budget is not None else preset["budget"]
     if not args.in_process and len(gpu) > 1:
-        return _sweep_isolated(args, sorted(gpu), dtypes, buckets, ops, budget)
-    total = len(ops) * len(dtypes) * len(buckets) * len(gpu)
+        return _sweep_isolated(args, sorted(gpu), dtypes, buckets, row_buckets, ops, budget)
+    # Sizes of one array for every plugin (those that sort only rows are
+    # skipped there, saying so), row lengths for the segmented GPU plugins.
+    flat = chosen
+    segmented = {n: p for n, p in chosen.items() if p.segmented and p.device == "gpu"}
+    if not row_buckets:
+        segmented = {}
+    sweeps = [(flat, buckets, False), (segmented, row_buckets, True)]
+    sweeps = [(p, b, rows) for p, b, rows in sweeps if any(x.device == "gpu" for x in p.values())]
+    total = sum(len(ops) * len(dtypes) * len(b) * sum(x.device == "gpu" for x in p.values())
+                for p, b, _ in sweeps)
     print(f"tuning {', '.join(sorted(gpu))} | ops {','.join(ops)} | dtypes {','.join(dtypes)} | "
           f"sizes 2^{buckets[0]}..2^{buckets[-1]} | {'quick' if args.quick else 'full'}"
           + (f" | budget {budget:.0f} s" if budget else ""), flush=True)
     progress, log = _progress(total)
+    summary = {"seconds": 0.0, "entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0,
+               "skipped": []}
     try:
-        summary = runtime.sweep(chosen, dtypes, buckets, ops, strategy="quick" if args.quick else "full",
-                                budget_s=budget, host_max_bucket=host_max,
-                                repeats=args.repeats or preset["repeats"], progress=progress, log=log)
+        for plugins_here, buckets_here, rows in sweeps:
+            part = runtime.sweep(plugins_here, dtypes, buckets_here, ops,
+                                 strategy="quick" if args.quick else "full", budget_s=budget,
+                                 host_max_bucket=host_max, repeats=args.repeats or preset["repeats"],
+                                 progress=progress, log=log, rows=rows)
+            for key in ("seconds", "entries", "rejected", "failed", "defaults_only", "skipped"):
+                summary[key] += part[key]
+            summary.update(path=part["path"], saved=part["saved"])
     finally:
         if progress is not None:
             progress.close()
@@ -194,7 +225,7 @@ def _sweep(args) -> int:
         print(f"  skipped: {s}")
     print(f"cache: {summary['path']}" + ("" if summary["saved"] else " (NOT saved: in memory only)"))
     if len(gpu) > 1:  # children tune one plugin each; the parent compares them
-        _arbitrate(chosen, dtypes, buckets, ops)
+        _arbitrate(chosen, dtypes, buckets, row_buckets, ops)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1, default=str)
@@ -205,7 +236,7 @@ def _sweep(args) -> int:
     return 0
 
 
-def _arbitrate(plugins, dtypes, buckets, ops) -> None:
+def _arbitrate(plugins, dtypes, buckets, row_buckets, ops) -> None:
     """Re-time the plugins' best configs against each other, interleaved."""
     from .tuning import runtime
 
@@ -213,13 +244,16 @@ def _arbitrate(plugins, dtypes, buckets, ops) -> None:
     t0 = time.monotonic()
     try:
         n = runtime.arbitrate(plugins, dtypes, buckets, ops)
+        if row_buckets:
+            n += runtime.arbitrate({k: p for k, p in plugins.items() if p.segmented}, dtypes,
+                                   row_buckets, ops, rows=True)
     except Exception as exc:  # the per-plugin results stay as measured
         print(f"final comparison failed ({type(exc).__name__}: {exc}); keeping the sweep's times")
         return
     print(f"final comparison: {n} entries in {time.monotonic() - t0:.1f} s", flush=True)
 
 
-def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
+def _sweep_isolated(args, names, dtypes, buckets, row_buckets, ops, budget) -> int:
     """One child process per GPU plugin; they merge into the same cache file
     under its lock. A child that crashes or hangs loses only its own plugin."""
     import subprocess
@@ -237,7 +271,8 @@ def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
         share = None if budget is None else max(0.0, budget - (time.monotonic() - start)) / (len(names) - i)
         argv = [sys.executable, "-m", "cudasortkit.tune", "--in-process", "--plugins", name,
                 "--dtypes", ",".join(dtypes), "--sizes", ",".join(f"2^{b}" for b in buckets),
-                "--ops", ",".join(ops), "--host-max", args.host_max]
+                "--ops", ",".join(ops), "--host-max", args.host_max,
+                "--rows", ",".join(f"2^{b}" for b in row_buckets) or "none"]
         argv += ["--quick"] if args.quick else []
         argv += ["--budget", str(share)] if share is not None else []
         argv += ["--repeats", str(args.repeats)] if args.repeats else []
@@ -262,7 +297,7 @@ def _sweep_isolated(args, names, dtypes, buckets, ops, budget) -> int:
     from . import registry
 
     plugins = registry.plugins()
-    _arbitrate({n: plugins[n] for n in names if n in plugins}, dtypes, buckets, ops)
+    _arbitrate({n: plugins[n] for n in names if n in plugins}, dtypes, buckets, row_buckets, ops)
     if args.plot:
         from .tuning.report import plot
 

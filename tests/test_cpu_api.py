@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from helpers import (DISTRIBUTIONS, EDGE_SIZES, assert_keys_equal, assert_valid_argsort,
+from helpers import (DISTRIBUTIONS, assert_keys_equal, assert_valid_argsort,
                      make_keys, reference_sort)
 from cudasortkit.dtypes import KEY_DTYPES
 

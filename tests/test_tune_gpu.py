@@ -113,6 +113,32 @@ def test_quick_tune_two_plugins_two_dtypes_and_selection_picks_the_faster(tmp_ca
 
 
 @pytest.mark.slow
+def test_rows_sweep_measures_the_segmented_plugins_and_auto_uses_it(tmp_cache, monkeypatch):
+    """A rows sweep (tune --rows) writes op@rows entries by row length for
+    the segmented plugins, each checked against NumPy before timing; auto
+    and explain then choose rows from them."""
+    from cudasortkit.tuning.policy import ROWS
+
+    plugins = {n: p for n, p in registry.plugins().items() if p.segmented and p.device == "gpu"}
+    summary = runtime.sweep(plugins, ["float32"], [3, 11], ["sort", "argsort"], strategy="default",
+                            repeats=3, log=print, rows=True)
+    assert summary["failed"] == 0 and summary["entries"] >= 2 * 2 * 2, summary
+    data = cache.load_any(summary["path"])
+    for op in ("sort", "argsort"):
+        for b in ("3", "11"):
+            times = {n: data["plugins"][n]["results"].get(op + ROWS, {}).get("float32", {}).get(b)
+                     for n in plugins}
+            measured = {n: e["ms"] for n, e in times.items() if e}
+            assert len(measured) >= 2, (op, b, times)
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "0")
+    cupy = pytest.importorskip("cupy")
+    h = np.random.default_rng(2).standard_normal((1 << 11, 1 << 11)).astype(np.float32)
+    d = csk.explain(cupy.asarray(h))
+    assert "fastest measured" in d.reason and "rows of 2,048" in d.reason, str(d)
+    np.testing.assert_array_equal(csk.sort(cupy.asarray(h)).get(), np.sort(h, axis=-1))
+
+
+@pytest.mark.slow
 def test_wrong_configs_are_rejected_never_cached(tmp_cache, extra_plugins):
     plugins = {"bitonic_broken_ipt2": extra_plugins["bitonic_broken_ipt2"]}
     summary = runtime.sweep(plugins, ["uint32"], [12], ["sort"], strategy="quick", repeats=2, log=print)

@@ -301,6 +301,35 @@ def test_ops_map_and_borrow_similar_measurements():
     assert pick(1 << 20, kind="argsort", vb=8).config == {"block_size": 256}
 
 
+def test_rows_are_chosen_by_row_length_from_their_own_measurements():
+    """Uniform rows read the op@rows entries (by row length, at 2^22 keys in
+    all, scaled to the request's size); ragged segments have no estimate."""
+    from cudasortkit.segments import Segments
+
+    t = synthetic()
+    short = {1: 0.05, 4: 0.06, 7: 0.08, 10: 0.4, 12: 0.9}  # wins short rows
+    long = {4: 0.3, 7: 0.3, 10: 0.32, 12: 0.35, 17: 0.5}  # wins long rows
+    for name, table in (("rows_like", short), ("radix_like", long)):
+        t["plugins"][name] = {"hash": "h", "results": {"sort" + policy.ROWS: {"float32": {
+            str(b): {"ms": ms, "config": {"block_size": 256}} for b, ms in table.items()}}}}
+    cands = {"rows_like": Fake("rows_like"), "radix_like": Fake("radix_like")}
+
+    def rows(count, length):
+        return Request("sort", "float32", count * length, segments=Segments.rows(count, length))
+
+    assert policy.decide(t, rows(1 << 20, 4), cands).name == "rows_like"
+    assert policy.decide(t, rows(1 << 10, 1 << 12), cands).name == "radix_like"
+    d = policy.decide(t, rows(1 << 9, 1 << 12), cands)  # 2^21 keys: half the measured time
+    assert {e.name: e.ms for e in d.estimates}["radix_like"] == pytest.approx(0.35 / 2)
+    assert "rows of 4,096" in d.reason
+    d = policy.decide(t, rows(4, 1 << 20), cands)  # past the longest row measured: its log more
+    assert {e.name: e.ms for e in d.estimates}["radix_like"] == pytest.approx(0.5 * 20 / 17)
+    ragged = Request("sort", "float32", 10, segments=Segments.ragged(
+        np.array([0, 3, 10]), np.array([0, 3, 10]), np.array([3, 7])))
+    assert policy.decide(t, ragged, cands) is None
+    assert policy.decide(t, Request("sort", "float32", 1 << 20), cands) is None  # 1-D: not rows
+
+
 def test_invalid_tuned_config_falls_back_to_default():
     cands = {"big_radix": Fake("big_radix", max_block=256)}
     d = pick(1 << 20, cands=cands)
@@ -423,6 +452,7 @@ def test_show_and_parse_sizes_without_gpu(tmp_path, capsys):
 
     assert tune.parse_sizes("2^10:2^16") == [10, 12, 14, 16]
     assert tune.parse_sizes("2^12,65536,1000") == [10, 12, 16]
+    assert tune.parse_rows("2^1,2,16,100") == [1, 4, 7] and tune.parse_rows("none") == []
     path = tmp_path / "c.json"
     path.write_text(json.dumps(synthetic()))
     assert tune.main(["--show", "--cache-file", str(path), "-v"]) == 0

@@ -27,7 +27,7 @@ from ..dtypes import itemsize
 from ..errors import PluginError
 from ..select import Choice, DefaultPolicy
 from . import cache, runtime
-from .policy import bucket_of, decide, estimate, op_of, plugin_results
+from .policy import bucket_of, decide, estimate, measured_shape, op_of, plugin_results
 
 #: Share of a shape's estimated call time that may go to measuring it.
 SHARE = 0.10
@@ -81,8 +81,8 @@ class Learner:
         measurement is off); else the shape's ShapeCredit, to call once per
         call of the shape: it counts the call and, once the calls' share
         covers the next measurement, measures the next missing plugin."""
-        if not runtime.autotune_enabled() or runtime.in_tuning():
-            return None
+        if not runtime.autotune_enabled() or runtime.in_tuning() or request.segments is not None:
+            return None  # (rows are measured by `python -m cudasortkit.tune --rows`)
         op, dtype, b = op_of(request), request.dtype, bucket_of(request.n)
         if b > runtime.LAZY_MAX_BUCKET:
             return None
@@ -192,9 +192,9 @@ class MeasuredPolicy:
         return runtime.generation()
 
     def choose(self, request, candidates: dict) -> Choice:
-        # Nothing is measured per segment shape yet: segmented requests
-        # (rows, ragged segments) go by the plugins' declarations.
-        if request.segments is not None or not any(p.device == "gpu" for p in candidates.values()):
+        # Rows are measured by row length (policy.measured_shape); ragged
+        # segments go by the plugins' declarations.
+        if measured_shape(request) is None or not any(p.device == "gpu" for p in candidates.values()):
             return self.fallback.choose(request, candidates)
         try:
             choice, ms = self._choose(request, candidates)
@@ -257,7 +257,7 @@ class MeasuredPolicy:
         from .policy import Decision
 
         choice = self.choose(request, candidates)
-        if request.segments is None and any(p.device == "gpu" for p in candidates.values()):
+        if measured_shape(request) is not None and any(p.device == "gpu" for p in candidates.values()):
             ctx = runtime.context()
             d = decide(ctx.table, request, candidates)
             if d is not None:

@@ -24,6 +24,16 @@ MIN_BUCKET, MAX_BUCKET = 10, 32
 OPS = ("sort", "argsort", "pairs")
 OP_SHAPE = {"sort": ("sort", 0), "argsort": ("argsort", 8), "pairs": ("pairs", 4)}
 
+#: Uniform rows (a sort along an axis) are measured apart from 1-D sorts:
+#: under the op's name with this suffix ("sort@rows"), by the bucket of the
+#: row length (log2, any integer), with ROWS_TOTAL keys in all; a request of
+#: n keys is estimated at n / ROWS_TOTAL times that. Ragged segments are
+#: chosen by the plugins' declarations.
+ROWS = "@rows"
+ROWS_TOTAL_BUCKET = 22
+#: Row-length buckets of `python -m cudasortkit.tune --rows` by default.
+ROW_BUCKETS = (1, 4, 7, 10, 12, 14, 17, 20)
+
 
 def bucket_of(n: int) -> int:
     """The size bucket of n: the nearest even power of two, at least 2^10."""
@@ -43,7 +53,28 @@ def op_of(request) -> str:
 
 
 def _similar_ops(op: str) -> tuple:
-    return {"sort": ("sort",), "argsort": ("argsort", "pairs"), "pairs": ("pairs", "argsort")}[op]
+    base, rows, _ = op.partition(ROWS)
+    similar = {"sort": ("sort",), "argsort": ("argsort", "pairs"), "pairs": ("pairs", "argsort")}[base]
+    return tuple(o + rows for o in similar)
+
+
+def row_bucket(row_len: int) -> int:
+    """The row-length bucket of uniform rows: the nearest power of two's log2."""
+    return max(0, round(math.log2(max(row_len, 1))))
+
+
+def measured_shape(request):
+    """(table op, size to interpolate at, factor on the estimate) of a
+    request: its op and n for one array; for uniform rows the op + ROWS and
+    the row length, scaled from ROWS_TOTAL keys to the request's; None for
+    ragged segments (nothing measured for them)."""
+    op = op_of(request)
+    segments = request.segments
+    if segments is None:
+        return op, request.n, 1.0
+    if not segments.uniform:
+        return None
+    return op + ROWS, segments.row_len, request.n / (1 << ROWS_TOTAL_BUCKET)
 
 
 def points(by_bucket: dict, key: str = "ms") -> dict:
@@ -61,7 +92,8 @@ def interpolate(pts: dict, n: int, above: str = "nlogn") -> float | None:
 
     Between buckets: linear in (log2 n, log value). Below the smallest: the
     smallest's value (small sorts are latency-bound). Above the largest:
-    scaled by n/N ("linear") or n log n / N log N ("nlogn").
+    scaled by n/N ("linear"), n log n / N log N ("nlogn") or log n / log N
+    ("log": the row length of rows measured at one total size).
     """
     if not pts:
         return None
@@ -71,9 +103,12 @@ def interpolate(pts: dict, n: int, above: str = "nlogn") -> float | None:
         return pts[bs[0]]
     if x >= bs[-1]:
         top = bs[-1]
+        log_ratio = x / max(top, 1)
+        if above == "log":
+            return pts[top] * log_ratio
         ratio = 2.0 ** (x - top)
         if above == "nlogn":
-            ratio *= x / top
+            ratio *= log_ratio
         return pts[top] * ratio
     for lo, hi in zip(bs, bs[1:]):
         if lo <= x <= hi:
@@ -150,13 +185,18 @@ def _entries(table, name, op, dtype):
 
 def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
     """A plugin's estimated time for the request from its own measurements."""
-    op = op_of(request)
+    shape = measured_shape(request)
+    if shape is None:
+        return None
+    op, size, factor = shape
     used_op, by_bucket = _entries(table, name, op, request.dtype)
     if by_bucket is None:
         return None
     above = "linear" if getattr(plugin, "device", "gpu") == "gpu" else "nlogn"
-    ms = interpolate(points(by_bucket), request.n, above)
-    config = nearest_config(by_bucket, request.n)
+    if request.segments is not None:
+        above = "log"  # rows at one total size: longer rows cost their log more
+    ms = interpolate(points(by_bucket), size, above) * factor
+    config = nearest_config(by_bucket, size)
     note = f"from {used_op} measurements" if used_op != op else ""
     problem = None
     if config is not None and plugin is not None and not fits(config, plugin):
@@ -200,10 +240,12 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = 1 << 16) -
     if not estimates:
         return None
     op = op_of(request)
+    rows = "" if request.segments is None else \
+        f" in {request.segments.count:,} rows of {request.segments.row_len:,}"
     if request.on_device:
         estimates.sort(key=lambda e: e.ms)
         best = estimates[0]
-        reason = (f"fastest measured for {op} of {request.n:,} {request.dtype} keys on the device"
+        reason = (f"fastest measured for {op} of {request.n:,} {request.dtype} keys{rows} on the device"
                   + (f" ({estimates[1].name} ~{estimates[1].ms / best.ms:.2f}x slower)"
                      if len(estimates) > 1 else ""))
         return Decision(best.name, best.config, best.ms, reason, estimates, unmeasured)

@@ -13,7 +13,7 @@ from .. import registry
 from ..dtypes import itemsize
 from ..errors import PluginError
 from . import cache
-from .policy import OP_SHAPE, fits, plugin_results
+from .policy import OP_SHAPE, ROWS, ROWS_TOTAL_BUCKET, fits, plugin_results
 
 ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
 #: First-run measurement (measured.py's learner) measures at most this bucket
@@ -139,15 +139,26 @@ def _measure_host_bucket(ctx, op, dtype, b, gpu) -> bool:
 
 
 # ------------------------------------------------------------------- sweeps
+def case_shape(op: str, b: int, rows: bool):
+    """(table op, n, row length or None) of a sweep's bucket b: n = 2^b keys,
+    or with `rows` 2^ROWS_TOTAL_BUCKET keys in rows of 2^b (policy.ROWS)."""
+    if rows:
+        return op + ROWS, 1 << ROWS_TOTAL_BUCKET, 1 << b
+    return op, 1 << b, None
+
+
 def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
           budget_s: float | None = None, host_max_bucket: int = 22, repeats: int = 5,
-          inputs: int = 3, progress=None, log=print, state=None) -> dict:
+          inputs: int = 3, progress=None, log=print, state=None, rows: bool = False) -> dict:
     """Tune every (op, dtype, bucket, plugin) and the host costs; save as it goes.
+    With `rows`, the buckets are row lengths of uniform rows (case_shape):
+    the segmented plugins are measured, and no host costs.
 
     Past `budget_s` seconds the remaining entries are measured with the
     default config only (so the table stays complete). Returns a summary.
     """
     from ..plugin import Request
+    from ..segments import Segments
     from .tuner import Case, Tuner
 
     ctx = context(state)
@@ -168,8 +179,10 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
             kind, vb = OP_SHAPE[op]
             for dtype in dtypes:
                 for b in sorted(buckets):
-                    n = 1 << b
-                    req = Request(kind=kind, dtype=dtype, n=n, value_bytes=vb)
+                    top, n, row_len = case_shape(op, b, rows)
+                    req = Request(kind=kind, dtype=dtype, n=n, value_bytes=vb,
+                                  segments=None if row_len is None else
+                                  Segments.rows(n // row_len, row_len))
                     todo = {}
                     for name, p in list(gpu.items()):
                         try:
@@ -180,18 +193,18 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                         if reason is None:
                             todo[name] = p
                         else:
-                            summary["skipped"].append(f"{name} {op} {dtype}: {reason}")
+                            summary["skipped"].append(f"{name} {top} {dtype}: {reason}")
                     if not todo:
                         if progress:
                             progress.update(len(gpu))
                         continue
                     need = n * (itemsize(dtype) + vb) * (inputs + 4)
                     if ctx.state.free_memory() < need:
-                        summary["skipped"].append(f"{op} {dtype} 2^{b}: not enough GPU memory")
+                        summary["skipped"].append(f"{top} {dtype} 2^{b}: not enough GPU memory")
                         if progress:
                             progress.update(len(gpu))
                         continue
-                    case = Case(ctx.state, op, dtype, n, inputs=inputs)
+                    case = Case(ctx.state, op, dtype, n, inputs=inputs, row_len=row_len)
                     parts = []
                     try:
                         for name, plugin in sorted(todo.items()):
@@ -199,7 +212,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                             # first size: compiles happen there, later sizes reuse them.
                             # A plugin's first group is always tuned, so every plugin
                             # gets tuned configs for at least one operation and dtype.
-                            group = (name, op, dtype)
+                            group = (name, top, dtype)
                             if group not in plan:
                                 first = not any(g[0] == name for g in plan)
                                 over = (budget_s is not None and not first
@@ -219,13 +232,13 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                                 parts.append(f"{name} FAILED ({entry['failed'][:80]})")
                             else:
                                 parts.append(f"{name} {entry['ms']:.4f} ms {entry['config']}")
-                            ctx.store.put(name, op, dtype, b, entry)
+                            ctx.store.put(name, top, dtype, b, entry)
                             if progress:
                                 progress.update(1)
                     finally:
                         case.free()
                     ctx.changed()
-                    if "numpy" in plugins and b <= host_max_bucket:
+                    if "numpy" in plugins and b <= host_max_bucket and not rows:
                         try:
                             _measure_host_bucket(ctx, op, dtype, b, todo)
                             h = ctx.table["host"][op][dtype][str(b)]
@@ -234,7 +247,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
                         except Exception as exc:
                             parts.append(f"| host measurement failed: {type(exc).__name__}: {exc}")
                     if log:
-                        log(f"{op:7} {dtype:8} 2^{b:<2}  " + "; ".join(parts))
+                        log(f"{top:7} {dtype:8} 2^{b:<2}  " + "; ".join(parts))
                     ctx.store.save()  # a crash later loses nothing measured so far
                     ctx.changed()
     summary["seconds"] = time.monotonic() - start
@@ -244,7 +257,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
 
 
 def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3, repeats: int = 5,
-              inputs: int = 3, log=print, state=None) -> int:
+              inputs: int = 3, log=print, state=None, rows: bool = False) -> int:
     """Final word between plugins: per (op, dtype, bucket), time every GPU
     plugin's cached best config again, in one process, in alternating rounds
     (tuner.race), and store those times as the entries' `ms`. Sweeps tune
@@ -262,15 +275,16 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
         for op in ops:
             for dtype in dtypes:
                 for b in sorted(buckets):
+                    top, n, row_len = case_shape(op, b, rows)
                     entries = {}
                     for name in sorted(gpu):
-                        e = plugin_results(ctx.table, name).get(op, {}).get(dtype, {}).get(str(b))
+                        e = plugin_results(ctx.table, name).get(top, {}).get(dtype, {}).get(str(b))
                         if (isinstance(e, dict) and e.get("ms") and not e.get("failed")
                                 and isinstance(e.get("config"), dict) and fits(e["config"], gpu[name])):
                             entries[name] = e
                     if len(entries) < 2:
                         continue
-                    case = Case(ctx.state, op, dtype, 1 << b, inputs=inputs)
+                    case = Case(ctx.state, op, dtype, n, inputs=inputs, row_len=row_len)
                     try:
                         runners = {}
                         for name, e in entries.items():
@@ -278,7 +292,7 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
                                 tuner.verify(gpu[name], case, e["config"])  # compiles, checks once
                             except Rejected as exc:
                                 if log:
-                                    log(f"  arbitration: {name} {op} {dtype} 2^{b} skipped: {exc}")
+                                    log(f"  arbitration: {name} {top} {dtype} 2^{b} skipped: {exc}")
                                 continue
                             runners[name] = (lambda plg, cfg: lambda i: case.run(plg, cfg, i))(
                                 gpu[name], e["config"])
@@ -288,10 +302,10 @@ def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3,
                     for name, ms in times.items():
                         e = entries[name]  # sweep_ms: the time the config was chosen by
                         entry = dict(e, ms=ms, sweep_ms=e.get("sweep_ms", e["ms"]), arbitrated=True)
-                        ctx.store.put(name, op, dtype, b, entry)
+                        ctx.store.put(name, top, dtype, b, entry)
                         updated += 1
                     if log:
-                        log(f"{op:7} {dtype:8} 2^{b:<2}  " + ", ".join(
+                        log(f"{top:7} {dtype:8} 2^{b:<2}  " + ", ".join(
                             f"{k} {v:.4f}" for k, v in sorted(times.items(), key=lambda kv: kv[1])))
                     ctx.changed()
             ctx.store.save()

@@ -43,7 +43,9 @@ def random_keys(dtype: str, n: int, rng) -> np.ndarray:
 
 
 class Case:
-    """Device inputs for one (op, dtype, n), shared by every plugin.
+    """Device inputs for one (op, dtype, n), shared by every plugin; with
+    `row_len`, n keys in uniform rows of that length (a sort along the last
+    axis, for the segmented plugins).
 
     Runs go through cudasortkit.execute.run_plugin: the same path as a public
     call on a device array (result allocation, argsort's index setup, the
@@ -52,10 +54,15 @@ class Case:
     alone had auto pick ones that lost by 1.4x at 2^16-2^18 keys.
     """
 
-    def __init__(self, state, op: str, dtype: str, n: int, inputs: int = 3, rng=None):
+    def __init__(self, state, op: str, dtype: str, n: int, inputs: int = 3, rng=None,
+                 row_len: int | None = None):
         from pycuda import gpuarray
 
+        from ..segments import Segments
+
         self.state, self.op, self.dtype, self.n = state, op, dtype, int(n)
+        self.row_len = row_len
+        self.segments = None if row_len is None else Segments.rows(self.n // row_len, row_len)
         self.kind, self.value_bytes = OP_SHAPE[op]
         rng = rng or np.random.default_rng()
         self.hosts = [random_keys(dtype, self.n, rng) for _ in range(inputs)]
@@ -78,15 +85,22 @@ class Case:
 
     @property
     def order(self):
+        """NumPy's stable order of input 0 (within each row, for rows)."""
         if self._order is None:
-            self._order = host_order.argsort(self.hosts[0])
+            h = self.hosts[0]
+            if self.row_len is None:
+                self._order = host_order.argsort(h)
+            else:  # the tuner's keys hold no NaN: NumPy's own row order is cudasortkit's
+                rows = np.argsort(h.reshape(-1, self.row_len), axis=-1, kind="stable")
+                self._order = (rows + np.arange(0, self.n, self.row_len)[:, None]).reshape(-1)
         return self._order
 
     def run(self, plugin, config, i: int = 0) -> None:
         from ..execute import run_plugin
 
         self.result = None  # the previous result's buffers go back to the pool first
-        self.result = run_plugin(plugin, config, self.kind, self.keys[i], self.values)
+        self.result = run_plugin(plugin, config, self.kind, self.keys[i], self.values,
+                                 segments=self.segments)
 
     def check(self, plugin) -> str | None:
         """Why the last run (on input 0) is wrong, or None."""
@@ -94,12 +108,16 @@ class Case:
         h = self.hosts[0]
         if self.kind == "argsort":
             v = values.get()
+            if self.row_len is not None:  # indices within each row, as numpy.argsort(axis=-1)
+                v = v + np.repeat(np.arange(0, self.n, self.row_len), self.row_len)
             if v.min(initial=0) < 0 or v.max(initial=0) >= self.n:
                 return "indices out of range"
             got, want = h[v], h[self.order]
         elif self.kind == "pairs":
             got, v = keys.get(), values.get()
             want = h[self.order]
+        elif self.row_len is not None:
+            got, v, want = keys.get(), None, h[self.order]
         else:  # keys only: NumPy's sort is far cheaper than a stable argsort of n keys
             got, v, want = keys.get(), None, host_order.sort(h)
         eq = got == want
