@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Every benchmark bar of the issues, in one run on a GPU machine, against CuPy
 # (CUB) in the same process per line. Writes JSON per group to ${OUT:-.}.
-#   bash tools/bench_bars.sh [group ...]   groups: sort wide argsort counting merge
+#   bash tools/bench_bars.sh [group ...]
+# groups: sort wide argsort counting merge (default), and calls auto batched host
+# (calls: per-call latency and the fresh-cache loop; auto: auto against every
+# plugin at 2^10..2^24 with an empty cache; batched: rows and ragged; host:
+# NumPy arrays in core and out of core). Each group starts from an empty cache.
 set -u
 out=${OUT:-.}
 bench() { name=$1; shift; python3 -m cudasortkit.bench --json "$out/bench-$name.json" "$@" 2>&1 | sed -n '/^op /,$p'; }
+fresh() { CUDASORTKIT_CACHE_DIR=$(mktemp -d) "$@"; }
 groups=${*:-sort wide argsort counting merge}
 for g in $groups; do
   case $g in
@@ -14,5 +19,10 @@ for g in $groups; do
     counting) bench counting --algorithms counting,onesweep,radix --dtypes uint8,uint16 --sizes 2^26
               bench counting-range --algorithms counting,onesweep,radix --dtypes int32 --sizes 2^26 --dist range:0:1000 ;;
     merge)    bench merge --ops merge --dtypes uint32 --sizes 2^24 ;;
+    calls)    fresh python3 -m cudasortkit.bench --cold --latency 2>&1 | tee "$out/bench-calls.txt" ;;
+    auto)     fresh bench auto --algorithms auto,onesweep,radix,merge_sort,bitonic --dtypes uint32,float32 \
+                --sizes 2^10,2^12,2^14,2^16,2^18,2^20,2^22,2^24 ;;
+    batched)  fresh python3 -m cudasortkit.bench --batched 2>&1 | tee "$out/bench-batched.txt" ;;
+    host)     fresh python3 -m cudasortkit.bench --host 2>&1 | tee "$out/bench-host.txt" ;;
   esac
 done
