@@ -8,8 +8,9 @@ segmented plugin sorts every row, and the result is reshaped and the axis
 moved back. `axis=None` sorts the flattened array (one row). A single row
 is an ordinary 1-D request, so every 1-D plugin can serve it.
 
-Ragged segments come as CUB-style offsets, checked on the host before
-anything is sorted.
+Ragged segments come as CUB-style offsets, checked before anything is
+sorted: on the keys' device when they are there (one pass; only its
+statistics come back to the host), else on the host.
 
 `execute` is the public API's runner (api._execute's signature): this
 module only shapes the caller's arrays and the request around it.
@@ -23,6 +24,7 @@ import numpy as np
 
 from . import registry
 from .arrays import Operand, library_of, torch_to_numpy_dtype
+from .execute import caller_ordering
 from .segments import Segments, check_offsets
 from .streams import cupy_stream, handle_of
 
@@ -261,15 +263,31 @@ def segmented(execute, kind: str, keys, offsets, values, descending, stable, alg
         v = Operand(values, "values")
         if v.n != k.n:
             raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
-    host, lengths = check_offsets(offsets, k.n)
-    segments = Segments.ragged(host, offsets, lengths) \
-        if len(host) != 2 or _named_segmented(algorithm) else None
+    segments = _ragged(k, v, offsets, algorithm, stream)
     ks, vs = execute(kind, k, v, descending, stable, algorithm, None, None, None, stream, segments)
     if kind == "sort":
         return ks
     if kind == "argsort":
         return vs
     return ks, vs
+
+
+def _ragged(keys: Operand, values, offsets, algorithm: str, stream) -> Segments | None:
+    """The request's segments from the caller's offsets: checked on the
+    keys' device (in the caller's stream) when the keys are there, else on
+    the host; None for one segment (an ordinary 1-D sort) unless a
+    segmented plugin is asked for by name."""
+    state, ordering = caller_ordering(stream, (keys, values))
+    if state is None:
+        host, lengths = check_offsets(offsets, keys.n)
+        segments = Segments.ragged(host, offsets, lengths)
+    else:
+        ordering.begin()
+        try:
+            segments = Segments.checked_on_device(offsets, keys.n, state)
+        finally:
+            ordering.end()
+    return segments if segments.count != 1 or _named_segmented(algorithm) else None
 
 
 def request_parts(a, axis, values=None, offsets=None, algorithm="auto"):

@@ -73,3 +73,41 @@ def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | N
         offset = 1 << (8 * dt.itemsize - 1)
         lo, hi = lo - offset, hi - offset
     return lo, hi
+
+
+#: Length buckets of offsets_check: bucket b holds lengths with bit length
+#: of (length - 1) == b (lengths 0 and 1 in bucket 0), b in 0..64.
+OFFSET_BUCKETS = 65
+#: The stats words of csk_offsets_check (kernels/util.cu).
+_STATS_WORDS = 4 + 2 * OFFSET_BUCKETS
+
+
+def offsets_check(state, ptr: int, count: int, wide: bool, widened: int = 0,
+                  owner: str = "core") -> dict:
+    """CUB-style offsets (count + 1 int64 values if `wide`, else int32, at
+    device address ptr) checked and measured by one pass on the device's
+    stream, which this waits for. Returns {"bad": first s with offsets[s + 1]
+    < offsets[s] or None, "longest": the longest segment, "first": offsets[0],
+    "last": offsets[count], "segments"/"keys": NumPy int64 per length bucket
+    (OFFSET_BUCKETS)}. `widened` (a device address or 0) gets the offsets as int64."""
+    where = describe(owner, "csk_offsets_check", None, None)
+    kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_offsets_check", owner=owner)
+    out = state.allocate(_STATS_WORDS * 8, f"{where}, offset statistics")
+    host = np.empty(_STATS_WORDS, np.uint64)
+    try:
+        state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2, state.stream)
+        state.cuda.memset_d32_async(int(out) + 8, 0, 2 * _STATS_WORDS - 2, state.stream)
+        grid = max(1, min(-(-int(count) // MINMAX_BLOCK), state.limits.sm_count * 4))
+        launch(state, kernel, grid, MINMAX_BLOCK, (int(ptr), int(bool(wide)), int(count),
+                                                    int(widened), int(out)), where)
+        state.stream.synchronize()
+        state.cuda.memcpy_dtoh(host, int(out))
+    except state.cuda.Error as exc:
+        raise KernelError(f"{where}: offsets check failed: {exc}") from exc
+    finally:
+        out.free()
+    signed = host.view(np.int64)
+    return {"bad": None if host[0] == np.uint64(0xFFFFFFFFFFFFFFFF) else int(host[0]),
+            "longest": int(host[1]), "first": int(signed[2]), "last": int(signed[3]),
+            "segments": signed[4:4 + OFFSET_BUCKETS].copy(),
+            "keys": signed[4 + OFFSET_BUCKETS:].copy()}

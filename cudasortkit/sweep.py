@@ -110,7 +110,8 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
         mode = INDICES_U32 if n < (1 << 32) else INDICES
     vals = (job.values_in, job.values_out, at["values"]) if vb else (0, 0, 0)
     shared = g.shared_bytes(kb, vb)
-    for p in range(passes):
+    # Passes above limit's bits are skipped on the device: not launched.
+    for p in range(min(passes, max(1, -(-limit.bit_length() // g.radix_bits)))):
         job.launch(kernels["onesweep_pass"], tiles, g.block_size, job.keys_in, job.keys_out,
                    at["keys"], *vals, n, mask, base, p, mode, int(not argsort), at["offsets"],
                    at["plan"], at["status"], at["counters"], tiles, shared=shared)

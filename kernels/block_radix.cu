@@ -23,6 +23,7 @@
 //   block_radix_rows   one segment per block, at most BR_TILE keys: block b
 //                      sorts uniform row b, or ragged segment seg_list[b]
 //                      (offsets given).
+//   block_radix_classify  lists the ragged segments the other kernels take.
 //   block_radix_tiles  short segments several per block: block b takes the
 //                      segments that start in keys [b*STEP, (b+1)*STEP),
 //                      STEP = BR_TILE / 2, except one longer than STEP (that
@@ -321,7 +322,7 @@ block_radix_tiles(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict
 }
 
 // Ragged segments too long for a block go through one global radix sort of
-// their keys alone, compacted in segment order: long_at[0..m] are the
+// their keys alone, compacted in block_radix_classify's order: long_at[0..m] are the
 // compact starts of the m long segments (long_at[m] = L keys in all),
 // long_start[j] long segment j's start in the key array.
 __device__ __forceinline__ long long br_long_of(const long long* __restrict__ long_at, long long m,
@@ -333,6 +334,32 @@ __device__ __forceinline__ long long br_long_of(const long long* __restrict__ lo
         if (long_at[mid] <= c) lo = mid; else hi = mid;
     }
     return lo;
+}
+
+// Ragged segments too long for block_radix_tiles, listed from the device
+// offsets (no host round trip): those of step < length <= max_row in
+// medium_list (for block_radix_rows), longer ones as long_start[j] (their
+// start) and long_len[j] (length). Order within a list follows the atomics
+// (any order serves: every listed segment is sorted on its own).
+// counters[0], [1]: medium and long so far (zeroed by the caller).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+block_radix_classify(const long long* __restrict__ offsets, long long count, long long step,
+                     long long max_row, long long* __restrict__ medium_list,
+                     long long* __restrict__ long_start, long long* __restrict__ long_len,
+                     unsigned* __restrict__ counters)
+{
+    const long long stride = (long long)gridDim.x * BLOCK_SIZE;
+    for (long long s = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; s < count; s += stride) {
+        const long long lo = offsets[s], len = offsets[s + 1] - lo;
+        if (len <= step) continue;
+        if (len <= max_row) {
+            medium_list[atomicAdd(counters, 1u)] = s;
+        } else {
+            const unsigned j = atomicAdd(counters + 1, 1u);
+            long_start[j] = lo;
+            long_len[j] = len;
+        }
+    }
 }
 
 // packed[c] = j << CSK_KEY_BITS | ordered word of the key, j its long

@@ -57,3 +57,75 @@ extern "C" __global__ void csk_minmax_ordered(const csk_bits_t* __restrict__ key
         atomicMax(out + 1, hi);
     }
 }
+
+// CUB-style segment offsets checked and measured in one pass (count + 1
+// values, int64 if `wide` else int32). stats (unsigned 64-bit words, set by
+// the caller: [0] all ones, the rest zero):
+//   [0] first s with offsets[s + 1] < offsets[s] (all ones: none)
+//   [1] the longest segment (of those that do not decrease)
+//   [2] offsets[0], [3] offsets[count]
+//   [4 + b]  segments whose length has bucket b = bit length of (length - 1)
+//            (0 for lengths 0 and 1), b in 0..64
+//   [69 + b] keys in those segments
+// widened (when not null) gets the offsets as int64.
+#define CSK_OFFSET_BUCKETS 65
+extern "C" __global__ void csk_offsets_check(const void* __restrict__ offsets, int wide,
+                                             long long count, long long* __restrict__ widened,
+                                             unsigned long long* __restrict__ stats)
+{
+    __shared__ unsigned long long segs[CSK_OFFSET_BUCKETS], keys[CSK_OFFSET_BUCKETS];
+    __shared__ unsigned long long block_bad[32], block_long[32];
+    const long long* o64 = (const long long*)offsets;
+    const int* o32 = (const int*)offsets;
+    for (int b = threadIdx.x; b < CSK_OFFSET_BUCKETS; b += blockDim.x) segs[b] = keys[b] = 0;
+    __syncthreads();
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (first == 0) {
+        const long long lo = wide ? o64[0] : (long long)o32[0];
+        const long long hi = wide ? o64[count] : (long long)o32[count];
+        stats[2] = (unsigned long long)lo;
+        stats[3] = (unsigned long long)hi;
+        if (widened != nullptr) widened[count] = hi;
+    }
+    unsigned long long bad = ~0ull, longest = 0;
+    for (long long s = first; s < count; s += stride) {
+        const long long lo = wide ? o64[s] : (long long)o32[s];
+        const long long hi = wide ? o64[s + 1] : (long long)o32[s + 1];
+        if (widened != nullptr) widened[s] = lo;
+        if (hi < lo) {
+            bad = (unsigned long long)s < bad ? (unsigned long long)s : bad;
+            continue;
+        }
+        const unsigned long long len = (unsigned long long)(hi - lo);
+        longest = len > longest ? len : longest;
+        const int b = len > 1 ? 64 - __clzll(len - 1) : 0;
+        atomicAdd(&segs[b], 1ull);
+        atomicAdd(&keys[b], len);
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+        const unsigned long long b = __shfl_xor_sync(0xffffffffu, bad, d);
+        const unsigned long long l = __shfl_xor_sync(0xffffffffu, longest, d);
+        bad = b < bad ? b : bad;
+        longest = l > longest ? l : longest;
+    }
+    const unsigned warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    if ((threadIdx.x & 31) == 0) {
+        block_bad[warp] = bad;
+        block_long[warp] = longest;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (unsigned w = 1; w < warps; ++w) {
+            bad = block_bad[w] < bad ? block_bad[w] : bad;
+            longest = block_long[w] > longest ? block_long[w] : longest;
+        }
+        if (bad != ~0ull) atomicMin(stats, bad);
+        if (longest) atomicMax(stats + 1, longest);
+    }
+    for (int b = threadIdx.x; b < CSK_OFFSET_BUCKETS; b += blockDim.x) {
+        if (segs[b]) atomicAdd(stats + 4 + b, segs[b]);
+        if (keys[b]) atomicAdd(stats + 4 + CSK_OFFSET_BUCKETS + b, keys[b]);
+    }
+}

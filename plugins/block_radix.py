@@ -6,28 +6,28 @@ Uniform rows: rows of up to `tiles_up_to` keys go several to a block
 keys, sorted by (row, key)); longer rows of up to 4096 keys one to a block
 (`block_radix_rows`, the fewest keys per thread that hold the row).
 
-Ragged segments (lengths known on the host): segments of up to TILE / 2
-keys by `block_radix_tiles` straight from the offsets; longer ones of up to
-4096 keys one to a block from a list; the rest (few, long) compacted with
-their segment's number above the key and sorted by one global radix sort
-(the onesweep plugin's passes, whose constant high digits are skipped), then
-stored back.
+Ragged segments: segments of up to TILE / 2 keys by `block_radix_tiles`
+straight from the offsets; longer ones of up to 4096 keys one to a block
+from a list made on the device; the rest (few, long) compacted with their
+segment's number above the key and sorted by one global radix sort (the
+onesweep passes over the key's bits and log2(long segments) bits only),
+then stored back. How many segments each kernel gets comes from the
+segments' length buckets (cudasortkit/segments.py), so no list or length
+comes back to the host.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.job import Job
-from cudasortkit.plugin import SortPlugin, Tunable
-from cudasortkit.segments import Segments
+from cudasortkit.plugin import Tunable
+from cudasortkit.scan import DeviceScan
+from cudasortkit.segmented_plugin import MODE_KEYS, MODE_PAIRS, SegmentedSortPlugin
+from cudasortkit.sweep import sweep_sort
 from cudasortkit.plugins.onesweep import OnesweepSort
 
 #: Longest segment one block sorts (16-bit tile positions; 4096 keys and
 #: their aux words plus the digit counters fit the 48 KiB of static shared memory).
 MAX_ROW = 4096
-#: block_radix.cu's `mode`: what the values are.
-MODE_KEYS, MODE_LOCAL, MODE_GLOBAL, MODE_PAIRS = 0, 1, 2, 3
 #: Static shared memory a block may use.
 SHARED_LIMIT = 48 * 1024
 _RADIX = OnesweepSort()
@@ -38,19 +38,17 @@ def _shared_bytes(block: int, items: int, key_bytes: int) -> int:
     return block * items * (key_bytes + 4) + (block // 32) * 256 * 4 + (block // 32 + 1) * 4 + 32
 
 
-class BlockRadixSort(SortPlugin):
+class BlockRadixSort(SegmentedSortPlugin):
     name = "block_radix"
     summary = "rows and segments, a block-wide LSD radix sort in shared memory (keys <= 4 bytes)"
     dtypes = tuple(d for d in KEY_DTYPES if itemsize(d) <= 4)
-    stable = True
-    pairs = True
-    makes_indices = True
-    segmented = True
     #: Uniform rows issue the same launches for the same rows (ragged
     #: segments are never replayed).
     replayable = True
-    #: Serves only segmented requests: checked by the batched tests instead.
-    conformance_exempt = True
+    #: Uniform rows of one block; ragged segments of any length (long ones
+    #: go through a global sort that carries 32-bit positions).
+    max_row = MAX_ROW
+    max_ragged_keys = (1 << 32) - 1
     priority = 500
     #: Uniform rows: `rows` (bitonic, priority 10) keeps rows up to 256 keys.
     segment_priorities = ((256, 20), (MAX_ROW, 5))
@@ -73,37 +71,11 @@ class BlockRadixSort(SortPlugin):
         return _shared_bytes(config["block_size"], config["tile_items"],
                              itemsize(dtype)) <= SHARED_LIMIT
 
-    def unsupported(self, request):
-        reason = super().unsupported(request)
-        if reason is not None:
-            return reason
-        segments = request.segments
-        if segments is None:
-            return "block_radix sorts rows and segments only (one array goes to the 1-D plugins)"
-        if segments.uniform and segments.max_len > MAX_ROW:
-            return (f"block_radix sorts rows of at most {MAX_ROW} keys in a block; these have "
-                    f"{segments.max_len}")
-        if not segments.uniform and request.n >= 1 << 32:
-            return "block_radix carries 32-bit positions for long segments: fewer than 2^32 keys"
-        return None
-
-    def priority_for_segments(self, segments) -> int:
-        if not segments.uniform:
-            return self.ragged_priority
-        return super().priority_for_segments(segments)
-
     def run(self, job):
-        segments = job.request.segments
-        if segments is None:  # run directly (the tuner): one row
-            if job.n > MAX_ROW:
-                raise ValueError(f"block_radix sorts at most {MAX_ROW} keys in one row, not {job.n}")
-            segments = Segments.rows(1, job.n)
+        segments = self.segments_of(job)
         if job.n == 0:
             return
-        if job.request is not None and job.request.kind == "argsort":
-            mode = MODE_LOCAL if segments.local_indices else MODE_GLOBAL
-        else:
-            mode = MODE_PAIRS if job.value_bytes else MODE_KEYS
+        mode = self.value_mode(job, segments)
         if segments.uniform:
             if segments.row_len <= min(job.config["tiles_up_to"], self._step(job)):
                 self._tiles(job, segments, mode)
@@ -154,35 +126,39 @@ class BlockRadixSort(SortPlugin):
                    job.values_in, job.values_out, job.n, segments.row_len if segments.uniform else 0,
                    offsets, segments.count, job.desc_mask, mode)
 
-    def _upload(self, job, array: np.ndarray) -> int:
-        buf = job.alloc(array.nbytes)
-        job.state.cuda.memcpy_htod_async(int(buf), array, job.stream)
-        return int(buf)
-
     def _ragged(self, job, segments, mode):
+        """Short segments by block_radix_tiles; the longer ones listed on the
+        device by block_radix_classify (how many of each the host knows from
+        the segments' length buckets: no round trip), then one block each
+        (block_radix_rows) or one global sort (_long)."""
         self._tiles(job, segments, mode)
         step = self._step(job)
         if segments.max_len <= step:
             return
-        lengths = segments.lengths
-        big = np.flatnonzero(lengths > step)
-        big_len = lengths[big]
-        medium = np.ascontiguousarray(big[big_len <= MAX_ROW], dtype=np.int64)
-        if len(medium):
-            self._rows(job, len(medium), int(big_len[big_len <= MAX_ROW].max()),
-                       segments.offsets_ptr(job.state), self._upload(job, medium), mode)
-        long = big[big_len > MAX_ROW]
-        if len(long):
-            self._long(job, segments.offsets[long].astype(np.int64), lengths[long], mode)
+        medium, _ = segments.longer(step, MAX_ROW)
+        m, total = segments.longer(MAX_ROW)
+        offsets = segments.offsets_ptr(job.state)
+        at = job.alloc_parts([("counters", 8), ("medium", medium * 8), ("long_start", m * 8),
+                              ("long_len", (m + 1) * 8), ("long_at", (m + 1) * 8)])
+        job.memset32(at["counters"], 0, 2)
+        job.memset32(at["long_len"] + m * 8, 0, 2)  # the scan's last term: long_at[m] = total
+        config = dict(job.config, block_size=256)
+        classify = job.kernel("block_radix.cu", "block_radix_classify", config=config)
+        job.launch(classify, max(1, min(job.blocks(segments.count, 256), 8 * job.limits.sm_count)),
+                   256, offsets, segments.count, step, MAX_ROW, at["medium"], at["long_start"],
+                   at["long_len"], at["counters"])
+        if medium:
+            self._rows(job, medium, min(segments.max_len, MAX_ROW), offsets, at["medium"], mode)
+        if m:
+            DeviceScan(job, m + 1, count_bytes=8)(at["long_len"], at["long_at"])
+            self._long(job, at["long_start"], at["long_at"], m, total, mode)
 
-    def _long(self, job, starts: np.ndarray, lengths: np.ndarray, mode):
-        """Segments longer than a block: their keys compacted with the
-        segment's number (0..m-1) above the key, one stable global radix
-        sort, stored back (argsort/pairs through the sort's 32-bit positions)."""
-        m = len(starts)
-        at = np.zeros(m + 1, np.int64)
-        np.cumsum(lengths, out=at[1:])
-        total = int(at[-1])
+    def _long(self, job, long_start: int, long_at: int, m: int, total: int, mode):
+        """Segments longer than a block (device lists of m, `total` keys):
+        their keys compacted with the segment's number (0..m-1) above the
+        key, one stable global radix sort over the key's bits and the
+        log2(m) bits above them only, stored back (argsort/pairs through the
+        sort's 32-bit positions)."""
         block = 256
         config = dict(job.config, block_size=block)
         grid = max(1, min(job.blocks(total, block), 32 * job.limits.sm_count))
@@ -194,16 +170,18 @@ class BlockRadixSort(SortPlugin):
         parts = job.alloc_parts([("packed", total * 8), ("sorted", total * 8),
                                  ("index", total * 4 if values else 0),
                                  ("positions", total * 4 if given else 0)])
-        long_at, long_start = self._upload(job, at), self._upload(job, starts)
         pack = job.kernel("block_radix.cu", "block_radix_long_pack", config=config, value_bytes=0)
         job.launch(pack, grid, block, job.keys_in, parts["packed"], parts["positions"] if given else 0,
                    total, long_at, long_start, m, job.desc_mask)
+        sort_config = _RADIX.default_config("uint64", 4 if values else 0)
         sub = Job(job.plugin, job.state, dtype="uint64", n=total, keys_in=parts["packed"],
                   keys_out=parts["sorted"], values_in=parts["positions"] if given else 0,
                   values_out=parts["index"] if values else 0, value_bytes=4 if values else 0,
-                  config=_RADIX.default_config("uint64", 4 if values else 0))
+                  config=sort_config)
         try:
-            _RADIX.run(sub)
+            # Only the passes over the key's bits and the segment number's run.
+            sweep_sort(sub, "onesweep.cu", _RADIX.geometry(sort_config),
+                       limit=((m - 1) << job.key_bits) | ((1 << job.key_bits) - 1))
         finally:
             sub.release()  # pool blocks are stream-ordered: freed once queued
         unpack = job.kernel("block_radix.cu", "block_radix_long_unpack", config=config)

@@ -15,50 +15,33 @@ from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.job import Job
-from cudasortkit.plugin import SortPlugin, Tunable
-from cudasortkit.segments import Segments
+from cudasortkit.plugin import Tunable
+from cudasortkit.segmented_plugin import SegmentedSortPlugin
 from cudasortkit.plugins.onesweep import OnesweepSort
 
 #: Positions travel as 32-bit words.
 MAX_KEYS = (1 << 32) - 1
-#: segmented.cu's seg_gather `mode`.
-MODE_KEYS, MODE_LOCAL, MODE_GLOBAL, MODE_PAIRS = 0, 1, 2, 3
 _RADIX = OnesweepSort()
 
 
-class SegmentedRadixSort(SortPlugin):
+class SegmentedRadixSort(SegmentedSortPlugin):
     name = "segmented_radix"
     summary = "segments of any length: segment id packed above the key, global LSD radix passes"
     dtypes = KEY_DTYPES
-    stable = True
-    pairs = True
-    makes_indices = True
-    segmented = True
-    #: Serves only segmented requests: checked by the batched tests instead.
-    conformance_exempt = True
+    max_keys = MAX_KEYS
     priority = 50
     tunables = {"block_size": Tunable(256, (128, 256, 512), "threads of the pack/unpack kernels")}
     templates = ("segmented.cu",)
 
-    def unsupported(self, request):
-        reason = super().unsupported(request)
-        if reason is not None:
-            return reason
-        if request.segments is None:
-            return "segmented_radix sorts rows and segments only (one array goes to radix)"
-        if request.n > MAX_KEYS:
-            return f"segmented_radix carries 32-bit positions: at most {MAX_KEYS:,} keys"
-        return None
-
     def run(self, job):
-        segments = job.request.segments or Segments.rows(1, job.n)  # run directly: one row
+        segments = self.segments_of(job)
         seg_bits = (segments.count - 1).bit_length()
         geometry = (segments.row_len if segments.uniform else 0,
                     0 if segments.uniform else segments.offsets_ptr(job.state), segments.count)
         if job.key_bits + seg_bits <= 64:
             self._packed(job, geometry, segments.local_indices)
         else:
-            self._two_sorts(job, geometry, segments.local_indices)
+            self._two_sorts(job, geometry, self.value_mode(job, segments))
 
     # ------------------------------------------------------------ helpers
     @staticmethod
@@ -94,7 +77,7 @@ class SegmentedRadixSort(SortPlugin):
         job.launch(unpack, grid, block, at["sorted"], job.keys_out, index, order, n, *geometry,
                    int(local), job.desc_mask)
 
-    def _two_sorts(self, job, geometry, local: bool):
+    def _two_sorts(self, job, geometry, mode: int):
         n, block = job.n, job.config["block_size"]
         grid = self._grid(job, n)
         at = job.alloc_parts([("keys", n * job.key_bytes), ("index", n * 4), ("segkey", n * 4),
@@ -103,10 +86,6 @@ class SegmentedRadixSort(SortPlugin):
         ids = job.kernel("segmented.cu", "seg_ids_of", value_bytes=0)
         job.launch(ids, grid, block, at["index"], at["segkey"], n, *geometry)
         self._radix(job, "uint32", at["segkey"], at["segsorted"], at["index"], at["index2"], 4, False)
-        if job.request.kind == "argsort":
-            mode = MODE_LOCAL if local else MODE_GLOBAL
-        else:
-            mode = MODE_PAIRS if job.value_bytes else MODE_KEYS
         gather = job.kernel("segmented.cu", "seg_gather")
         job.launch(gather, grid, block, job.keys_in, job.keys_out, job.values_in, job.values_out,
                    at["index2"], n, *geometry, mode)

@@ -174,6 +174,21 @@ def test_ragged_slow(algorithm, dtype, rng):
         check_ragged(keys, offsets, algorithm, descending, True, np.int64)
 
 
+@pytest.mark.parametrize("algorithm", ["block_radix", "auto"])
+def test_ragged_many_long(algorithm, rng):
+    """Over 64 segments longer than a block (7 segment bits above the key),
+    among short and empty ones; offsets checked on the device as int32 and
+    int64, and on the host."""
+    lengths = rng.integers(0, 30, 5000)
+    lengths[rng.choice(5000, 70, replace=False)] = rng.integers(4097, 6000, 70)
+    lengths[[0, 1, -1]] = [0, 8192, 4096]
+    offsets = ragged_offsets(lengths)
+    keys = make_keys("uniform", "float32", int(offsets[-1]), rng)
+    for descending, on_device, odt in [(False, True, np.int32), (True, True, np.int64),
+                                       (False, False, np.int32)]:
+        check_ragged(keys, offsets, algorithm, descending, on_device, odt)
+
+
 def test_bad_offsets_write_nothing(rng):
     keys = to_device(make_keys("uniform", "float32", 100, rng))
     cupy = pytest.importorskip("cupy")
@@ -183,6 +198,7 @@ def test_bad_offsets_write_nothing(rng):
         with pytest.raises((ValueError, TypeError), match=match):
             csk.segmented_sort(keys, bad)
         if len(np.asarray(bad).shape) == 1 and np.asarray(bad).dtype.kind == "i" and len(bad):
-            with pytest.raises(ValueError, match=match):
-                csk.segmented_argsort(keys, cupy.asarray(np.asarray(bad)))
+            for odt in (np.int64, np.int32):
+                with pytest.raises(ValueError, match=match):
+                    csk.segmented_argsort(keys, cupy.asarray(np.asarray(bad, odt)))
     assert as_dtype("float32") == keys.dtype
