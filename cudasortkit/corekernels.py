@@ -41,6 +41,26 @@ def iota64(state, ptr: int, n: int, owner: str = "core") -> None:
             describe(owner, kernel.name, None, None))
 
 
+def _reduce(state, kernel, grid: int, args, words: int, ones: int, where: str,
+            what: str) -> np.ndarray:
+    """Launch a reduction kernel on the device's stream with args + (out,),
+    out being `words` 64-bit words set to all ones (the first `ones`) and
+    zero (the rest), wait for it and return out as NumPy uint64."""
+    out = state.allocate(words * 8, f"{where}, {what}")
+    host = np.empty(words, np.uint64)
+    try:
+        state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2 * ones, state.stream)
+        state.cuda.memset_d32_async(int(out) + 8 * ones, 0, 2 * (words - ones), state.stream)
+        launch(state, kernel, grid, MINMAX_BLOCK, (*args, int(out)), where)
+        state.stream.synchronize()
+        state.cuda.memcpy_dtoh(host, int(out))
+    except state.cuda.Error as exc:
+        raise KernelError(f"{where}: {what} failed: {exc}") from exc
+    finally:
+        out.free()
+    return host
+
+
 def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | None:
     """(min, max) of n integer keys of `dtype` at device address ptr, as Python
     ints, from one reduction pass on the device's stream (waits for it).
@@ -55,19 +75,8 @@ def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | N
         return None
     where = describe(owner, "csk_minmax_ordered", dt.name, None)
     kernel = UTIL.kernel(state, dt.name, 0, UTIL_CONFIG, "csk_minmax_ordered", owner=owner)
-    out = state.allocate(16, f"{where}, key range")
-    try:
-        state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2, state.stream)
-        state.cuda.memset_d32_async(int(out) + 8, 0, 2, state.stream)
-        grid = max(1, min(-(-int(n) // (MINMAX_BLOCK * 4)), state.limits.sm_count * 8))
-        launch(state, kernel, grid, MINMAX_BLOCK, (int(ptr), int(n), int(out)), where)
-        host = np.empty(2, np.uint64)
-        state.stream.synchronize()
-        state.cuda.memcpy_dtoh(host, int(out))
-    except state.cuda.Error as exc:
-        raise KernelError(f"{where}: key range reduction failed: {exc}") from exc
-    finally:
-        out.free()
+    grid = max(1, min(-(-int(n) // (MINMAX_BLOCK * 4)), state.limits.sm_count * 8))
+    host = _reduce(state, kernel, grid, (int(ptr), int(n)), 2, 1, where, "key range reduction")
     lo, hi = int(host[0]), int(host[1])
     if dt.kind == "i":  # ordered word = key with the sign bit flipped
         offset = 1 << (8 * dt.itemsize - 1)
@@ -92,20 +101,9 @@ def offsets_check(state, ptr: int, count: int, wide: bool, widened: int = 0,
     (OFFSET_BUCKETS)}. `widened` (a device address or 0) gets the offsets as int64."""
     where = describe(owner, "csk_offsets_check", None, None)
     kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_offsets_check", owner=owner)
-    out = state.allocate(_STATS_WORDS * 8, f"{where}, offset statistics")
-    host = np.empty(_STATS_WORDS, np.uint64)
-    try:
-        state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2, state.stream)
-        state.cuda.memset_d32_async(int(out) + 8, 0, 2 * _STATS_WORDS - 2, state.stream)
-        grid = max(1, min(-(-int(count) // MINMAX_BLOCK), state.limits.sm_count * 4))
-        launch(state, kernel, grid, MINMAX_BLOCK, (int(ptr), int(bool(wide)), int(count),
-                                                    int(widened), int(out)), where)
-        state.stream.synchronize()
-        state.cuda.memcpy_dtoh(host, int(out))
-    except state.cuda.Error as exc:
-        raise KernelError(f"{where}: offsets check failed: {exc}") from exc
-    finally:
-        out.free()
+    grid = max(1, min(-(-int(count) // MINMAX_BLOCK), state.limits.sm_count * 4))
+    host = _reduce(state, kernel, grid, (int(ptr), int(bool(wide)), int(count), int(widened)),
+                   _STATS_WORDS, 1, where, "offsets check")
     signed = host.view(np.int64)
     return {"bad": None if host[0] == np.uint64(0xFFFFFFFFFFFFFFFF) else int(host[0]),
             "longest": int(host[1]), "first": int(signed[2]), "last": int(signed[3]),

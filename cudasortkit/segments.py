@@ -230,19 +230,11 @@ def _device_array(offsets):
 
 
 def _device_int64(offsets):
-    """`offsets` if it is a contiguous int64 device array (read through its
-    __cuda_array_interface__), else None."""
-    if offsets is None or isinstance(offsets, np.ndarray):
+    """`offsets` if it is a contiguous 1-D int64 device array, else None."""
+    device = _device_array(offsets)
+    if device is None or np.dtype(device.__cuda_array_interface__["typestr"]) != np.int64:
         return None
-    try:
-        cai = offsets.__cuda_array_interface__
-    except (AttributeError, RuntimeError, TypeError):
-        return None
-    if np.dtype(cai["typestr"]) != np.dtype(np.int64) or len(cai["shape"]) != 1:
-        return None
-    if cai.get("strides") not in (None, (8,)) or cai["data"][0] == 0:
-        return None
-    return offsets
+    return device
 
 
 def _device_of(array):

@@ -9,13 +9,38 @@ extern "C" __global__ void csk_iota64(long long* __restrict__ out, long long n)
         out[i] = i;
 }
 
+// Block-wide minimum of `lo` and maximum of `hi` over every thread of the
+// block (all of them call it): the result lands in thread 0's lo and hi.
+__device__ __forceinline__ void csk_block_min_max(unsigned long long& lo, unsigned long long& hi)
+{
+    __shared__ unsigned long long block_lo[32], block_hi[32];
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+        const unsigned long long l = __shfl_xor_sync(0xffffffffu, lo, d);
+        const unsigned long long h = __shfl_xor_sync(0xffffffffu, hi, d);
+        lo = l < lo ? l : lo;
+        hi = h > hi ? h : hi;
+    }
+    const unsigned warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    if ((threadIdx.x & 31) == 0) {
+        block_lo[warp] = lo;
+        block_hi[warp] = hi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (unsigned w = 1; w < warps; ++w) {
+            lo = block_lo[w] < lo ? block_lo[w] : lo;
+            hi = block_hi[w] > hi ? block_hi[w] : hi;
+        }
+    }
+}
+
 // Smallest and largest key of n, as ordered words (keys.cuh, ascending):
 // out[0] = min, out[1] = max; the caller sets them to all ones / zero first.
 // Counting sort uses it to learn how many bins a request needs.
 extern "C" __global__ void csk_minmax_ordered(const csk_bits_t* __restrict__ keys, long long n,
                                               unsigned long long* __restrict__ out)
 {
-    __shared__ unsigned long long block_lo[32], block_hi[32];
     unsigned long long lo = ~0ull, hi = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -35,24 +60,8 @@ extern "C" __global__ void csk_minmax_ordered(const csk_bits_t* __restrict__ key
         lo = u < lo ? u : lo;
         hi = u > hi ? u : hi;
     }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {
-        const unsigned long long l = __shfl_xor_sync(0xffffffffu, lo, d);
-        const unsigned long long h = __shfl_xor_sync(0xffffffffu, hi, d);
-        lo = l < lo ? l : lo;
-        hi = h > hi ? h : hi;
-    }
-    const unsigned warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    if ((threadIdx.x & 31) == 0) {
-        block_lo[warp] = lo;
-        block_hi[warp] = hi;
-    }
-    __syncthreads();
+    csk_block_min_max(lo, hi);
     if (threadIdx.x == 0) {
-        for (unsigned w = 1; w < warps; ++w) {
-            lo = block_lo[w] < lo ? block_lo[w] : lo;
-            hi = block_hi[w] > hi ? block_hi[w] : hi;
-        }
         atomicMin(out, lo);
         atomicMax(out + 1, hi);
     }
@@ -74,7 +83,6 @@ extern "C" __global__ void csk_offsets_check(const void* __restrict__ offsets, i
                                              unsigned long long* __restrict__ stats)
 {
     __shared__ unsigned long long segs[CSK_OFFSET_BUCKETS], keys[CSK_OFFSET_BUCKETS];
-    __shared__ unsigned long long block_bad[32], block_long[32];
     const long long* o64 = (const long long*)offsets;
     const int* o32 = (const int*)offsets;
     for (int b = threadIdx.x; b < CSK_OFFSET_BUCKETS; b += blockDim.x) segs[b] = keys[b] = 0;
@@ -103,24 +111,8 @@ extern "C" __global__ void csk_offsets_check(const void* __restrict__ offsets, i
         atomicAdd(&segs[b], 1ull);
         atomicAdd(&keys[b], len);
     }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {
-        const unsigned long long b = __shfl_xor_sync(0xffffffffu, bad, d);
-        const unsigned long long l = __shfl_xor_sync(0xffffffffu, longest, d);
-        bad = b < bad ? b : bad;
-        longest = l > longest ? l : longest;
-    }
-    const unsigned warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    if ((threadIdx.x & 31) == 0) {
-        block_bad[warp] = bad;
-        block_long[warp] = longest;
-    }
-    __syncthreads();
+    csk_block_min_max(bad, longest);
     if (threadIdx.x == 0) {
-        for (unsigned w = 1; w < warps; ++w) {
-            bad = block_bad[w] < bad ? block_bad[w] : bad;
-            longest = block_long[w] > longest ? block_long[w] : longest;
-        }
         if (bad != ~0ull) atomicMin(stats, bad);
         if (longest) atomicMax(stats + 1, longest);
     }
