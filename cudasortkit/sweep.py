@@ -54,6 +54,11 @@ class SweepGeometry:
     def digits(self) -> int:
         return 1 << self.radix_bits
 
+    @property
+    def counter_bytes(self) -> int:
+        """Bytes of a per-warp digit counter (kernels/onesweep.cuh, OS_PACK)."""
+        return 2 if self.radix_bits > 8 else 4
+
     def passes(self, key_bytes: int) -> int:
         return -(-8 * key_bytes // self.radix_bits)
 
@@ -62,7 +67,7 @@ class SweepGeometry:
         a8 = lambda x: -(-x // 8) * 8  # noqa: E731
         warps = self.block_size // 32
         return (a8(self.tile * value_bytes) + self.digits * 8 + a8(self.tile * key_bytes)
-                + warps * self.digits * 2 + (warps + 1) * 4 + 4)
+                + warps * self.digits * self.counter_bytes + (warps + 1) * 4 + 4)
 
     def fits(self, key_bytes: int, value_bytes: int, limits) -> bool:
         """Whether onesweep_pass can run with this geometry on a device with

@@ -53,15 +53,26 @@
 #define WARPS (BLOCK_SIZE / 32)
 #define WARP_ITEMS (32 * ITEMS_PER_THREAD)
 #define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
-// Per-warp digit counters are 16-bit, two digits to a 32-bit word (counts
-// and tile positions stay below TILE < 2^16, so packed sums never carry).
-// Thread t owns the words j * BLOCK_SIZE + t (j < OS_WORDS_PER_THREAD), i.e.
-// digits 2w and 2w + 1 of each: conflict-free shared accesses. Inside a tile
-// the digits' runs follow that ownership order (thread, then j, then the
-// half), not digit order: each digit only needs one contiguous run.
-#define OS_WORDS (RADIX_DIGITS / 2)
+// Per-warp digit counters: 32-bit for digits of up to 8 bits; for wider
+// digits 16-bit, two digits to a 32-bit word (OS_PACK), so that 2048 counters
+// a warp still leave room for two blocks an SM (counts and tile positions
+// stay below TILE < 2^16, so packed sums never carry). Thread t owns the
+// words j * BLOCK_SIZE + t (j < OS_WORDS_PER_THREAD), i.e. digits
+// OS_PACK * w + h of each: conflict-free shared accesses. Inside a tile the
+// digits' runs follow that ownership order (thread, then j, then h), which
+// is digit order when every thread owns at most one digit; otherwise each
+// digit still gets one contiguous run, which is all the scatter needs.
+#define OS_PACK (RADIX_BITS > 8 ? 2 : 1)
+#define OS_LANE_BITS (32 / OS_PACK)
+#define OS_LANE_MASK (OS_PACK == 2 ? 0xffffu : 0xffffffffu)
+#if RADIX_BITS > 8
+typedef unsigned short os_counter_t;
+#else
+typedef unsigned os_counter_t;
+#endif
+#define OS_WORDS (RADIX_DIGITS / OS_PACK)
 #define OS_WORDS_PER_THREAD ((OS_WORDS + BLOCK_SIZE - 1) / BLOCK_SIZE)
-#define OS_DIGITS_PER_THREAD (2 * OS_WORDS_PER_THREAD)
+#define OS_DIGITS_PER_THREAD (OS_PACK * OS_WORDS_PER_THREAD)
 #define HIST_ITEMS 8
 // Copies of each histogram counter, lane & (HIST_COPIES - 1) picking one, in
 // 32 KiB of shared memory: lanes with the same digit hit different words
@@ -216,7 +227,7 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 //   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
 //   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
 //   keys staging    TILE * CSK_KEY_BYTES  (rounded up to 8)
-//   warp counters   WARPS * RADIX_DIGITS * 2  (16-bit, OS_WORDS words a warp)
+//   warp counters   WARPS * OS_WORDS * 4  (OS_PACK counters a word)
 //   scan scratch    (WARPS + 1) * 4, then the tile id (4)
 #define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
 #define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
@@ -227,7 +238,7 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 // counter for that digit. Returns the counter's old value plus the number of
 // peers in lower lanes. Called by all 32 lanes, every lane holding a key
 // (past n: the largest word, see onesweep_pass).
-__device__ __forceinline__ unsigned os_rank_item(unsigned short* my_counts, csk_bits_t key, int shift,
+__device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bits_t key, int shift,
                                                  int lane, int item)
 {
     const unsigned d = csk_digit(key, shift, RADIX_BITS);
@@ -236,26 +247,32 @@ __device__ __forceinline__ unsigned os_rank_item(unsigned short* my_counts, csk_
     unsigned before = 0;
     if (lane == leader) {
         before = my_counts[d];
-        my_counts[d] = (unsigned short)(before + __popc(peers));
+        my_counts[d] = (os_counter_t)(before + __popc(peers));
     }
     const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1u));
     __syncwarp();
     return rank;
 }
 
-// Digit k (< OS_DIGITS_PER_THREAD) of thread t: half k % 2 of word
-// (k / 2) * BLOCK_SIZE + t; digits >= RADIX_DIGITS are not owned.
+// Digit k (< OS_DIGITS_PER_THREAD) of thread t: counter k % OS_PACK of word
+// (k / OS_PACK) * BLOCK_SIZE + t; digits >= RADIX_DIGITS are not owned.
 __device__ __forceinline__ int os_owned_digit(int k)
 {
-    return 2 * ((k >> 1) * BLOCK_SIZE + (int)threadIdx.x) + (k & 1);
+    return OS_PACK * ((k / OS_PACK) * BLOCK_SIZE + (int)threadIdx.x) + k % OS_PACK;
 }
 
-// From each warp's digit counts (warp_words[w][word], two 16-bit counts a
+// Counter h of a word of OS_PACK counters.
+__device__ __forceinline__ unsigned os_lane(unsigned word, int h)
+{
+    return (word >> (OS_LANE_BITS * h)) & OS_LANE_MASK;
+}
+
+// From each warp's digit counts (warp_words[w][word], OS_PACK counts a
 // word): publish the tile's per-digit count (flag AGGREGATE, or PREFIX for
 // tile 0) so that successors can look back past this tile, and turn each
 // counter into the tile position of warp w's first key of that digit.
 // counts[j] / starts[j]: the tile's count and first tile position of the
-// two digits of the thread's word j, packed like the counters. Called by
+// digits of the thread's word j, packed like the counters. Called by
 // all threads; ends synchronized.
 __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned* scan_scratch,
                                                   os_status_t* my_status, unsigned tile,
@@ -267,7 +284,7 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
 #pragma unroll
     for (int j = 0; j < OS_WORDS_PER_THREAD; ++j) {
         const int word = j * BLOCK_SIZE + t;
-        unsigned packed = 0;  // both halves < TILE: sums never carry
+        unsigned packed = 0;  // each counter < TILE: sums never carry
         if (word < OS_WORDS) {
 #pragma unroll
             for (int w = 0; w < WARPS; ++w) {
@@ -276,23 +293,24 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
                 packed += c;
             }
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const unsigned c = (packed >> (16 * h)) & 0xffffu;
-                os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + 2 * word + h],
-                                 (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)c);
-            }
+            for (int h = 0; h < OS_PACK; ++h)
+                os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + OS_PACK * word + h],
+                                 (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)os_lane(packed, h));
         }
         counts[j] = packed;
-        const unsigned low = packed & 0xffffu;
-        starts[j] = mine | ((mine + low) << 16);
-        mine += low + (packed >> 16);
+        starts[j] = 0;
+#pragma unroll
+        for (int h = 0; h < OS_PACK; ++h) {
+            starts[j] |= mine << (OS_LANE_BITS * h);
+            mine += os_lane(packed, h);
+        }
     }
     unsigned tile_keys;
     const unsigned before = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(mine, scan_scratch, &tile_keys);
 #pragma unroll
     for (int j = 0; j < OS_WORDS_PER_THREAD; ++j) {
         const int word = j * BLOCK_SIZE + t;
-        starts[j] += before | (before << 16);
+        starts[j] += OS_PACK == 2 ? before | (before << 16) : before;
         if (word < OS_WORDS) {
 #pragma unroll
             for (int w = 0; w < WARPS; ++w) warp_words[w * OS_WORDS + word] += starts[j];
@@ -342,8 +360,8 @@ __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsig
     for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k) {
         const int d = os_owned_digit(k);
         if (d < RADIX_DIGITS) {
-            const unsigned count = (counts[k >> 1] >> (16 * (k & 1))) & 0xffffu;
-            const unsigned start = (starts[k >> 1] >> (16 * (k & 1))) & 0xffffu;
+            const unsigned count = os_lane(counts[k / OS_PACK], k % OS_PACK);
+            const unsigned start = os_lane(starts[k / OS_PACK], k % OS_PACK);
             if (tile > 0)
                 os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + d],
                                  OS_FLAG_PREFIX | (before[k] + count));
@@ -454,7 +472,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
         if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
 
     unsigned* my_words = warp_words + warp * OS_WORDS;
-    unsigned short* my_counts = (unsigned short*)my_words;
+    os_counter_t* my_counts = (os_counter_t*)my_words;
     unsigned counts[OS_WORDS_PER_THREAD], starts[OS_WORDS_PER_THREAD], pos[ITEMS_PER_THREAD];
 #if EARLY_COUNTS
     // Early counts: the warps' digit counts first (shared atomics), so the
@@ -464,7 +482,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane < warp_keys) {
             const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
-            atomicAdd(&my_words[d >> 1], 1u << (16 * (d & 1)));
+            atomicAdd(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
         }
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
@@ -488,7 +506,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane >= warp_keys) {
             const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
-            atomicSub(&my_words[d >> 1], 1u << (16 * (d & 1)));
+            atomicSub(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
         }
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
