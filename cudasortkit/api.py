@@ -15,7 +15,7 @@ from . import batched, registry
 from .arrays import Operand
 from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
-from .execute import caller_ordering, make_request, run
+from .execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
 from .plugin import REQUEST_KINDS
 from .prepared import PreparedCalls
 from .select import Selector, usable
@@ -60,10 +60,19 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
 
 
 def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key_range=None,
-            stream=None, progress=False):
+            stream=None, progress=False, index_dtype=np.int64):
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
-    descending=True, stable=True)."""
+    descending=True, stable=True). index_dtype=np.int32 returns int32
+    indices (1-D arrays of fewer than 2^31 keys), which moves less memory."""
+    if index_dtype is not np.int64:
+        index_dtype = check_index_dtype(index_dtype, getattr(a, "size", 0))
+        if index_dtype != INDEX_DTYPE:
+            if axis != -1 or getattr(a, "ndim", None) != 1:
+                raise ValueError("index_dtype=int32 is supported for 1-D arrays (axis=-1) only")
+            _check_flags(descending, stable, algorithm)
+            return _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None,
+                            None, key_range, stream, progress=progress, index_dtype=index_dtype)[1]
     if axis == -1 and key_range is None and stream is None:
         call = prepared.find("argsort", a, descending, stable, algorithm)
         if call is not None:
@@ -147,7 +156,8 @@ def _check_flags(descending, stable, algorithm) -> None:
 
 # ------------------------------------------------------------------ execution
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None, stream=None, segments=None, progress=False, caller=None):
+             values_out, key_range=None, stream=None, segments=None, progress=False, caller=None,
+             index_dtype=INDEX_DTYPE):
     """Choose a plugin (auto chooses again if the chosen one turns out
     broken) and run it, in the caller's stream. `caller`: the caller's array
     when the result takes its shape (1-D, or sorted along its last axis
@@ -163,7 +173,7 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
         if not isinstance(progress, (bool, np.bool_)):
             raise TypeError(f"progress must be True or False, got {progress!r}")
         request = make_request(kind, keys, values, descending, stable, key_range, segments,
-                               **({"progress": True} if progress else {}))
+                               index_dtype, **({"progress": True} if progress else {}))
         while True:
             plugin, config = selector.choose(request, algorithm)
             try:
@@ -174,7 +184,7 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
                     raise  # auto chooses again: the broken plugin is out of service
                 continue
             if (caller is not None and values is None and out is None and key_range is None
-                    and stream is None):
+                    and stream is None and index_dtype == INDEX_DTYPE):
                 prepared.note(kind, caller, keys, descending, stable, algorithm, request, plugin,
                               config, state)
             return result

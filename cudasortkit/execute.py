@@ -25,6 +25,25 @@ from .plugin import Request
 from .streams import LEGACY, Ordering, handle_of
 
 INDEX_DTYPE = np.dtype(np.int64)
+#: argsort's index dtypes: int64 (the default) and int32 (n < 2^31, half the
+#: index traffic). The request carries the choice as its value_bytes.
+INDEX_DTYPES = {8: INDEX_DTYPE, 4: np.dtype(np.int32)}
+INT32_INDEX_LIMIT = 1 << 31
+
+
+def check_index_dtype(index_dtype, n: int) -> np.dtype:
+    """argsort's index_dtype as a NumPy dtype (int64 or int32); int32 needs
+    n < 2^31. Errors name index_dtype."""
+    try:
+        dt = np.dtype(index_dtype)
+    except TypeError:
+        raise TypeError(f"index_dtype must be numpy.int64 or numpy.int32, got {index_dtype!r}") from None
+    if dt not in INDEX_DTYPES.values():
+        raise TypeError(f"index_dtype must be numpy.int64 or numpy.int32, got {dt}")
+    if dt.itemsize == 4 and n >= INT32_INDEX_LIMIT:
+        raise ValueError(f"index_dtype=int32 holds positions below 2^31; this array has {n} keys "
+                         f"(use int64)")
+    return dt
 
 #: What a plugin's run() may raise as part of its contract (the caller's
 #: input, the GPU's memory, a kernel that fails for this config); anything
@@ -66,11 +85,11 @@ def check_key_range(key_range, dtype: np.dtype):
 
 
 def make_request(kind, keys: Operand, values: Operand | None, descending, stable,
-                 key_range=None, segments=None, **options) -> Request:
+                 key_range=None, segments=None, index_dtype=INDEX_DTYPE, **options) -> Request:
     if kind == "sort":
         vbytes = 0
     elif kind == "argsort":
-        vbytes = INDEX_DTYPE.itemsize
+        vbytes = index_dtype.itemsize
     else:
         vbytes = _value_bytes(values.dtype)
     return Request.from_fields(kind=kind, dtype=key_name(keys.dtype), n=keys.n, stable=bool(stable),
@@ -191,7 +210,7 @@ def _run_host(plugin, config, request, keys, values, targets, state):
     if request.kind != "argsort":
         k = deliver_host(keys, sorted_keys, targets["out"], "out", state)
     if request.kind == "argsort":
-        v = keys.wrap_host(np.ascontiguousarray(sorted_values, INDEX_DTYPE))
+        v = keys.wrap_host(np.ascontiguousarray(sorted_values, INDEX_DTYPES[request.value_bytes]))
     elif request.kind == "pairs":
         v = deliver_host(values, sorted_values, targets["values_out"], "values_out", state)
     return k, v
@@ -226,14 +245,15 @@ def _run_device(plugin, config, request, keys, values, out, values_out, state, c
     value_result = None
     saved = []  # (pointer, backup buffer, nbytes) for in-place outputs
     if request.kind == "argsort":
+        index_dtype = INDEX_DTYPES[request.value_bytes]
         if not plugin.makes_indices:
             from .corekernels import iota64
 
-            iota = state.allocate(n * INDEX_DTYPE.itemsize, f"{plugin.name}: argsort indices")
+            iota = state.allocate(n * index_dtype.itemsize, f"{plugin.name}: argsort indices")
             saved.append((None, iota, 0))  # keeps the buffer alive
-            iota64(state, int(iota), n)
+            iota64(state, int(iota), n, index_bytes=index_dtype.itemsize)
             values_in = int(iota)
-        value_result = Result(keys, INDEX_DTYPE, state, stream=caller)
+        value_result = Result(keys, index_dtype, state, stream=caller)
         values_out_ptr = value_result.ptr
     elif request.kind == "pairs":
         values_in = values.device_ptr(state)

@@ -58,6 +58,8 @@ def takes(request, keys, values, targets, state) -> bool:
         return False
     if request.segments is not None:  # rows or ragged segments: execute's own path
         return False
+    if request.kind == "argsort" and request.value_bytes != INDEX_DTYPE.itemsize:
+        return False  # int32 indices (n < 2^31): execute's own path
     if any(t is not None and t.on_device for t in targets.values()):
         return False
     if keys.nbytes >= min_bytes():

@@ -30,6 +30,10 @@ NARROW_STATUS_MAX = (1 << 30) - 1
 #: Blocks of the histogram kernel at most (it loops over the keys).
 HIST_GRID_CAP = 2048
 HIST_ITEMS = 8  # keys per thread per histogram step (kernels/onesweep.cuh)
+#: Widest digit (kernels/onesweep.cuh), and the tile size its 16-bit per-warp
+#: counters stay below.
+MAX_RADIX_BITS = 11
+TILE_LIMIT = 1 << 16
 #: value_mode of onesweep_pass (kernels/onesweep.cuh).
 VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
 #: The kernels of a sweep template (declared in kernels/onesweep.cuh).
@@ -50,6 +54,11 @@ class SweepGeometry:
     def digits(self) -> int:
         return 1 << self.radix_bits
 
+    @property
+    def counter_bytes(self) -> int:
+        """Bytes of a per-warp digit counter (kernels/onesweep.cuh, OS_PACK)."""
+        return 2 if self.radix_bits > 8 else 4
+
     def passes(self, key_bytes: int) -> int:
         return -(-8 * key_bytes // self.radix_bits)
 
@@ -58,15 +67,15 @@ class SweepGeometry:
         a8 = lambda x: -(-x // 8) * 8  # noqa: E731
         warps = self.block_size // 32
         return (a8(self.tile * value_bytes) + self.digits * 8 + a8(self.tile * key_bytes)
-                + warps * self.digits * 4 + (warps + 1) * 4 + 4)
+                + warps * self.digits * self.counter_bytes + (warps + 1) * 4 + 4)
 
     def fits(self, key_bytes: int, value_bytes: int, limits) -> bool:
         """Whether onesweep_pass can run with this geometry on a device with
-        `limits` (a DeviceLimits): a thread per digit, whole 32-lane warps
-        (the kernels' layout), and a tile that fits the most shared memory a
-        block may opt into."""
-        return (self.block_size >= self.digits and self.block_size % 32 == 0
-                and self.block_size <= limits.max_threads_per_block
+        `limits` (a DeviceLimits): whole 32-lane warps, 2- to 11-bit digits,
+        a tile below 2^16 keys (16-bit per-warp counters) and a layout that
+        fits the most shared memory a block may opt into."""
+        return (self.block_size % 32 == 0 and 2 <= self.radix_bits <= MAX_RADIX_BITS
+                and self.block_size <= limits.max_threads_per_block and self.tile < TILE_LIMIT
                 and self.shared_bytes(key_bytes, value_bytes) <= limits.shared_per_block_optin)
 
 

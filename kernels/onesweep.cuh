@@ -9,8 +9,11 @@
 // and the largest word; counting passes the smallest ordered key as base and
 // its largest bin, so a range of 2^8 values is one pass whatever the key width.
 //
-// Macros: BLOCK_SIZE threads (>= RADIX_DIGITS), ITEMS_PER_THREAD keys per
-// thread, RADIX_BITS bits per digit, WARP_MATCH (peers.cuh), EARLY_COUNTS.
+// Macros: BLOCK_SIZE threads (whole warps), ITEMS_PER_THREAD keys per thread,
+// RADIX_BITS bits per digit (up to 11: 3 passes for 32-bit keys, 11/11/10,
+// and 6 for 64-bit keys; the top pass gets the bits left over), WARP_MATCH
+// (peers.cuh), EARLY_COUNTS. A thread owns OS_DIGITS_PER_THREAD digits (more
+// than one when there are more digits than threads).
 // Define WIDE_STATUS=1 (the drivers do, for n >= 2^30) for 64-bit tile status
 // words.
 //
@@ -50,6 +53,26 @@
 #define WARPS (BLOCK_SIZE / 32)
 #define WARP_ITEMS (32 * ITEMS_PER_THREAD)
 #define TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
+// Per-warp digit counters: 32-bit for digits of up to 8 bits; for wider
+// digits 16-bit, two digits to a 32-bit word (OS_PACK), so that 2048 counters
+// a warp still leave room for two blocks an SM (counts and tile positions
+// stay below TILE < 2^16, so packed sums never carry). Thread t owns the
+// words j * BLOCK_SIZE + t (j < OS_WORDS_PER_THREAD), i.e. digits
+// OS_PACK * w + h of each: conflict-free shared accesses. Inside a tile the
+// digits' runs follow that ownership order (thread, then j, then h), which
+// is digit order when every thread owns at most one digit; otherwise each
+// digit still gets one contiguous run, which is all the scatter needs.
+#define OS_PACK (RADIX_BITS > 8 ? 2 : 1)
+#define OS_LANE_BITS (32 / OS_PACK)
+#define OS_LANE_MASK (OS_PACK == 2 ? 0xffffu : 0xffffffffu)
+#if RADIX_BITS > 8
+typedef unsigned short os_counter_t;
+#else
+typedef unsigned os_counter_t;
+#endif
+#define OS_WORDS (RADIX_DIGITS / OS_PACK)
+#define OS_WORDS_PER_THREAD ((OS_WORDS + BLOCK_SIZE - 1) / BLOCK_SIZE)
+#define OS_DIGITS_PER_THREAD (OS_PACK * OS_WORDS_PER_THREAD)
 #define HIST_ITEMS 8
 // Copies of each histogram counter, lane & (HIST_COPIES - 1) picking one, in
 // 32 KiB of shared memory: lanes with the same digit hit different words
@@ -61,8 +84,8 @@
 // Registers: ask for at least 768 resident threads per SM (85 registers).
 #define OS_MIN_BLOCKS ((768 / BLOCK_SIZE) > 0 ? (768 / BLOCK_SIZE) : 1)
 
-#if BLOCK_SIZE < RADIX_DIGITS || BLOCK_SIZE % 32 != 0
-#error "onesweep needs BLOCK_SIZE >= 2^RADIX_BITS threads, whole warps"
+#if BLOCK_SIZE % 32 != 0 || RADIX_BITS < 2 || RADIX_BITS > 11 || TILE >= 65536
+#error "onesweep needs whole warps, 2..11-bit digits and a tile of fewer than 2^16 keys"
 #endif
 
 // ---------------------------------------------------------------- tile status
@@ -168,19 +191,31 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsigned long long limit,
               unsigned long long* __restrict__ offsets, int* __restrict__ plan)
 {
+    // Thread t scans the consecutive digits t * PLAN_DIGITS ...
+    enum { PLAN_DIGITS = (RADIX_DIGITS + BLOCK_SIZE - 1) / BLOCK_SIZE };
     __shared__ unsigned long long warp_sums[WARPS + 1];
     __shared__ int trivial[PASSES];
     const int used = os_passes_used(limit);
     if (threadIdx.x < PASSES) trivial[threadIdx.x] = threadIdx.x >= used;
     __syncthreads();
+    const int first = threadIdx.x * PLAN_DIGITS;
     for (int p = 0; p < used; ++p) {
-        const unsigned long long c = threadIdx.x < RADIX_DIGITS ? hist[p * RADIX_DIGITS + threadIdx.x] : 0ull;
+        unsigned long long c[PLAN_DIGITS], mine = 0;
+#pragma unroll
+        for (int k = 0; k < PLAN_DIGITS; ++k) {
+            c[k] = first + k < RADIX_DIGITS ? hist[p * RADIX_DIGITS + first + k] : 0ull;
+            mine += c[k];
+        }
         unsigned long long total;
-        const unsigned long long before =
-            csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(c, warp_sums, &total);
-        if (threadIdx.x < RADIX_DIGITS) {
-            offsets[p * RADIX_DIGITS + threadIdx.x] = before;
-            if (c == (unsigned long long)n) trivial[p] = 1;
+        unsigned long long before =
+            csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(mine, warp_sums, &total);
+#pragma unroll
+        for (int k = 0; k < PLAN_DIGITS; ++k) {
+            if (first + k < RADIX_DIGITS) {
+                offsets[p * RADIX_DIGITS + first + k] = before;
+                if (c[k] == (unsigned long long)n) trivial[p] = 1;
+            }
+            before += c[k];
         }
     }
     __syncthreads();
@@ -192,7 +227,7 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 //   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
 //   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
 //   keys staging    TILE * CSK_KEY_BYTES  (rounded up to 8)
-//   warp counters   WARPS * RADIX_DIGITS * 4
+//   warp counters   WARPS * OS_WORDS * 4  (OS_PACK counters a word)
 //   scan scratch    (WARPS + 1) * 4, then the tile id (4)
 #define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
 #define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
@@ -203,7 +238,7 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 // counter for that digit. Returns the counter's old value plus the number of
 // peers in lower lanes. Called by all 32 lanes, every lane holding a key
 // (past n: the largest word, see onesweep_pass).
-__device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t key, int shift,
+__device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bits_t key, int shift,
                                                  int lane, int item)
 {
     const unsigned d = csk_digit(key, shift, RADIX_BITS);
@@ -212,68 +247,127 @@ __device__ __forceinline__ unsigned os_rank_item(unsigned* my_counts, csk_bits_t
     unsigned before = 0;
     if (lane == leader) {
         before = my_counts[d];
-        my_counts[d] = before + __popc(peers);
+        my_counts[d] = (os_counter_t)(before + __popc(peers));
     }
     const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1u));
     __syncwarp();
     return rank;
 }
 
-// From each warp's digit counts (warp_counts[w][d]): publish the tile's
-// per-digit count (flag AGGREGATE, or PREFIX for tile 0) so that successors
-// can look back past this tile, and turn warp_counts[w][d] into the tile
-// position of warp w's first key of digit d. count / digit_start: this
-// thread's digit (t < RADIX_DIGITS). Called by all threads; ends synchronized.
-__device__ __forceinline__ void os_publish_counts(unsigned* warp_counts, unsigned* scan_scratch,
+// Digit k (< OS_DIGITS_PER_THREAD) of thread t: counter k % OS_PACK of word
+// (k / OS_PACK) * BLOCK_SIZE + t; digits >= RADIX_DIGITS are not owned.
+__device__ __forceinline__ int os_owned_digit(int k)
+{
+    return OS_PACK * ((k / OS_PACK) * BLOCK_SIZE + (int)threadIdx.x) + k % OS_PACK;
+}
+
+// Counter h of a word of OS_PACK counters.
+__device__ __forceinline__ unsigned os_lane(unsigned word, int h)
+{
+    return (word >> (OS_LANE_BITS * h)) & OS_LANE_MASK;
+}
+
+// From each warp's digit counts (warp_words[w][word], OS_PACK counts a
+// word): publish the tile's per-digit count (flag AGGREGATE, or PREFIX for
+// tile 0) so that successors can look back past this tile, and turn each
+// counter into the tile position of warp w's first key of that digit.
+// counts[j] / starts[j]: the tile's count and first tile position of the
+// digits of the thread's word j, packed like the counters. Called by
+// all threads; ends synchronized.
+__device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned* scan_scratch,
                                                   os_status_t* my_status, unsigned tile,
-                                                  unsigned& count, unsigned& digit_start)
+                                                  unsigned (&counts)[OS_WORDS_PER_THREAD],
+                                                  unsigned (&starts)[OS_WORDS_PER_THREAD])
 {
     const int t = threadIdx.x;
-    count = 0;
-    if (t < RADIX_DIGITS) {
+    unsigned mine = 0;  // keys of the thread's digits, in ownership order
 #pragma unroll
-        for (int w = 0; w < WARPS; ++w) {
-            const unsigned c = warp_counts[w * RADIX_DIGITS + t];
-            warp_counts[w * RADIX_DIGITS + t] = count;
-            count += c;
+    for (int j = 0; j < OS_WORDS_PER_THREAD; ++j) {
+        const int word = j * BLOCK_SIZE + t;
+        unsigned packed = 0;  // each counter < TILE: sums never carry
+        if (word < OS_WORDS) {
+#pragma unroll
+            for (int w = 0; w < WARPS; ++w) {
+                const unsigned c = warp_words[w * OS_WORDS + word];
+                warp_words[w * OS_WORDS + word] = packed;
+                packed += c;
+            }
+#pragma unroll
+            for (int h = 0; h < OS_PACK; ++h)
+                os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + OS_PACK * word + h],
+                                 (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)os_lane(packed, h));
         }
-        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
-                         (tile == 0 ? OS_FLAG_PREFIX : OS_FLAG_AGGREGATE) | (os_status_t)count);
+        counts[j] = packed;
+        starts[j] = 0;
+#pragma unroll
+        for (int h = 0; h < OS_PACK; ++h) {
+            starts[j] |= mine << (OS_LANE_BITS * h);
+            mine += os_lane(packed, h);
+        }
     }
     unsigned tile_keys;
-    digit_start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(count, scan_scratch, &tile_keys);
-    if (t < RADIX_DIGITS) {
+    const unsigned before = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(mine, scan_scratch, &tile_keys);
 #pragma unroll
-        for (int w = 0; w < WARPS; ++w) warp_counts[w * RADIX_DIGITS + t] += digit_start;
+    for (int j = 0; j < OS_WORDS_PER_THREAD; ++j) {
+        const int word = j * BLOCK_SIZE + t;
+        starts[j] += OS_PACK == 2 ? before | (before << 16) : before;
+        if (word < OS_WORDS) {
+#pragma unroll
+            for (int w = 0; w < WARPS; ++w) warp_words[w * OS_WORDS + word] += starts[j];
+        }
     }
     __syncthreads();
 }
 
-// Decoupled look-back, one thread per digit (t < RADIX_DIGITS): add the
-// predecessors' counts, walking back over aggregates until an inclusive
-// prefix; publish our own inclusive prefix; adjust[d] = global index of the
-// tile's first key of digit d minus its tile position.
+// Decoupled look-back for each owned digit: add the predecessors' counts,
+// walking back over aggregates until an inclusive prefix; publish our own
+// inclusive prefix; adjust[d] = global index of the tile's first key of
+// digit d minus its tile position. A thread's digits walk back side by side
+// (all their status loads in flight at once). Prefixes fit a status word's
+// count (the driver picks WIDE_STATUS), so they are summed in one.
 __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
                                              csk_index_t* adjust, int pass, unsigned tile,
-                                             unsigned count, unsigned digit_start)
+                                             const unsigned (&counts)[OS_WORDS_PER_THREAD],
+                                             const unsigned (&starts)[OS_WORDS_PER_THREAD])
 {
-    const int t = threadIdx.x;
-    if (t >= RADIX_DIGITS) return;
-    csk_index_t before = 0;
-    if (tile > 0) {
-        for (long long p = (long long)tile - 1;; --p) {
-            const os_status_t* word = &my_status[p * RADIX_DIGITS + t];
-            os_status_t s;
-            do {
-                s = os_load_relaxed(word);
-            } while ((s & OS_FLAGS) == 0);
-            before += (csk_index_t)(s & OS_COUNT_MASK);
-            if (s & OS_FLAG_PREFIX) break;
-        }
-        os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + t],
-                         OS_FLAG_PREFIX | (os_status_t)(before + count));
+    os_status_t before[OS_DIGITS_PER_THREAD];
+    unsigned back[OS_DIGITS_PER_THREAD];
+    unsigned open = 0;  // bit k: digit k still walks back
+#pragma unroll
+    for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k) {
+        before[k] = 0;
+        back[k] = tile - 1;
+        if (tile > 0 && os_owned_digit(k) < RADIX_DIGITS) open |= 1u << k;
     }
-    adjust[t] = (csk_index_t)offsets[pass * RADIX_DIGITS + t] + before - (csk_index_t)digit_start;
+    while (open) {
+        os_status_t s[OS_DIGITS_PER_THREAD];
+#pragma unroll
+        for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k)
+            if (open & (1u << k))
+                s[k] = os_load_relaxed(&my_status[(csk_index_t)back[k] * RADIX_DIGITS + os_owned_digit(k)]);
+#pragma unroll
+        for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k) {
+            if ((open & (1u << k)) && (s[k] & OS_FLAGS)) {
+                before[k] += s[k] & OS_COUNT_MASK;
+                if (s[k] & OS_FLAG_PREFIX)
+                    open &= ~(1u << k);
+                else
+                    --back[k];
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k) {
+        const int d = os_owned_digit(k);
+        if (d < RADIX_DIGITS) {
+            const unsigned count = os_lane(counts[k / OS_PACK], k % OS_PACK);
+            const unsigned start = os_lane(starts[k / OS_PACK], k % OS_PACK);
+            if (tile > 0)
+                os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + d],
+                                 OS_FLAG_PREFIX | (before[k] + count));
+            adjust[d] = (csk_index_t)offsets[pass * RADIX_DIGITS + d] + (csk_index_t)before[k] - start;
+        }
+    }
 }
 
 // Where a pass's values come from and go to (the pass kernel's value_mode).
@@ -339,13 +433,13 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #endif
     csk_index_t* adjust = (csk_index_t*)(smem + OS_VALUES_BYTES);
     csk_bits_t* keys_s = (csk_bits_t*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8);
-    unsigned* warp_counts = (unsigned*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8 + OS_KEYS_BYTES);
-    unsigned* scan_scratch = warp_counts + WARPS * RADIX_DIGITS;
+    unsigned* warp_words = (unsigned*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8 + OS_KEYS_BYTES);
+    unsigned* scan_scratch = warp_words + WARPS * OS_WORDS;
     unsigned* tile_slot = scan_scratch + WARPS + 1;
 
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
-    for (int i = t; i < WARPS * RADIX_DIGITS; i += BLOCK_SIZE) warp_counts[i] = 0;
+    for (int i = t; i < WARPS * OS_WORDS; i += BLOCK_SIZE) warp_words[i] = 0;
     __syncthreads();
     const unsigned tile = *tile_slot;
     os_status_t* my_status = status + (csk_index_t)(index & 1) * tiles * RADIX_DIGITS;
@@ -369,29 +463,32 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = (csk_bits_t)(csk_encode(key[j], kmask) - kbase);
     }
     // Past n (last tile only): the largest word. Such keys rank after every
-    // real key (largest digit, last in key order), so ranking needs no
-    // validity bit: they only bump the largest digit's counters after every
-    // real key of it, and are never staged. (Without early counts, the
-    // inflated count is published only by the last tile, which no tile
-    // looks back at.)
+    // real key of their digit (last in key order), so ranking needs no
+    // validity bit: they only bump that digit's counters after every real
+    // key of it, and are never staged. (Without early counts they are taken
+    // off the counters again before the counts are published.)
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
 
-    unsigned* my_counts = warp_counts + warp * RADIX_DIGITS;
-    unsigned count, digit_start, pos[ITEMS_PER_THREAD];
+    unsigned* my_words = warp_words + warp * OS_WORDS;
+    os_counter_t* my_counts = (os_counter_t*)my_words;
+    unsigned counts[OS_WORDS_PER_THREAD], starts[OS_WORDS_PER_THREAD], pos[ITEMS_PER_THREAD];
 #if EARLY_COUNTS
     // Early counts: the warps' digit counts first (shared atomics), so the
     // tile publishes its aggregate and looks back before ranking, and every
     // key is staged as soon as it is ranked (no ranks kept in registers).
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane < warp_keys) atomicAdd(&my_counts[csk_digit(key[j], shift, RADIX_BITS)], 1u);
+        if (j * 32 + lane < warp_keys) {
+            const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
+            atomicAdd(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
+        }
     __syncthreads();
-    os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
+    os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
     // Look back now, before ranking (as CUB's onesweep does): our inclusive
     // prefix is out a whole ranking earlier, so successors walk back less.
-    os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
+    os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
@@ -403,8 +500,16 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
+    // Keys past n out of the counts: every digit's run must hold real keys
+    // only, since the runs are not in digit order (see OS_WORDS).
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (j * 32 + lane >= warp_keys) {
+            const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
+            atomicSub(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
+        }
     __syncthreads();
-    os_publish_counts(warp_counts, scan_scratch, my_status, tile, count, digit_start);
+    os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         pos[j] += my_counts[csk_digit(key[j], shift, RADIX_BITS)];
@@ -419,10 +524,12 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
         if (j * 32 + lane < warp_keys)
             values_s[pos[j]] = os_load_value(vsrc, value_mode, first, warp_base + j * 32 + lane);
 #endif
-    if (t < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + t] = 0;
+#pragma unroll
+    for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k)
+        if (os_owned_digit(k) < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + os_owned_digit(k)] = 0;
 
 #if !EARLY_COUNTS
-    os_look_back(my_status, offsets, adjust, pass, tile, count, digit_start);
+    os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
 #endif
     __syncthreads();
 

@@ -1,12 +1,20 @@
 // Small kernels the core itself launches (not tied to one algorithm).
 #include "keys.cuh"
 
-// out[i] = i: the payload that turns a pair sort into an argsort.
+// out[i] = i: the payload that turns a pair sort into an argsort (int64
+// indices, or int32 ones for argsort(index_dtype=np.int32), n < 2^31).
 extern "C" __global__ void csk_iota64(long long* __restrict__ out, long long n)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
         out[i] = i;
+}
+
+extern "C" __global__ void csk_iota32(int* __restrict__ out, long long n)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = (int)i;
 }
 
 // Block-wide minimum of `lo` and maximum of `hi` over every thread of the

@@ -29,10 +29,11 @@ class OnesweepSort(SortPlugin):
     #: skipped passes and buffer parity are decided on the device.
     replayable = True
     tunables = {
-        "block_size": Tunable(384, (256, 384, 512), "threads per block (>= 2^radix_bits)"),
+        "block_size": Tunable(384, (256, 384, 512), "threads per block"),
         "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile "
                                     "(default 24 for keys only)"),
-        "radix_bits": Tunable(8, (6, 7, 8), "bits per digit pass"),
+        "radix_bits": Tunable(8, (7, 8, 10, 11), "bits per digit pass (11: 3 passes for "
+                              "32-bit keys, 6 for 64-bit; shared memory per block grows with it)"),
         "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
         "early_counts": Tunable(1, (0, 1), "1: count digits with shared atomics first, publish the "
@@ -60,6 +61,7 @@ class OnesweepSort(SortPlugin):
 
     def run(self, job):
         if not self.valid_config(job.config, job.dtype, job.value_bytes, job.limits):
-            raise ValueError(f"{job.where}: invalid configuration (block_size must be >= "
-                             f"2^radix_bits and the tile must fit in shared memory)")
+            raise ValueError(f"{job.where}: invalid configuration (whole warps, at most 11-bit "
+                             f"digits, a tile below 2^16 keys, and the layout must fit the "
+                             f"device's shared memory per block)")
         sweep_sort(job, "onesweep.cu", self.geometry(job.config))

@@ -168,3 +168,31 @@ def test_cpu_fallback_warning_points_at_the_callers_line(monkeypatch):
         warnings.simplefilter("always")
         csk.sort(np.arange(select.HOST_TINY))  # (shorter host arrays never ask for a GPU)
     assert caught and caught[0].filename == __file__, [w.filename for w in caught]
+
+
+# ------------------------------------------------------------ argsort index_dtype
+def test_int32_indices_on_the_host(rng):
+    from helpers import make_keys, reference_argsort
+
+    for dtype, n in (("float32", 1001), ("int16", 4099), ("uint64", 2)):
+        a = make_keys("few_unique", dtype, n, rng)
+        for descending in (False, True):
+            got = csk.argsort(a, stable=True, descending=descending, index_dtype=np.int32)
+            assert got.dtype == np.int32
+            assert np.array_equal(got, reference_argsort(a, descending).astype(np.int32))
+    assert csk.argsort(np.array([3, 1, 2]), index_dtype="int64").dtype == np.int64
+
+
+def test_unsupported_index_dtypes_are_refused():
+    from cudasortkit.execute import check_index_dtype
+
+    a = np.arange(10)
+    for bad in (np.float32, np.uint32, np.int16, "i1"):
+        with pytest.raises(TypeError, match="index_dtype must be numpy.int64 or numpy.int32"):
+            csk.argsort(a, index_dtype=bad)
+    with pytest.raises(ValueError, match="1-D"):
+        csk.argsort(a.reshape(2, 5), index_dtype=np.int32)
+    with pytest.raises(ValueError, match="below 2\\^31"):
+        check_index_dtype(np.int32, 1 << 31)
+    assert check_index_dtype(np.int32, (1 << 31) - 1) == np.int32
+    assert check_index_dtype(np.int64, 1 << 40) == np.int64

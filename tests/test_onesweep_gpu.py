@@ -4,10 +4,12 @@ buffer parity), exact stable argsort/pairs ascending and descending, other
 tunable values, and more than 2^31 keys (64-bit offsets and status words).
 
 Quick tier (-m gpu): tile boundaries of every dtype at the default
-early_counts, each count of skipped passes (argsort), one dtype of the
-stable argsort/pairs sweep, the first tunable case (the default config).
+early_counts, each count of skipped passes (argsort; 8- and 11-bit digits),
+one dtype of the stable argsort/pairs sweep, the default config and 11-bit
+digits (uint32: 11/11/10, float64: 6 passes) at tile boundaries.
 Slow tier (-m "gpu and slow"): early_counts=0, pairs of skipped passes, the
-other dtypes and tunables, 2^24 + 7 and 2^31 + 12,345 keys."""
+other dtypes and tunables, every dtype with 10- and 11-bit digits (argsort,
+4- and 8-byte values, descending), 2^24 + 7 and 2^31 + 12,345 keys."""
 import numpy as np
 import pytest
 
@@ -102,6 +104,49 @@ def test_skipped_passes(varying, active, kind, rng):
     _check_exact(bits.view(np.int32), descending=False, kind=kind)
 
 
+# The same with 11-bit digits (bits 0-10, 11-21, 22-31): 0 to 3 active passes.
+@pytest.mark.parametrize("varying, active", [(0x00000000, 0), (0x003FF800, 1), (0xFFC007FF, 2),
+                                             (0x00400400, 2), (0xFFFFFFFF, 3)])
+@pytest.mark.parametrize("kind", quick(["argsort", "pairs"], "argsort"))
+def test_skipped_eleven_bit_passes(varying, active, kind, rng):
+    config = dict(_plugin().default_config(), radix_bits=11)
+    base = np.uint32(0x5A3C_96E1) & ~np.uint32(varying)
+    bits = (rng.integers(0, 1 << 32, 200_003, dtype=np.uint64).astype(np.uint32) & np.uint32(varying)) | base
+    _check_exact(bits, descending=False, config=config, kind=kind)
+    _check_exact(bits.view(np.int32), descending=True, config=config, kind=kind)
+
+
+def test_eleven_bit_digits_at_tile_boundaries(rng):
+    config = dict(_plugin().default_config(), radix_bits=11)
+    sizes = _boundary_sizes(config)
+    for n in sizes[::2]:
+        _check_exact(make_keys("uniform", "uint32", n, rng), descending=bool(n % 2), config=config)
+    for n in sizes[1::3]:
+        _check_exact(make_keys("special", "float64", n, rng), descending=True, config=config,
+                     kind="pairs")
+
+
+@slow
+@pytest.mark.parametrize("radix_bits, block_size", [(11, 384), (11, 256), (10, 512)])
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float16", "uint32", "int32", "float32",
+                                   "int64", "uint64", "float64"])
+def test_wide_digits_every_dtype(dtype, radix_bits, block_size, rng):
+    """Keys only, argsort, 4-byte payload (pairs) and 8-byte values, both
+    directions, several distributions, with 10/11-bit digits."""
+    cupy = _cupy()
+    config = dict(_plugin().default_config(), radix_bits=radix_bits, block_size=block_size)
+    for dist, n in (("uniform", 300_007), ("special", 50_021), ("few_unique", 70_001)):
+        a = make_keys(dist, dtype, n, rng)
+        for descending in (False, True):
+            _check_exact(a, descending, config, kind="argsort")
+            _check_exact(a, descending, config, kind="pairs")
+            values = rng.integers(-(1 << 62), 1 << 62, n, dtype=np.int64)
+            k, v = _run(cupy.asarray(a), config, "pairs", cupy.asarray(values), descending)
+            order = reference_argsort(a, descending)
+            assert_keys_equal(k, a[order], f"{dtype} {dist} 8-byte values keys")
+            assert np.array_equal(v.get(), values[order]), f"{dtype} {dist} 8-byte values"
+
+
 def test_twelve_bit_keys_and_all_equal(rng):
     for dtype in ("uint32", "uint64", "int16"):
         a = rng.integers(0, 1 << 12, 1_000_003).astype(dtype)
@@ -134,6 +179,10 @@ def test_pairs_eight_byte_values(rng):
 
 @pytest.mark.parametrize("change", [{"early_counts": 1}] + [pytest.param(c, marks=slow) for c in [
                                     {"early_counts": 1, "items_per_thread": 24},
+                                    {"radix_bits": 11, "early_counts": 0},
+                                    {"radix_bits": 11, "block_size": 512, "items_per_thread": 24},
+                                    {"radix_bits": 11, "block_size": 256, "items_per_thread": 8},
+                                    {"radix_bits": 10, "block_size": 256},
                                     {"early_counts": 1, "block_size": 384, "radix_bits": 7},
                                     {"radix_bits": 6}, {"radix_bits": 7}, {"block_size": 384},
                                     {"block_size": 512, "items_per_thread": 8},
