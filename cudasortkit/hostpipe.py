@@ -186,11 +186,12 @@ def sort_in_core(plugin, config, request, state, pipe, sources, outputs, expecte
             pipe.download(outputs.keys, keys_out)
         if vb and outputs.values is not None:
             pipe.download(outputs.values, values_out)
+        pipe.downloads_done_event()
     finally:
         # Downloads read the buffers on the pipe's other stream: wait for
         # them before the pool may hand the blocks to anyone.
         if bufs:
-            pipe.down.synchronize()
+            pipe.settle()
         for buf in bufs:
             buf.free()
 

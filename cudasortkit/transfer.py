@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,6 +36,11 @@ import numpy as np
 from .pinned import pool as pinned_pool
 
 MODES = ("staged", "registered")
+#: Slots per direction beyond one per copy thread (DMAs queued while every
+#: thread copies).
+RING_SPARE = 4
+#: How long the thread driving a pipe sleeps when no copy moved on.
+POLL_S = 50e-6
 #: Registered mode pins the caller's memory in pieces of this many bytes
 #: (aligned to it, so no two pieces share a page).
 REGISTER_PIECE = 64 << 20
@@ -136,17 +142,26 @@ class Pipe:
         self._spans = []  # (start, end) addresses registered
         self._up, self._down = [], []
         if self.mode == "staged":
-            per_ring = slots or copy_threads() + 2
+            per_ring = slots or copy_threads() + RING_SPARE
             bufs = pinned_pool.take(2 * per_ring, at_least=4)
             half = len(bufs) // 2
             flags = cuda.event_flags.DISABLE_TIMING
             self._up = [_Slot(b, cuda.Event(flags)) for b in bufs[:half]]
             self._down = [_Slot(b, cuda.Event(flags)) for b in bufs[half:]]
         self._up_count = 0
+        self._wanted = deque()  # downloads not yet issued: [host bytes, dptr, offset, event]
+        self._after = None  # event the next download request waits for (after_device_work)
         self._pending = deque()  # down slots whose DMA is queued: (slot, host piece)
         self._copying = deque()  # down slots whose host copy runs
         self._free_down = deque(self._down)
         self._closed = False
+
+    def _wait_until(self, ready) -> None:
+        """Return once ready() is true, moving queued downloads on meanwhile
+        (so copies up and copies down overlap)."""
+        while not ready():
+            if not self.pump():
+                time.sleep(POLL_S)
 
     # ---------------------------------------------------------------- up
     def upload(self, dptr: int, host: np.ndarray) -> None:
@@ -163,90 +178,96 @@ class Pipe:
             return
         size = pinned_pool.slot_bytes
         pieces = [(o, src[o:o + size]) for o in range(0, len(src), size)]
-        ring = self._up
-        k = len(ring)
-        lag = max(1, k - 1)
-
-        def issue(j):
-            offset, piece = pieces[j]
-            slot = ring[(self._up_count + j) % k]
-            slot.future.result()
-            slot.future = None
-            self.cuda.memcpy_htod_async(int(dptr) + offset, slot.buf[:len(piece)], self.up)
-            slot.event.record(self.up)
-            slot.busy = True
-            self._tick(len(piece))
-
-        issued = 0
+        ring, k = self._up, len(self._up)
+        copied = issued = 0  # pieces whose host copy was submitted / whose DMA was queued
         try:
-            for i, (_, piece) in enumerate(pieces):
-                slot = ring[(self._up_count + i) % k]
-                if slot.busy:  # its last DMA reads it: wait for it
-                    self.pump()
-                    slot.event.synchronize()
-                    slot.busy = False
-                slot.future = self.workers.submit(_host_copy, slot.buf[:len(piece)], piece)
-                while issued <= i - lag:
-                    issue(issued)
-                    issued += 1
-                self.pump()
+            # A piece's slot takes its host copy once the slot's last DMA
+            # finished; its DMA is queued once that copy finished, in order.
             while issued < len(pieces):
-                issue(issued)
-                issued += 1
+                moved = False
+                while issued < copied:
+                    slot = ring[(self._up_count + issued) % k]
+                    if not slot.future.done():
+                        break
+                    future, slot.future = slot.future, None
+                    future.result()
+                    offset, piece = pieces[issued]
+                    self.cuda.memcpy_htod_async(int(dptr) + offset, slot.buf[:len(piece)], self.up)
+                    slot.event.record(self.up)
+                    slot.busy = True
+                    self._tick(len(piece))
+                    issued += 1
+                    moved = True
+                while copied < len(pieces) and copied - issued < k:
+                    slot = ring[(self._up_count + copied) % k]
+                    if slot.busy:
+                        if not slot.event.query():
+                            break
+                        slot.busy = False
+                    piece = pieces[copied][1]
+                    slot.future = self.workers.submit(_host_copy, slot.buf[:len(piece)], piece)
+                    copied += 1
+                    moved = True
+                if not (self.pump() or moved):
+                    time.sleep(POLL_S)
         finally:
             for slot in ring:  # a failure left copies running: let them end
                 if slot.future is not None:
                     slot.future.exception()
                     slot.future = None
-            self._up_count += len(pieces)
+            self._up_count += copied
 
     # -------------------------------------------------------------- down
     def after_device_work(self) -> None:
-        """Downloads queued from now on start after the work queued so far on
-        the device state's stream (the sort whose result they fetch)."""
-        event = self.cuda.Event(self.cuda.event_flags.DISABLE_TIMING)
-        event.record(self.up)
-        self.down.wait_for_event(event)
+        """Downloads requested from now on start after the work queued so far
+        on the device state's stream (the sort whose result they fetch)."""
+        self._after = self.cuda.Event(self.cuda.event_flags.DISABLE_TIMING)
+        self._after.record(self.up)
 
     def download(self, host: np.ndarray, dptr: int) -> None:
-        """Queue device memory at dptr -> host (1-D, contiguous, writeable) on
-        the download stream; call after_device_work() first. The host copies
-        finish in drain()/close()."""
+        """Request device memory at dptr -> host (1-D, contiguous, writeable)
+        on the download stream; call after_device_work() first. Returns at
+        once (staged): the DMAs are queued as download slots come free, while
+        later uploads run; downloads_done_event() queues them all, and the
+        host copies finish in drain()/close()."""
         dst = as_bytes(host)
         if not len(dst):
             return
         if self.mode == "registered":
+            if self._after is not None:
+                self.down.wait_for_event(self._after)
+                self._after = None
             for offset, piece in self._register(dst):
                 self.cuda.memcpy_dtoh_async(piece, int(dptr) + offset, self.down)
                 self._tick(len(piece))
             return
-        size = pinned_pool.slot_bytes
-        for o in range(0, len(dst), size):
-            piece = dst[o:o + size]
-            slot = self._free_down_slot()
-            self.cuda.memcpy_dtoh_async(slot.buf[:len(piece)], int(dptr) + o, self.down)
-            slot.event.record(self.down)
-            self._pending.append((slot, piece))
-            self.pump()
+        self._wanted.append([dst, int(dptr), 0, self._after])
+        self._after = None
+        self.pump()
 
     def downloads_done_event(self):
-        """An event after every download DMA queued so far (not the host copies)."""
+        """An event after every download DMA requested so far (not the host
+        copies): queues the ones still waiting for a slot first."""
+        self._wait_until(lambda: not self._wanted)
         event = self.cuda.Event(self.cuda.event_flags.DISABLE_TIMING)
         event.record(self.down)
         return event
 
-    def _free_down_slot(self) -> _Slot:
-        while not self._free_down:
-            if not self.pump():
-                if self._pending:  # the oldest DMA: wait for it
-                    self._pending[0][0].event.synchronize()
-                elif self._copying:
-                    self._copying[0][0].future.exception()
-        return self._free_down.popleft()
+    def wait_for(self, event) -> None:
+        """Return once `event` has happened, moving queued downloads on meanwhile."""
+        self._wait_until(event.query)
+
+    def settle(self) -> None:
+        """Before device buffers that downloads read are freed: forget the
+        downloads not yet queued (only a failed call leaves any) and wait for
+        the queued DMAs."""
+        self._wanted.clear()
+        self.down.synchronize()
 
     def pump(self) -> bool:
-        """Move finished download DMAs on to their host copies and finished
-        host copies back to the free slots; True if anything moved."""
+        """Move finished download DMAs on to their host copies, finished host
+        copies back to the free slots, and requested downloads into free
+        slots; True if anything moved."""
         moved = False
         while self._pending and self._pending[0][0].event.query():
             slot, piece = self._pending.popleft()
@@ -260,16 +281,27 @@ class Pipe:
             moved = True
             future.result()
             self._tick(nbytes)
+        size = pinned_pool.slot_bytes
+        while self._wanted and self._free_down:
+            request = self._wanted[0]
+            dst, dptr, offset, after = request
+            if after is not None:
+                self.down.wait_for_event(after)
+                request[3] = None
+            piece = dst[offset:offset + size]
+            slot = self._free_down.popleft()
+            self.cuda.memcpy_dtoh_async(slot.buf[:len(piece)], dptr + offset, self.down)
+            slot.event.record(self.down)
+            self._pending.append((slot, piece))
+            request[2] = offset + len(piece)
+            if request[2] >= len(dst):
+                self._wanted.popleft()
+            moved = True
         return moved
 
     def drain(self) -> None:
         """Wait for every queued copy, both ways, host copies included."""
-        while self._pending or self._copying:
-            if not self.pump():
-                if self._pending:
-                    self._pending[0][0].event.synchronize()
-                else:
-                    self._copying[0][0].future.exception()
+        self._wait_until(lambda: not (self._wanted or self._pending or self._copying))
         self.up.synchronize()
         self.down.synchronize()
 
@@ -315,6 +347,7 @@ class Pipe:
         if self._closed:
             return
         self._closed = True
+        self._wanted.clear()
         try:
             for slot, _ in list(self._copying):
                 slot.future.exception()
