@@ -245,3 +245,58 @@ def test_a_failing_copy_gives_the_slots_back(fake, monkeypatch):
         fake("sort", keys, out=keys, cap=CAP)
     assert np.array_equal(keys, before)
     assert pinned.pool.in_use_bytes == 0
+
+
+def _spy(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("kind", ["sort", "argsort", "pairs"])
+@pytest.mark.parametrize("skew", ["sample", "reversed", "first_bucket", "last_bucket"])
+def test_placed_buckets_land_in_order_however_wrong_the_estimates(fake, monkeypatch, kind, skew):
+    """No count pass: buckets go where the sample's estimates put them; bad
+    estimates only mean spill and saved parts, never a wrong result."""
+    counted = _spy(monkeypatch, outofcore, "_sort_counted")
+    real = outofcore.estimates
+
+    def skewed(sample, n):
+        est = real(sample, n)
+        if skew == "reversed":
+            est = est[::-1].copy()
+        elif skew in ("first_bucket", "last_bucket"):
+            est = np.zeros_like(est)
+            est[0 if skew == "first_bucket" else -1] = n
+        return est
+
+    monkeypatch.setattr(outofcore, "estimates", skewed)
+    monkeypatch.setattr(outofcore, "spill_limit", lambda n, per_key: 2 * n * per_key)
+    keys = make_keys("uniform", "float32", 300_007, np.random.default_rng(5))
+    values = np.arange(len(keys), dtype=np.int32) if kind == "pairs" else None
+    idx = np.argsort(keys, kind="stable")
+    k, v = fake(kind, keys, values, cap=CAP)
+    if kind != "argsort":
+        assert np.array_equal(k, keys[idx], equal_nan=True)
+    if kind == "argsort":
+        assert np.array_equal(v, idx)
+    elif kind == "pairs":
+        assert np.array_equal(v, values[idx])
+    assert not counted, "the placed sort fell back to the counted one"
+    assert pinned.pool.in_use_bytes == 0
+
+
+@pytest.mark.parametrize("dist", ["uniform", "few_unique", "all_equal"])
+def test_a_spill_too_big_falls_back_to_the_counted_sort(fake, monkeypatch, dist):
+    counted = _spy(monkeypatch, outofcore, "_sort_counted")
+    monkeypatch.setattr(outofcore, "estimates", lambda sample, n: np.eye(1, len(sample), 0,
+                                                                        np.int64)[0] * n)
+    monkeypatch.setattr(outofcore, "spill_limit", lambda n, per_key: 1024)
+    keys = make_keys(dist, "uint32", 300_007, np.random.default_rng(6))
+    k, _ = fake("sort", keys, descending=True, cap=CAP)
+    assert np.array_equal(k, np.sort(keys)[::-1])
+    _, order = fake("argsort", keys, cap=CAP)
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
+    assert counted
+    assert pinned.pool.in_use_bytes == 0
