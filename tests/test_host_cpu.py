@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import memlimit, outofcore
+from cudasortkit import memlimit, outofcore, placement
 
 
 @pytest.fixture(autouse=True)
@@ -97,3 +97,44 @@ def test_bucket_runs_skip_settled_buckets_and_fit_a_piece():
     assert runs == [(0, 2), (4, 5), (6, 8), (8, 9)]
     covered = {b for first, stop in runs for b in range(first, stop)}
     assert covered == {0, 1, 4, 6, 7, 8}
+
+
+@pytest.mark.parametrize("counts, n", [([3, 0, 5, 1], 1000), ([0, 0, 0], 7), ([1], 5),
+                                       ([10**6, 1, 1], 3), ([2, 2], 0)])
+def test_estimates_sum_to_n_in_proportion(counts, n):
+    est = placement.estimates(np.array(counts), n)
+    assert est.sum() == n and (est >= 0).all() and len(est) == len(counts)
+    if sum(counts):
+        share = np.array(counts) / sum(counts) * n
+        assert np.all(np.abs(est - share) <= 1)
+
+
+@pytest.mark.parametrize("totals, piece", [([5, 5, 5], 10), ([0, 25, 3, 0, 9], 10),
+                                           ([1] * 30, 7), ([30], 10), ([10, 10], 10)])
+def test_placed_parts_tile_the_result_and_fit(totals, piece):
+    parts = outofcore.placed_parts(totals, piece)
+    edges = np.concatenate([[0], np.cumsum(totals)])
+    assert [p[0] for p in parts] == [0] + [p[1] for p in parts[:-1]]
+    assert parts[-1][1] == sum(totals)
+    assert all(0 < hi - lo <= piece for lo, hi, _ in parts)
+    for lo, hi, sort in parts:  # a sorted part holds whole buckets; a moved one lies in one bucket
+        if sort:
+            assert lo in edges and hi in edges
+        else:
+            b = np.searchsorted(edges, lo, side="right") - 1
+            assert totals[b] > piece and hi <= edges[b + 1]
+
+
+def test_protect_saves_unread_parts_and_keeps_their_order():
+    out = np.arange(20, dtype=np.int64)
+    place = placement.Placement(out, None, [10, 10], limit=1 << 20)
+    place.fill[:] = [10, 10]
+    place.start_reading()
+    first = place.take(4)
+    assert [list(k) for k, _ in first] == [[0, 1, 2, 3]]
+    place.protect(2, 15)  # 4..9 of bucket 0 and 10..14 of bucket 1 are unread there
+    out[2:15] = -1
+    rest = np.concatenate([k for k, _ in place.take(16)])
+    assert list(rest) == list(range(4, 20))
+    with pytest.raises(placement.SpillFull):
+        placement.Placement(out, None, [20], limit=15).place(0, 22)
