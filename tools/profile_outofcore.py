@@ -167,7 +167,8 @@ def profile(dtype, n, cap, kind="sort", repeats=3):
     phases = " ".join(f"{k} {v * 1e3:.0f}" for k, v in ph.t.items())
     print(f"{kind} {dtype} 2^{int(np.log2(n))} cap {cap}: total {total * 1e3:.0f} ms "
           f"(all: {', '.join(f'{r[0] * 1e3:.0f}' for r in rows)}) {keys.nbytes / total / 1e9:.2f} GB/s; "
-          f"phases ms: {phases}; device sorts {ph.sort_ms:.0f} ms in {ph.sorts}", flush=True)
+          f"phases ms: {phases}; device sorts {ph.sort_ms:.0f} ms in {ph.sorts}; extra host "
+          f"{ph.extra / 2**30:.2f} GiB over {keys.nbytes / 2**30:.2f} GiB of keys", flush=True)
 
 
 if __name__ == "__main__":
