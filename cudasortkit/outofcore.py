@@ -27,8 +27,10 @@ up and counts them per bucket, so every bucket's place is exact before the
 distribution writes (more buckets and a recount if one is too big), and the
 bucket pass sorts each run of buckets where it already is.
 
-Host memory: the result arrays, argsort's bucketed keys (n keys), the
-spill arrays (at most SPILL_LIMIT bytes), the pinned staging pool; out=a
+Host memory: the result arrays, the spill arrays (at most SPILL_LIMIT
+bytes), one piece of gathered keys for argsort (it keeps no keys on the
+host: a bucket's keys are gathered from the input by its indices), the
+pinned staging pool; out=a
 sorts into a fresh array first and copies it into `a` at the end (a second
 full copy, the one case that needs it).
 """
@@ -41,7 +43,7 @@ from .pinned import pool as pinned_pool
 from .placement import Placement, SpillFull, estimates
 from .hostkernels import MAX_SPLITTERS, bucket_count, encode_words, iota64_from
 from .devicesort import bytes_per_key, reserve, run_job
-from .transfer import Pipe, as_bytes, parallel_copy
+from .transfer import Pipe, as_bytes, parallel_copy, parallel_take
 
 #: The fewest keys one in-core piece may hold before the budget is called too small.
 MIN_PIECE = 1 << 12
@@ -145,13 +147,14 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
     # Where buckets are written: the result arrays, unless one is the input (out=a).
     in_place = [(outputs.keys is not None and np.may_share_memory(outputs.keys, src_keys)),
                 (src_values is not None and np.may_share_memory(outputs.values, src_values))]
-    out_keys = (np.empty(n, keys.dtype) if request.kind == "argsort" or in_place[0]
-                else outputs.keys)
+    out_keys = None  # argsort: none (a pass that needs a bucket's keys gathers them by index)
+    if request.kind != "argsort":
+        out_keys = np.empty(n, keys.dtype) if in_place[0] else outputs.keys
     out_values = None
     if vb:
         out_values = np.empty(n, outputs.values.dtype) if in_place[1] else outputs.values
     pieces = chunks(n, piece)
-    bar.set_total(n * kb * 2 * 2 + n * vb * 4)
+    bar.set_total(n * (kb + vb) * 4 - (n * kb * 2 if request.kind == "argsort" else 0))
     rng = np.random.default_rng()
     with Pipe(state, progress=bar.update) as pipe:
         for array in (src_keys, src_values, out_keys, out_values):
@@ -202,27 +205,8 @@ def _sort_counted(plugin, config, request, state, pipe, pieces, piece, buckets, 
                 src_values, out_keys, out_values, expected, piece)
     pipe.drain()  # the bucket pass reads what the distribution wrote
     _sort_buckets(plugin, config, request, state, pipe, groups(totals, single, piece), starts,
-                  totals, out_keys, out_values, expected, piece)
+                  totals, out_keys, out_values, expected, piece, src_keys)
     pipe.drain()
-
-
-class _Buffers:
-    """Device buffers for one in-core piece (keys, values in and out)."""
-
-    def __init__(self, state, plugin, piece, kb, vb):
-        self.state, self.plugin, self.piece, self.kb, self.vb = state, plugin, piece, kb, vb
-        self._bufs = []
-
-    def alloc(self, nbytes, what):
-        buf = self.state.allocate(nbytes, f"{self.plugin.name}: {what} of an out-of-core piece "
-                                          f"of {self.piece:,} keys")
-        self._bufs.append(buf)
-        return int(buf)
-
-    def free(self):
-        for buf in self._bufs:
-            buf.free()
-        self._bufs.clear()
 
 
 def _splitters(state, request, src_keys, buckets, mask, max_word, budget, rng) -> tuple:
@@ -270,69 +254,127 @@ def _count(state, request, pipe, src_keys, pieces, splitters, mask) -> np.ndarra
     return host.astype(np.int64)
 
 
+class _Piece:
+    """One in-core piece on the device (keys and values, in and out) and the
+    steps every pass takes with it: parts up, sorted (or moved), parts down.
+    A sort waits until the downloads of the one before have read kout/vout.
+    Argsort keeps no keys on the host: where a pass needs a part's keys, they
+    are gathered from the input by the part's indices."""
+
+    def __init__(self, plugin, config, request, state, pipe, piece, expected, src_keys):
+        self.plugin, self.config, self.request = plugin, config, request
+        self.state, self.pipe, self.piece, self.expected = state, pipe, piece, expected
+        self.src_keys = src_keys
+        self.kb, self.vb = itemsize(request.dtype), request.value_bytes
+        self._bufs, self._gather, self._sorted = [], None, False
+        try:
+            self.kin = self.alloc(piece * self.kb, "keys")
+            self.kout = self.alloc(piece * self.kb, "sorted keys")
+            self.vin = self.alloc(piece * self.vb, "values") if self.vb else 0
+            self.vout = self.alloc(piece * self.vb, "sorted values") if self.vb else 0
+        except BaseException:
+            self._free()
+            raise
+
+    def alloc(self, nbytes, what) -> int:
+        buf = self.state.allocate(nbytes, f"{self.plugin.name}: {what} of an out-of-core piece "
+                                          f"of {self.piece:,} keys")
+        self._bufs.append(buf)
+        return int(buf)
+
+    def up(self, keys, values, at: int = 0) -> None:
+        """Host keys (None: argsort's, gathered by the indices in `values`)
+        and values (or None) up to the piece at key offset `at`."""
+        if keys is None:
+            keys = self._gathered(values)
+        self.pipe.upload(self.kin + at * self.kb, keys)
+        if values is not None:
+            self.pipe.upload(self.vin + at * self.vb, values)
+
+    def _gathered(self, indices) -> np.ndarray:
+        if self._gather is None:
+            self._gather = np.empty(self.piece, self.src_keys.dtype)
+        keys = self._gather[:len(indices)]
+        parallel_take(keys, self.src_keys, indices)
+        if self.pipe.mode == "registered":  # its DMA reads the buffer later: before reusing it
+            self.pipe.up.synchronize()
+        return keys
+
+    def sort(self, m: int, index_start=None, move: bool = False) -> None:
+        """Sort the m keys (values) in the piece (argsort: indices from
+        index_start, if given); move: copy them unsorted. Downloads queued
+        next fetch the result."""
+        state = self.state
+        if index_start is not None:
+            iota64_from(state, self.vin, m, index_start)
+        if self._sorted:
+            state.stream.wait_for_event(self.pipe.downloads_done_event())
+        if move:
+            state.cuda.memcpy_dtod_async(self.kout, self.kin, m * self.kb, state.stream)
+            if self.vb:
+                state.cuda.memcpy_dtod_async(self.vout, self.vin, m * self.vb, state.stream)
+        else:
+            run_job(self.plugin, self.config, self.request, state, m, self.kin, self.kout,
+                    self.vin, self.vout, self.expected)
+        self._sorted = True
+
+    def down(self, keys, values, at: int = 0) -> None:
+        """Sorted keys and values (either None: not wanted) from key offset `at` to the host."""
+        if keys is not None:
+            self.pipe.download(keys, self.kout + at * self.kb)
+        if values is not None:
+            self.pipe.download(values, self.vout + at * self.vb)
+
+    def _free(self):
+        for buf in self._bufs:
+            buf.free()
+        self._bufs.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        try:
+            if exc_type is None:
+                self.pipe.downloads_done_event()
+        finally:
+            self.pipe.settle()
+            self.state.stream.synchronize()
+            self._free()
+        return False
+
+
 def _distribute(plugin, config, request, state, pipe, pieces, counts, dest, src_keys, src_values,
                 out_keys, out_values, expected, piece) -> None:
-    kb, vb = itemsize(request.dtype), request.value_bytes
-    bufs = _Buffers(state, plugin, piece, kb, vb)
-    try:
-        kin, kout = bufs.alloc(piece * kb, "keys"), bufs.alloc(piece * kb, "sorted keys")
-        vin = bufs.alloc(piece * vb, "values") if vb else 0
-        vout = bufs.alloc(piece * vb, "sorted values") if vb else 0
+    with _Piece(plugin, config, request, state, pipe, piece, expected, src_keys) as dev:
         for c, (a, b) in enumerate(pieces):
-            m = b - a
             # The upload runs while the previous chunk's parts come down.
-            pipe.upload(kin, src_keys[a:b])
-            if request.kind == "pairs":
-                pipe.upload(vin, src_values[a:b])
-            elif request.kind == "argsort":
-                iota64_from(state, vin, m, a)
-            if c:  # the sort rewrites kout/vout: after the previous chunk's downloads read them
-                state.stream.wait_for_event(pipe.downloads_done_event())
-            run_job(plugin, config, request, state, m, kin, kout, vin, vout, expected)
+            dev.up(src_keys[a:b], src_values[a:b] if src_values is not None else None)
+            dev.sort(b - a, index_start=a if request.kind == "argsort" else None)
             pipe.after_device_work()
             offset = 0
             for bucket, count in enumerate(counts[c]):
                 count = int(count)
                 if count:
                     at = int(dest[c, bucket])
-                    pipe.download(out_keys[at:at + count], kout + offset * kb)
-                    if vb:
-                        pipe.download(out_values[at:at + count], vout + offset * vb)
+                    dev.down(_part(out_keys, at, count), _part(out_values, at, count), offset)
                 offset += count
-        pipe.downloads_done_event()
-    finally:
-        pipe.settle()
-        bufs.free()
+
+
+def _part(array, at, count):
+    return array[at:at + count] if array is not None else None
 
 
 def _sort_buckets(plugin, config, request, state, pipe, runs, starts, totals, out_keys,
-                  out_values, expected, piece) -> None:
+                  out_values, expected, piece, src_keys) -> None:
     """Each run of buckets: up, sorted by the plugin, down where it was."""
-    kb, vb = itemsize(request.dtype), request.value_bytes
-    bufs = _Buffers(state, plugin, piece, kb, vb)
-    try:
-        kin, kout = bufs.alloc(piece * kb, "keys"), bufs.alloc(piece * kb, "sorted keys")
-        vin = bufs.alloc(piece * vb, "values") if vb else 0
-        vout = bufs.alloc(piece * vb, "sorted values") if vb else 0
-        for r, (first, stop) in enumerate(runs):
+    with _Piece(plugin, config, request, state, pipe, piece, expected, src_keys) as dev:
+        for first, stop in runs:
             lo, hi = int(starts[first]), int(starts[stop - 1] + totals[stop - 1])
-            pipe.upload(kin, out_keys[lo:hi])
-            if vb:
-                pipe.upload(vin, out_values[lo:hi])
-            if r:
-                state.stream.wait_for_event(pipe.downloads_done_event())
-            run_job(plugin, config, request, state, hi - lo, kin, kout, vin, vout, expected)
+            dev.up(_part(out_keys, lo, hi - lo), _part(out_values, lo, hi - lo))
+            dev.sort(hi - lo)
             pipe.after_device_work()
-            if request.kind != "argsort":
-                pipe.download(out_keys[lo:hi], kout)
-            if vb:
-                pipe.download(out_values[lo:hi], vout)
-        pipe.downloads_done_event()
-    finally:
-        pipe.settle()
-        bufs.free()
-
-
+            dev.down(_part(out_keys, lo, hi - lo), _part(out_values, lo, hi - lo))
 
 
 # ------------------------------------------------------ estimated placement
@@ -342,11 +384,12 @@ def _sort_placed(plugin, config, request, state, pipe, pieces, piece, splitters,
     to their true places by the bucket pass. SpillFull or _Unlucky: the
     estimates failed (the caller sorts again, counted)."""
     n = len(src_keys)
-    kb, vb = itemsize(request.dtype), request.value_bytes
     words = np.asarray(words, np.uint64)
     sample = np.bincount(np.searchsorted(splitters, words, side="right"),
                          minlength=len(splitters) + 1)
-    placement = Placement(out_keys, out_values, estimates(sample, n), spill_limit(n, kb + vb))
+    columns = [a for a in (out_keys, out_values) if a is not None]
+    placement = Placement(columns, estimates(sample, n),
+                          spill_limit(n, sum(a.itemsize for a in columns)))
     totals = _distribute_placed(plugin, config, request, state, pipe, pieces, piece, splitters,
                                 mask, src_keys, src_values, placement, expected)
     pipe.drain()  # the bucket pass reads what the distribution wrote
@@ -355,8 +398,17 @@ def _sort_placed(plugin, config, request, state, pipe, pieces, piece, splitters,
             raise _Unlucky(f"bucket {b} holds {int(total):,} keys, more than one sort's {piece:,}")
     placement.start_reading()
     _move_buckets(plugin, config, request, state, pipe, placed_parts(totals, piece), placement,
-                  out_keys, out_values, expected, piece)
+                  out_keys, out_values, expected, piece, src_keys)
     pipe.drain()
+
+
+def _columns(request, part):
+    """(keys or None, values or None) of a placement part (argsort's holds indices only)."""
+    if request.kind == "sort":
+        return part[0], None
+    if request.kind == "argsort":
+        return None, part[0]
+    return part[0], part[1]
 
 
 def placed_parts(totals, piece: int) -> list:
@@ -385,102 +437,66 @@ def _distribute_placed(plugin, config, request, state, pipe, pieces, piece, spli
                        src_keys, src_values, placement, expected) -> np.ndarray:
     """Each chunk up, sorted, counted per bucket on the device; its parts
     down to where `placement` puts them. Returns the keys per bucket."""
-    kb, vb = itemsize(request.dtype), request.value_bytes
     nb = len(splitters) + 1
     totals = np.zeros(nb, np.int64)
-    bufs = _Buffers(state, plugin, piece, kb, vb)
     slot = pinned_pool.take(1, at_least=1)
     try:
-        kin, kout = bufs.alloc(piece * kb, "keys"), bufs.alloc(piece * kb, "sorted keys")
-        vin = bufs.alloc(piece * vb, "values") if vb else 0
-        vout = bufs.alloc(piece * vb, "sorted values") if vb else 0
-        dsplit = bufs.alloc(max(1, len(splitters)) * 8, "splitters")
-        dcounts = bufs.alloc(nb * 8, "bucket counts")
-        if len(splitters):
-            state.cuda.memcpy_htod(dsplit, np.ascontiguousarray(splitters, np.uint64))
-        host_counts = slot[0][:nb * 8].view(np.uint64)
-        done = None  # (event after the last chunk's counts came down, its length)
+        with _Piece(plugin, config, request, state, pipe, piece, expected, src_keys) as dev:
+            dsplit = dev.alloc(max(1, len(splitters)) * 8, "splitters")
+            dcounts = dev.alloc(nb * 8, "bucket counts")
+            if len(splitters):
+                state.cuda.memcpy_htod(dsplit, np.ascontiguousarray(splitters, np.uint64))
+            host_counts = slot[0][:nb * 8].view(np.uint64)
+            last = None  # the event after the last chunk's counts came down
 
-        def place_last():
-            event, m = done
-            pipe.wait_for(event)
-            counts = host_counts.astype(np.int64)
-            offset = 0
-            for bucket in np.flatnonzero(counts):
-                for keys, values in placement.place(int(bucket), int(counts[bucket])):
-                    pipe.download(keys, kout + offset * kb)
-                    if vb:
-                        pipe.download(values, vout + offset * vb)
-                    offset += len(keys)
-            totals[:] += counts
+            def place_last():
+                pipe.wait_for(last)
+                counts = host_counts.astype(np.int64)
+                offset = 0
+                for bucket in np.flatnonzero(counts):
+                    for part in placement.place(int(bucket), int(counts[bucket])):
+                        dev.down(*_columns(request, part), offset)
+                        offset += len(part[0])
+                totals[:] += counts
 
-        for c, (a, b) in enumerate(pieces):
-            m = b - a
-            # A first part of the chunk goes up while the device sorts the
-            # last one; then the last one's parts are queued, and they come
-            # down while the rest of this chunk goes up.
-            first = m // 4 if done else m
-            pipe.upload(kin, src_keys[a:a + first])
-            if done:
+            for a, b in pieces:
+                m = b - a
+                # A first part of the chunk goes up while the device sorts the
+                # last one; then the last one's parts are queued, and they come
+                # down while the rest of this chunk goes up.
+                first = m // 4 if last else m
+                dev.up(src_keys[a:a + first], None)
+                if last:
+                    place_last()
+                dev.up(src_keys[a + first:b], None, first)
+                if src_values is not None:
+                    pipe.upload(dev.vin, src_values[a:b])
+                dev.sort(m, index_start=a if request.kind == "argsort" else None)
+                state.cuda.memset_d8_async(dcounts, 0, nb * 8, state.stream)
+                bucket_count(state, request.dtype, dev.kout, m, mask, dsplit, len(splitters),
+                             dcounts)
+                state.cuda.memcpy_dtoh_async(host_counts, dcounts, state.stream)
+                last = state.cuda.Event(state.cuda.event_flags.DISABLE_TIMING)
+                last.record(state.stream)
+                pipe.after_device_work()
+            if last:
                 place_last()
-            pipe.upload(kin + first * kb, src_keys[a + first:b])
-            if request.kind == "pairs":
-                pipe.upload(vin, src_values[a:b])
-            elif request.kind == "argsort":
-                iota64_from(state, vin, m, a)
-            if c:  # the sort rewrites kout/vout: after the last chunk's downloads read them
-                state.stream.wait_for_event(pipe.downloads_done_event())
-            run_job(plugin, config, request, state, m, kin, kout, vin, vout, expected)
-            state.cuda.memset_d8_async(dcounts, 0, nb * 8, state.stream)
-            bucket_count(state, request.dtype, kout, m, mask, dsplit, len(splitters), dcounts)
-            state.cuda.memcpy_dtoh_async(host_counts, dcounts, state.stream)
-            event = state.cuda.Event(state.cuda.event_flags.DISABLE_TIMING)
-            event.record(state.stream)
-            pipe.after_device_work()
-            done = (event, m)
-        if done:
-            place_last()
-        pipe.downloads_done_event()
     finally:
-        pipe.settle()
-        state.stream.synchronize()
-        bufs.free()
         pinned_pool.give(slot)
     return totals
 
 
 def _move_buckets(plugin, config, request, state, pipe, parts, placement, out_keys, out_values,
-                  expected, piece) -> None:
+                  expected, piece, src_keys) -> None:
     """Each part: its keys (values) up from where they were placed, sorted
     (or moved), down to out[lo:hi] once what was unread there is saved."""
-    kb, vb = itemsize(request.dtype), request.value_bytes
-    bufs = _Buffers(state, plugin, piece, kb, vb)
-    try:
-        kin, kout = bufs.alloc(piece * kb, "keys"), bufs.alloc(piece * kb, "sorted keys")
-        vin = bufs.alloc(piece * vb, "values") if vb else 0
-        vout = bufs.alloc(piece * vb, "sorted values") if vb else 0
-        for r, (lo, hi, sort) in enumerate(parts):
+    with _Piece(plugin, config, request, state, pipe, piece, expected, src_keys) as dev:
+        for lo, hi, sort in parts:
             offset = 0
-            for keys, values in placement.take(hi - lo):
-                pipe.upload(kin + offset * kb, keys)
-                if vb:
-                    pipe.upload(vin + offset * vb, values)
-                offset += len(keys)
-            if r:
-                state.stream.wait_for_event(pipe.downloads_done_event())
-            if sort:
-                run_job(plugin, config, request, state, hi - lo, kin, kout, vin, vout, expected)
-            else:
-                state.cuda.memcpy_dtod_async(kout, kin, (hi - lo) * kb, state.stream)
-                if vb:
-                    state.cuda.memcpy_dtod_async(vout, vin, (hi - lo) * vb, state.stream)
+            for part in placement.take(hi - lo):
+                dev.up(*_columns(request, part), offset)
+                offset += len(part[0])
+            dev.sort(hi - lo, move=not sort)
             pipe.after_device_work()
             placement.protect(lo, hi)
-            if request.kind != "argsort":
-                pipe.download(out_keys[lo:hi], kout)
-            if vb:
-                pipe.download(out_values[lo:hi], vout)
-        pipe.downloads_done_event()
-    finally:
-        pipe.settle()
-        bufs.free()
+            dev.down(_part(out_keys, lo, hi - lo), _part(out_values, lo, hi - lo))

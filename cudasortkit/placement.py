@@ -44,26 +44,27 @@ def estimates(counts: np.ndarray, n: int) -> np.ndarray:
 
 
 class Placement:
-    """The host places of every bucket's keys (values) between the passes."""
+    """The host places of every bucket's keys between the passes: one array
+    per column (keys, values: the result arrays), each part a tuple of
+    views or spill arrays, one per column."""
 
-    def __init__(self, out_keys, out_values, est, limit: int):
-        self.out_keys, self.out_values = out_keys, out_values
+    def __init__(self, columns, est, limit: int):
+        self.columns = list(columns)
         self.est = np.asarray(est, np.int64)
         self.region = np.concatenate([[0], np.cumsum(self.est)[:-1]]).astype(np.int64)
         self.fill = np.zeros(len(self.est), np.int64)
-        self.spills = [[] for _ in self.est]  # per bucket: [(keys, values or None)]
+        self.spills = [[] for _ in self.est]  # per bucket: spill parts in order
         self.limit = int(limit)
         self.spilled = 0  # bytes of spill arrays alive now
-        self._queue = deque()  # unread parts in bucket order: [bucket, offset or None, keys, values]
-        self._per_key = out_keys.itemsize + (out_values.itemsize if out_values is not None else 0)
+        self._queue = deque()  # unread parts in bucket order: [bucket, offset or None, part]
+        self._per_key = sum(a.itemsize for a in self.columns)
 
     # ------------------------------------------------ distribution pass
     def place(self, b: int, count: int) -> list:
-        """[(keys, values or None)] host arrays, in order, for the next
-        `count` keys of bucket b."""
+        """Parts (tuples of host arrays, one per column), in order, for the
+        next `count` keys of bucket b."""
         out = []
-        room = int(self.est[b] - self.fill[b])
-        here = min(room, count)
+        here = min(int(self.est[b] - self.fill[b]), count)
         if here > 0:
             at = int(self.region[b] + self.fill[b])
             out.append(self._views(at, at + here))
@@ -76,16 +77,14 @@ class Placement:
         return out
 
     def _views(self, lo, hi):
-        values = self.out_values[lo:hi] if self.out_values is not None else None
-        return self.out_keys[lo:hi], values
+        return tuple(a[lo:hi] for a in self.columns)
 
     def _spill(self, count: int):
         nbytes = count * self._per_key
         if self.spilled + nbytes > self.limit:
             raise SpillFull(f"bucket estimates off by more than the {self.limit:,}-byte spill limit")
         self.spilled += nbytes
-        values = (np.empty(count, self.out_values.dtype) if self.out_values is not None else None)
-        return np.empty(count, self.out_keys.dtype), values
+        return tuple(np.empty(count, a.dtype) for a in self.columns)
 
     # ------------------------------------------------------ bucket pass
     def start_reading(self) -> None:
@@ -93,60 +92,50 @@ class Placement:
         for b in range(len(self.est)):
             if self.fill[b]:
                 lo = int(self.region[b])
-                keys, values = self._views(lo, lo + int(self.fill[b]))
-                self._queue.append([b, lo, keys, values])
-            for keys, values in self.spills[b]:
-                self._queue.append([b, None, keys, values])
+                self._queue.append([b, lo, self._views(lo, lo + int(self.fill[b]))])
+            for part in self.spills[b]:
+                self._queue.append([b, None, part])
             self.spills[b] = []
 
     def take(self, count: int) -> list:
-        """[(keys, values or None)] of the next `count` unread keys, in order."""
+        """Parts holding the next `count` unread keys, in order."""
         out = []
         while count > 0:
-            part = self._queue[0]
-            _, offset, keys, values = part
-            m = len(keys)
+            entry = self._queue[0]
+            _, offset, part = entry
+            m = len(part[0])
             if m <= count:
                 self._queue.popleft()
                 if offset is None:
                     self.spilled -= m * self._per_key
             else:  # split: the rest stays first in the queue
-                part[2], part[3] = keys[count:], (values[count:] if values is not None else None)
+                entry[2] = tuple(a[count:] for a in part)
                 if offset is not None:
-                    part[1] = offset + count
+                    entry[1] = offset + count
                 else:
                     self.spilled -= count * self._per_key
-                keys, values, m = keys[:count], (values[:count] if values is not None else None), count
-            out.append((keys, values))
+                part, m = tuple(a[:count] for a in part), count
+            out.append(part)
             count -= m
         return out
 
-    def unread(self) -> int:
-        return sum(len(p[2]) for p in self._queue)
-
     def protect(self, lo: int, hi: int) -> None:
-        """Copy every unread part of out[lo, hi) to a spill array of its own
-        (same place in the order) before something writes there."""
-        for i in range(len(self._queue)):
-            b, offset, keys, values = self._queue[i]
-            if offset is None or offset >= hi or offset + len(keys) <= lo:
+        """Copy every unread part of [lo, hi) of the columns to a spill part
+        of its own (same place in the order) before something writes there."""
+        queue = deque()
+        for entry in self._queue:
+            b, offset, part = entry
+            m = len(part[0])
+            if offset is None or offset >= hi or offset + m <= lo:
+                queue.append(entry)
                 continue
-            a, z = max(lo, offset) - offset, min(hi, offset + len(keys)) - offset
-            saved_keys, saved_values = self._spill(z - a)
-            parallel_copy(saved_keys, keys[a:z])
-            if values is not None:
-                parallel_copy(saved_values, values[a:z])
-            pieces = []
+            a, z = max(lo, offset) - offset, min(hi, offset + m) - offset
+            saved = self._spill(z - a)
+            for dst, src in zip(saved, part):
+                parallel_copy(dst, src[a:z])
             if a:
-                pieces.append([b, offset, keys[:a], values[:a] if values is not None else None])
-            pieces.append([b, None, saved_keys, saved_values])
-            if z < len(keys):
-                pieces.append([b, offset + z, keys[z:], values[z:] if values is not None else None])
-            self._queue[i] = pieces
-        flat = deque()
-        for part in self._queue:
-            if isinstance(part[0], list):
-                flat.extend(part)
-            else:
-                flat.append(part)
-        self._queue = flat
+                queue.append([b, offset, tuple(x[:a] for x in part)])
+            queue.append([b, None, saved])
+            if z < m:
+                queue.append([b, offset + z, tuple(x[z:] for x in part)])
+        self._queue = queue

@@ -115,6 +115,19 @@ def parallel_copy(dst: np.ndarray, src: np.ndarray, piece_bytes: int = 64 << 20)
             future.exception()
 
 
+def parallel_take(dst: np.ndarray, src: np.ndarray, indices: np.ndarray,
+                  piece: int = 1 << 22) -> None:
+    """dst[i] = src[indices[i]] (1-D; valid indices) by the worker threads, in pieces."""
+    futures = [workers().submit(np.take, src, indices[i:i + piece], None, dst[i:i + piece], "clip")
+               for i in range(0, len(indices), piece)]
+    try:
+        for future in futures:
+            future.result()
+    finally:
+        for future in futures:
+            future.exception()
+
+
 def as_bytes(a: np.ndarray) -> np.ndarray:
     """A 1-D contiguous array as its bytes (uint8), without copying."""
     return a.reshape(-1).view(np.uint8)

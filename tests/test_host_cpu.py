@@ -127,14 +127,14 @@ def test_placed_parts_tile_the_result_and_fit(totals, piece):
 
 def test_protect_saves_unread_parts_and_keeps_their_order():
     out = np.arange(20, dtype=np.int64)
-    place = placement.Placement(out, None, [10, 10], limit=1 << 20)
+    place = placement.Placement([out], [10, 10], limit=1 << 20)
     place.fill[:] = [10, 10]
     place.start_reading()
     first = place.take(4)
-    assert [list(k) for k, _ in first] == [[0, 1, 2, 3]]
+    assert [list(k) for k, in first] == [[0, 1, 2, 3]]
     place.protect(2, 15)  # 4..9 of bucket 0 and 10..14 of bucket 1 are unread there
     out[2:15] = -1
-    rest = np.concatenate([k for k, _ in place.take(16)])
+    rest = np.concatenate([k for k, in place.take(16)])
     assert list(rest) == list(range(4, 20))
     with pytest.raises(placement.SpillFull):
-        placement.Placement(out, None, [20], limit=15).place(0, 22)
+        placement.Placement([out], [20], limit=15).place(0, 22)

@@ -300,3 +300,20 @@ def test_a_spill_too_big_falls_back_to_the_counted_sort(fake, monkeypatch, dist)
     assert np.array_equal(order, np.argsort(keys, kind="stable"))
     assert counted
     assert pinned.pool.in_use_bytes == 0
+
+
+def test_argsort_out_of_core_keeps_no_keys_on_the_host(fake):
+    """Its host memory: the indices it returns, a bounded spill and one
+    piece of gathered keys; not a second array of all the keys."""
+    import tracemalloc
+
+    keys = make_keys("uniform", "uint32", 4_000_037, np.random.default_rng(7))
+    fake("argsort", keys[:500_000], cap=4 * CAP)  # the stand-in's pinned slots, made once
+    tracemalloc.start()
+    try:
+        _, order = fake("argsort", keys, cap=4 * CAP)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
+    assert peak < order.nbytes + keys.nbytes * 3 // 4, (peak, order.nbytes)
