@@ -185,12 +185,16 @@ def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, r
     print(f"{'dtype':8} {'n':5} {'cap':>6} {'what':20} {'ms':>10} {'GB/s':>7} {'of bw':>7} "
           f"{'xhost GiB':>8} {'pin MiB':>7} {'ok':>4}")
     rows = []
-    for dtype, n, cap in parse_cases(sizes_in_core):
+
+    def ours(dtype, n, cap):
         for mode in modes:
             r = _subprocess("ours", dtype, n, cap, repeats, {"CUDASORTKIT_HOST_TRANSFER": mode})
             r["mode"] = mode
             rows.append(r)
             print(_row(r, bw), flush=True)
+
+    for dtype, n, cap in parse_cases(sizes_in_core):
+        ours(dtype, n, cap)
         refs = ("cupy", "numpy") if numpy_ref else ("cupy",)
         for what in refs:
             r = _subprocess(what, dtype, n, None, 1 if what == "numpy" else repeats)
@@ -203,11 +207,7 @@ def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, r
             print(f"  -> {dtype} 2^{int(np.log2(n))}: {cupy[0]['s'] / best['s']:.2f}x the CuPy round "
                   f"trip ({best['mode']})", flush=True)
     for dtype, n, cap in parse_cases(sizes_out_of_core):
-        for mode in modes:
-            r = _subprocess("ours", dtype, n, cap, repeats, {"CUDASORTKIT_HOST_TRANSFER": mode})
-            r["mode"] = mode
-            rows.append(r)
-            print(_row(r, bw), flush=True)
+        ours(dtype, n, cap)
     return 0 if all(r.get("ok") for r in rows) else 1
 
 

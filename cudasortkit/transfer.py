@@ -102,30 +102,30 @@ def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
     np.copyto(dst, src)
 
 
-def parallel_copy(dst: np.ndarray, src: np.ndarray, piece_bytes: int = 64 << 20) -> None:
-    """dst[...] = src (1-D, same length) by the worker threads, in pieces."""
-    step = max(1, piece_bytes // max(1, src.itemsize))
-    futures = [workers().submit(np.copyto, dst[i:i + step], src[i:i + step])
-               for i in range(0, len(src), step)]
-    try:
-        for future in futures:
-            future.result()
-    finally:  # interrupted: the copies still run; let them end so dst is whole
-        for future in futures:
-            future.exception()
-
-
-def parallel_take(dst: np.ndarray, src: np.ndarray, indices: np.ndarray,
-                  piece: int = 1 << 22) -> None:
-    """dst[i] = src[indices[i]] (1-D; valid indices) by the worker threads, in pieces."""
-    futures = [workers().submit(np.take, src, indices[i:i + piece], None, dst[i:i + piece], "clip")
-               for i in range(0, len(indices), piece)]
+def _on_workers(calls) -> None:
+    """Run each (function, *args) on the worker threads; wait for all of
+    them, also when one fails or the caller is interrupted (so no copy is
+    still writing when this returns)."""
+    futures = [workers().submit(*call) for call in calls]
     try:
         for future in futures:
             future.result()
     finally:
         for future in futures:
             future.exception()
+
+
+def parallel_copy(dst: np.ndarray, src: np.ndarray, piece_bytes: int = 64 << 20) -> None:
+    """dst[...] = src (1-D, same length) by the worker threads, in pieces."""
+    step = max(1, piece_bytes // max(1, src.itemsize))
+    _on_workers((np.copyto, dst[i:i + step], src[i:i + step]) for i in range(0, len(src), step))
+
+
+def parallel_take(dst: np.ndarray, src: np.ndarray, indices: np.ndarray,
+                  piece: int = 1 << 22) -> None:
+    """dst[i] = src[indices[i]] (1-D; valid indices) by the worker threads, in pieces."""
+    _on_workers((np.take, src, indices[i:i + piece], None, dst[i:i + piece], "clip")
+                for i in range(0, len(indices), piece))
 
 
 def as_bytes(a: np.ndarray) -> np.ndarray:
