@@ -294,10 +294,10 @@ class _Piece:
     def _gathered(self, indices) -> np.ndarray:
         if self._gather is None:
             self._gather = np.empty(self.piece, self.src_keys.dtype)
+        if self.pipe.mode == "registered":  # the last upload's DMA may still read the buffer
+            self.pipe.up.synchronize()
         keys = self._gather[:len(indices)]
         parallel_take(keys, self.src_keys, indices)
-        if self.pipe.mode == "registered":  # its DMA reads the buffer later: before reusing it
-            self.pipe.up.synchronize()
         return keys
 
     def sort(self, m: int, index_start=None, move: bool = False) -> None:
