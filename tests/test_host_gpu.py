@@ -99,6 +99,33 @@ def test_sort_by_key_out_of_core(capped, monkeypatch, kdtype, vdtype, descending
     _check_pool()
 
 
+def _all_in_the_last_bucket(sample, n):
+    est = np.zeros(len(sample), np.int64)
+    est[-1] = n
+    return est
+
+
+@pytest.mark.parametrize("skew", ["last_bucket", "spill_full"])
+def test_placed_buckets_with_wrong_estimates(capped, monkeypatch, skew):
+    """Estimates far off (the last bucket's region is the whole result):
+    buckets still land in order, each saving what it would overwrite unread,
+    or, past the spill limit, the sort starts again counted."""
+    counted = []
+    real_counted = outofcore._sort_counted
+    monkeypatch.setattr(outofcore, "_sort_counted",
+                        lambda *a, **k: counted.append(1) or real_counted(*a, **k))
+    monkeypatch.setattr(outofcore, "estimates", _all_in_the_last_bucket)
+    monkeypatch.setattr(outofcore, "spill_limit", (lambda n, per_key: 2 * n * per_key)
+                        if skew == "last_bucket" else (lambda n, per_key: 1 << 16))
+    keys = _keys("uniform", "float64", 1_500_007, seed=14)
+    before = keys.copy()
+    assert_keys_equal(csk.sort(keys), np.sort(keys))
+    assert np.array_equal(csk.argsort(keys, stable=True), np.argsort(keys, kind="stable"))
+    assert len(counted) == (2 if skew == "spill_full" else 0)
+    assert np.array_equal(keys, before)
+    _check_pool()
+
+
 @pytest.mark.parametrize("mode", transfer.MODES)
 def test_in_place_out_of_core(capped, monkeypatch, mode):
     monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", mode)
