@@ -200,10 +200,10 @@ def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, r
             r = _subprocess(what, dtype, n, None, 1 if what == "numpy" else repeats)
             rows.append(r)
             print(_row(r, bw), flush=True)
-        ours = [r for r in rows[-len(modes) - len(refs):] if r["what"] == "ours" and "s" in r]
+        mine = [r for r in rows[-len(modes) - len(refs):] if r["what"] == "ours" and "s" in r]
         cupy = [r for r in rows[-len(refs):] if r["what"] == "cupy" and "s" in r]
-        if ours and cupy:
-            best = min(ours, key=lambda r: r["s"])
+        if mine and cupy:
+            best = min(mine, key=lambda r: r["s"])
             print(f"  -> {dtype} 2^{int(np.log2(n))}: {cupy[0]['s'] / best['s']:.2f}x the CuPy round "
                   f"trip ({best['mode']})", flush=True)
     for dtype, n, cap in parse_cases(sizes_out_of_core):

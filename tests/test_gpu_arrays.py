@@ -33,6 +33,9 @@ def test_torch_in_torch_out(rng):
 def test_gpuarray_and_bare_cai(rng):
     from pycuda import gpuarray
 
+    from cudasortkit.device import get_device
+
+    get_device()  # pycuda's arrays need a current context: this test may run first in its process
     a = make_keys("uniform", "uint16", 4099, rng)
     g = gpuarray.to_gpu(a)
     got = csk.sort(g, algorithm=ALGO)
