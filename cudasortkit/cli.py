@@ -11,7 +11,7 @@ import time
 def cmd_info(args) -> int:
     import numpy as np
 
-    from . import __version__
+    from .version import __version__
     from .device import driver_version, get_device, unavailable_reason
     from .tuning.cache import cache_dir
 
