@@ -196,6 +196,9 @@ class Fake:
     def priority_for(self, n):
         return self.priority
 
+    def priority_for_segments(self, segments):
+        return self.priority
+
     def valid_config(self, config, dtype, value_bytes, limits):
         return config.get("block_size", 0) <= self.max_block
 
@@ -377,7 +380,8 @@ def test_the_learner_measures_only_from_credit(fake_context, monkeypatch):
     """First-run measurement costs at most SHARE of the calls' estimated time."""
     spent = []
 
-    def fake_measure(ctx, plugin, op, dtype, b):
+    def fake_measure(ctx, plugin, shape):
+        op, dtype, b, rows = shape
         spent.append((plugin.name, op, dtype, b))
         ctx.attempted.add((plugin.name, op, dtype, b))
         return measured.FIRST_MEASURE_MS
@@ -406,7 +410,8 @@ def test_the_learner_counts_down_to_each_missing_plugin(fake_context, monkeypatc
     the observer is one object per shape, shared by every call of it."""
     spent = []
 
-    def fake_measure(ctx, plugin, op, dtype, b):
+    def fake_measure(ctx, plugin, shape):
+        op, dtype, b, rows = shape
         spent.append(plugin.name)
         ctx.attempted.add((plugin.name, op, dtype, b))
         return measured.FIRST_MEASURE_MS  # as estimated: nothing left over
@@ -427,6 +432,39 @@ def test_the_learner_counts_down_to_each_missing_plugin(fake_context, monkeypatc
     for _ in range(1000):
         observe()  # nothing left to measure: calls only count
     assert len(spent) == 2 and learner.observer(req, CANDS, 10.0) is None
+
+
+def test_the_learner_measures_rows_by_row_length(fake_context, monkeypatch):
+    """Uniform rows missing a measurement at their row length are learned
+    like one array's sizes, under op@rows at the row's bucket; ragged
+    segments and rows too long for two rows in 2^22 keys are not."""
+    from cudasortkit.segments import Segments
+
+    spent = []
+
+    def fake_measure(ctx, plugin, shape):
+        spent.append((plugin.name, shape))
+        op, dtype, b, rows = shape
+        ctx.attempted.add((plugin.name, op + policy.ROWS, dtype, b))
+        return measured.FIRST_MEASURE_MS
+
+    monkeypatch.setattr(measured.Learner, "_measure", staticmethod(fake_measure))
+    monkeypatch.setenv(runtime.ENV_AUTOTUNE, "1")
+    learner = measured.Learner()
+    cands = {"rows_like": Fake("rows_like")}
+    req = Request("argsort", "float32", 1000 * 1000, value_bytes=8,
+                  segments=Segments.rows(1000, 1000))
+    observe = learner.observer(req, cands, 0.05)
+    assert observe is not None
+    while not spent:
+        observe()
+    assert spent == [("rows_like", ("argsort", "float32", 10, True))]
+    assert learner.observer(req, cands, 0.05) is None  # attempted: nothing left
+    long_rows = Request("sort", "float32", 1 << 23, segments=Segments.rows(2, 1 << 22))
+    assert learner.observer(long_rows, cands, 1.0) is None
+    ragged = Request("sort", "float32", 10, segments=Segments.ragged(
+        np.array([0, 3, 10]), np.array([0, 3, 10]), np.array([3, 7])))
+    assert learner.observer(ragged, cands, 1.0) is None
 
 
 def test_cpu_only_still_sorts_and_explains():

@@ -25,9 +25,10 @@ import time
 
 from ..dtypes import itemsize
 from ..errors import PluginError
-from ..select import Choice, DefaultPolicy
+from ..select import Choice, DefaultPolicy, priority_of
 from . import cache, runtime
-from .policy import bucket_of, decide, estimate, measured_shape, op_of, plugin_results
+from .policy import (OP_SHAPE, ROWS_TOTAL_BUCKET, bucket_of, decide, estimate, measured_shape, op_of,
+                     plugin_results, row_bucket)
 
 #: Share of a shape's estimated call time that may go to measuring it.
 SHARE = 0.10
@@ -72,7 +73,7 @@ class Learner:
     paid from each shape's credit (SHARE of its calls' estimated time)."""
 
     def __init__(self):
-        self._credits: dict = {}  # (op, dtype, bucket) -> ShapeCredit
+        self._credits: dict = {}  # (op, dtype, bucket, rows) -> ShapeCredit
         self._compiled: set = set()
         self._lock = threading.Lock()
 
@@ -80,17 +81,22 @@ class Learner:
         """None when nothing is missing for this request's shape (or first-run
         measurement is off); else the shape's ShapeCredit, to call once per
         call of the shape: it counts the call and, once the calls' share
-        covers the next measurement, measures the next missing plugin."""
-        if not runtime.autotune_enabled() or runtime.in_tuning() or request.segments is not None:
-            return None  # (rows are measured by `python -m cudasortkit.tune --rows`)
-        op, dtype, b = op_of(request), request.dtype, bucket_of(request.n)
-        if b > runtime.LAZY_MAX_BUCKET:
+        covers the next measurement, measures the next missing plugin.
+        Shapes are (op, dtype, bucket, rows): one array's size bucket, or for
+        uniform rows the row length's (measured at 2^22 keys in all, as
+        `tune --rows` does); ragged segments are not measured."""
+        if (not runtime.autotune_enabled() or runtime.in_tuning()
+                or measured_shape(request) is None):
             return None
+        rows = request.segments is not None
+        b = row_bucket(request.segments.row_len) if rows else bucket_of(request.n)
+        if b > (ROWS_TOTAL_BUCKET - 1 if rows else runtime.LAZY_MAX_BUCKET):
+            return None  # (rows: at least two rows in the measured 2^22 keys)
         ctx = runtime.context()
-        missing = self._missing(ctx, request, candidates, op, dtype, b)
+        shape = (op_of(request), request.dtype, b, rows)
+        missing = self._missing(ctx, request, candidates, shape)
         if not missing:
             return None
-        shape = (op, dtype, b)
         with self._lock:
             credit = self._credits.get(shape)
             if credit is None or credit.ctx is not ctx:
@@ -101,8 +107,7 @@ class Learner:
 
     def _calls_to_pay(self, name, shape, share, banked) -> int:
         """Calls whose shares, with `banked` ms already earned, cover measuring `name`."""
-        op, dtype, _ = shape
-        cost = self._cost(name, op, dtype, share / SHARE)
+        cost = self._cost(name, shape, share / SHARE)
         return max(1, math.ceil((cost - banked) / share - 1e-9))
 
     def settle(self, credit) -> None:
@@ -112,67 +117,81 @@ class Learner:
             if credit.left > 0:  # another thread settled it first
                 return
             credit.left = 1 << 62  # while measuring, other calls only count
-        op, dtype, b = credit.shape
-        missing = self._missing(credit.ctx, credit.request, credit.candidates, op, dtype, b)
+        shape = credit.shape
+        missing = self._missing(credit.ctx, credit.request, credit.candidates, shape)
         if not missing:
             return
         name, plugin = missing[0]
-        earned = self._cost(name, op, dtype, credit.share / SHARE)
+        earned = self._cost(name, shape, credit.share / SHARE)
         spent = earned
         try:
-            spent = self._measure(credit.ctx, plugin, op, dtype, b)
+            spent = self._measure(credit.ctx, plugin, shape)
         finally:  # also when the plugin failed: the next missing one is paid for anew
             with self._lock:
-                self._compiled.add((name, op, dtype))
-                after = self._missing(credit.ctx, credit.request, credit.candidates, op, dtype, b)
+                self._compiled.add((name, _table_op(shape), shape[1]))
+                after = self._missing(credit.ctx, credit.request, credit.candidates, shape)
                 if after:
-                    credit.left = self._calls_to_pay(after[0][0], credit.shape, credit.share,
+                    credit.left = self._calls_to_pay(after[0][0], shape, credit.share,
                                                      max(0.0, earned - spent))
 
     @staticmethod
-    def _missing(ctx, request, candidates, op, dtype, b) -> list:
+    def _missing(ctx, request, candidates, shape) -> list:
         """(name, plugin) of the GPU candidates not measured at this shape,
         in the order of their declared priority."""
+        top, dtype, b = _table_op(shape), shape[1], shape[2]
         return [(n, p) for n, p in sorted(candidates.items(),
-                                          key=lambda x: (x[1].priority_for(request.n), x[0]))
-                if p.device == "gpu" and not _measured(ctx.table, n, op, dtype, b)
-                and (n, op, dtype, b) not in ctx.attempted]
+                                          key=lambda x: (priority_of(x[1], request), x[0]))
+                if p.device == "gpu" and not _measured(ctx.table, n, top, dtype, b)
+                and (n, top, dtype, b) not in ctx.attempted]
 
-    def _cost(self, name, op, dtype, call_ms) -> float:
-        if (name, op, dtype) not in self._compiled:
+    def _cost(self, name, shape, call_ms) -> float:
+        """Estimated ms of measuring `name` at `shape`; `call_ms` is one call's
+        estimate for the requests of the shape (rows are measured at 2^22
+        keys in all, whatever the request's size)."""
+        op, dtype, _, rows = shape
+        if (name, _table_op(shape), dtype) not in self._compiled:
             return FIRST_MEASURE_MS
+        if rows:
+            call_ms = 0.02 + 6 * (1 << ROWS_TOTAL_BUCKET) * (itemsize(dtype) + OP_SHAPE[op][1]) / 1e9
         return MEASURE_RUNS * call_ms + MEASURE_OVERHEAD_MS
 
     @staticmethod
-    def _measure(ctx, plugin, op, dtype, b) -> float:
-        """Measure plugin's default config at bucket b; returns the ms spent
+    def _measure(ctx, plugin, shape) -> float:
+        """Measure plugin's default config at `shape`; returns the ms spent
         (the table's generation changes: decisions are made again)."""
         from .tuner import Case, Tuner
 
+        op, dtype, b, rows = shape
+        top, n, row_len = runtime.case_shape(op, b, rows)
         start = time.perf_counter()
-        n = 1 << b
-        ctx.attempted.add((plugin.name, op, dtype, b))
+        ctx.attempted.add((plugin.name, top, dtype, b))
         with ctx.lock, runtime.tuning_now():
             try:
                 if ctx.state.free_memory() < 8 * n * (8 + 8):
                     return (time.perf_counter() - start) * 1e3
-                case = Case(ctx.state, op, dtype, n, inputs=2)
+                case = Case(ctx.state, op, dtype, n, inputs=2, row_len=row_len)
                 try:
                     entry = Tuner(ctx.state, repeats=3, warmup=1).tune(plugin, case, "default")
                 finally:
                     case.free()
                 entry["lazy"] = True
-                ctx.store.put(plugin.name, op, dtype, b, entry)
+                ctx.store.put(plugin.name, top, dtype, b, entry)
                 ctx.store.save()
             except PluginError:
                 raise
             except Exception as exc:
-                cache.warn_once(f"learn:{op}:{dtype}:{b}",
-                                f"cudasortkit: first-run measurement of {plugin.name} {op} {dtype} "
+                cache.warn_once(f"learn:{top}:{dtype}:{b}",
+                                f"cudasortkit: first-run measurement of {plugin.name} {top} {dtype} "
                                 f"2^{b} failed ({type(exc).__name__}: {str(exc)[:200]}); defaults used")
             finally:
                 ctx.changed()
         return (time.perf_counter() - start) * 1e3
+
+
+def _table_op(shape) -> str:
+    """The table's op of a learner's shape (op + policy.ROWS for rows)."""
+    op, _, b, rows = shape
+    return runtime.case_shape(op, b, rows)[0]
 
 
 def _measured(table, name, op, dtype, b) -> bool:
