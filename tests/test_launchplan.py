@@ -2,6 +2,8 @@
 reach the driver, so a replay can be compared with a plain run()."""
 import struct
 
+import numpy as np
+
 import pytest
 
 from cudasortkit import compiler, job as jobmod, launchplan
@@ -126,14 +128,14 @@ def _fresh():
 
 def run_job(plugin, base=0x100000, *, n=1000, keys_in=0x10000000, keys_out=0x20000000,
             values_in=0, values_out=0, value_bytes=0, descending=False, config=None,
-            replay=True):
+            replay=True, request=None):
     """Run `plugin` as the API does (through launchplan unless replay=False);
     returns what was issued and the state."""
     ISSUED.clear()
     state = StubState(base)
     job = Job(plugin, state, dtype="uint32", n=n, keys_in=keys_in, keys_out=keys_out,
               values_in=values_in, values_out=values_out, value_bytes=value_bytes,
-              descending=descending, config=config)
+              descending=descending, config=config, request=request)
     try:
         launchplan.run(plugin, job) if replay else plugin.run(job)
     finally:
@@ -337,3 +339,35 @@ def test_shared_memory_past_the_device_limit_is_opted_into_once():
     # 47 KiB are allowed as is (48 KiB less the static 1 KiB); then opt in as needed
     assert Big.kernel.function.attributes == [("max dynamic shared", 60 * 1024),
                                               ("max dynamic shared", 100 * 1024)]
+
+
+class FakeRows(FakeSort):
+    """A replayable segmented plugin whose launch depends on the rows."""
+
+    name = "fake_rows"
+    segmented = True
+    replayable = True
+
+    def run(self, job):
+        self.runs += 1
+        rows = job.request.segments
+        job.launch(self.finish, rows.count, 128, job.keys_in, job.keys_out, rows.row_len)
+
+
+def test_rows_of_one_size_get_a_plan_each_and_ragged_segments_none():
+    from cudasortkit.plugin import Request
+    from cudasortkit.segments import Segments
+
+    def rows(count, length):
+        return Request("sort", "uint32", count * length, segments=Segments.rows(count, length))
+
+    plugin = FakeRows()
+    for count, length in ((1000, 1000), (500, 2000), (1000, 1000), (500, 2000)):
+        issued, _ = run_job(plugin, n=count * length, request=rows(count, length))
+        assert issued[0][2] == (count, 1) and issued[0][4][2] == length
+    assert plugin.runs == 2  # the repeats replayed their own shape's plan
+    ragged = Request("sort", "uint32", 10, segments=Segments.ragged(
+        np.array([0, 3, 10]), np.array([0, 3, 10]), np.array([3, 7])))
+    for _ in range(2):
+        run_job(plugin, n=10, request=ragged)
+    assert plugin.runs == 4 and len(launchplan._plans) == 2  # never recorded
