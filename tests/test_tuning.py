@@ -500,6 +500,21 @@ def test_show_and_parse_sizes_without_gpu(tmp_path, capsys):
     assert "fast_small" in line and line.rstrip().endswith("numpy")
 
 
+def test_show_lists_rows_with_what_auto_picks():
+    from cudasortkit.tuning import report
+
+    t = synthetic()
+    for name, table in (("rows_like", {1: 0.05, 10: 0.4}), ("radix_like", {10: 0.32, 17: 0.5})):
+        t["plugins"][name] = {"hash": "h", "results": {"sort" + policy.ROWS: {"float32": {
+            str(b): {"ms": ms, "config": {"block_size": 256}} for b, ms in table.items()}}}}
+    out = report.show(t, "x")
+    assert "rows: 4,194,304 keys in all" in out
+    line = next(l for l in out.splitlines() if l.startswith("sort@rows") and " 1024 " in l)
+    assert "0.3200" in line and "0.4000" in line and line.split()[-2] == "radix_like"
+    line = next(l for l in out.splitlines() if l.startswith("sort@rows") and " 2 " in l)
+    assert line.split()[-2] == "rows_like"
+
+
 def test_plot_from_cache_file(tmp_path):
     pytest.importorskip("matplotlib")
     from cudasortkit import tune

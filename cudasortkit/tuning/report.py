@@ -6,7 +6,7 @@ import math
 
 from ..dtypes import KEY_DTYPES
 from ..plugin import Request
-from .policy import OP_SHAPE, OPS, decide, plugin_results, points
+from .policy import OP_SHAPE, OPS, ROWS, ROWS_TOTAL_BUCKET, decide, plugin_results, points
 
 
 class _Fake:
@@ -42,6 +42,52 @@ def measured_cells(table):
                 if op in OPS and dtype in KEY_DTYPES:
                     cells.setdefault((op, dtype), set()).update(int(b) for b in by_bucket)
     return {k: sorted(v) for k, v in sorted(cells.items(), key=lambda kv: (OPS.index(kv[0][0]), kv[0][1]))}
+
+
+def measured_row_cells(table):
+    """{(op, dtype): sorted row-length buckets} of the rows entries (op@rows)."""
+    cells = {}
+    for block in table.get("plugins", {}).values():
+        for op, by_dtype in block.get("results", {}).items():
+            base, rows, _ = op.partition(ROWS)
+            if rows and base in OPS:
+                for dtype, by_bucket in by_dtype.items():
+                    if dtype in KEY_DTYPES:
+                        cells.setdefault((base, dtype), set()).update(int(b) for b in by_bucket)
+    return {k: sorted(v) for k, v in sorted(cells.items(), key=lambda kv: (OPS.index(kv[0][0]), kv[0][1]))}
+
+
+def _rows_section(table, plugins) -> list:
+    """show()'s rows part: each segmented plugin's time at 2^22 keys in rows
+    of each measured length, and what auto picks for such rows."""
+    from ..segments import Segments
+
+    cells = measured_row_cells(table)
+    if not cells:
+        return []
+    cols = [n for n, p in plugins.items() if p.device == "gpu"
+            and any(k.endswith(ROWS) for k in plugin_results(table, n))]
+    head = f"{'rows':12} {'dtype':8} {'row len':>10} " + " ".join(f"{c[:15]:>15}" for c in cols) + \
+        f"  {'auto':34}"
+    lines = ["", f"rows: {1 << ROWS_TOTAL_BUCKET:,} keys in all, sorted along the last axis (ms)",
+             head, "-" * len(head)]
+    total = 1 << ROWS_TOTAL_BUCKET
+    for (op, dtype), buckets in cells.items():
+        for b in buckets:
+            row = f"{op + ROWS:12} {dtype:8} {1 << b:>10} "
+            for c in cols:
+                e = plugin_results(table, c).get(op + ROWS, {}).get(dtype, {}).get(str(b))
+                cell = "-" if not isinstance(e, dict) else "failed" if e.get("failed") else \
+                    f"{e['ms']:.4f}"
+                row += f"{cell:>15} "
+            kind, vb = OP_SHAPE[op]
+            length = min(1 << b, total)
+            request = Request(kind=kind, dtype=dtype, n=total, value_bytes=vb,
+                              segments=Segments.rows(total // length, length))
+            d = decide(table, request, {c: plugins[c] for c in cols})
+            row += f" {(d.name + ' ' + format_config(d.config)) if d else '-':34}"
+            lines.append(row.rstrip())
+    return lines
 
 
 def format_config(cfg) -> str:
@@ -92,6 +138,7 @@ def show(table: dict, path: str = "", verbose: bool = False) -> str:
                         plugins)
             row += f"  {hd.name if hd else '-':12}"
             lines.append(row.rstrip())
+    lines += _rows_section(table, plugins)
     if verbose:
         lines.append("")
         lines.append("entries (plugin op dtype n: ms [config] default_ms tried rejected)")
