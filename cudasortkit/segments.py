@@ -89,18 +89,18 @@ class Segments:
             dtype, length = np.dtype(np.int64), len(host)
         if length < 1:
             raise ValueError(f"{what} needs segments + 1 values (at least one: [0] for no segments)")
-        segments = cls(length - 1, 0, False, None)
+        caller = buf = None
         if device is not None and dtype == np.int64:
-            segments._caller, source, widened = device, int(cai["data"][0]), 0
+            caller, source, widened = device, int(cai["data"][0]), 0
         else:
             buf = state.allocate(length * 8, "segment offsets")
-            segments._device, widened = buf, int(buf)
+            widened = int(buf)
             if device is None:
                 state.cuda.memcpy_htod_async(widened, host, state.stream)
                 source, widened = widened, 0
             else:
                 source = int(cai["data"][0])
-        segments._state = state
+        int64_at = int(cai["data"][0]) if caller is not None else int(buf)  # the int64 offsets
         stats = offsets_check(state, source, length - 1, dtype == np.int64, widened)
         if stats["first"] != 0:
             raise ValueError(f"{what}[0] must be 0, got {stats['first']}")
@@ -109,12 +109,12 @@ class Segments:
         if stats["bad"] is not None:
             s = stats["bad"]
             pair = np.empty(2, np.int64)
-            state.cuda.memcpy_dtoh(pair, segments.offsets_ptr(state) + 8 * s)
+            state.cuda.memcpy_dtoh(pair, int64_at + 8 * s)
             raise ValueError(f"{what} must not decrease: {what}[{s}] = {pair[0]} > "
                              f"{what}[{s + 1}] = {pair[1]}")
-        segments.max_len = stats["longest"]
-        segments.key = segments.key[:2] + (max(segments.max_len - 1, 0).bit_length(),)
-        segments.by_length = (stats["segments"], stats["keys"])
+        segments = cls(length - 1, stats["longest"], False, None,
+                       by_length=(stats["segments"], stats["keys"]))
+        segments._caller, segments._device, segments._state = caller, buf, state
         return segments
 
     @property
