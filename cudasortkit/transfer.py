@@ -41,6 +41,14 @@ MODES = ("staged", "registered")
 RING_SPARE = 4
 #: How long the thread driving a pipe sleeps when no copy moved on.
 POLL_S = 50e-6
+#: Staged mode cuts a transfer into pieces of one slot at most and at least
+#: MIN_PIECE_BYTES, aiming at PIECES_PER_THREAD pieces per copy thread: the
+#: first DMA waits for one piece's host copy and the last host copy for one
+#: piece's DMA, so small transfers want small pieces (CUDASORTKIT_HOST_PIECE
+#: fixes the size instead).
+MIN_PIECE_BYTES = 1 << 20
+PIECES_PER_THREAD = 2
+PIECE_ALIGN = 64 << 10
 #: Registered mode pins the caller's memory in pieces of this many bytes
 #: (aligned to it, so no two pieces share a page).
 REGISTER_PIECE = 64 << 20
@@ -73,6 +81,19 @@ def copy_threads() -> int:
     if text:
         return max(1, int(text))
     return max(2, min(12, (os.cpu_count() or 4) - 2))
+
+
+def staged_piece_bytes(nbytes: int) -> int:
+    """Bytes of one staged piece of an `nbytes` transfer (see MIN_PIECE_BYTES)."""
+    slot = pinned_pool.slot_bytes
+    text = os.environ.get("CUDASORTKIT_HOST_PIECE", "").strip()
+    if text:
+        from .memlimit import parse_bytes
+
+        return max(1, min(slot, parse_bytes(text, "CUDASORTKIT_HOST_PIECE")))
+    want = -(-nbytes // (PIECES_PER_THREAD * copy_threads()))
+    want = -(-want // PIECE_ALIGN) * PIECE_ALIGN
+    return max(min(MIN_PIECE_BYTES, slot), min(slot, want))
 
 
 def workers() -> ThreadPoolExecutor:
@@ -162,7 +183,7 @@ class Pipe:
             self._up = [_Slot(b, cuda.Event(flags)) for b in bufs[:half]]
             self._down = [_Slot(b, cuda.Event(flags)) for b in bufs[half:]]
         self._up_count = 0
-        self._wanted = deque()  # downloads not yet issued: [host bytes, dptr, offset, event]
+        self._wanted = deque()  # downloads not yet issued: [host bytes, dptr, offset, event, piece]
         self._after = None  # event the next download request waits for (after_device_work)
         self._pending = deque()  # down slots whose DMA is queued: (slot, host piece)
         self._copying = deque()  # down slots whose host copy runs
@@ -189,7 +210,7 @@ class Pipe:
                 self.cuda.memcpy_htod_async(int(dptr) + offset, piece, self.up)
                 self._tick(len(piece))
             return
-        size = pinned_pool.slot_bytes
+        size = staged_piece_bytes(len(src))
         pieces = [(o, src[o:o + size]) for o in range(0, len(src), size)]
         ring, k = self._up, len(self._up)
         copied = issued = 0  # pieces whose host copy was submitted / whose DMA was queued
@@ -254,7 +275,7 @@ class Pipe:
                 self.cuda.memcpy_dtoh_async(piece, int(dptr) + offset, self.down)
                 self._tick(len(piece))
             return
-        self._wanted.append([dst, int(dptr), 0, self._after])
+        self._wanted.append([dst, int(dptr), 0, self._after, staged_piece_bytes(len(dst))])
         self._after = None
         self.pump()
 
@@ -294,10 +315,9 @@ class Pipe:
             moved = True
             future.result()
             self._tick(nbytes)
-        size = pinned_pool.slot_bytes
         while self._wanted and self._free_down:
             request = self._wanted[0]
-            dst, dptr, offset, after = request
+            dst, dptr, offset, after, size = request
             if after is not None:
                 self.down.wait_for_event(after)
                 request[3] = None

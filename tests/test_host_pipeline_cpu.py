@@ -317,3 +317,18 @@ def test_argsort_out_of_core_keeps_no_keys_on_the_host(fake):
         tracemalloc.stop()
     assert np.array_equal(order, np.argsort(keys, kind="stable"))
     assert peak < order.nbytes + keys.nbytes * 3 // 4, (peak, order.nbytes)
+
+
+def test_staged_pieces_are_small_for_small_transfers(monkeypatch):
+    """About two pieces per copy thread, within [1 MiB, one slot]; the
+    environment can fix the size."""
+    monkeypatch.delenv("CUDASORTKIT_HOST_PIECE", raising=False)
+    monkeypatch.setenv("CUDASORTKIT_COPY_THREADS", "12")
+    slot = pinned.pool.slot_bytes
+    assert slot == 8 << 20
+    assert transfer.staged_piece_bytes(100) == min(transfer.MIN_PIECE_BYTES, slot)
+    mid = transfer.staged_piece_bytes(64 << 20)
+    assert transfer.MIN_PIECE_BYTES <= mid <= slot and -(-(64 << 20) // mid) >= 2 * 12
+    assert transfer.staged_piece_bytes(1 << 34) == slot
+    monkeypatch.setenv("CUDASORTKIT_HOST_PIECE", "2MiB")
+    assert transfer.staged_piece_bytes(1 << 34) == min(2 << 20, slot)
