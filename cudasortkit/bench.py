@@ -297,21 +297,30 @@ def build_parser(parser=None):
 
 
 def register_variant(spec: str) -> str:
-    """Register a copy of a plugin whose tunable defaults are changed by `spec`
-    ('NAME:key=value,...'); returns its name (e.g. onesweep_ec1)."""
+    """Register a copy of a plugin whose config is changed by `spec`
+    ('NAME:key=value,...'; values outside the tunable's listed choices are
+    allowed, valid_config still decides); returns its name (e.g. onesweep_ec1)."""
     from .plugin import Tunable
 
-    base, _, settings = spec.partition(":")
+    base, _, text = spec.partition(":")
     cls = type(registry.plugins()[base])
-    tunables, label = dict(cls.tunables), [base]
-    for item in filter(None, settings.split(",")):
+    tunables, label, settings = dict(cls.tunables), [base], {}
+    for item in filter(None, text.split(",")):
         key, value = item.split("=")
         old = tunables[key]
-        tunables[key] = Tunable(type(old.default)(value), old.values, old.doc)
+        settings[key] = type(old.default)(value)
+        values = old.values if settings[key] in old.values else (*old.values, settings[key])
+        tunables[key] = Tunable(settings[key], values, old.doc)
         label.append("".join(w[0] for w in key.split("_")) + value)
     name = "_".join(label)
+
+    def default_config(self, dtype=None, value_bytes=0):
+        # The spec wins over the plugin's own per-dtype defaults too.
+        return {**cls.default_config(self, dtype, value_bytes), **settings}
+
     registry.register(type(cls.__name__ + "Variant", (cls,),
-                           {"name": name, "tunables": tunables, "__module__": cls.__module__}))
+                           {"name": name, "tunables": tunables, "default_config": default_config,
+                            "__module__": cls.__module__}))
     return name
 
 
