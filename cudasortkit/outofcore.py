@@ -145,6 +145,13 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
     src_keys = keys.array
     src_values = values.array if request.kind == "pairs" else None
     # Where buckets are written: the result arrays, unless one is the input (out=a).
+    if request.kind != "argsort" and (_same(outputs.keys, src_keys)
+                                      or _same(outputs.values, src_values)):
+        _sort_in_place(plugin, config, request, state, src_keys, src_values, outputs, budget,
+                       expected, bar)
+        return
+    # An output overlapping its input otherwise than exactly: sorted into a
+    # fresh array first, copied over at the end.
     in_place = [(outputs.keys is not None and np.may_share_memory(outputs.keys, src_keys)),
                 (src_values is not None and np.may_share_memory(outputs.values, src_values))]
     out_keys = None  # argsort: none (a pass that needs a bucket's keys gathers them by index)
@@ -500,3 +507,159 @@ def _move_buckets(plugin, config, request, state, pipe, parts, placement, out_ke
             pipe.after_device_work()
             placement.protect(lo, hi)
             dev.down(_part(out_keys, lo, hi - lo), _part(out_values, lo, hi - lo))
+
+
+# ------------------------------------------------------------ in place (out=a)
+def _same(x, y) -> bool:
+    """True if x and y are the same memory seen the same way."""
+    return (x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape
+            and x.strides == y.strides
+            and x.__array_interface__["data"][0] == y.__array_interface__["data"][0])
+
+
+def in_place_spill_bytes(n: int, piece: int, per_key: int) -> int:
+    """Most host bytes the spill of an in-place sort holds: half the keys
+    (what a finished prefix of the result overwrote unread is at most what
+    is left to read, and at most the prefix) plus one piece taken but not
+    yet written (undone if a failure comes first)."""
+    return (n // 2 + 1 + piece) * per_key
+
+
+def _sort_in_place(plugin, config, request, state, src_keys, src_values, outputs, budget,
+                   expected, bar) -> None:
+    """Sort with the outputs as the working arrays, one of them (or both)
+    the input itself (out=a, values_out=values): the other is filled from
+    its input first. The distribution pass writes each sorted chunk back
+    where it was; the bucket pass reads the buckets' parts where they lie
+    and saves what a result would overwrite unread (placement.py). At every
+    step the arrays hold a permutation of the input's keys (each with its
+    value); a failure leaves them so (the spill written back) and raises."""
+    n = len(src_keys)
+    keys, values = outputs.keys, outputs.values if request.kind == "pairs" else None
+    for work, src in ((keys, src_keys), (values, src_values)):
+        if work is not None and not _same(work, src):
+            parallel_copy(work, src)
+    kb, vb = itemsize(request.dtype), request.value_bytes
+    piece, buckets = plan(n, bytes_per_key(request), budget)
+    max_word = (1 << (8 * kb)) - 1
+    mask = max_word if request.descending else 0
+    pieces = chunks(n, piece)
+    bar.set_total(n * (kb + vb) * 4)
+    rng = np.random.default_rng()
+    # Staged: the spill arrays come and go, and are never page-locked.
+    with Pipe(state, mode="staged", progress=bar.update) as pipe:
+        splitters, _ = _splitters(state, request, keys, buckets, mask, max_word, budget, rng)
+        counts = _distribute_in_place(plugin, config, request, state, pipe, pieces, piece,
+                                      splitters, mask, keys, values, expected)
+        for attempt in range(1, ATTEMPTS + 1):
+            totals = counts.sum(axis=0)
+            if all(t <= piece or one_value(splitters, b, max_word) for b, t in enumerate(totals)):
+                break
+            if attempt == ATTEMPTS:
+                raise MemoryError(f"out-of-core sort of {n:,} keys: after {ATTEMPTS} samples a "
+                                  f"bucket still holds more than the {piece:,} keys one device "
+                                  "sort can take; raise the device memory limit")
+            # The chunks lie sorted now: counted again against more buckets.
+            splitters, _ = _splitters(state, request, keys, buckets << attempt, mask, max_word,
+                                      budget, rng)
+            counts = _count(state, request, pipe, keys, pieces, splitters, mask)
+        columns = [a for a in (keys, values) if a is not None]
+        placement = Placement(columns, totals,
+                              in_place_spill_bytes(n, piece, sum(a.itemsize for a in columns)))
+        placement.lay(_laid_parts(pieces, counts))
+        _move_in_place(plugin, config, request, state, pipe, placed_parts(totals, piece),
+                       placement, keys, values, expected, piece)
+
+
+def _laid_parts(pieces, counts) -> list:
+    """[(bucket, offset, count)] of each sorted chunk's part of each bucket,
+    buckets in order, chunks in order within one."""
+    starts = np.array([a for a, _ in pieces], np.int64)
+    within = np.cumsum(counts, axis=1) - counts
+    return [(b, starts[c] + within[c, b], counts[c, b])
+            for b in range(counts.shape[1]) for c in range(counts.shape[0]) if counts[c, b]]
+
+
+def _land(pipe, dev, keys, values, lo, hi) -> None:
+    """After a failure while [lo, hi) came down from the device: let the
+    copies in flight end, then bring all of it down again, synchronously."""
+    pipe.close()
+    dev.state.stream.synchronize()
+    if hi > lo:
+        dev.state.cuda.memcpy_dtoh(keys[lo:hi], dev.kout)
+        if values is not None:
+            dev.state.cuda.memcpy_dtoh(values[lo:hi], dev.vout)
+
+
+def _distribute_in_place(plugin, config, request, state, pipe, pieces, piece, splitters, mask,
+                         keys, values, expected) -> np.ndarray:
+    """Each chunk up, sorted, counted per bucket on the device, and down to
+    where it was. Returns counts[chunk, bucket]. A chunk's result has landed
+    before the next sort starts; a failure while it comes down brings it
+    down again whole (the device still holds it)."""
+    nb = len(splitters) + 1
+    counts = np.zeros((len(pieces), nb), np.uint64)
+    with _Piece(plugin, config, request, state, pipe, piece, expected, keys) as dev:
+        dsplit = dev.alloc(max(1, len(splitters)) * 8, "splitters")
+        dcounts = dev.alloc(counts.nbytes, "bucket counts")
+        if len(splitters):
+            state.cuda.memcpy_htod(dsplit, np.ascontiguousarray(splitters, np.uint64))
+        state.cuda.memset_d8_async(dcounts, 0, counts.nbytes, state.stream)
+        landing = None  # (lo, hi) coming down
+        try:
+            for c, (a, b) in enumerate(pieces):
+                dev.up(keys[a:b], _part(values, a, b - a))  # while the last chunk comes down
+                pipe.drain()
+                landing = None
+                dev.sort(b - a)
+                bucket_count(state, request.dtype, dev.kout, b - a, mask, dsplit, len(splitters),
+                             dcounts + c * nb * 8)
+                pipe.after_device_work()
+                landing = (a, b)
+                dev.down(keys[a:b], _part(values, a, b - a))
+            pipe.drain()
+            landing = None
+            state.stream.synchronize()
+            state.cuda.memcpy_dtoh(counts, dcounts)
+        except BaseException:
+            if landing is not None:
+                _land(pipe, dev, keys, values, *landing)
+            raise
+    return counts.astype(np.int64)
+
+
+def _move_in_place(plugin, config, request, state, pipe, parts, placement, keys, values,
+                   expected, piece) -> None:
+    """Each part [lo, hi) of the result: its keys up from where they lie
+    (placement), sorted (or moved), and down to [lo, hi) once what lay
+    unread there is saved. `phase` says, in one assignment, what a failure
+    must undo: (a mark to roll the placement back to: taken, not written;
+    (lo, hi) coming down from the device)."""
+    with _Piece(plugin, config, request, state, pipe, piece, expected, keys) as dev:
+        phase = (None, None)
+        try:
+            for lo, hi, sort in parts:
+                phase = (placement.mark(), phase[1])
+                offset = 0
+                for part in placement.take(hi - lo):  # while the last part comes down
+                    dev.up(*_columns(request, part), offset)
+                    offset += len(part[0])
+                pipe.drain()
+                phase = (phase[0], None)
+                dev.sort(hi - lo, move=not sort)
+                pipe.after_device_work()
+                placement.protect(lo, hi)
+                phase = (None, (lo, hi))
+                dev.down(keys[lo:hi], _part(values, lo, hi - lo))
+            pipe.drain()
+            phase = (None, None)
+        except BaseException:
+            mark, landing = phase
+            if mark is not None:
+                placement.rollback(mark)
+            if landing is not None:
+                _land(pipe, dev, keys, values, *landing)
+            else:
+                pipe.close()
+            placement.give_back()
+            raise

@@ -15,6 +15,14 @@ regions of later buckets wherever the estimates were off, so before a
 write lands, `protect(lo, hi)` copies every part of out[lo, hi) that is
 still unread into a spill array first (about as many keys as the estimates
 were off: little, and counted against the same limit).
+
+An in-place sort (out=a) has no regions: its distribution pass leaves every
+chunk, sorted, where it was, and `lay` queues the parts where they lie. Its
+bucket pass writes over the input itself, so it keeps the input a
+permutation of its keys at every step: `mark`/`rollback` undo a `take`
+whose keys were not written yet, and after a failure `give_back` writes the
+spill into the places whose keys were taken and written elsewhere (exactly
+as many).
 """
 from __future__ import annotations
 
@@ -96,6 +104,53 @@ class Placement:
             for part in self.spills[b]:
                 self._queue.append([b, None, part])
             self.spills[b] = []
+
+    def lay(self, parts) -> None:
+        """In place: queue parts that already lie in the columns,
+        [(bucket, offset, count)] in the order the bucket pass reads them."""
+        for b, offset, count in parts:
+            self._queue.append([int(b), int(offset), self._views(offset, offset + count)])
+
+    def mark(self):
+        """The unread parts now, for `rollback`."""
+        return [list(entry) for entry in self._queue], self.spilled
+
+    def rollback(self, mark) -> None:
+        """Back to `mark`: what was taken since is unread again (its keys
+        must still be where they were: nothing written over them)."""
+        entries, self.spilled = mark
+        self._queue = deque(entries)
+
+    def give_back(self) -> None:
+        """After a failed in-place sort: the first (len - unread keys) places
+        hold final keys; of the places after them, those no unread part holds
+        are as many as the spill holds: write the spill there, so the
+        columns hold a permutation of the input. Empties the queue."""
+        n = len(self.columns[0])
+        at = n - sum(len(entry[2][0]) for entry in self._queue)
+        free = []
+        for lo, hi in sorted((e[1], e[1] + len(e[2][0])) for e in self._queue if e[1] is not None):
+            if lo > at:
+                free.append((at, lo))
+            at = max(at, hi)
+        if at < n:
+            free.append((at, n))
+        spill = [entry[2] for entry in self._queue if entry[1] is None]
+        if sum(hi - lo for lo, hi in free) != sum(len(part[0]) for part in spill):
+            raise AssertionError("cudasortkit: in-place placement lost count of its spill")
+        places = iter(free)
+        lo = hi = 0
+        for part in spill:
+            i, m = 0, len(part[0])
+            while i < m:
+                if lo == hi:
+                    lo, hi = next(places)
+                k = min(m - i, hi - lo)
+                for dst, src in zip(self.columns, part):
+                    np.copyto(dst[lo:lo + k], src[i:i + k])
+                lo, i = lo + k, i + k
+        self._queue.clear()
+        self.spilled = 0
 
     def take(self, count: int) -> list:
         """Parts holding the next `count` unread keys, in order."""

@@ -5,6 +5,7 @@ once) and whose kernels are NumPy (the key order is keys.cuh's, rebuilt
 here). It checks the bookkeeping (pieces, slots, counts, offsets, buckets,
 stability, out=a), not the GPU."""
 import ctypes
+import mmap
 import sys
 import types
 
@@ -67,8 +68,11 @@ def _fake_driver():
 
 
 class _Buf:
+    """Device memory: anonymous mmap, so that tracemalloc sees host memory only."""
+
     def __init__(self, n):
-        self.a = np.empty(max(int(n), 1), np.uint8)
+        self.m = mmap.mmap(-1, max(int(n), 1))
+        self.a = np.frombuffer(self.m, np.uint8)
 
     def __int__(self):
         return _addr(self.a)
@@ -241,8 +245,8 @@ def test_a_failing_copy_gives_the_slots_back(fake, monkeypatch):
         np.copyto(dst, src)
 
     monkeypatch.setattr(transfer, "_host_copy", copy)
-    with pytest.raises(KeyboardInterrupt):
-        fake("sort", keys, out=keys, cap=CAP)
+    with pytest.raises(KeyboardInterrupt):  # out=keys: test_an_interrupted_copy_leaves_a_permutation
+        fake("sort", keys, cap=CAP)
     assert np.array_equal(keys, before)
     assert pinned.pool.in_use_bytes == 0
 
@@ -332,3 +336,241 @@ def test_staged_pieces_are_small_for_small_transfers(monkeypatch):
     assert transfer.staged_piece_bytes(1 << 34) == slot
     monkeypatch.setenv("CUDASORTKIT_HOST_PIECE", "2MiB")
     assert transfer.staged_piece_bytes(1 << 34) == min(2 << 20, slot)
+
+
+# ------------------------------------------------------------ in place (out=a)
+IN_PLACE_DISTS = ["uniform", "sorted", "reverse", "few_unique", "all_equal"]
+
+
+def _in_place(fake, kind, a, values=None, descending=False):
+    """sort(a, out=a) or sort_by_key(a, values, out=a, values_out=values), out of core."""
+    if kind == "sort":
+        k, _ = fake("sort", a, out=a, descending=descending, cap=CAP)
+    else:
+        k, v = fake("pairs", a, values, out=a, values_out=values, descending=descending, cap=CAP)
+        assert v is values
+    assert k is a
+
+
+def _assert_permutation(a, before, values=None):
+    """a holds the keys of `before`, each once; values (indices into
+    `before`, if given) each still with its own key."""
+    bits = f"u{a.itemsize}"
+    assert np.array_equal(np.sort(a.view(bits)), np.sort(before.view(bits)))
+    if values is not None:
+        assert np.array_equal(np.sort(values), np.arange(len(before)))
+        assert np.array_equal(a.view(bits), before[values].view(bits))
+
+
+@pytest.mark.parametrize("dist", IN_PLACE_DISTS)
+@pytest.mark.parametrize("dtype, n, descending", [("uint32", 300_007, False),
+                                                  ("float64", 262_145, True),
+                                                  ("int16", 199_999, False)])
+def test_in_place_sort_matches_numpy(fake, monkeypatch, dist, dtype, n, descending):
+    copies = _spy(monkeypatch, outofcore, "parallel_copy")
+    keys = make_keys(dist, dtype, n, np.random.default_rng(21))
+    expected = keys[reference_argsort(keys, descending)]
+    a = keys.copy()
+    _in_place(fake, "sort", a, descending=descending)
+    assert np.array_equal(a, expected, equal_nan=True)
+    assert not copies, "out=a went through a second full copy"
+    assert pinned.pool.in_use_bytes == 0
+
+
+@pytest.mark.parametrize("dist", IN_PLACE_DISTS)
+@pytest.mark.parametrize("n, descending", [(300_007, False), (131_073, True)])
+def test_in_place_pairs_are_stable(fake, dist, n, descending):
+    keys = make_keys(dist, "float32", n, np.random.default_rng(22))
+    idx = reference_argsort(keys, descending)
+    a, values = keys.copy(), np.arange(n, dtype=np.int64)
+    _in_place(fake, "pairs", a, values, descending)
+    assert np.array_equal(a, keys[idx], equal_nan=True)
+    assert np.array_equal(values, idx)
+    assert pinned.pool.in_use_bytes == 0
+
+
+@pytest.mark.parametrize("which", ["keys", "values"])
+def test_in_place_one_column(fake, which):
+    """Only one output is its input: the other input is never written."""
+    keys = make_keys("few_unique", "uint32", 250_001, np.random.default_rng(23))
+    values = np.arange(len(keys), dtype=np.int32)
+    kb, vb = keys.copy(), values.copy()
+    idx = np.argsort(kb, kind="stable")
+    if which == "keys":
+        k, v = fake("pairs", keys, values, out=keys, cap=CAP)
+        assert k is keys and np.array_equal(values, vb)
+    else:
+        k, v = fake("pairs", keys, values, values_out=values, cap=CAP)
+        assert v is values and np.array_equal(keys, kb)
+    assert np.array_equal(k, kb[idx]) and np.array_equal(v, vb[idx])
+
+
+def test_in_place_counts_again_when_a_bucket_is_too_big(fake, monkeypatch):
+    """A bucket of several values bigger than one sort after the
+    distribution: the chunks lie sorted, so they are counted again against
+    more buckets and the bucket pass reads them where they lie."""
+    real = outofcore.splitters_from_sample
+    calls = []
+
+    def coarse(words, buckets, max_word):
+        calls.append(buckets)
+        return real(words, 2 if len(calls) == 1 else buckets, max_word)
+
+    monkeypatch.setattr(outofcore, "splitters_from_sample", coarse)
+    keys = make_keys("uniform", "uint32", 300_007, np.random.default_rng(24))
+    a, values = keys.copy(), np.arange(len(keys), dtype=np.int64)
+    _in_place(fake, "pairs", a, values)
+    assert len(calls) >= 2
+    assert np.array_equal(values, np.argsort(keys, kind="stable"))
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def _fail_at(monkeypatch, module, name, k, error, counted=None):
+    """module.name raises error("injected") on its k-th call from now (of
+    those for which counted(*args) is true, if given)."""
+    real = getattr(module, name)
+    calls = []
+
+    def failing(*a, **kw):
+        if counted is None or counted(*a):
+            calls.append(1)
+        if len(calls) == k and (counted is None or counted(*a)):
+            raise error("injected")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(module, name, failing)
+    return calls
+
+
+def _check_failures(fake, monkeypatch, kind, keys, module, name, error, ks, counted=None):
+    """Each k: the k-th call of module.name (counted(a, *args) true) raises;
+    a is left a permutation. (The splitters come from a random sample: a
+    call may make fewer calls than k, and then it must have sorted.)"""
+    real = getattr(module, name)
+    raised = 0
+    for k in ks:
+        a, values = keys.copy(), np.arange(len(keys), dtype=np.int64)
+        calls = _fail_at(monkeypatch, module, name, k, error,
+                         counted and (lambda *args, a=a: counted(a, *args)))
+        try:
+            _in_place(fake, kind, a, values if kind == "pairs" else None)
+        except error as exc:
+            assert "injected" in str(exc)
+            raised += 1
+        else:
+            assert len(calls) < k and np.array_equal(a, np.sort(keys))
+        monkeypatch.setattr(module, name, real)
+        _assert_permutation(a, keys, values if kind == "pairs" else None)
+        assert pinned.pool.in_use_bytes == 0
+    assert raised >= len(ks) - 2
+    a = keys.copy()
+    _in_place(fake, "sort", a)  # and the next sort works
+    assert np.array_equal(a, np.sort(keys))
+
+
+@pytest.mark.parametrize("kind", ["sort", "pairs"])
+@pytest.mark.parametrize("dist", ["uniform", "reverse", "few_unique"])
+@pytest.mark.parametrize("error", [Boom, KeyboardInterrupt])
+def test_a_failed_device_sort_leaves_a_permutation(fake, monkeypatch, kind, dist, error):
+    """The k-th device sort raises (distribution pass, bucket pass, first,
+    last): a holds its keys, each once, and (pairs) each with its value."""
+    keys = make_keys(dist, "uint32", 300_007, np.random.default_rng(25))
+    real = outofcore.run_job
+    calls = []
+    monkeypatch.setattr(outofcore, "run_job", lambda *a, **k: calls.append(1) or real(*a, **k))
+    _in_place(fake, kind, keys.copy(), np.arange(len(keys), dtype=np.int64))
+    monkeypatch.setattr(outofcore, "run_job", real)
+    total = len(calls)
+    assert total >= 6
+    ks = sorted({1, 2, total // 3, total // 2, total // 2 + 1, total - 1, total})
+    _check_failures(fake, monkeypatch, kind, keys, outofcore, "run_job", error, ks)
+
+
+def _into(a, dst, src) -> bool:
+    """True for a host copy that writes into a (a download's, not an upload's)."""
+    return np.shares_memory(dst, a)
+
+
+@pytest.mark.parametrize("kind", ["sort", "pairs"])
+@pytest.mark.parametrize("dist", ["uniform", "reverse"])
+@pytest.mark.parametrize("counted", [None, _into], ids=["any copy", "copy down"])
+def test_an_interrupted_copy_leaves_a_permutation(fake, monkeypatch, kind, dist, counted):
+    """Ctrl-C in a host copy of the pipe (up or down, either pass; or while
+    a result comes down into a, half written)."""
+    keys = make_keys(dist, "uint32", 300_007, np.random.default_rng(26))
+    real = transfer._host_copy
+    calls = []
+    a = keys.copy()
+    monkeypatch.setattr(transfer, "_host_copy", lambda *args: (
+        (counted is None or counted(a, *args)) and calls.append(1)) or real(*args))
+    _in_place(fake, kind, a, np.arange(len(keys), dtype=np.int64))
+    monkeypatch.setattr(transfer, "_host_copy", real)
+    total = len(calls)
+    ks = sorted({1, 7, total // 4, total // 2, 3 * total // 4 + 1, total - 3, total})
+    _check_failures(fake, monkeypatch, kind, keys, transfer, "_host_copy", KeyboardInterrupt, ks,
+                    counted)
+
+
+@pytest.mark.parametrize("kind", ["sort", "pairs"])
+def test_a_spill_that_cannot_grow_leaves_a_permutation(fake, monkeypatch, kind):
+    """MemoryError while saving what a result would overwrite."""
+    monkeypatch.setattr(outofcore, "in_place_spill_bytes", lambda n, piece, per_key: 100_000)
+    keys = make_keys("reverse", "uint32", 300_007, np.random.default_rng(27))
+    a, values = keys.copy(), np.arange(len(keys), dtype=np.int64)
+    with pytest.raises(MemoryError):
+        _in_place(fake, kind, a, values if kind == "pairs" else None)
+    _assert_permutation(a, keys, values if kind == "pairs" else None)
+    assert pinned.pool.in_use_bytes == 0
+
+
+@pytest.mark.parametrize("kind", ["sort", "pairs"])
+@pytest.mark.parametrize("dist", IN_PLACE_DISTS)
+def test_in_place_host_memory_is_bounded(fake, monkeypatch, kind, dist):
+    """Traced host memory (NumPy's; the stand-in's device memory is not
+    traced) of an out-of-core out=a sort: at most the documented spill
+    bound (half the data plus one piece) and small change, never a second
+    copy of the data."""
+    import tracemalloc
+
+    from cudasortkit.devicesort import bytes_per_key
+
+    n, cap = 2_000_003, 4 * CAP
+    keys = make_keys(dist, "uint32", n, np.random.default_rng(28))
+    values = np.arange(n, dtype=np.int64) if kind == "pairs" else None
+    a = keys.copy()
+    _in_place(fake, "sort", a[:200_000])  # the stand-in's pinned slots, made once
+    request = types.SimpleNamespace(dtype="uint32", value_bytes=8 if values is not None else 0)
+    piece, _ = outofcore.plan(n, bytes_per_key(request), cap)
+    per_key = a.itemsize + (values.itemsize if values is not None else 0)
+    bound = outofcore.in_place_spill_bytes(n, piece, per_key)
+    peaks = []
+
+    def on_the_device(kernel):
+        """The stand-in's kernels allocate NumPy temporaries where a GPU
+        uses device memory: the peak before each, and none of its own."""
+        def run(*args, **kw):
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            try:
+                return kernel(*args, **kw)
+            finally:
+                tracemalloc.reset_peak()
+        return run
+
+    for name in ("run_job", "bucket_count", "encode_words"):
+        monkeypatch.setattr(outofcore, name, on_the_device(getattr(outofcore, name)))
+    tracemalloc.start()
+    try:
+        if kind == "sort":
+            fake("sort", a, out=a, cap=cap)
+        else:
+            fake("pairs", a, values, out=a, values_out=values, cap=cap)
+        peak = max(peaks + [tracemalloc.get_traced_memory()[1]])
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(a, np.sort(keys))
+    print(f"\n{kind} {dist}: peak {peak / 2**20:.2f} MiB = {peak / (n * per_key):.3f} of the "
+          f"data; bound {bound / 2**20:.2f} MiB")
+    assert peak <= bound + (1 << 20), (peak, bound)
