@@ -30,9 +30,24 @@ bucket pass sorts each run of buckets where it already is.
 Host memory: the result arrays, the spill arrays (at most SPILL_LIMIT
 bytes), one piece of gathered keys for argsort (it keeps no keys on the
 host: a bucket's keys are gathered from the input by its indices), the
-pinned staging pool; out=a
-sorts into a fresh array first and copies it into `a` at the end (a second
-full copy, the one case that needs it).
+pinned staging pool.
+
+In place (out=a; sort_by_key also values_out=values, or only one of the
+two): no result arrays, the input is sorted where it lies
+(`_sort_in_place`). The distribution pass writes each sorted chunk back
+where it was and the device counts its keys per bucket; the bucket pass
+reads each run of buckets from its parts in all chunks, sorts it, saves what
+its final place still holds unread into spill arrays, and writes it there
+(placement.py's `lay`). The spill then holds what a finished prefix of the
+result overwrote unread: at most half the data (at most the prefix, at most
+what is left), plus one piece taken and not yet written,
+`in_place_spill_bytes`; sorted input spills nothing, uniform keys about a
+third, reverse-sorted about half. If anything raises (a device sort, a copy,
+Ctrl-C, MemoryError), the arrays hold a permutation of the input, each key
+with its value: a result half come down is brought down again whole from
+the device, and the spill is written back into the places whose keys were
+already written elsewhere (as many as it holds). Not the input as it was:
+that is gone once it is sorted in place.
 """
 from __future__ import annotations
 

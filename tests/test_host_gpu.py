@@ -129,11 +129,32 @@ def test_placed_buckets_with_wrong_estimates(capped, monkeypatch, skew):
 @pytest.mark.parametrize("mode", transfer.MODES)
 def test_in_place_out_of_core(capped, monkeypatch, mode):
     monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", mode)
+    calls = _spy_out_of_core(monkeypatch)
+    copies = []
+    real_copy = outofcore.parallel_copy
+    monkeypatch.setattr(outofcore, "parallel_copy", lambda *a: copies.append(1) or real_copy(*a))
     keys = _keys("uniform", "uint64", 1_000_033, seed=6)
     expected = np.sort(keys)
     result = csk.sort(keys, out=keys)
-    assert result is keys
+    assert calls and result is keys
     assert np.array_equal(keys, expected)
+    assert not copies, "out=a went through a second full copy"
+    _check_pool()
+
+
+@pytest.mark.parametrize("dist", ["uniform", "reverse"])
+def test_in_place_sort_by_key_out_of_core(capped, monkeypatch, dist):
+    """out=keys, values_out=values: sorted in place, stable."""
+    calls = _spy_out_of_core(monkeypatch)
+    keys = _keys(dist, "float32", 1_500_007, seed=15)
+    values = np.arange(len(keys), dtype=np.int64)
+    idx = np.argsort(keys, kind="stable")
+    expected = keys[idx]
+    k, v = csk.sort_by_key(keys, values, out=keys, values_out=values)
+    assert calls and k is keys and v is values
+    assert_keys_equal(keys, expected)
+    assert np.array_equal(values, idx)
+    _check_pool()
 
 
 def test_out_and_values_out_out_of_core(capped):
@@ -195,10 +216,13 @@ class Boom(RuntimeError):
 
 @pytest.mark.parametrize("error", [Boom, KeyboardInterrupt])
 @pytest.mark.parametrize("where", ["host copy", "plugin run"])
+@pytest.mark.parametrize("in_place", [False, True])
 def test_a_failure_leaves_the_input_intact_and_releases_pinned_memory(capped, monkeypatch, error,
-                                                                      where):
+                                                                      where, in_place):
+    """A fresh result: the input intact. out=a (sorted in place out of
+    core): a holds a permutation of its keys, each once."""
     keys = _keys("uniform", "float64", 1_000_003, seed=11)
-    out = keys  # in place too: the input is also the output
+    out = keys if in_place else None
     before = keys.copy()
     seen = []
     if where == "host copy":
@@ -223,7 +247,10 @@ def test_a_failure_leaves_the_input_intact_and_releases_pinned_memory(capped, mo
         monkeypatch.setattr(outofcore, "run_job", run_job)
     with pytest.raises(error, match="injected"):
         csk.sort(keys, out=out)
-    assert np.array_equal(keys, before)
+    if in_place:
+        assert np.array_equal(np.sort(keys), np.sort(before))
+    else:
+        assert np.array_equal(keys, before)
     _check_pool()
     monkeypatch.undo()
     csk.set_device_memory_limit(SMALL_CAP)
