@@ -286,9 +286,12 @@ def build_parser(parser=None):
                              "numpy.sort, out-of-core sizes under a device memory cap, with the "
                              "pinned bandwidth and host memory (bench_host.py; --sizes takes "
                              "dtype:size[:cap],... for the in-core list, --host-ooc for the other)")
-    parser.add_argument("--host-ooc", default=None, metavar="DTYPE:SIZE[:CAP],...",
-                        help="with --host: the out-of-core cases (default "
-                             "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30; 'none' for none)")
+    parser.add_argument("--host-ooc", default=None, metavar="[OP:]DTYPE:SIZE[:CAP],...",
+                        help="with --host: the out-of-core cases, OP one of sort (default), "
+                             "argsort, pairs (sort_by_key), inplace (sort with out=a) (default "
+                             "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30,"
+                             "argsort:uint32:2^28:1GiB,pairs:uint32:2^28:1GiB,"
+                             "inplace:uint32:2^29:1GiB; 'none' for none)")
     parser.add_argument("--host-modes", default="staged", metavar="MODE,...",
                         help="with --host: transfer modes to time ours with (staged, registered)")
     parser.add_argument("--cold", action="store_true",

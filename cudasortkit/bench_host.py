@@ -11,6 +11,11 @@ bandwidth, the peak host memory over what the process held before the call
 (the input and the pinned staging pool already held are not counted; the
 pool's size is printed), and whether the result was right and the input
 untouched.
+
+A case may name an operation first: `argsort:uint32:2^28:1GiB` (stable
+argsort), `pairs:...` (sort_by_key with uint32 values), `inplace:...`
+(sort with out=a: the input is the output, refilled before each call; its
+peak is what sorting in place costs over the input). Without one: sort.
 """
 from __future__ import annotations
 
@@ -23,19 +28,23 @@ import time
 import numpy as np
 
 DEFAULT_IN_CORE = "uint32:2^24,float64:2^26,uint32:2^28"
-DEFAULT_OUT_OF_CORE = "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30"
+DEFAULT_OUT_OF_CORE = ("uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30,argsort:uint32:2^28:1GiB,"
+                       "pairs:uint32:2^28:1GiB,inplace:uint32:2^29:1GiB")
+OPS = ("sort", "argsort", "pairs", "inplace")
 
 
 def parse_cases(text: str) -> list:
-    """'dtype:size[:cap],...' -> [(dtype, n, cap or None)]."""
+    """'[op:]dtype:size[:cap],...' -> [(op, dtype, n, cap or None)]."""
     from .sizes import parse_size
 
     cases = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         parts = item.split(":")
+        op = parts.pop(0) if parts[0] in OPS else "sort"
         if len(parts) not in (2, 3):
-            raise SystemExit(f"--sizes item {item!r}: write dtype:size or dtype:size:cap")
-        cases.append((parts[0], parse_size(parts[1]), parts[2] if len(parts) == 3 else None))
+            raise SystemExit(f"--sizes item {item!r}: write [op:]dtype:size[:cap], op one of "
+                             f"{', '.join(OPS)}")
+        cases.append((op, parts[0], parse_size(parts[1]), parts[2] if len(parts) == 3 else None))
     return cases
 
 
@@ -108,24 +117,67 @@ def _is_sorted(a: np.ndarray) -> bool:
     return True
 
 
-def run_case(what: str, dtype: str, n: int, cap: str | None, repeats: int) -> dict:
-    """One case in this process: 'ours' (cudasortkit.sort), 'cupy' (the
+def _stable_order(keys: np.ndarray, order: np.ndarray) -> bool:
+    """True if the sorted keys `keys` hold equal keys in ascending `order`."""
+    step = 1 << 26
+    for i in range(0, len(keys) - 1, step):
+        k, o = keys[i:i + step + 1], order[i:i + step + 1]
+        same = k[1:] == k[:-1]
+        if not np.all(o[1:][same] > o[:-1][same]):
+            return False
+    return True
+
+
+def _ours(op: str):
+    """op's call on (keys, values): cudasortkit's sort, stable argsort,
+    sort_by_key or sort with out=keys."""
+    import cudasortkit as csk
+
+    return {"sort": lambda k, v: csk.sort(k),
+            "argsort": lambda k, v: csk.argsort(k, stable=True),
+            "pairs": lambda k, v: csk.sort_by_key(k, v),
+            "inplace": lambda k, v: csk.sort(k, out=k)}[op]
+
+
+def _ordered_right(op: str, keys, result) -> bool:
+    """argsort / pairs: the result is the stable order of keys (its
+    indices, or uint32 values made by arange), checked without a CPU sort."""
+    order = result if op == "argsort" else result[1]
+    got = keys[order]
+    if op == "pairs" and not np.array_equal(got, result[0]):
+        return False
+    return (_is_sorted(got) and _stable_order(got, order)
+            and _fingerprint(order) == _fingerprint(np.arange(len(keys), dtype=order.dtype)))
+
+
+def run_case(what: str, dtype: str, n: int, cap: str | None, repeats: int,
+             op: str = "sort") -> dict:
+    """One case in this process: 'ours' (cudasortkit's `op`), 'cupy' (the
     naive round trip) or 'numpy' (numpy.sort)."""
     import cudasortkit as csk
     from .pinned import pool
 
     keys = make_keys(dtype, n)
+    values = np.arange(n, dtype=np.uint32) if op == "pairs" else None
+    source = keys.copy() if op == "inplace" else None
     before = keys[:1 << 20].copy(), keys[-(1 << 20):].copy()
     exact = n <= 1 << 28
-    expected = np.sort(keys) if exact else None
-    fingerprint = None if exact else _fingerprint(keys)
+    ordered = op in ("argsort", "pairs")
+    expected = np.sort(keys) if exact and not ordered else None
+    fingerprint = None if exact or ordered else _fingerprint(keys)
     if what == "ours":
+        call = _ours(op)
         if cap:
             csk.set_device_memory_limit(cap)
-        csk.sort(make_keys(dtype, 1 << 22, 2))  # compile and fill the pinned pool first
+        warm = [make_keys(dtype, 1 << 22, 2)]  # compile and fill the pinned pool first
         if cap:  # an eighth of the size under the same cap: out of core, the same plugin
-            csk.sort(make_keys(dtype, max(2, n // 8), 2))
-        sort = csk.sort
+            warm.append(make_keys(dtype, max(2, n // 8), 2))
+        for w in warm:
+            call(w, np.arange(len(w), dtype=np.uint32))
+        del warm
+
+        def sort(h):
+            return call(h, values)
     elif what == "cupy":
         import cupy
 
@@ -138,37 +190,45 @@ def run_case(what: str, dtype: str, n: int, cap: str | None, repeats: int) -> di
     times, peak, ok = [], 0, True
     for _ in range(repeats):
         result = None
+        if source is not None:
+            np.copyto(keys, source)
         base = proc_status("VmRSS")
         reset = reset_peak_memory()
         t0 = time.perf_counter()
         result = sort(keys)
         times.append(time.perf_counter() - t0)
         peak = max(peak, (proc_status("VmHWM") - base) if reset else -1)
-        if exact:
+        if ordered:
+            ok = ok and _ordered_right(op, keys, result)
+        elif exact:
             ok = ok and bool(np.array_equal(result, expected, equal_nan=True))
         else:
             ok = ok and _is_sorted(result) and _fingerprint(result) == fingerprint
         del result
-    untouched = (np.array_equal(keys[:1 << 20], before[0], equal_nan=True)
-                 and np.array_equal(keys[-(1 << 20):], before[1], equal_nan=True))
-    return {"what": what, "dtype": dtype, "n": n, "cap": cap, "s": sorted(times)[len(times) // 2],
+    untouched = source is not None or (np.array_equal(keys[:1 << 20], before[0], equal_nan=True)
+                                       and np.array_equal(keys[-(1 << 20):], before[1],
+                                                          equal_nan=True))
+    return {"what": what, "op": op, "dtype": dtype, "n": n, "cap": cap,
+            "s": sorted(times)[len(times) // 2],
             "peak_extra": peak, "input_bytes": keys.nbytes, "ok": ok and untouched,
             "pinned_held": pool.held_bytes}
 
 
-def _subprocess(what, dtype, n, cap, repeats, env=None) -> dict:
-    arg = json.dumps([what, dtype, n, cap, repeats])
+def _subprocess(what, dtype, n, cap, repeats, env=None, op="sort") -> dict:
+    arg = json.dumps([what, dtype, n, cap, repeats, op])
     proc = subprocess.run([sys.executable, "-m", "cudasortkit.bench_host", arg],
                           capture_output=True, text=True, env={**os.environ, **(env or {})})
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    return {"what": what, "dtype": dtype, "n": n, "cap": cap,
+    return {"what": what, "op": op, "dtype": dtype, "n": n, "cap": cap,
             "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
 
 
 def _row(r, bw) -> str:
-    label = r["what"] + (f" [{r['mode']}]" if r.get("mode") else "")
+    op = r.get("op", "sort")
+    label = (r["what"] + (f" {op}" if op != "sort" else "")
+             + (f" [{r['mode']}]" if r.get("mode") else ""))
     head = f"{r['dtype']:8} 2^{int(np.log2(r['n'])):<3} {r['cap'] or '-':>6} {label:20}"
     if "error" in r:
         return head + " " + r["error"]
@@ -186,15 +246,17 @@ def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, r
           f"{'xhost GiB':>8} {'pin MiB':>7} {'ok':>4}")
     rows = []
 
-    def ours(dtype, n, cap):
+    def ours(op, dtype, n, cap):
         for mode in modes:
-            r = _subprocess("ours", dtype, n, cap, repeats, {"CUDASORTKIT_HOST_TRANSFER": mode})
+            r = _subprocess("ours", dtype, n, cap, repeats, {"CUDASORTKIT_HOST_TRANSFER": mode}, op)
             r["mode"] = mode
             rows.append(r)
             print(_row(r, bw), flush=True)
 
-    for dtype, n, cap in parse_cases(sizes_in_core):
-        ours(dtype, n, cap)
+    for op, dtype, n, cap in parse_cases(sizes_in_core):
+        ours(op, dtype, n, cap)
+        if op != "sort":  # the references sort
+            continue
         refs = ("cupy", "numpy") if numpy_ref else ("cupy",)
         for what in refs:
             r = _subprocess(what, dtype, n, None, 1 if what == "numpy" else repeats)
@@ -206,11 +268,11 @@ def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, r
             best = min(mine, key=lambda r: r["s"])
             print(f"  -> {dtype} 2^{int(np.log2(n))}: {cupy[0]['s'] / best['s']:.2f}x the CuPy round "
                   f"trip ({best['mode']})", flush=True)
-    for dtype, n, cap in parse_cases(sizes_out_of_core):
-        ours(dtype, n, cap)
+    for op, dtype, n, cap in parse_cases(sizes_out_of_core):
+        ours(op, dtype, n, cap)
     return 0 if all(r.get("ok") for r in rows) else 1
 
 
 if __name__ == "__main__":
-    what, dtype, n, cap, repeats = json.loads(sys.argv[1])
-    print(json.dumps(run_case(what, dtype, n, cap, repeats)))
+    what, dtype, n, cap, repeats, op = json.loads(sys.argv[1])
+    print(json.dumps(run_case(what, dtype, n, cap, repeats, op)))
