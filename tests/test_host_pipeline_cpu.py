@@ -365,7 +365,8 @@ def _assert_permutation(a, before, values=None):
 @pytest.mark.parametrize("dist", IN_PLACE_DISTS)
 @pytest.mark.parametrize("dtype, n, descending", [("uint32", 300_007, False),
                                                   ("float64", 262_145, True),
-                                                  ("int16", 199_999, False)])
+                                                  ("int16", 199_999, False),
+                                                  ("uint64", 45_007, True)])
 def test_in_place_sort_matches_numpy(fake, monkeypatch, dist, dtype, n, descending):
     copies = _spy(monkeypatch, outofcore, "parallel_copy")
     keys = make_keys(dist, dtype, n, np.random.default_rng(21))
