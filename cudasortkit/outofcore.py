@@ -159,14 +159,13 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
     mask = max_word if request.descending else 0
     src_keys = keys.array
     src_values = values.array if request.kind == "pairs" else None
-    # Where buckets are written: the result arrays, unless one is the input (out=a).
-    if request.kind != "argsort" and (_same(outputs.keys, src_keys)
-                                      or _same(outputs.values, src_values)):
+    if request.kind != "argsort" and _sorts_in_place([(outputs.keys, src_keys),
+                                                      (outputs.values, src_values)]):
         _sort_in_place(plugin, config, request, state, src_keys, src_values, outputs, budget,
                        expected, bar)
         return
-    # An output overlapping its input otherwise than exactly: sorted into a
-    # fresh array first, copied over at the end.
+    # Where buckets are written: the result arrays; one overlapping its input
+    # otherwise than exactly is sorted into a fresh array, copied over at the end.
     in_place = [(outputs.keys is not None and np.may_share_memory(outputs.keys, src_keys)),
                 (src_values is not None and np.may_share_memory(outputs.values, src_values))]
     out_keys = None  # argsort: none (a pass that needs a bucket's keys gathers them by index)
@@ -530,6 +529,15 @@ def _same(x, y) -> bool:
     return (x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape
             and x.strides == y.strides
             and x.__array_interface__["data"][0] == y.__array_interface__["data"][0])
+
+
+def _sorts_in_place(columns) -> bool:
+    """True if an (output, input) pair of `columns` is one array and no
+    other pair overlaps otherwise."""
+    pairs = [(out, src) for out, src in columns if out is not None and src is not None]
+    return (any(_same(out, src) for out, src in pairs)
+            and not any(np.may_share_memory(out, src) and not _same(out, src)
+                        for out, src in pairs))
 
 
 def in_place_spill_bytes(n: int, piece: int, per_key: int) -> int:

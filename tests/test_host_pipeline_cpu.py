@@ -575,3 +575,19 @@ def test_in_place_host_memory_is_bounded(fake, monkeypatch, kind, dist):
     print(f"\n{kind} {dist}: peak {peak / 2**20:.2f} MiB = {peak / (n * per_key):.3f} of the "
           f"data; bound {bound / 2**20:.2f} MiB")
     assert peak <= bound + (1 << 20), (peak, bound)
+
+
+def test_an_output_overlapping_its_input_otherwise_is_still_right(fake, monkeypatch):
+    """out a shifted view of the keys' memory (values_out=values exact):
+    not sorted in place (its copy of the keys would read what it wrote, in
+    pieces), but into fresh arrays copied over at the end."""
+    in_place = _spy(monkeypatch, outofcore, "_sort_in_place")
+    n = 200_003
+    buf = make_keys("uniform", "uint32", n + 1, np.random.default_rng(29))
+    keys = buf[:n].copy()
+    buf[:n] = keys
+    values = np.arange(n, dtype=np.int64)
+    k, v = fake("pairs", buf[:n], values, out=buf[1:], values_out=values, cap=CAP)
+    idx = np.argsort(keys, kind="stable")
+    assert np.array_equal(buf[1:], keys[idx]) and np.array_equal(values, idx)
+    assert not in_place
