@@ -124,6 +124,18 @@ __device__ __forceinline__ void os_store_relaxed(unsigned long long* p, unsigned
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
+// The digit at bit `shift` of a sorted word. 8-bit digits of words up to 32
+// bits are one byte: one PRMT (byte shift / 8 of w, zero above) instead of a
+// shift and a mask.
+__device__ __forceinline__ unsigned os_digit(csk_bits_t w, int shift)
+{
+#if RADIX_BITS == 8 && CSK_KEY_BYTES <= 4
+    return __byte_perm((unsigned)w, 0u, 0x4440u | (unsigned)(shift >> 3));
+#else
+    return csk_digit(w, shift, RADIX_BITS);
+#endif
+}
+
 // ------------------------------------------------------------------ histogram
 // Passes that hold a bit of a sorted word <= limit (at least one).
 __device__ __forceinline__ int os_passes_used(unsigned long long limit)
@@ -131,6 +143,26 @@ __device__ __forceinline__ int os_passes_used(unsigned long long limit)
     const int bits = 64 - __clzll(limit);
     const int used = (bits + RADIX_BITS - 1) / RADIX_BITS;
     return used < 1 ? 1 : (used < PASSES ? used : PASSES);
+}
+
+// Counts the digits of ITEMS sorted words w[] of one thread in its copy of
+// the counters: counter (pass, digit) at shared byte address mine + 4 *
+// (pass * RADIX_DIGITS + digit) * HIST_COPIES, passes below `used`. Passes
+// outermost: one branch a pass, not one a key. Byte addresses in a register
+// make each count one LEA and one shared atomic (the compiler's index
+// arithmetic took three instructions).
+template <int ITEMS>
+__device__ __forceinline__ void os_count_words(unsigned mine, const csk_bits_t (&w)[ITEMS], int used)
+{
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p)
+        if (p < used) {
+#pragma unroll
+            for (int j = 0; j < ITEMS; ++j) {
+                const unsigned at = mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit(w[j], p * RADIX_BITS));
+                asm volatile("red.shared.add.u32 [%0], 1;" :: "r"(at) : "memory");
+            }
+        }
 }
 
 // hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
@@ -144,33 +176,36 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     __shared__ unsigned counts[PASSES * RADIX_DIGITS * HIST_COPIES];
     for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
     __syncthreads();
-    const unsigned copy = threadIdx.x & (HIST_COPIES - 1);
+    const unsigned mine = (unsigned)__cvta_generic_to_shared(counts + (threadIdx.x & (HIST_COPIES - 1)));
     const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
     const int used = os_passes_used(limit);
     const bool check = limit < (unsigned long long)CSK_ALL_ONES;
-    bool outside = false;
+    csk_bits_t largest = 0;  // of the block's sorted words: above limit iff some key is bad
     const csk_index_t chunk = (csk_index_t)BLOCK_SIZE * HIST_ITEMS;
-    for (csk_index_t start = (csk_index_t)blockIdx.x * chunk; start < n; start += (csk_index_t)gridDim.x * chunk) {
-        csk_bits_t u[HIST_ITEMS];
+    csk_index_t start = (csk_index_t)blockIdx.x * chunk;
+    // Whole chunks: no bounds checks, loads at constant offsets.
+    for (; start + chunk <= n; start += (csk_index_t)gridDim.x * chunk) {
+        const csk_bits_t* at = keys + start + threadIdx.x;
+        csk_bits_t w[HIST_ITEMS];
 #pragma unroll
-        for (int j = 0; j < HIST_ITEMS; ++j) {
-            const csk_index_t i = start + j * BLOCK_SIZE + threadIdx.x;
-            u[j] = i < n ? keys[i] : (csk_bits_t)0;
+        for (int j = 0; j < HIST_ITEMS; ++j) w[j] = at[j * BLOCK_SIZE];
+#pragma unroll
+        for (int j = 0; j < HIST_ITEMS; ++j) w[j] = (csk_bits_t)(csk_encode(w[j], kmask) - kbase);
+        if (check) {
+#pragma unroll
+            for (int j = 0; j < HIST_ITEMS; ++j) largest = w[j] > largest ? w[j] : largest;
         }
-#pragma unroll
-        for (int j = 0; j < HIST_ITEMS; ++j) {
-            if (start + j * BLOCK_SIZE + threadIdx.x < n) {
-                const csk_bits_t w = (csk_bits_t)(csk_encode(u[j], kmask) - kbase);
-                if (check && (unsigned long long)w > limit) outside = true;
-#pragma unroll
-                for (int p = 0; p < PASSES; ++p)
-                    if (p < used)
-                        atomicAdd(&counts[(p * RADIX_DIGITS + csk_digit(w, p * RADIX_BITS, RADIX_BITS)) * HIST_COPIES
-                                          + copy], 1u);
-            }
+        os_count_words(mine, w, used);
+    }
+    // The one partial chunk (of the block that reaches it): key by key.
+    if (start < n) {
+        for (csk_index_t i = start + threadIdx.x; i < n; i += BLOCK_SIZE) {
+            const csk_bits_t w[1] = {(csk_bits_t)(csk_encode(keys[i], kmask) - kbase)};
+            largest = w[0] > largest ? w[0] : largest;
+            os_count_words(mine, w, used);
         }
     }
-    if (outside) atomicOr(bad, 1u);
+    if (check && (unsigned long long)largest > limit) atomicOr(bad, 1u);
     __syncthreads();
     for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
         unsigned sum = 0;

@@ -30,9 +30,13 @@ HEADER = "onesweep.cuh"
 #: Regions of onesweep.cuh, each from the first line matching its pattern
 #: (in file order) to the next region's start.
 REGION_STARTS = (
+    ("caller", r"os_digit\(csk_bits_t w, int shift\)"),
+    ("hist.setup", r"^// Passes that hold a bit"),
+    ("caller", r"void os_count_words\("),
     ("hist.setup", r"^onesweep_histogram\("),
-    ("hist.loop", r"for \(csk_index_t start = "),
-    ("hist.merge", r"if \(outside\) atomicOr"),
+    ("hist.loop", r"for \(; start \+ chunk <= n"),
+    ("hist.partial", r"if \(start < n\)"),
+    ("hist.merge", r"if \(check && \(unsigned long long\)largest"),
     ("plan", r"^onesweep_plan\("),
     ("pass.rank", r"os_rank_item\(os_counter_t"),
     ("pass.owned", r"os_owned_digit\(int k\)"),
@@ -46,6 +50,7 @@ REGION_STARTS = (
     ("pass.lookback", r"next_status\["),
     ("pass.scatter", r"// Scatter from the staging area"),
 )
+#: Region "caller": a helper charged to the region of its call site.
 #: Lines charged to a region wherever they stand (the ranking loop's body).
 LINE_REGIONS = ((r"os_rank_item\(my_counts|keys_s\[pos\[j\]\] = key|pos\[j\] \+= my_counts", "pass.rank"),)
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -118,7 +123,8 @@ def count(sass, regions):
             for file, line, outer, outer_line in chain:
                 if file.endswith("/" + HEADER) or (outer or "").endswith("/" + HEADER):
                     region = regions[int(line if file.endswith("/" + HEADER) else outer_line)]
-                    break
+                    if region != "caller":
+                        break
             chain = []
             if not m.group(2).startswith("NOP"):
                 kernels[kernel].append((int(m.group(1), 16), region, m.group(2).strip()))
