@@ -207,11 +207,15 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     }
     if (check && (unsigned long long)largest > limit) atomicOr(bad, 1u);
     __syncthreads();
+    // Thread i sums the copies of counter i (HIST_COPIES consecutive words,
+    // 32 / HIST_COPIES counters to a row of banks) in the order c ^ r, r
+    // telling apart the lanes of a warp that share banks: distinct banks.
     for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
+        const int r = (i / (32 / HIST_COPIES)) & (HIST_COPIES - 1);
         unsigned sum = 0;
 #pragma unroll
         for (int c = 0; c < HIST_COPIES; ++c)
-            sum += counts[i * HIST_COPIES + ((c + i) & (HIST_COPIES - 1))];  // rotated: no bank conflicts
+            sum += counts[(i * HIST_COPIES + r) ^ c];
         if (sum) atomicAdd(&hist[i], (unsigned long long)sum);
     }
 }
