@@ -280,7 +280,7 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 __device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bits_t key, int shift,
                                                  int lane, int item)
 {
-    const unsigned d = csk_digit(key, shift, RADIX_BITS);
+    const unsigned d = os_digit(key, shift);
     const unsigned peers = csk_warp_peers<RADIX_BITS>(d, item);
     const int leader = 31 - __clz(peers);
     unsigned before = 0;
@@ -520,7 +520,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane < warp_keys) {
-            const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
+            const unsigned d = os_digit(key[j], shift);
             atomicAdd(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
         }
     __syncthreads();
@@ -544,14 +544,14 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         if (j * 32 + lane >= warp_keys) {
-            const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
+            const unsigned d = os_digit(key[j], shift);
             atomicSub(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
         }
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        pos[j] += my_counts[csk_digit(key[j], shift, RADIX_BITS)];
+        pos[j] += my_counts[os_digit(key[j], shift)];
         if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
     }
 #endif
@@ -578,7 +578,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll 4
     for (int i = t; i < tile_n; i += BLOCK_SIZE) {
         const csk_bits_t k = keys_s[i];
-        const csk_index_t g = adjust[csk_digit(k, shift, RADIX_BITS)] + i;
+        const csk_index_t g = adjust[os_digit(k, shift)] + i;
         if (store_keys) dst[g] = last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k;
 #if CSK_HAS_VALUES
         os_store_value(vdst, value_mode, last, g, values_s[i]);
