@@ -125,7 +125,7 @@ __device__ __forceinline__ void os_store_relaxed(unsigned long long* p, unsigned
 }
 
 // The digit at bit `shift` of a sorted word. 8-bit digits of words up to 32
-// bits are one byte: one PRMT (byte shift / 8 of w, zero above) instead of a
+// bits are bytes: one PRMT (byte shift / 8 of w, zeros above) instead of a
 // shift and a mask.
 __device__ __forceinline__ unsigned os_digit(csk_bits_t w, int shift)
 {
@@ -133,6 +133,18 @@ __device__ __forceinline__ unsigned os_digit(csk_bits_t w, int shift)
     return __byte_perm((unsigned)w, 0u, 0x4440u | (unsigned)(shift >> 3));
 #else
     return csk_digit(w, shift, RADIX_BITS);
+#endif
+}
+
+// os_digit at a shift known at compile time (the histogram's unrolled
+// passes): 8-bit digits of 64-bit words are one PRMT of the right half too
+// (with a runtime shift, picking the half costs what it saves).
+__device__ __forceinline__ unsigned os_digit_fixed(csk_bits_t w, int shift)
+{
+#if RADIX_BITS == 8 && CSK_KEY_BYTES == 8
+    return __byte_perm((unsigned)(w >> (shift & 32)), 0u, 0x4440u | (unsigned)((shift >> 3) & 3));
+#else
+    return os_digit(w, shift);
 #endif
 }
 
@@ -159,7 +171,7 @@ __device__ __forceinline__ void os_count_words(unsigned mine, const csk_bits_t (
         if (p < used) {
 #pragma unroll
             for (int j = 0; j < ITEMS; ++j) {
-                const unsigned at = mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit(w[j], p * RADIX_BITS));
+                const unsigned at = mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit_fixed(w[j], p * RADIX_BITS));
                 asm volatile("red.shared.add.u32 [%0], 1;" :: "r"(at) : "memory");
             }
         }
