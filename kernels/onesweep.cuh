@@ -157,6 +157,12 @@ __device__ __forceinline__ int os_passes_used(unsigned long long limit)
     return used < 1 ? 1 : (used < PASSES ? used : PASSES);
 }
 
+// *at += v for a shared word at byte address `at` (no result: RED).
+__device__ __forceinline__ void os_shared_add(unsigned at, unsigned v)
+{
+    asm volatile("red.shared.add.u32 [%0], %1;" :: "r"(at), "r"(v) : "memory");
+}
+
 // Counts the digits of ITEMS sorted words w[] of one thread in its copy of
 // the counters: counter (pass, digit) at shared byte address mine + 4 *
 // (pass * RADIX_DIGITS + digit) * HIST_COPIES, passes below `used`. Passes
@@ -171,8 +177,7 @@ __device__ __forceinline__ void os_count_words(unsigned mine, const csk_bits_t (
         if (p < used) {
 #pragma unroll
             for (int j = 0; j < ITEMS; ++j) {
-                const unsigned at = mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit_fixed(w[j], p * RADIX_BITS));
-                asm volatile("red.shared.add.u32 [%0], 1;" :: "r"(at) : "memory");
+                os_shared_add(mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit_fixed(w[j], p * RADIX_BITS)), 1u);
             }
         }
 }
@@ -283,6 +288,24 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 #define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
 #define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
 #define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
+
+// n more keys of digit d in a warp's counters at shared byte address
+// `words` (OS_PACK counters a word; n may be negative, mod 2^32: the word's
+// sum stays exact whatever order the adds come in).
+__device__ __forceinline__ void os_count_digit(unsigned words, unsigned d, unsigned n)
+{
+    os_shared_add(words + 4u * (d / OS_PACK), n << (OS_LANE_BITS * (d % OS_PACK)));
+}
+
+// Keys past n out of a warp's counts (every digit's run must hold real keys
+// only: the runs need not be in digit order, see OS_WORDS). They are the
+// largest word, so all of one digit: lane 0 takes them off at once instead
+// of every key being tested.
+__device__ __forceinline__ void os_uncount_past_n(unsigned words, int shift, int warp_keys, int lane)
+{
+    const int past = WARP_ITEMS - (warp_keys > 0 ? warp_keys : 0);
+    if (lane == 0 && past > 0) os_count_digit(words, os_digit(CSK_ALL_ONES, shift), 0u - (unsigned)past);
+}
 
 // Warp-level multisplit ranking of one item per lane: lanes with the same
 // digit find each other (peers.cuh); the highest of them bumps the warp's
@@ -524,17 +547,15 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 
     unsigned* my_words = warp_words + warp * OS_WORDS;
     os_counter_t* my_counts = (os_counter_t*)my_words;
+    const unsigned my_words_at = (unsigned)__cvta_generic_to_shared(my_words);
     unsigned counts[OS_WORDS_PER_THREAD], starts[OS_WORDS_PER_THREAD], pos[ITEMS_PER_THREAD];
 #if EARLY_COUNTS
     // Early counts: the warps' digit counts first (shared atomics), so the
     // tile publishes its aggregate and looks back before ranking, and every
     // key is staged as soon as it is ranked (no ranks kept in registers).
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane < warp_keys) {
-            const unsigned d = os_digit(key[j], shift);
-            atomicAdd(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
-        }
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) os_count_digit(my_words_at, os_digit(key[j], shift), 1u);
+    os_uncount_past_n(my_words_at, shift, warp_keys, lane);
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
     // Look back now, before ranking (as CUB's onesweep does): our inclusive
@@ -551,14 +572,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-    // Keys past n out of the counts: every digit's run must hold real keys
-    // only, since the runs are not in digit order (see OS_WORDS).
-#pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane >= warp_keys) {
-            const unsigned d = os_digit(key[j], shift);
-            atomicSub(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
-        }
+    os_uncount_past_n(my_words_at, shift, warp_keys, lane);
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
 #pragma unroll
