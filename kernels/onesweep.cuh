@@ -73,6 +73,11 @@ typedef unsigned os_counter_t;
 #define OS_WORDS (RADIX_DIGITS / OS_PACK)
 #define OS_WORDS_PER_THREAD ((OS_WORDS + BLOCK_SIZE - 1) / BLOCK_SIZE)
 #define OS_DIGITS_PER_THREAD (OS_PACK * OS_WORDS_PER_THREAD)
+// With one word a thread the runs are in digit order, so the keys past n
+// (the largest word, ranked after every real key of its digit, not counted)
+// land at tile positions tile_n .. TILE - 1, past every real key: they may
+// be staged unconditionally (never scattered). Otherwise they are not staged.
+#define OS_RUNS_IN_DIGIT_ORDER (OS_WORDS_PER_THREAD == 1)
 #define HIST_ITEMS 8
 // Copies of each histogram counter, lane & (HIST_COPIES - 1) picking one, in
 // 32 KiB of shared memory: lanes with the same digit hit different words
@@ -527,10 +532,17 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     // Load warp-striped (each load instruction reads 32 consecutive keys), so
     // that item j of lane l is key warp_base + j * 32 + l: ranking items in
     // order j, lanes in order, visits the warp's keys in input order (stable).
+    // Whole warps (all but the last tile's last ones) load without bounds tests.
+    const bool whole_warp = warp_keys >= WARP_ITEMS;
+    const csk_bits_t* my_src = src + warp_base + lane;
     csk_bits_t key[ITEMS_PER_THREAD];
+    if (whole_warp) {
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        key[j] = j * 32 + lane < warp_keys ? src[warp_base + j * 32 + lane] : (csk_bits_t)0;
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = my_src[j * 32];
+    } else {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            key[j] = j * 32 + lane < warp_keys ? my_src[j * 32] : (csk_bits_t)0;
     }
     if (first) {
 #pragma unroll
@@ -539,11 +551,12 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     // Past n (last tile only): the largest word. Such keys rank after every
     // real key of their digit (last in key order), so ranking needs no
     // validity bit: they only bump that digit's counters after every real
-    // key of it, and are never staged. (Without early counts they are taken
-    // off the counters again before the counts are published.)
+    // key of it (and are taken off the counts before they are published).
+    if (!whole_warp) {
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+    }
 
     unsigned* my_words = warp_words + warp * OS_WORDS;
     os_counter_t* my_counts = (os_counter_t*)my_words;
@@ -564,7 +577,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-        if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+        if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
     }
 #else
     // Rank first (the warps' counters start at 0), then publish the counts
@@ -578,7 +591,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         pos[j] += my_counts[os_digit(key[j], shift)];
-        if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+        if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
     }
 #endif
 #if CSK_HAS_VALUES
