@@ -287,10 +287,20 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 // Dynamic shared memory layout (bytes; plugins/onesweep.py mirrors it):
 //   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
 //   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
+//                                         (an os_pos_t: 4 of the 8 bytes used
+//                                         unless WIDE_STATUS)
 //   keys staging    TILE * CSK_KEY_BYTES  (rounded up to 8)
 //   warp counters   WARPS * OS_WORDS * 4  (OS_PACK counters a word)
 //   scan scratch    (WARPS + 1) * 4, then the tile id (4)
 #define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
+// Global key positions of the scatter: 32-bit unless WIDE_STATUS (the
+// driver sets it for n >= 2^30), so a position is one add and its address
+// one IMAD.WIDE; adjust[] wraps mod 2^32 but adjust + i never does.
+#if WIDE_STATUS
+typedef csk_index_t os_pos_t;
+#else
+typedef unsigned os_pos_t;
+#endif
 #define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
 #define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
 
@@ -405,7 +415,7 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
 // (all their status loads in flight at once). Prefixes fit a status word's
 // count (the driver picks WIDE_STATUS), so they are summed in one.
 __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
-                                             csk_index_t* adjust, int pass, unsigned tile,
+                                             os_pos_t* adjust, int pass, unsigned tile,
                                              const unsigned (&counts)[OS_WORDS_PER_THREAD],
                                              const unsigned (&starts)[OS_WORDS_PER_THREAD])
 {
@@ -444,7 +454,7 @@ __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsig
             if (tile > 0)
                 os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + d],
                                  OS_FLAG_PREFIX | (before[k] + count));
-            adjust[d] = (csk_index_t)offsets[pass * RADIX_DIGITS + d] + (csk_index_t)before[k] - start;
+            adjust[d] = (os_pos_t)((csk_index_t)offsets[pass * RADIX_DIGITS + d] + (csk_index_t)before[k] - start);
         }
     }
 }
@@ -510,7 +520,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #if CSK_HAS_VALUES
     csk_value_t* values_s = (csk_value_t*)smem;
 #endif
-    csk_index_t* adjust = (csk_index_t*)(smem + OS_VALUES_BYTES);
+    os_pos_t* adjust = (os_pos_t*)(smem + OS_VALUES_BYTES);
     csk_bits_t* keys_s = (csk_bits_t*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8);
     unsigned* warp_words = (unsigned*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8 + OS_KEYS_BYTES);
     unsigned* scan_scratch = warp_words + WARPS * OS_WORDS;
@@ -617,7 +627,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll 4
     for (int i = t; i < tile_n; i += BLOCK_SIZE) {
         const csk_bits_t k = keys_s[i];
-        const csk_index_t g = adjust[os_digit(k, shift)] + i;
+        const os_pos_t g = adjust[os_digit(k, shift)] + (os_pos_t)i;
         if (store_keys) dst[g] = last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k;
 #if CSK_HAS_VALUES
         os_store_value(vdst, value_mode, last, g, values_s[i]);
