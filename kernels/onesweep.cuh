@@ -528,7 +528,13 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
-    for (int i = t; i < WARPS * OS_WORDS; i += BLOCK_SIZE) warp_words[i] = 0;
+    // Zero the warp counters in 8-byte stores (the area is 8-byte aligned and
+    // holds an even number of words), unrolled: no loop to set up.
+    enum { OS_ZERO_PAIRS = WARPS * OS_WORDS / 2 };
+#pragma unroll
+    for (int k = 0; k < (OS_ZERO_PAIRS + BLOCK_SIZE - 1) / BLOCK_SIZE; ++k)
+        if (OS_ZERO_PAIRS % BLOCK_SIZE == 0 || k * BLOCK_SIZE + t < OS_ZERO_PAIRS)
+            ((unsigned long long*)warp_words)[k * BLOCK_SIZE + t] = 0ull;
     __syncthreads();
     const unsigned tile = *tile_slot;
     os_status_t* my_status = status + (csk_index_t)(index & 1) * tiles * RADIX_DIGITS;
