@@ -630,7 +630,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     // Scatter from the staging area: consecutive threads write consecutive
     // positions of one digit's run (coalesced per digit).
     const int tile_n = (int)((n - tile_base) < (csk_index_t)TILE ? (n - tile_base) : (csk_index_t)TILE);
-#pragma unroll 4
+#pragma unroll 8
     for (int i = t; i < tile_n; i += BLOCK_SIZE) {
         const csk_bits_t k = keys_s[i];
         const os_pos_t g = adjust[os_digit(k, shift)] + (os_pos_t)i;
