@@ -333,7 +333,9 @@ __device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bi
     const unsigned d = os_digit(key, shift);
     const unsigned peers = csk_warp_peers<RADIX_BITS>(d, item);
     const int leader = 31 - __clz(peers);
-    unsigned before = 0;
+    // Only the leader's `before` is read (shuffled); the others keep d, whose
+    // register is free by then (a zero would cost a MOV a key).
+    unsigned before = d;
     if (lane == leader) {
         before = my_counts[d];
         my_counts[d] = (os_counter_t)(before + __popc(peers));
