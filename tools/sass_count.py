@@ -28,7 +28,8 @@ from cudasortkit.template import KernelTemplate
 
 HEADER = "onesweep.cuh"
 #: Regions of onesweep.cuh, each from the first line matching its pattern
-#: (in file order) to the next region's start.
+#: (in file order) to the next region's start. "caller": a helper charged to
+#: the region of its call site.
 REGION_STARTS = (
     ("caller", r"os_digit\(csk_bits_t w, int shift\)"),
     ("hist.setup", r"^// Passes that hold a bit"),
@@ -51,7 +52,6 @@ REGION_STARTS = (
     ("pass.lookback", r"next_status\["),
     ("pass.scatter", r"// Scatter from the staging area"),
 )
-#: Region "caller": a helper charged to the region of its call site.
 #: Lines charged to a region wherever they stand (the ranking loop's body).
 LINE_REGIONS = ((r"os_rank_item\(my_counts|keys_s\[pos\[j\]\] = key|pos\[j\] \+= my_counts", "pass.rank"),)
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -73,8 +73,10 @@ def line_regions(path):
     lines = open(path).read().splitlines()
     starts, at = [], 0
     for name, pattern in REGION_STARTS:
-        while not re.search(pattern, lines[at]):
+        while at < len(lines) and not re.search(pattern, lines[at]):
             at += 1
+        if at == len(lines):
+            sys.exit(f"region {name!r}: no line of {path} matches {pattern!r} (update REGION_STARTS)")
         starts.append((at, name))
     regions, current = [None], None
     for i, text in enumerate(lines):
