@@ -333,14 +333,16 @@ __device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bi
     const unsigned d = os_digit(key, shift);
     const unsigned peers = csk_warp_peers<RADIX_BITS>(d, item);
     const int leader = 31 - __clz(peers);
+    const unsigned below = __popc(peers & ((1u << lane) - 1u));  // peers in lower lanes
     // Only the leader's `before` is read (shuffled); the others keep d, whose
-    // register is free by then (a zero would cost a MOV a key).
+    // register is free by then (a zero would cost a MOV a key). The leader is
+    // the highest peer: below + 1 peers in all.
     unsigned before = d;
     if (lane == leader) {
         before = my_counts[d];
-        my_counts[d] = (os_counter_t)(before + __popc(peers));
+        my_counts[d] = (os_counter_t)(before + below + 1u);
     }
-    const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1u));
+    const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + below;
     __syncwarp();
     return rank;
 }
