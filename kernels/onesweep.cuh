@@ -73,6 +73,11 @@ typedef unsigned os_counter_t;
 #define OS_WORDS (RADIX_DIGITS / OS_PACK)
 #define OS_WORDS_PER_THREAD ((OS_WORDS + BLOCK_SIZE - 1) / BLOCK_SIZE)
 #define OS_DIGITS_PER_THREAD (OS_PACK * OS_WORDS_PER_THREAD)
+// With one word a thread the runs are in digit order, so the keys past n
+// (the largest word, ranked after every real key of its digit, not counted)
+// land at tile positions tile_n .. TILE - 1, past every real key: they may
+// be staged unconditionally (never scattered). Otherwise they are not staged.
+#define OS_RUNS_IN_DIGIT_ORDER (OS_WORDS_PER_THREAD == 1)
 #define HIST_ITEMS 8
 // Copies of each histogram counter, lane & (HIST_COPIES - 1) picking one, in
 // 32 KiB of shared memory: lanes with the same digit hit different words
@@ -124,6 +129,30 @@ __device__ __forceinline__ void os_store_relaxed(unsigned long long* p, unsigned
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
+// The digit at bit `shift` of a sorted word. 8-bit digits of words up to 32
+// bits are bytes: one PRMT (byte shift / 8 of w, zeros above) instead of a
+// shift and a mask.
+__device__ __forceinline__ unsigned os_digit(csk_bits_t w, int shift)
+{
+#if RADIX_BITS == 8 && CSK_KEY_BYTES <= 4
+    return __byte_perm((unsigned)w, 0u, 0x4440u | (unsigned)(shift >> 3));
+#else
+    return csk_digit(w, shift, RADIX_BITS);
+#endif
+}
+
+// os_digit at a shift known at compile time (the histogram's unrolled
+// passes): 8-bit digits of 64-bit words are one PRMT of the right half too
+// (with a runtime shift, picking the half costs what it saves).
+__device__ __forceinline__ unsigned os_digit_fixed(csk_bits_t w, int shift)
+{
+#if RADIX_BITS == 8 && CSK_KEY_BYTES == 8
+    return __byte_perm((unsigned)(w >> (shift & 32)), 0u, 0x4440u | (unsigned)((shift >> 3) & 3));
+#else
+    return os_digit(w, shift);
+#endif
+}
+
 // ------------------------------------------------------------------ histogram
 // Passes that hold a bit of a sorted word <= limit (at least one).
 __device__ __forceinline__ int os_passes_used(unsigned long long limit)
@@ -131,6 +160,31 @@ __device__ __forceinline__ int os_passes_used(unsigned long long limit)
     const int bits = 64 - __clzll(limit);
     const int used = (bits + RADIX_BITS - 1) / RADIX_BITS;
     return used < 1 ? 1 : (used < PASSES ? used : PASSES);
+}
+
+// *at += v for a shared word at byte address `at` (no result: RED).
+__device__ __forceinline__ void os_shared_add(unsigned at, unsigned v)
+{
+    asm volatile("red.shared.add.u32 [%0], %1;" :: "r"(at), "r"(v) : "memory");
+}
+
+// Counts the digits of ITEMS sorted words w[] of one thread in its copy of
+// the counters: counter (pass, digit) at shared byte address mine + 4 *
+// (pass * RADIX_DIGITS + digit) * HIST_COPIES, passes below `used`. Passes
+// outermost: one branch a pass, not one a key. Byte addresses in a register
+// make each count one LEA and one shared atomic (the compiler's index
+// arithmetic took three instructions).
+template <int ITEMS>
+__device__ __forceinline__ void os_count_words(unsigned mine, const csk_bits_t (&w)[ITEMS], int used)
+{
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p)
+        if (p < used) {
+#pragma unroll
+            for (int j = 0; j < ITEMS; ++j) {
+                os_shared_add(mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit_fixed(w[j], p * RADIX_BITS)), 1u);
+            }
+        }
 }
 
 // hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
@@ -144,39 +198,46 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     __shared__ unsigned counts[PASSES * RADIX_DIGITS * HIST_COPIES];
     for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
     __syncthreads();
-    const unsigned copy = threadIdx.x & (HIST_COPIES - 1);
+    const unsigned mine = (unsigned)__cvta_generic_to_shared(counts + (threadIdx.x & (HIST_COPIES - 1)));
     const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
     const int used = os_passes_used(limit);
     const bool check = limit < (unsigned long long)CSK_ALL_ONES;
-    bool outside = false;
+    csk_bits_t largest = 0;  // of the block's sorted words: above limit iff some key is bad
     const csk_index_t chunk = (csk_index_t)BLOCK_SIZE * HIST_ITEMS;
-    for (csk_index_t start = (csk_index_t)blockIdx.x * chunk; start < n; start += (csk_index_t)gridDim.x * chunk) {
-        csk_bits_t u[HIST_ITEMS];
+    csk_index_t start = (csk_index_t)blockIdx.x * chunk;
+    // Whole chunks: no bounds checks, loads at constant offsets.
+    for (; start + chunk <= n; start += (csk_index_t)gridDim.x * chunk) {
+        const csk_bits_t* at = keys + start + threadIdx.x;
+        csk_bits_t w[HIST_ITEMS];
 #pragma unroll
-        for (int j = 0; j < HIST_ITEMS; ++j) {
-            const csk_index_t i = start + j * BLOCK_SIZE + threadIdx.x;
-            u[j] = i < n ? keys[i] : (csk_bits_t)0;
+        for (int j = 0; j < HIST_ITEMS; ++j) w[j] = at[j * BLOCK_SIZE];
+#pragma unroll
+        for (int j = 0; j < HIST_ITEMS; ++j) w[j] = (csk_bits_t)(csk_encode(w[j], kmask) - kbase);
+        if (check) {
+#pragma unroll
+            for (int j = 0; j < HIST_ITEMS; ++j) largest = w[j] > largest ? w[j] : largest;
         }
-#pragma unroll
-        for (int j = 0; j < HIST_ITEMS; ++j) {
-            if (start + j * BLOCK_SIZE + threadIdx.x < n) {
-                const csk_bits_t w = (csk_bits_t)(csk_encode(u[j], kmask) - kbase);
-                if (check && (unsigned long long)w > limit) outside = true;
-#pragma unroll
-                for (int p = 0; p < PASSES; ++p)
-                    if (p < used)
-                        atomicAdd(&counts[(p * RADIX_DIGITS + csk_digit(w, p * RADIX_BITS, RADIX_BITS)) * HIST_COPIES
-                                          + copy], 1u);
-            }
+        os_count_words(mine, w, used);
+    }
+    // The one partial chunk (of the block that reaches it): key by key.
+    if (start < n) {
+        for (csk_index_t i = start + threadIdx.x; i < n; i += BLOCK_SIZE) {
+            const csk_bits_t w[1] = {(csk_bits_t)(csk_encode(keys[i], kmask) - kbase)};
+            largest = w[0] > largest ? w[0] : largest;
+            os_count_words(mine, w, used);
         }
     }
-    if (outside) atomicOr(bad, 1u);
+    if (check && (unsigned long long)largest > limit) atomicOr(bad, 1u);
     __syncthreads();
+    // Thread i sums the copies of counter i (HIST_COPIES consecutive words,
+    // 32 / HIST_COPIES counters to a row of banks) in the order c ^ r, r
+    // telling apart the lanes of a warp that share banks: distinct banks.
     for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
+        const int r = (i / (32 / HIST_COPIES)) & (HIST_COPIES - 1);
         unsigned sum = 0;
 #pragma unroll
         for (int c = 0; c < HIST_COPIES; ++c)
-            sum += counts[i * HIST_COPIES + ((c + i) & (HIST_COPIES - 1))];  // rotated: no bank conflicts
+            sum += counts[(i * HIST_COPIES + r) ^ c];
         if (sum) atomicAdd(&hist[i], (unsigned long long)sum);
     }
 }
@@ -226,12 +287,40 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 // Dynamic shared memory layout (bytes; plugins/onesweep.py mirrors it):
 //   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
 //   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
+//                                         (an os_pos_t: 4 of the 8 bytes used
+//                                         unless WIDE_STATUS)
 //   keys staging    TILE * CSK_KEY_BYTES  (rounded up to 8)
 //   warp counters   WARPS * OS_WORDS * 4  (OS_PACK counters a word)
 //   scan scratch    (WARPS + 1) * 4, then the tile id (4)
 #define OS_ALIGN8(x) (((x) + 7) / 8 * 8)
+// Global key positions of the scatter: 32-bit unless WIDE_STATUS (the
+// driver sets it for n >= 2^30), so a position is one add and its address
+// one IMAD.WIDE; adjust[] wraps mod 2^32 but adjust + i never does.
+#if WIDE_STATUS
+typedef csk_index_t os_pos_t;
+#else
+typedef unsigned os_pos_t;
+#endif
 #define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
 #define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
+
+// n more keys of digit d in a warp's counters at shared byte address
+// `words` (OS_PACK counters a word; n may be negative, mod 2^32: the word's
+// sum stays exact whatever order the adds come in).
+__device__ __forceinline__ void os_count_digit(unsigned words, unsigned d, unsigned n)
+{
+    os_shared_add(words + 4u * (d / OS_PACK), n << (OS_LANE_BITS * (d % OS_PACK)));
+}
+
+// Keys past n out of a warp's counts (every digit's run must hold real keys
+// only: the runs need not be in digit order, see OS_WORDS). They are the
+// largest word, so all of one digit: lane 0 takes them off at once instead
+// of every key being tested.
+__device__ __forceinline__ void os_uncount_past_n(unsigned words, int shift, int warp_keys, int lane)
+{
+    const int past = WARP_ITEMS - (warp_keys > 0 ? warp_keys : 0);
+    if (lane == 0 && past > 0) os_count_digit(words, os_digit(CSK_ALL_ONES, shift), 0u - (unsigned)past);
+}
 
 // Warp-level multisplit ranking of one item per lane: lanes with the same
 // digit find each other (peers.cuh); the highest of them bumps the warp's
@@ -241,15 +330,19 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
 __device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bits_t key, int shift,
                                                  int lane, int item)
 {
-    const unsigned d = csk_digit(key, shift, RADIX_BITS);
+    const unsigned d = os_digit(key, shift);
     const unsigned peers = csk_warp_peers<RADIX_BITS>(d, item);
     const int leader = 31 - __clz(peers);
-    unsigned before = 0;
+    const unsigned below = __popc(peers & ((1u << lane) - 1u));  // peers in lower lanes
+    // Only the leader's `before` is read (shuffled); the others keep d, whose
+    // register is free by then (a zero would cost a MOV a key). The leader is
+    // the highest peer: below + 1 peers in all.
+    unsigned before = d;
     if (lane == leader) {
         before = my_counts[d];
-        my_counts[d] = (os_counter_t)(before + __popc(peers));
+        my_counts[d] = (os_counter_t)(before + below + 1u);
     }
-    const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1u));
+    const unsigned rank = __shfl_sync(0xffffffffu, before, leader) + below;
     __syncwarp();
     return rank;
 }
@@ -326,7 +419,7 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
 // (all their status loads in flight at once). Prefixes fit a status word's
 // count (the driver picks WIDE_STATUS), so they are summed in one.
 __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
-                                             csk_index_t* adjust, int pass, unsigned tile,
+                                             os_pos_t* adjust, int pass, unsigned tile,
                                              const unsigned (&counts)[OS_WORDS_PER_THREAD],
                                              const unsigned (&starts)[OS_WORDS_PER_THREAD])
 {
@@ -365,7 +458,7 @@ __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsig
             if (tile > 0)
                 os_store_relaxed(&my_status[(csk_index_t)tile * RADIX_DIGITS + d],
                                  OS_FLAG_PREFIX | (before[k] + count));
-            adjust[d] = (csk_index_t)offsets[pass * RADIX_DIGITS + d] + (csk_index_t)before[k] - start;
+            adjust[d] = (os_pos_t)((csk_index_t)offsets[pass * RADIX_DIGITS + d] + (csk_index_t)before[k] - start);
         }
     }
 }
@@ -431,7 +524,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #if CSK_HAS_VALUES
     csk_value_t* values_s = (csk_value_t*)smem;
 #endif
-    csk_index_t* adjust = (csk_index_t*)(smem + OS_VALUES_BYTES);
+    os_pos_t* adjust = (os_pos_t*)(smem + OS_VALUES_BYTES);
     csk_bits_t* keys_s = (csk_bits_t*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8);
     unsigned* warp_words = (unsigned*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8 + OS_KEYS_BYTES);
     unsigned* scan_scratch = warp_words + WARPS * OS_WORDS;
@@ -439,7 +532,13 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
-    for (int i = t; i < WARPS * OS_WORDS; i += BLOCK_SIZE) warp_words[i] = 0;
+    // Zero the warp counters in 8-byte stores (the area is 8-byte aligned and
+    // holds an even number of words), unrolled: no loop to set up.
+    enum { OS_ZERO_PAIRS = WARPS * OS_WORDS / 2 };
+#pragma unroll
+    for (int k = 0; k < (OS_ZERO_PAIRS + BLOCK_SIZE - 1) / BLOCK_SIZE; ++k)
+        if (OS_ZERO_PAIRS % BLOCK_SIZE == 0 || k * BLOCK_SIZE + t < OS_ZERO_PAIRS)
+            ((unsigned long long*)warp_words)[k * BLOCK_SIZE + t] = 0ull;
     __syncthreads();
     const unsigned tile = *tile_slot;
     os_status_t* my_status = status + (csk_index_t)(index & 1) * tiles * RADIX_DIGITS;
@@ -453,10 +552,17 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     // Load warp-striped (each load instruction reads 32 consecutive keys), so
     // that item j of lane l is key warp_base + j * 32 + l: ranking items in
     // order j, lanes in order, visits the warp's keys in input order (stable).
+    // Whole warps (all but the last tile's last ones) load without bounds tests.
+    const bool whole_warp = warp_keys >= WARP_ITEMS;
+    const csk_bits_t* my_src = src + warp_base + lane;
     csk_bits_t key[ITEMS_PER_THREAD];
+    if (whole_warp) {
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        key[j] = j * 32 + lane < warp_keys ? src[warp_base + j * 32 + lane] : (csk_bits_t)0;
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = my_src[j * 32];
+    } else {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            key[j] = j * 32 + lane < warp_keys ? my_src[j * 32] : (csk_bits_t)0;
     }
     if (first) {
 #pragma unroll
@@ -465,25 +571,24 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     // Past n (last tile only): the largest word. Such keys rank after every
     // real key of their digit (last in key order), so ranking needs no
     // validity bit: they only bump that digit's counters after every real
-    // key of it, and are never staged. (Without early counts they are taken
-    // off the counters again before the counts are published.)
+    // key of it (and are taken off the counts before they are published).
+    if (!whole_warp) {
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+    }
 
     unsigned* my_words = warp_words + warp * OS_WORDS;
     os_counter_t* my_counts = (os_counter_t*)my_words;
+    const unsigned my_words_at = (unsigned)__cvta_generic_to_shared(my_words);
     unsigned counts[OS_WORDS_PER_THREAD], starts[OS_WORDS_PER_THREAD], pos[ITEMS_PER_THREAD];
 #if EARLY_COUNTS
     // Early counts: the warps' digit counts first (shared atomics), so the
     // tile publishes its aggregate and looks back before ranking, and every
     // key is staged as soon as it is ranked (no ranks kept in registers).
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane < warp_keys) {
-            const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
-            atomicAdd(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
-        }
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) os_count_digit(my_words_at, os_digit(key[j], shift), 1u);
+    os_uncount_past_n(my_words_at, shift, warp_keys, lane);
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
     // Look back now, before ranking (as CUB's onesweep does): our inclusive
@@ -492,7 +597,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-        if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+        if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
     }
 #else
     // Rank first (the warps' counters start at 0), then publish the counts
@@ -500,20 +605,13 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j)
         pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-    // Keys past n out of the counts: every digit's run must hold real keys
-    // only, since the runs are not in digit order (see OS_WORDS).
-#pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane >= warp_keys) {
-            const unsigned d = csk_digit(key[j], shift, RADIX_BITS);
-            atomicSub(&my_words[d / OS_PACK], 1u << (OS_LANE_BITS * (d % OS_PACK)));
-        }
+    os_uncount_past_n(my_words_at, shift, warp_keys, lane);
     __syncthreads();
     os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        pos[j] += my_counts[csk_digit(key[j], shift, RADIX_BITS)];
-        if (j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+        pos[j] += my_counts[os_digit(key[j], shift)];
+        if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
     }
 #endif
 #if CSK_HAS_VALUES
@@ -536,10 +634,10 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     // Scatter from the staging area: consecutive threads write consecutive
     // positions of one digit's run (coalesced per digit).
     const int tile_n = (int)((n - tile_base) < (csk_index_t)TILE ? (n - tile_base) : (csk_index_t)TILE);
-#pragma unroll 4
+#pragma unroll 8
     for (int i = t; i < tile_n; i += BLOCK_SIZE) {
         const csk_bits_t k = keys_s[i];
-        const csk_index_t g = adjust[csk_digit(k, shift, RADIX_BITS)] + i;
+        const os_pos_t g = adjust[os_digit(k, shift)] + (os_pos_t)i;
         if (store_keys) dst[g] = last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k;
 #if CSK_HAS_VALUES
         os_store_value(vdst, value_mode, last, g, values_s[i]);
