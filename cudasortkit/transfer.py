@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .memlimit import parse_bytes
 from .pinned import pool as pinned_pool
 
 MODES = ("staged", "registered")
@@ -88,8 +89,6 @@ def staged_piece_bytes(nbytes: int) -> int:
     slot = pinned_pool.slot_bytes
     text = os.environ.get("CUDASORTKIT_HOST_PIECE", "").strip()
     if text:
-        from .memlimit import parse_bytes
-
         return max(1, min(slot, parse_bytes(text, "CUDASORTKIT_HOST_PIECE")))
     want = -(-nbytes // (PIECES_PER_THREAD * copy_threads()))
     want = -(-want // PIECE_ALIGN) * PIECE_ALIGN
