@@ -23,6 +23,7 @@ from . import arrays
 from .arrays import check_out
 from .memlimit import device_memory_limit, parse_bytes
 from .devicesort import bytes_per_key, reserve, run_job
+from .hostmem import Prefault
 from .transfer import Pipe
 
 #: Host requests of fewer bytes of keys keep execute's plain path (one
@@ -73,7 +74,7 @@ def run(plugin, config, request, keys, values, targets, state, expected, progres
     raise (execute.RUN_ERRORS). `progress`: True for a tqdm bar."""
     progress = request.options.get("progress", False) if progress is None else progress
     outputs = Outputs(request, keys, values, targets)
-    with Progress(progress, outputs.traffic(request, keys), request) as bar:
+    with outputs.prefault, Progress(progress, outputs.traffic(request, keys), request) as bar:
         budget = device_budget(state)
         if fits(request, keys.n, budget):
             try:
@@ -94,7 +95,8 @@ def run(plugin, config, request, keys, values, targets, state, expected, progres
 class Outputs:
     """The host arrays a host sort writes: keys (None for argsort), values
     (indices for argsort, the caller's payload for pairs), fresh or the
-    caller's out=/values_out=."""
+    caller's out=/values_out=. Fresh ones are paged in from the start
+    (`prefault`, cudasortkit/hostmem.py), while the keys go up."""
 
     def __init__(self, request, keys, values, targets):
         n = keys.n
@@ -109,6 +111,8 @@ class Outputs:
         elif request.kind == "pairs":
             self._value_target = targets.get("values_out")
             self.values = self._array(self._value_target, n, values.dtype, "values_out")
+        self.prefault = Prefault(self.keys if self._key_target is None else None,
+                                 self.values if self._value_target is None else None)
 
     @staticmethod
     def _array(target, n, dtype, what):
