@@ -292,8 +292,9 @@ def build_parser(parser=None):
                              "uint32:2^30:1GiB,float64:2^29:1GiB,uint32:2^30,"
                              "argsort:uint32:2^28:1GiB,pairs:uint32:2^28:1GiB,"
                              "inplace:uint32:2^29:1GiB; 'none' for none)")
-    parser.add_argument("--host-modes", default="staged", metavar="MODE,...",
-                        help="with --host: transfer modes to time ours with (staged, registered)")
+    parser.add_argument("--host-modes", default="auto", metavar="MODE,...",
+                        help="with --host: transfer modes to time ours with (auto: staged in "
+                             "core, registered out of core; staged; registered)")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser

@@ -239,7 +239,7 @@ def _row(r, bw) -> str:
 
 
 def main(sizes_in_core=DEFAULT_IN_CORE, sizes_out_of_core=DEFAULT_OUT_OF_CORE, repeats=3,
-         modes=("staged",), numpy_ref=True) -> int:
+         modes=("auto",), numpy_ref=True) -> int:
     bw = pinned_h2d_gb_s()
     print(f"pinned host-to-device bandwidth: {bw:.1f} GB/s")
     print(f"{'dtype':8} {'n':5} {'cap':>6} {'what':20} {'ms':>10} {'GB/s':>7} {'of bw':>7} "

@@ -21,8 +21,9 @@ says why this and not sorted runs merged in passes):
 
 So each key crosses PCIe four times and the keys stream up once more only
 where the estimates fail: when the spill would pass its limit or a bucket
-of several values came out bigger than one sort (or in registered transfer
-mode), the sort starts again counted: a count pass first streams the keys
+of several values came out bigger than one sort, or in registered transfer
+mode (the default out of core: with the arrays page-locked that extra
+upload is a DMA, no host copy), the sort runs counted: a count pass first streams the keys
 up and counts them per bucket, so every bucket's place is exact before the
 distribution writes (more buckets and a recount if one is too big), and the
 bucket pass sorts each run of buckets where it already is.
@@ -58,7 +59,7 @@ from .pinned import pool as pinned_pool
 from .placement import Placement, SpillFull, estimates
 from .hostkernels import MAX_SPLITTERS, bucket_count, encode_words, iota64_from
 from .devicesort import bytes_per_key, reserve, run_job
-from .transfer import Pipe, as_bytes, parallel_copy, parallel_take
+from .transfer import Pipe, as_bytes, mode_chosen, parallel_copy, parallel_take, transfer_mode
 
 #: The fewest keys one in-core piece may hold before the budget is called too small.
 MIN_PIECE = 1 << 12
@@ -177,9 +178,7 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
     pieces = chunks(n, piece)
     bar.set_total(n * (kb + vb) * 4 - (n * kb * 2 if request.kind == "argsort" else 0))
     rng = np.random.default_rng()
-    with Pipe(state, progress=bar.update) as pipe:
-        for array in (src_keys, src_values, out_keys, out_values):
-            pipe.pin(array)  # registered mode: once, whole
+    with _pipe(state, bar, (src_keys, src_values, out_keys, out_values)) as pipe:
         if pipe.mode == "staged":
             splitters, words = _splitters(state, request, src_keys, buckets, mask, max_word,
                                           budget, rng)
@@ -201,6 +200,26 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
         parallel_copy(outputs.values, out_values)
     if request.kind == "argsort":
         outputs.values = out_values
+
+
+def _pipe(state, bar, arrays) -> Pipe:
+    """The out-of-core sort's Pipe: registered unless CUDASORTKIT_HOST_TRANSFER
+    says staged, its arrays pinned whole, once. If pinning fails and no mode
+    was asked for, staged (the pinned pieces are released first)."""
+    mode = transfer_mode(out_of_core=True)
+    pipe = Pipe(state, mode=mode, progress=bar.update)
+    try:
+        for array in arrays:
+            pipe.pin(array)
+    except RuntimeError:
+        pipe.close()
+        if mode_chosen():
+            raise
+        pipe = Pipe(state, mode="staged", progress=bar.update)
+    except BaseException:
+        pipe.close()
+        raise
+    return pipe
 
 
 def _sort_counted(plugin, config, request, state, pipe, pieces, piece, buckets, src_keys,

@@ -4,18 +4,21 @@ A `Pipe` serves one host sort. Uploads run on the device state's stream (so
 the sort queued after them waits for them), downloads on a second stream of
 the device, so data going up and data coming down cross PCIe at once.
 
-Two ways to move the bytes (CUDASORTKIT_HOST_TRANSFER):
+Two ways to move the bytes (CUDASORTKIT_HOST_TRANSFER, default "auto":
+`transfer_mode` picks staged in core and registered out of core):
 
-- "staged" (default): through a ring of page-locked slots from the pinned
-  pool (cudasortkit/pinned.py). Worker threads copy the caller's pageable
-  memory into a slot (NumPy copies release the GIL) while earlier slots are
-  in flight to the device, and copy slots that came down into the result
-  while later ones still come down.
+- "staged": through a ring of page-locked slots from the pinned pool
+  (cudasortkit/pinned.py). Worker threads copy the caller's pageable memory
+  into a slot (NumPy copies release the GIL) while earlier slots are in
+  flight to the device, and copy slots that came down into the result while
+  later ones still come down. Each byte crosses host memory three times.
 - "registered": the caller's arrays themselves are page-locked for the call
-  (cuMemHostRegister, in aligned pieces) and copied by DMA directly; an
-  out-of-core sort pins its arrays whole, once (Pipe.pin).
+  (cuMemHostRegister, in aligned pieces) and copied by DMA directly, once
+  through host memory; an out-of-core sort, which moves each byte four
+  times, pins its arrays whole, once, the pieces on the worker threads at
+  once (Pipe.pin).
 
-docs/algorithms/host.md has the measurements that chose the default.
+docs/algorithms/host.md has the measurements that chose the defaults.
 
 Rules the code keeps: a slot is written by a host copy only after its last
 DMA finished (its event), and read by a DMA only after its host copy
@@ -37,6 +40,8 @@ from .memlimit import parse_bytes
 from .pinned import pool as pinned_pool
 
 MODES = ("staged", "registered")
+#: What "auto" picks, in core and out of core.
+AUTO_MODES = {False: "staged", True: "registered"}
 #: Slots per direction beyond one per copy thread (DMAs queued while every
 #: thread copies).
 RING_SPARE = 4
@@ -62,16 +67,40 @@ _driver = []  # [namespace of cuMemHostRegister/Unregister], loaded on first use
 
 def _host_register():
     """cuMemHostRegister_v2 / cuMemHostUnregister through ctypes on libcuda
-    (pycuda's register_host_memory fails on NumPy 2 arrays)."""
+    (pycuda's register_host_memory fails on NumPy 2 arrays), and the
+    current-context calls that let worker threads make them."""
     if not _driver:
         import types
 
-        lib = ctypes.CDLL("libcuda.so.1")
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            raise RuntimeError(f"cudasortkit: registered host transfers need the CUDA driver "
+                               f"library: {exc}") from None
         register, unregister = lib.cuMemHostRegister_v2, lib.cuMemHostUnregister
         register.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
         unregister.argtypes = (ctypes.c_void_p,)
-        _driver.append(types.SimpleNamespace(register=register, unregister=unregister))
+        get_current, set_current = lib.cuCtxGetCurrent, lib.cuCtxSetCurrent
+        get_current.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
+        set_current.argtypes = (ctypes.c_void_p,)
+        _driver.append(types.SimpleNamespace(register=register, unregister=unregister,
+                                             get_current=get_current, set_current=set_current))
     return _driver[0]
+
+
+def _current_context(driver) -> ctypes.c_void_p:
+    context = ctypes.c_void_p()
+    status = driver.get_current(ctypes.byref(context))
+    if status:
+        raise RuntimeError(f"cudasortkit: cuCtxGetCurrent failed with CUDA error {status}")
+    return context
+
+
+def _in_context(driver, context, call, *args) -> int:
+    """call(*args) on a worker thread with `context` current there; the
+    CUDA status (0: success)."""
+    status = driver.set_current(context)
+    return status or call(*args)
 _streams: dict = {}  # device ordinal -> download stream
 
 
@@ -102,11 +131,21 @@ def workers() -> ThreadPoolExecutor:
     return _executor[0]
 
 
-def transfer_mode() -> str:
-    mode = os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() or "staged"
+def transfer_mode(out_of_core: bool = False) -> str:
+    """CUDASORTKIT_HOST_TRANSFER if it names a mode, else (unset or "auto")
+    AUTO_MODES' pick for an in-core or out-of-core sort."""
+    mode = os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() or "auto"
+    if mode == "auto":
+        return AUTO_MODES[bool(out_of_core)]
     if mode not in MODES:
-        raise ValueError(f"CUDASORTKIT_HOST_TRANSFER must be one of {', '.join(MODES)}, got {mode!r}")
+        raise ValueError(f"CUDASORTKIT_HOST_TRANSFER must be one of auto, {', '.join(MODES)}, "
+                         f"got {mode!r}")
     return mode
+
+
+def mode_chosen() -> bool:
+    """True if CUDASORTKIT_HOST_TRANSFER names a mode (not unset or "auto")."""
+    return os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() not in ("", "auto")
 
 
 def download_stream(state):
@@ -345,24 +384,55 @@ class Pipe:
     def pin(self, array: np.ndarray) -> None:
         """Registered mode: page-lock all of `array` (1-D, contiguous) now,
         for the rest of the call, so that every later copy of a part of it
-        is a plain DMA (out of core copies many parts of the same arrays)."""
-        if self.mode == "registered" and array is not None and array.size:
-            for _ in self._register(as_bytes(array)):
-                pass
-
-    def _register(self, buf: np.ndarray):
-        """(offset, piece) for the bytes of buf, each piece page-locked
-        (cuMemHostRegister) for the rest of the call; pieces end on
-        REGISTER_PIECE boundaries of the address space, so the pieces of two
-        views of one array are the same pieces or lie inside them."""
+        is a plain DMA (out of core copies many parts of the same arrays).
+        The pieces are registered by the worker threads at once; if one
+        fails, the others stay registered until close() and this raises."""
+        if self.mode != "registered" or array is None or not array.size:
+            return
         driver = _host_register()
-        start = buf.__array_interface__["data"][0]
+        context = _current_context(driver)
+        buf = as_bytes(array)
+        spans = [span for _, _, span in self._pieces(buf) if not self._covered(*span)]
         flags = 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
+        futures = [self.workers.submit(_in_context, driver, context, driver.register,
+                                       ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
+                   for lo, hi in spans]
+        failed = None
+        for (lo, hi), future in zip(spans, futures):
+            status = future.result()
+            if status:
+                failed = failed or (hi - lo, status)
+            else:
+                self._registered.append(lo)
+                self._spans.append((lo, hi))
+        if failed:
+            raise RuntimeError(f"cudasortkit: cuMemHostRegister of {failed[0]:,} host bytes "
+                               f"failed with CUDA error {failed[1]}")
+
+    def _covered(self, lo: int, hi: int) -> bool:
+        return any(a <= lo and hi <= b for a, b in self._spans)
+
+    @staticmethod
+    def _pieces(buf: np.ndarray):
+        """(offset, end, (lo, hi)) of buf's pieces: offsets into buf and the
+        addresses they span; pieces end on REGISTER_PIECE boundaries of the
+        address space, so the pieces of two views of one array are the same
+        pieces or lie inside them."""
+        start = buf.__array_interface__["data"][0]
         offset = 0
         while offset < len(buf):
             end = min(len(buf), ((start + offset) // REGISTER_PIECE + 1) * REGISTER_PIECE - start)
-            lo, hi = start + offset, start + end
-            if not any(a <= lo and hi <= b for a, b in self._spans):
+            yield offset, end, (start + offset, start + end)
+            offset = end
+
+    def _register(self, buf: np.ndarray):
+        """(offset, piece) for the bytes of buf, each piece page-locked
+        (cuMemHostRegister) for the rest of the call, one after another (a
+        piece's DMA runs while the next is registered)."""
+        driver = _host_register()
+        flags = 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
+        for offset, end, (lo, hi) in self._pieces(buf):
+            if not self._covered(lo, hi):
                 status = driver.register(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
                 if status:
                     raise RuntimeError(f"cudasortkit: cuMemHostRegister of {hi - lo:,} host bytes "
@@ -370,7 +440,6 @@ class Pipe:
                 self._registered.append(lo)
                 self._spans.append((lo, hi))
             yield offset, buf[offset:end]
-            offset = end
 
     # ------------------------------------------------------------ close
     def close(self) -> None:
@@ -390,9 +459,16 @@ class Pipe:
             self.down.synchronize()
         finally:
             if self._registered:
+                # On the worker threads at once, like pin(); errors are not
+                # raised (the call's own error, if any, matters more).
                 driver = _host_register()
-                for address in self._registered:
-                    driver.unregister(ctypes.c_void_p(address))
+                try:
+                    context = _current_context(driver)
+                    _on_workers((_in_context, driver, context, driver.unregister,
+                                 ctypes.c_void_p(a)) for a in self._registered)
+                except RuntimeError:  # no context here to hand on: one by one, in this thread
+                    for address in self._registered:
+                        driver.unregister(ctypes.c_void_p(address))
             self._registered.clear()
             self._spans.clear()
             pinned_pool.give([s.buf for s in self._up + self._down])

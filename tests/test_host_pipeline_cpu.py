@@ -129,6 +129,9 @@ def _view(ptr, n, dtype):
 
 @pytest.fixture
 def fake(monkeypatch):
+    # Staged transfers: the stand-in driver moves bytes, it pins nothing
+    # (test_auto_mode_falls_back_to_staged covers the default out of core).
+    monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", "staged")
     driver = _fake_driver()
     monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
     pkg = types.ModuleType("pycuda")
@@ -231,6 +234,34 @@ def test_pairs_and_in_place(fake, cap):
     a = keys.copy()
     k, _ = fake("sort", a, out=a, cap=cap)
     assert k is a and np.array_equal(a, keys[idx], equal_nan=True)
+
+
+@pytest.mark.parametrize("chosen", ["auto", "registered"])
+def test_auto_mode_falls_back_to_staged(fake, monkeypatch, chosen):
+    """Out of core, auto registers the arrays; if pinning fails it sorts
+    staged instead, unless registered was asked for by name."""
+    monkeypatch.setenv("CUDASORTKIT_HOST_TRANSFER", chosen)
+    modes = []
+    real_init = transfer.Pipe.__init__
+
+    def init(self, state, mode=None, **kw):
+        real_init(self, state, mode, **kw)
+        modes.append(self.mode)
+
+    def refuse(self, array):
+        raise RuntimeError("cudasortkit: cuMemHostRegister failed with CUDA error 2")
+
+    monkeypatch.setattr(transfer.Pipe, "__init__", init)
+    monkeypatch.setattr(transfer.Pipe, "pin", refuse)
+    keys = make_keys("uniform", "uint32", 300_007, np.random.default_rng(5))
+    if chosen == "registered":
+        with pytest.raises(RuntimeError, match="cuMemHostRegister"):
+            fake("sort", keys, cap=CAP)
+        assert modes == ["registered"]
+    else:
+        k, _ = fake("sort", keys, cap=CAP)
+        assert np.array_equal(k, np.sort(keys)) and modes == ["registered", "staged"]
+    assert pinned.pool.in_use_bytes == 0
 
 
 def test_a_failing_copy_gives_the_slots_back(fake, monkeypatch):
