@@ -86,8 +86,14 @@ typedef unsigned os_counter_t;
 #define HIST_COPIES_FIT (8192 / (PASSES * RADIX_DIGITS))
 #define HIST_COPIES (HIST_COPIES_FIT >= 32 ? 32 : HIST_COPIES_FIT >= 16 ? 16 : HIST_COPIES_FIT >= 8 ? 8 \
                      : HIST_COPIES_FIT >= 4 ? 4 : HIST_COPIES_FIT >= 2 ? 2 : 1)
-// Registers: ask for at least 768 resident threads per SM (85 registers).
+// Registers: the pass asks for MIN_BLOCKS resident blocks per SM where the
+// plugin sets it above 0, else for at least 768 resident threads (85
+// registers).
+#if defined(MIN_BLOCKS) && MIN_BLOCKS > 0
+#define OS_MIN_BLOCKS MIN_BLOCKS
+#else
 #define OS_MIN_BLOCKS ((768 / BLOCK_SIZE) > 0 ? (768 / BLOCK_SIZE) : 1)
+#endif
 
 #if BLOCK_SIZE % 32 != 0 || RADIX_BITS < 2 || RADIX_BITS > 11 || TILE >= 65536
 #error "onesweep needs whole warps, 2..11-bit digits and a tile of fewer than 2^16 keys"

@@ -38,17 +38,22 @@ class OnesweepSort(SortPlugin):
                               "__match_any_sync, the rest with ballots (0: never)"),
         "early_counts": Tunable(1, (0, 1), "1: count digits with shared atomics first, publish the "
                                 "tile's counts before ranking and stage keys as they are ranked"),
+        "min_blocks": Tunable(0, (0, 3, 4), "blocks per SM the pass's registers must leave room for "
+                              "(0: 768 threads' worth; 3 x 512 or 4 x 384 threads: 40 registers)"),
     }
     templates = ("onesweep.cu",)
 
     def default_config(self, dtype=None, value_bytes=0):
         """Keys only: 24 keys a thread (bigger tiles, fewer look-backs); with
         values 16, since a bigger tile's staging area leaves too few blocks
-        per SM. H100: keys-only 384 x 24 beat 384 x 16 by up to 13% (uint32
-        2^28, uint64 7%; float32 within 1%); argsort with 384 x 24 was 40% slower than with 384 x 16."""
+        per SM. Keys of at most 4 bytes alone: 512 x 20 tiles, registers
+        capped for 3 blocks an SM (40) and every 4th key ranked by
+        __match_any_sync. docs/algorithms/onesweep.md has the measurements."""
         config = super().default_config(dtype, value_bytes)
         if dtype is not None and value_bytes == 0:
             config["items_per_thread"] = 24
+            if itemsize(dtype) <= 4:
+                config.update(block_size=512, items_per_thread=20, min_blocks=3, warp_match=4)
         return config
 
     # ----------------------------------------------------------------- run
