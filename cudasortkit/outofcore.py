@@ -178,7 +178,7 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
     pieces = chunks(n, piece)
     bar.set_total(n * (kb + vb) * 4 - (n * kb * 2 if request.kind == "argsort" else 0))
     rng = np.random.default_rng()
-    with _pipe(state, bar, (src_keys, src_values, out_keys, out_values)) as pipe:
+    with _pipe(state, request, bar, (src_keys, src_values, out_keys, out_values)) as pipe:
         if pipe.mode == "staged":
             splitters, words = _splitters(state, request, src_keys, buckets, mask, max_word,
                                           budget, rng)
@@ -202,11 +202,15 @@ def sort(plugin, config, request, state, keys, values, outputs, budget, expected
         outputs.values = out_values
 
 
-def _pipe(state, bar, arrays) -> Pipe:
+def _pipe(state, request, bar, arrays) -> Pipe:
     """The out-of-core sort's Pipe: registered unless CUDASORTKIT_HOST_TRANSFER
     says staged, its arrays pinned whole, once. If pinning fails and no mode
-    was asked for, staged (the pinned pieces are released first)."""
+    was asked for, staged (the pinned pieces are released first). Argsort
+    is staged unless registered is asked for: it gathers keys on the host
+    each pass, and only sort and sort_by_key were measured registered."""
     mode = transfer_mode(out_of_core=True)
+    if request.kind == "argsort" and not mode_chosen():
+        mode = "staged"
     pipe = Pipe(state, mode=mode, progress=bar.update)
     try:
         for array in arrays:
@@ -332,8 +336,8 @@ class _Piece:
             self.pipe.upload(self.vin + at * self.vb, values)
 
     def _gathered(self, indices) -> np.ndarray:
-        if self._gather is None:
-            self._gather = np.empty(self.piece, self.src_keys.dtype)
+        if self._gather is None:  # the pipe's: pinned once in registered mode, and kept
+            self._gather = self.pipe.scratch(self.piece, self.src_keys.dtype)
         if self.pipe.mode == "registered":  # the last upload's DMA may still read the buffer
             self.pipe.up.synchronize()
         keys = self._gather[:len(indices)]

@@ -220,6 +220,8 @@ class Pipe:
             flags = cuda.event_flags.DISABLE_TIMING
             self._up = [_Slot(b, cuda.Event(flags)) for b in bufs[:half]]
             self._down = [_Slot(b, cuda.Event(flags)) for b in bufs[half:]]
+        self._scratch = {}  # dtype -> host array (scratch())
+        self._kept = []  # scratch arrays outgrown: kept until close (they may be pinned)
         self._up_count = 0
         self._wanted = deque()  # downloads not yet issued: [host bytes, dptr, offset, event, piece]
         self._after = None  # event the next download request waits for (after_device_work)
@@ -409,6 +411,20 @@ class Pipe:
             raise RuntimeError(f"cudasortkit: cuMemHostRegister of {failed[0]:,} host bytes "
                                f"failed with CUDA error {failed[1]}")
 
+    def scratch(self, n: int, dtype) -> np.ndarray:
+        """n items of host memory that live as long as this pipe (one array
+        a dtype, grown when asked for more), pinned whole in registered mode:
+        for data a call stages on the host itself. Memory once pinned is
+        never freed before close() unpins it."""
+        dtype = np.dtype(dtype)
+        have = self._scratch.get(dtype)
+        if have is None or len(have) < n:
+            if have is not None:
+                self._kept.append(have)
+            have = self._scratch[dtype] = np.empty(n, dtype)
+            self.pin(have)
+        return have[:n]
+
     def _covered(self, lo: int, hi: int) -> bool:
         return any(a <= lo and hi <= b for a, b in self._spans)
 
@@ -471,6 +487,8 @@ class Pipe:
                         driver.unregister(ctypes.c_void_p(address))
             self._registered.clear()
             self._spans.clear()
+            self._scratch.clear()
+            self._kept.clear()
             pinned_pool.give([s.buf for s in self._up + self._down])
             self._up, self._down = [], []
 
