@@ -101,6 +101,8 @@ def _in_context(driver, context, call, *args) -> int:
     CUDA status (0: success)."""
     status = driver.set_current(context)
     return status or call(*args)
+
+
 _streams: dict = {}  # device ordinal -> download stream
 
 
