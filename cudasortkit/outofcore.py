@@ -20,13 +20,14 @@ says why this and not sorted runs merged in passes):
    One-value buckets too big for one sort are moved in pieces, unsorted.
 
 So each key crosses PCIe four times and the keys stream up once more only
-where the estimates fail: when the spill would pass its limit or a bucket
-of several values came out bigger than one sort, or in registered transfer
-mode (the default out of core: with the arrays page-locked that extra
-upload is a DMA, no host copy), the sort runs counted: a count pass first streams the keys
-up and counts them per bucket, so every bucket's place is exact before the
-distribution writes (more buckets and a recount if one is too big), and the
-bucket pass sorts each run of buckets where it already is.
+where the estimates fail (the spill would pass its limit, or a bucket of
+several values came out bigger than one sort) or in registered transfer
+mode (the default out of core: with the arrays page-locked, that extra
+upload is a DMA and no host copy). The sort then runs counted: a count
+pass first streams the keys up and counts them per bucket, so every
+bucket's place is exact before the distribution writes (more buckets and a
+recount if one is too big), and the bucket pass sorts each run of buckets
+where it already is.
 
 Host memory: the result arrays, the spill arrays (at most SPILL_LIMIT
 bytes), one piece of gathered keys for argsort (it keeps no keys on the
