@@ -96,6 +96,16 @@ def _current_context(driver) -> ctypes.c_void_p:
     return context
 
 
+def _register_flags(buf: np.ndarray) -> int:
+    """cuMemHostRegister flags for buf: read-only where the caller's array is."""
+    return 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
+
+
+def _register_failed(nbytes: int, status: int) -> RuntimeError:
+    return RuntimeError(f"cudasortkit: cuMemHostRegister of {nbytes:,} host bytes failed with "
+                        f"CUDA error {status}")
+
+
 def _in_context(driver, context, call, *args) -> int:
     """call(*args) on a worker thread with `context` current there; the
     CUDA status (0: success)."""
@@ -397,7 +407,7 @@ class Pipe:
         context = _current_context(driver)
         buf = as_bytes(array)
         spans = [span for _, _, span in self._pieces(buf) if not self._covered(*span)]
-        flags = 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
+        flags = _register_flags(buf)
         futures = [self.workers.submit(_in_context, driver, context, driver.register,
                                        ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
                    for lo, hi in spans]
@@ -410,8 +420,7 @@ class Pipe:
                 self._registered.append(lo)
                 self._spans.append((lo, hi))
         if failed:
-            raise RuntimeError(f"cudasortkit: cuMemHostRegister of {failed[0]:,} host bytes "
-                               f"failed with CUDA error {failed[1]}")
+            raise _register_failed(*failed)
 
     def scratch(self, n: int, dtype) -> np.ndarray:
         """n items of host memory that live as long as this pipe (one array
@@ -448,13 +457,12 @@ class Pipe:
         (cuMemHostRegister) for the rest of the call, one after another (a
         piece's DMA runs while the next is registered)."""
         driver = _host_register()
-        flags = 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
+        flags = _register_flags(buf)
         for offset, end, (lo, hi) in self._pieces(buf):
             if not self._covered(lo, hi):
                 status = driver.register(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
                 if status:
-                    raise RuntimeError(f"cudasortkit: cuMemHostRegister of {hi - lo:,} host bytes "
-                                       f"failed with CUDA error {status}")
+                    raise _register_failed(hi - lo, status)
                 self._registered.append(lo)
                 self._spans.append((lo, hi))
             yield offset, buf[offset:end]
