@@ -27,9 +27,10 @@ from dataclasses import dataclass
 #: Largest count a 32-bit status word holds (2 bits are flags); beyond it the
 #: kernels are built with 64-bit status words.
 NARROW_STATUS_MAX = (1 << 30) - 1
-#: Blocks of the histogram kernel at most (it loops over the keys).
-HIST_GRID_CAP = 2048
-HIST_ITEMS = 8  # keys per thread per histogram step (kernels/onesweep.cuh)
+#: Keys per thread per histogram step, and the histogram's dynamic shared
+#: memory where the device gives a block that much (kernels/onesweep.cuh).
+HIST_ITEMS = 8
+HIST_SHARED_BYTES = 65536
 #: Widest digit (kernels/onesweep.cuh), and the tile size its 16-bit per-warp
 #: counters stay below.
 MAX_RADIX_BITS = 11
@@ -79,6 +80,13 @@ class SweepGeometry:
                 and self.shared_bytes(key_bytes, value_bytes) <= limits.shared_per_block_optin)
 
 
+def histogram_shared_bytes(limits) -> int:
+    """The histogram's shared memory on a device with `limits`: 64 KiB, or
+    the largest power of two a block may opt into below that."""
+    optin = limits.shared_per_block_optin
+    return HIST_SHARED_BYTES if optin >= HIST_SHARED_BYTES else 1 << (optin.bit_length() - 1)
+
+
 def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
                limit: int | None = None, bad: int = 0) -> None:
     """Sort job.keys_in into job.keys_out (and values) by w = csk_encode(key)
@@ -92,7 +100,10 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     passes = g.passes(kb)
     tiles = job.blocks(n, g.tile)
     wide = n > NARROW_STATUS_MAX
-    defines = {"wide_status": 1} if wide else None
+    hist_shared = histogram_shared_bytes(job.limits)
+    defines = {"wide_status": 1} if wide else {}
+    if hist_shared != HIST_SHARED_BYTES:
+        defines["hist_shared_bytes"] = hist_shared
     status_word = 8 if wide else 4
 
     # One temporary, carved: zeroed head (histogram, tile counters, status
@@ -106,9 +117,14 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
     mask = job.desc_mask
-    hist_grid = min(job.blocks(n, g.block_size * HIST_ITEMS), HIST_GRID_CAP)
-    job.launch(kernels["onesweep_histogram"], hist_grid, g.block_size, job.keys_in, n, mask,
-               base, limit, at["hist"], bad)
+    # The histogram loops over the keys: as many blocks as the GPU holds at
+    # once, each merging its shared counts into `hist` once at the end.
+    histogram = kernels["onesweep_histogram"]
+    resident = job.limits.sm_count * histogram.resident_blocks(job.limits, g.block_size,
+                                                               hist_shared)
+    hist_grid = min(job.blocks(n, g.block_size * HIST_ITEMS), max(resident, 1))
+    job.launch(histogram, hist_grid, g.block_size, job.keys_in, n, mask, base, limit, at["hist"],
+               bad, shared=hist_shared)
     job.launch(kernels["onesweep_plan"], 1, g.block_size, at["hist"], n, limit,
                at["offsets"], at["plan"])
 

@@ -79,13 +79,29 @@ typedef unsigned os_counter_t;
 // be staged unconditionally (never scattered). Otherwise they are not staged.
 #define OS_RUNS_IN_DIGIT_ORDER (OS_WORDS_PER_THREAD == 1)
 #define HIST_ITEMS 8
-// Copies of each histogram counter, lane & (HIST_COPIES - 1) picking one, in
-// 32 KiB of shared memory: lanes with the same digit hit different words
-// instead of serializing on one (skewed digits: the top byte of floats in
-// [0, 1) takes two values).
-#define HIST_COPIES_FIT (8192 / (PASSES * RADIX_DIGITS))
+// The histogram's shared counters: 16-bit, two passes to a 32-bit word (pass
+// p in half p & 1 of pair p / 2), HIST_COPIES copies of each: thread t adds
+// to copy t & (HIST_COPIES - 1), word (pair * RADIX_DIGITS + digit) *
+// HIST_COPIES + copy. With 32 copies each lane of a warp adds in its own
+// bank whatever the digits (skewed ones too: the top byte of floats in [0, 1)
+// takes two values), so the shared atomics never serialize. They live in
+// HIST_SHARED_BYTES of dynamic shared memory (cudasortkit/sweep.py launches
+// with that many, and defines less on a device that cannot give a block
+// 64 KiB); a block flushes its counts to the global histogram every
+// HIST_ROUND steps, before any 16-bit count could overflow.
+#ifndef HIST_SHARED_BYTES
+#define HIST_SHARED_BYTES 65536
+#endif
+#define HIST_PAIRS ((PASSES + 1) / 2)
+#define HIST_COPIES_FIT (HIST_SHARED_BYTES / 4 / (HIST_PAIRS * RADIX_DIGITS))
 #define HIST_COPIES (HIST_COPIES_FIT >= 32 ? 32 : HIST_COPIES_FIT >= 16 ? 16 : HIST_COPIES_FIT >= 8 ? 8 \
                      : HIST_COPIES_FIT >= 4 ? 4 : HIST_COPIES_FIT >= 2 ? 2 : 1)
+// A step adds at most HIST_ITEMS keys per thread, BLOCK_SIZE / HIST_COPIES
+// threads to a copy.
+#define HIST_ROUND (65535 / (HIST_ITEMS * (BLOCK_SIZE / HIST_COPIES)))
+#if HIST_COPIES_FIT < 1 || HIST_ROUND < 1
+#error "the histogram's counters do not fit HIST_SHARED_BYTES"
+#endif
 // Registers: the pass asks for MIN_BLOCKS resident blocks per SM where the
 // plugin sets it above 0, else for at least 768 resident threads (85
 // registers).
@@ -175,11 +191,10 @@ __device__ __forceinline__ void os_shared_add(unsigned at, unsigned v)
 }
 
 // Counts the digits of ITEMS sorted words w[] of one thread in its copy of
-// the counters: counter (pass, digit) at shared byte address mine + 4 *
-// (pass * RADIX_DIGITS + digit) * HIST_COPIES, passes below `used`. Passes
-// outermost: one branch a pass, not one a key. Byte addresses in a register
-// make each count one LEA and one shared atomic (the compiler's index
-// arithmetic took three instructions).
+// the counters (HIST_COPIES), which starts at shared byte address `mine`,
+// passes below `used`. Passes outermost: one branch a pass, not one a key.
+// Byte addresses in a register make each count one LEA and one shared atomic
+// (the compiler's index arithmetic took three instructions).
 template <int ITEMS>
 __device__ __forceinline__ void os_count_words(unsigned mine, const csk_bits_t (&w)[ITEMS], int used)
 {
@@ -188,31 +203,64 @@ __device__ __forceinline__ void os_count_words(unsigned mine, const csk_bits_t (
         if (p < used) {
 #pragma unroll
             for (int j = 0; j < ITEMS; ++j) {
-                os_shared_add(mine + 4u * HIST_COPIES * (p * RADIX_DIGITS + os_digit_fixed(w[j], p * RADIX_BITS)), 1u);
+                const unsigned digit = os_digit_fixed(w[j], p * RADIX_BITS);
+                os_shared_add(mine + 4u * HIST_COPIES * ((p >> 1) * RADIX_DIGITS + digit), 1u << (16 * (p & 1)));
             }
         }
 }
 
+// Adds the block's counts to hist and, if `again`, zeroes them for the next
+// round. Thread i sums the copies of counter i in the order (c + r) mod
+// HIST_COPIES, r telling apart the lanes of a warp whose counters share
+// banks: each load of a warp hits 32 distinct banks.
+__device__ __forceinline__ void os_hist_flush(unsigned* counts, unsigned long long* __restrict__ hist,
+                                              int used, bool again)
+{
+    __syncthreads();
+    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
+        const int p = i / RADIX_DIGITS;
+        const unsigned* copies = counts + ((p >> 1) * RADIX_DIGITS + i % RADIX_DIGITS) * HIST_COPIES;
+        const int r = i / (32 / HIST_COPIES);
+        unsigned sum = 0;
+#pragma unroll
+        for (int c = 0; c < HIST_COPIES; ++c)
+            sum += copies[(c + r) & (HIST_COPIES - 1)] >> (16 * (p & 1)) & 0xffffu;
+        if (sum) atomicAdd(&hist[i], (unsigned long long)sum);
+    }
+    if (again) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
+        __syncthreads();
+    }
+}
+
 // hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
 // for the passes below os_passes_used(limit). A key whose sorted word is
-// above limit (outside the caller's promised range) sets *bad.
+// above limit (outside the caller's promised range) sets *bad. Launched with
+// HIST_SHARED_BYTES of dynamic shared memory; any grid (each block loops).
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
                    unsigned long long base, unsigned long long limit, unsigned long long* __restrict__ hist,
                    unsigned* __restrict__ bad)
 {
-    __shared__ unsigned counts[PASSES * RADIX_DIGITS * HIST_COPIES];
-    for (int i = threadIdx.x; i < PASSES * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
+    extern __shared__ unsigned os_hist_smem[];
+    unsigned* counts = os_hist_smem;
+    const int used = os_passes_used(limit);
+    for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
     __syncthreads();
     const unsigned mine = (unsigned)__cvta_generic_to_shared(counts + (threadIdx.x & (HIST_COPIES - 1)));
     const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
-    const int used = os_passes_used(limit);
     const bool check = limit < (unsigned long long)CSK_ALL_ONES;
     csk_bits_t largest = 0;  // of the block's sorted words: above limit iff some key is bad
     const csk_index_t chunk = (csk_index_t)BLOCK_SIZE * HIST_ITEMS;
     csk_index_t start = (csk_index_t)blockIdx.x * chunk;
+    int steps = 0;  // since the last flush (the same in every thread of the block)
     // Whole chunks: no bounds checks, loads at constant offsets.
     for (; start + chunk <= n; start += (csk_index_t)gridDim.x * chunk) {
+        if (steps == HIST_ROUND) {
+            os_hist_flush(counts, hist, used, true);
+            steps = 0;
+        }
         const csk_bits_t* at = keys + start + threadIdx.x;
         csk_bits_t w[HIST_ITEMS];
 #pragma unroll
@@ -224,9 +272,12 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
             for (int j = 0; j < HIST_ITEMS; ++j) largest = w[j] > largest ? w[j] : largest;
         }
         os_count_words(mine, w, used);
+        ++steps;
     }
-    // The one partial chunk (of the block that reaches it): key by key.
+    // The one partial chunk (of the block that reaches it): key by key, at
+    // most HIST_ITEMS a thread, so one step.
     if (start < n) {
+        if (steps == HIST_ROUND) os_hist_flush(counts, hist, used, true);
         for (csk_index_t i = start + threadIdx.x; i < n; i += BLOCK_SIZE) {
             const csk_bits_t w[1] = {(csk_bits_t)(csk_encode(keys[i], kmask) - kbase)};
             largest = w[0] > largest ? w[0] : largest;
@@ -234,18 +285,7 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
         }
     }
     if (check && (unsigned long long)largest > limit) atomicOr(bad, 1u);
-    __syncthreads();
-    // Thread i sums the copies of counter i (HIST_COPIES consecutive words,
-    // 32 / HIST_COPIES counters to a row of banks) in the order c ^ r, r
-    // telling apart the lanes of a warp that share banks: distinct banks.
-    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
-        const int r = (i / (32 / HIST_COPIES)) & (HIST_COPIES - 1);
-        unsigned sum = 0;
-#pragma unroll
-        for (int c = 0; c < HIST_COPIES; ++c)
-            sum += counts[(i * HIST_COPIES + r) ^ c];
-        if (sum) atomicAdd(&hist[i], (unsigned long long)sum);
-    }
+    os_hist_flush(counts, hist, used, false);
 }
 
 // ----------------------------------------------------------------------- plan
