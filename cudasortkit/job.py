@@ -63,6 +63,12 @@ class Job:
         return describe(self.plugin.name, None, self.dtype, self.config)
 
     @property
+    def graphable(self) -> bool:
+        """Whether a launch plan may capture this job's work into a CUDA
+        graph (cudasortkit/graphs.py): not while every launch waits."""
+        return not SYNC_EVERY_LAUNCH
+
+    @property
     def limits(self):
         """The device's limits (cudasortkit.device.DeviceLimits)."""
         return self.state.limits

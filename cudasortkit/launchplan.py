@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .graphs import PlanGraphs
+
 #: key -> LaunchPlan or Unreplayable; cleared with the compiled modules
 #: (compiler.forget_modules), since plans hold prepared functions.
 _plans: dict = {}
@@ -68,6 +70,11 @@ def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_
     plan = _plans.get(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
                            has_values_in, has_values_out, rows))
     return plan if type(plan) is LaunchPlan else None
+
+
+def graphs_held() -> int:
+    """CUDA graphs the recorded plans hold (cudasortkit/graphs.py)."""
+    return sum(len(plan.graphs) for plan in list(_plans.values()) if type(plan) is LaunchPlan)
 
 
 def replayable(plugin_cls) -> bool:
@@ -176,19 +183,29 @@ class LaunchPlan:
         self.temporaries = temporaries
         self.ops = ops
         self._resolved = (None, ())  # (slot addresses, each op's arguments) of the last replay
+        #: The plan's CUDA graphs, by buffer addresses (cudasortkit/graphs.py).
+        self.graphs = PlanGraphs()
 
     def replay(self, job) -> None:
-        """Issue the recorded work for `job`'s buffers; temporaries come from
+        """Issue the recorded work for `job`'s buffers, as one graph launch
+        when these buffers were replayed before; temporaries come from
         job.alloc, so job.finish() frees them as after a plain run()."""
-        bases = [job.keys_in, job.keys_out, job.values_in, job.values_out]
-        for nbytes in self.temporaries:
-            bases.append(int(job.alloc(nbytes)))
+        bases = (job.keys_in, job.keys_out, job.values_in, job.values_out,
+                 *(int(job.alloc(nbytes)) for nbytes in self.temporaries))
+        if self.graphs.launch(bases, job):
+            return
         last_bases, arguments = self._resolved
         if bases != last_bases:  # else the same buffers again (pools hand them back): reuse
             arguments = tuple(op.resolve(bases) for op in self.ops)
             self._resolved = (bases, arguments)
-        for op, resolved in zip(self.ops, arguments):
-            op.issue(job, resolved)
+
+        def issue():
+            for op, resolved in zip(self.ops, arguments):
+                op.issue(job, resolved)
+
+        if not (job.graphable and self.graphs.wants(bases)
+                and self.graphs.capture(bases, job, issue)):
+            issue()
 
 
 class Recorder:

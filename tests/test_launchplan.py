@@ -6,7 +6,7 @@ import numpy as np
 
 import pytest
 
-from cudasortkit import compiler, job as jobmod, launchplan
+from cudasortkit import compiler, graphs, job as jobmod, launchplan
 from cudasortkit.device import DeviceLimits
 from cudasortkit.errors import KernelError
 from cudasortkit.job import Job
@@ -371,3 +371,90 @@ def test_rows_of_one_size_get_a_plan_each_and_ragged_segments_none():
     for _ in range(2):
         run_job(plugin, n=10, request=ragged)
     assert plugin.runs == 4 and len(launchplan._plans) == 2  # never recorded
+
+
+class StubGraphDriver:
+    """graphs._Driver's calls: captures and graph launches go to ISSUED."""
+
+    def __init__(self, fail_instantiate=False):
+        self.fail_instantiate, self.made = fail_instantiate, 0
+
+    @staticmethod
+    def check(status, what):
+        graphs._Driver.check(status, what)
+
+    def begin(self, stream, mode):
+        ISSUED.append(("begin capture", stream))
+        return 0
+
+    def end(self, stream, graph):
+        graph._obj.value = 0x6000
+        ISSUED.append(("end capture", stream))
+        return 0
+
+    def instantiate(self, instance, graph, flags):
+        if self.fail_instantiate:
+            return 999
+        self.made += 1
+        instance._obj.value = 0x7000 + self.made
+        return 0
+
+    def launch(self, instance, stream):
+        ISSUED.append(("graph", instance, stream))
+        return 0
+
+    def destroy_graph(self, graph):
+        return 0
+
+    def destroy_exec(self, instance):
+        return 0
+
+
+class StubCaptureStream(StubStream):
+    handle = 0xCAB
+
+
+@pytest.fixture
+def graph_driver(monkeypatch):
+    driver = StubGraphDriver()
+    monkeypatch.setattr(graphs, "_get_driver", lambda: driver)
+    monkeypatch.setattr(StubCuda, "Stream", lambda flags=0: StubCaptureStream(), raising=False)
+    monkeypatch.setattr(StubStream, "handle", 0x5, raising=False)
+    graphs._capture_streams.clear()
+    yield driver
+    graphs._capture_streams.clear()
+
+
+def test_the_same_buffers_replayed_again_are_captured_once_then_launched_as_a_graph(graph_driver):
+    plugin = FakeSort()
+    recorded, _ = run_job(plugin)
+    replayed, _ = run_job(plugin)  # addresses seen once: issued one by one
+    assert replayed == recorded
+    captured, _ = run_job(plugin)
+    assert captured[0] == ("begin capture", 0xCAB) and captured[-2] == ("end capture", 0xCAB)
+    assert captured[1:-2] == recorded and captured[-1] == ("graph", 0x7001, 0x5)
+    for _ in range(2):
+        assert run_job(plugin)[0] == [("graph", 0x7001, 0x5)]
+    other, _ = run_job(plugin, keys_out=0x40000000)  # new addresses: one by one again
+    assert other == run_job(FakeSort(), replay=False, keys_out=0x40000000)[0]
+    assert plugin.runs == 1 and launchplan.graphs_held() == 1
+
+
+def test_a_failed_capture_turns_graphs_off_and_issues_one_by_one(graph_driver):
+    graph_driver.fail_instantiate = True
+    plugin = FakeSort()
+    recorded, _ = run_job(plugin)
+    run_job(plugin)
+    failed, _ = run_job(plugin)
+    assert failed[-len(recorded):] == recorded and ("graph", 0x7001, 0x5) not in failed
+    assert run_job(plugin)[0] == recorded
+    assert launchplan.graphs_held() == 0
+
+
+def test_no_graphs_while_every_launch_waits(graph_driver, monkeypatch):
+    monkeypatch.setattr(jobmod, "SYNC_EVERY_LAUNCH", True)
+    plugin = FakeSort()
+    recorded, _ = run_job(plugin)
+    for _ in range(3):
+        assert run_job(plugin)[0] == recorded
+    assert launchplan.graphs_held() == 0

@@ -133,3 +133,25 @@ def test_a_new_decision_drops_the_prepared_call():
     api.selector.forget()
     assert not _served_prepared("sort", x)
     np.testing.assert_array_equal(csk.sort(x).get(), np.sort(x.get()))
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_sorts_replayed_as_graphs_read_new_data_and_write_every_key(non_blocking):
+    """The same buffers sorted again and again: from the third call the plan
+    runs as a CUDA graph (cudasortkit/graphs.py); each call has new keys,
+    written on the caller's stream just before, and a poisoned output."""
+    from cudasortkit import launchplan
+
+    cupy = _cupy()
+    n = (1 << 20) + 3
+    rng = np.random.default_rng(n)
+    keys, out = cupy.empty(n, cupy.uint32), cupy.empty(n, cupy.uint32)
+    stream = cupy.cuda.Stream(non_blocking=non_blocking)
+    with stream:
+        for _ in range(5):
+            h = rng.integers(0, 1 << 32, n, dtype=np.uint32)
+            keys.set(h, stream=stream)
+            out.fill(0x5A5A5A5A)
+            csk.sort(keys, out=out)
+            np.testing.assert_array_equal(out.get(stream=stream), np.sort(h))
+    assert launchplan.graphs_held() >= 1
