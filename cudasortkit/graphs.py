@@ -17,19 +17,29 @@ Rules kept:
   mode: the work it records is not run, and nothing the caller or other
   threads queue elsewhere can join or break the capture. The graph is then
   launched on the job's stream, ordered like the operations it replaces.
-- A plan keeps graphs for its last few sets of buffers (MAX_GRAPHS); they
-  are destroyed with the plan. Anything failing in capture turns graphs off
-  for that plan, whose replays then issue operations one by one as before.
+- A plan keeps graphs for its MAX_GRAPHS most recently used sets of buffers
+  (a graph evicted is destroyed; all are destroyed with the plan).
+- Capturing costs more than issuing the operations once, so a plan whose
+  buffers keep changing must not capture on and on: once it has captured
+  CAPTURES_BEFORE_CHECK times, graphs stay on only while each capture has
+  paid for itself with at least LAUNCHES_PER_CAPTURE graph launches.
+- Anything failing in capture turns graphs off for that plan, whose replays
+  then issue operations one by one as before.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
+from collections import OrderedDict
 
 #: Graphs kept per launch plan (sets of buffers), and buffer sets remembered
 #: as seen once.
-MAX_GRAPHS = 4
-MAX_SEEN = 16
+MAX_GRAPHS = 8
+MAX_SEEN = 32
+#: Past this many captures a plan keeps capturing only while its graphs are
+#: launched at least this many times per capture.
+CAPTURES_BEFORE_CHECK = 8
+LAUNCHES_PER_CAPTURE = 4
 _CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 _STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
 
@@ -86,9 +96,10 @@ class PlanGraphs:
     """One launch plan's graphs, by the buffer addresses of the replay."""
 
     def __init__(self):
-        self._execs: dict = {}  # addresses (tuple) -> CUgraphExec handle (int)
+        self._execs = OrderedDict()  # addresses (tuple) -> CUgraphExec handle, LRU last
         self._seen: set = set()
         self._lock = threading.Lock()
+        self.captures = self.launches = 0
         #: Why graphs are off for this plan (None while they are on).
         self.off = None
 
@@ -102,7 +113,9 @@ class PlanGraphs:
             graph = self._execs.get(key)
             if graph is None:
                 return False
+            self._execs.move_to_end(key)
             _Driver.check(_get_driver().launch(graph, job.stream.handle), "cuGraphLaunch")
+            self.launches += 1
         return True
 
     def wants(self, key: tuple) -> bool:
@@ -112,6 +125,11 @@ class PlanGraphs:
             return False
         with self._lock:
             if key in self._seen:
+                if (self.captures >= CAPTURES_BEFORE_CHECK
+                        and self.launches < LAUNCHES_PER_CAPTURE * self.captures):
+                    self.off = (f"buffers change too often: {self.captures} captures, "
+                                f"{self.launches} graph launches")
+                    return False
                 return True
             if len(self._seen) >= MAX_SEEN:
                 self._seen.clear()
@@ -150,14 +168,17 @@ class PlanGraphs:
                 if graph.value:
                     driver.destroy_graph(graph)
         with self._lock:
+            self.captures += 1
+            self._seen.discard(key)
             if len(self._execs) >= MAX_GRAPHS:
-                self._destroy_all()
+                _, evicted = self._execs.popitem(last=False)
+                driver.destroy_exec(evicted)  # one still running is freed when it ends
             self._execs[key] = instance.value
         return self.launch(key, job)
 
     def _destroy_all(self) -> None:
         for graph in self._execs.values():
-            _get_driver().destroy_exec(graph)  # one still running is freed when it ends
+            _get_driver().destroy_exec(graph)
         self._execs.clear()
 
     def __del__(self):

@@ -458,3 +458,19 @@ def test_no_graphs_while_every_launch_waits(graph_driver, monkeypatch):
     for _ in range(3):
         assert run_job(plugin)[0] == recorded
     assert launchplan.graphs_held() == 0
+
+
+def test_a_plan_whose_buffers_keep_changing_stops_capturing(graph_driver):
+    plugin = FakeSort()
+    recorded, _ = run_job(plugin)
+    captures = 0
+    for i in range(2 * graphs.CAPTURES_BEFORE_CHECK):
+        out = 0x40000000 + i * 0x1000000
+        run_job(plugin, keys_out=out)
+        issued, _ = run_job(plugin, keys_out=out)  # seen twice: captured, unless graphs are off
+        captures += issued[0][0] == "begin capture"
+    assert captures == graphs.CAPTURES_BEFORE_CHECK  # each graph ran once: not worth it
+    assert "change too often" in launchplan.recorded(
+        0, plugin, "uint32", 1000, 0, {"block_size": 128}, False, has_values_in=False,
+        has_values_out=False).graphs.off
+    assert launchplan.graphs_held() == graphs.MAX_GRAPHS
