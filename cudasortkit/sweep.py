@@ -27,9 +27,11 @@ from dataclasses import dataclass
 #: Largest count a 32-bit status word holds (2 bits are flags); beyond it the
 #: kernels are built with 64-bit status words.
 NARROW_STATUS_MAX = (1 << 30) - 1
-#: Keys per thread per histogram step, and the histogram's dynamic shared
-#: memory where the device gives a block that much (kernels/onesweep.cuh).
+#: Keys per thread per histogram step, threads of a histogram block, and its
+#: dynamic shared memory where the device gives a block that much
+#: (kernels/onesweep.cuh).
 HIST_ITEMS = 8
+HIST_BLOCK = 1024
 HIST_SHARED_BYTES = 65536
 #: Widest digit (kernels/onesweep.cuh), and the tile size its 16-bit per-warp
 #: counters stay below.
@@ -120,10 +122,10 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     # The histogram loops over the keys: as many blocks as the GPU holds at
     # once, each merging its shared counts into `hist` once at the end.
     histogram = kernels["onesweep_histogram"]
-    resident = job.limits.sm_count * histogram.resident_blocks(job.limits, g.block_size,
+    resident = job.limits.sm_count * histogram.resident_blocks(job.limits, HIST_BLOCK,
                                                                hist_shared)
-    hist_grid = min(job.blocks(n, g.block_size * HIST_ITEMS), max(resident, 1))
-    job.launch(histogram, hist_grid, g.block_size, job.keys_in, n, mask, base, limit, at["hist"],
+    hist_grid = min(job.blocks(n, HIST_BLOCK * HIST_ITEMS), max(resident, 1))
+    job.launch(histogram, hist_grid, HIST_BLOCK, job.keys_in, n, mask, base, limit, at["hist"],
                bad, shared=hist_shared)
     job.launch(kernels["onesweep_plan"], 1, g.block_size, at["hist"], n, limit,
                at["offsets"], at["plan"])

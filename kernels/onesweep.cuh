@@ -79,6 +79,10 @@ typedef unsigned os_counter_t;
 // be staged unconditionally (never scattered). Otherwise they are not staged.
 #define OS_RUNS_IN_DIGIT_ORDER (OS_WORDS_PER_THREAD == 1)
 #define HIST_ITEMS 8
+// Threads of a histogram block (cudasortkit/sweep.py mirrors it): two
+// 1024-thread blocks fill an SM's threads, registers and 128 KiB of shared
+// memory.
+#define HIST_BLOCK 1024
 // The histogram's shared counters: 16-bit, two passes to a 32-bit word (pass
 // p in half p & 1 of pair p / 2), HIST_COPIES copies of each: thread t adds
 // to copy t & (HIST_COPIES - 1), word (pair * RADIX_DIGITS + digit) *
@@ -96,9 +100,9 @@ typedef unsigned os_counter_t;
 #define HIST_COPIES_FIT (HIST_SHARED_BYTES / 4 / (HIST_PAIRS * RADIX_DIGITS))
 #define HIST_COPIES (HIST_COPIES_FIT >= 32 ? 32 : HIST_COPIES_FIT >= 16 ? 16 : HIST_COPIES_FIT >= 8 ? 8 \
                      : HIST_COPIES_FIT >= 4 ? 4 : HIST_COPIES_FIT >= 2 ? 2 : 1)
-// A step adds at most HIST_ITEMS keys per thread, BLOCK_SIZE / HIST_COPIES
+// A step adds at most HIST_ITEMS keys per thread, HIST_BLOCK / HIST_COPIES
 // threads to a copy.
-#define HIST_ROUND (65535 / (HIST_ITEMS * (BLOCK_SIZE / HIST_COPIES)))
+#define HIST_ROUND (65535 / (HIST_ITEMS * (HIST_BLOCK / HIST_COPIES)))
 #if HIST_COPIES_FIT < 1 || HIST_ROUND < 1
 #error "the histogram's counters do not fit HIST_SHARED_BYTES"
 #endif
@@ -217,7 +221,7 @@ __device__ __forceinline__ void os_hist_flush(unsigned* counts, unsigned long lo
                                               int used, bool again)
 {
     __syncthreads();
-    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += BLOCK_SIZE) {
+    for (int i = threadIdx.x; i < used * RADIX_DIGITS; i += HIST_BLOCK) {
         const int p = i / RADIX_DIGITS;
         const unsigned* copies = counts + ((p >> 1) * RADIX_DIGITS + i % RADIX_DIGITS) * HIST_COPIES;
         const int r = i / (32 / HIST_COPIES);
@@ -229,7 +233,7 @@ __device__ __forceinline__ void os_hist_flush(unsigned* counts, unsigned long lo
     }
     if (again) {
         __syncthreads();
-        for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
+        for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += HIST_BLOCK) counts[i] = 0;
         __syncthreads();
     }
 }
@@ -237,8 +241,9 @@ __device__ __forceinline__ void os_hist_flush(unsigned* counts, unsigned long lo
 // hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
 // for the passes below os_passes_used(limit). A key whose sorted word is
 // above limit (outside the caller's promised range) sets *bad. Launched with
-// HIST_SHARED_BYTES of dynamic shared memory; any grid (each block loops).
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+// HIST_SHARED_BYTES of dynamic shared memory, HIST_BLOCK threads a block; any
+// grid (each block loops).
+extern "C" __global__ void __launch_bounds__(HIST_BLOCK)
 onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
                    unsigned long long base, unsigned long long limit, unsigned long long* __restrict__ hist,
                    unsigned* __restrict__ bad)
@@ -246,13 +251,13 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     extern __shared__ unsigned os_hist_smem[];
     unsigned* counts = os_hist_smem;
     const int used = os_passes_used(limit);
-    for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += BLOCK_SIZE) counts[i] = 0;
+    for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += HIST_BLOCK) counts[i] = 0;
     __syncthreads();
     const unsigned mine = (unsigned)__cvta_generic_to_shared(counts + (threadIdx.x & (HIST_COPIES - 1)));
     const csk_bits_t kmask = (csk_bits_t)mask, kbase = (csk_bits_t)base;
     const bool check = limit < (unsigned long long)CSK_ALL_ONES;
     csk_bits_t largest = 0;  // of the block's sorted words: above limit iff some key is bad
-    const csk_index_t chunk = (csk_index_t)BLOCK_SIZE * HIST_ITEMS;
+    const csk_index_t chunk = (csk_index_t)HIST_BLOCK * HIST_ITEMS;
     csk_index_t start = (csk_index_t)blockIdx.x * chunk;
     int steps = 0;  // since the last flush (the same in every thread of the block)
     // Whole chunks: no bounds checks, loads at constant offsets.
@@ -264,7 +269,7 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
         const csk_bits_t* at = keys + start + threadIdx.x;
         csk_bits_t w[HIST_ITEMS];
 #pragma unroll
-        for (int j = 0; j < HIST_ITEMS; ++j) w[j] = at[j * BLOCK_SIZE];
+        for (int j = 0; j < HIST_ITEMS; ++j) w[j] = at[j * HIST_BLOCK];
 #pragma unroll
         for (int j = 0; j < HIST_ITEMS; ++j) w[j] = (csk_bits_t)(csk_encode(w[j], kmask) - kbase);
         if (check) {
@@ -278,7 +283,7 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     // most HIST_ITEMS a thread, so one step.
     if (start < n) {
         if (steps == HIST_ROUND) os_hist_flush(counts, hist, used, true);
-        for (csk_index_t i = start + threadIdx.x; i < n; i += BLOCK_SIZE) {
+        for (csk_index_t i = start + threadIdx.x; i < n; i += HIST_BLOCK) {
             const csk_bits_t w[1] = {(csk_bits_t)(csk_encode(keys[i], kmask) - kbase)};
             largest = w[0] > largest ? w[0] : largest;
             os_count_words(mine, w, used);
