@@ -70,9 +70,14 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
         if index_dtype != INDEX_DTYPE:
             if axis != -1 or getattr(a, "ndim", None) != 1:
                 raise ValueError("index_dtype=int32 is supported for 1-D arrays (axis=-1) only")
+            if key_range is None and stream is None:
+                call = prepared.find("argsort", a, descending, stable, algorithm, index_dtype)
+                if call is not None:
+                    return call(a)[1]
             _check_flags(descending, stable, algorithm)
             return _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None,
-                            None, key_range, stream, progress=progress, index_dtype=index_dtype)[1]
+                            None, key_range, stream, progress=progress, caller=a,
+                            index_dtype=index_dtype)[1]
     if axis == -1 and key_range is None and stream is None:
         call = prepared.find("argsort", a, descending, stable, algorithm)
         if call is not None:
@@ -184,7 +189,7 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
                     raise  # auto chooses again: the broken plugin is out of service
                 continue
             if (caller is not None and values is None and out is None and key_range is None
-                    and stream is None and index_dtype == INDEX_DTYPE):
+                    and stream is None):
                 prepared.note(kind, caller, keys, descending, stable, algorithm, request, plugin,
                               config, state)
             return result

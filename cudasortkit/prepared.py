@@ -24,15 +24,15 @@ the rows' shape (launchplan.rows_of).
 """
 from __future__ import annotations
 
-import numpy as np
 
 from . import arrays, launchplan, registry
 from .corekernels import iota64
 from .dtypes import is_bfloat16
+from .execute import INDEX_DTYPE, INDEX_DTYPES
 from .job import Job
 from .streams import LEGACY, current_stream
 
-INDEX_DTYPE = np.dtype(np.int64)
+_TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
 MAX_CALLS = 1024
 
@@ -85,8 +85,8 @@ class _TorchKeys:
     def empty(a, shape, dtype):
         import torch
 
-        if dtype == INDEX_DTYPE:
-            return torch.empty(shape, dtype=torch.int64, device=a.device)
+        if dtype in _TORCH_INDEX:
+            return torch.empty(shape, dtype=getattr(torch, _TORCH_INDEX[dtype]), device=a.device)
         return torch.empty(shape, dtype=a.dtype, device=a.device)
 
 
@@ -98,16 +98,18 @@ class PreparedCall:
     axis of a C-contiguous N-D one): plugin, config, launch plan."""
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
-                 "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota")
+                 "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
+                 "index_dtype")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
-                 value_bytes, descending, memo, stamps):
+                 value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
         self.adapter, self.state, self.plugin = adapter, state, plugin
         self.config, self.plan, self.kind = config, plan, kind
         self.dtype, self.key_name = dtype, key_name  # the caller's dtype; the kernels' key dtype
         self.shape, self.n, self.value_bytes = shape, n, value_bytes
         self.descending, self.memo, self.stamps = descending, memo, stamps
         self.iota = kind == "argsort" and not plugin.makes_indices
+        self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
 
     def __call__(self, a):
         """(sorted keys or None, indices or None), in the caller's library."""
@@ -128,7 +130,7 @@ class PreparedCall:
                 keys_buf = state.allocate(n * self.dtype.itemsize, "sorted keys of argsort")
                 temporaries.append(keys_buf)
                 keys_out = int(keys_buf)
-                indices = adapter.empty(a, self.shape, INDEX_DTYPE)
+                indices = adapter.empty(a, self.shape, self.index_dtype)
                 values_out = adapter.pointer(indices)
                 values_in = 0
                 if self.iota:
@@ -138,7 +140,7 @@ class PreparedCall:
                     values_in = int(iota)
             if arrays.POISON_BYTE is not None:  # tests: unwritten results show
                 for ptr, nbytes in ((keys_out, n * self.dtype.itemsize),
-                                    (values_out, n * INDEX_DTYPE.itemsize)):
+                                    (values_out, n * self.index_dtype.itemsize)):
                     if ptr:
                         state.cuda.memset_d8_async(ptr, arrays.POISON_BYTE, nbytes, state.stream)
             job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,
@@ -172,11 +174,12 @@ class PreparedCalls:
         return (registry.generation, self.selector.policy.generation, self.selector.epoch,
                 launchplan.generation)
 
-    def find(self, kind: str, a, descending, stable, algorithm):
+    def find(self, kind: str, a, descending, stable, algorithm, index_dtype=INDEX_DTYPE):
         """The prepared call for this exact call, or None (take the general path)."""
         if type(a) not in self._types or type(descending) is not bool or type(stable) is not bool:
             return None
-        call = self._calls.get((kind, type(a), a.dtype, a.shape, descending, stable, algorithm))
+        call = self._calls.get((kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
+                                index_dtype))
         if call is None:
             return None
         if call.stamps != self.stamps() or not call.adapter.ready(a, call.state.ordinal):
@@ -207,16 +210,19 @@ class PreparedCalls:
                                    has_values_in=kind == "argsort" and not plugin.makes_indices,
                                    has_values_out=kind == "argsort",
                                    rows=launchplan.rows_of(request))
-        if plan is None:
+        # int32 indices only from a plugin that makes them (the call's iota is 64-bit).
+        index_dtype = INDEX_DTYPES[request.value_bytes] if kind == "argsort" else INDEX_DTYPE
+        if plan is None or (index_dtype != INDEX_DTYPE and not plugin.makes_indices):
             return
         a = caller
         if len(self._calls) >= MAX_CALLS:
             self._calls.clear()
         self._types.add(type(a))
-        self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm)] = \
+        self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
+                     index_dtype)] = \
             PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
                          request.dtype, tuple(a.shape), keys.n, request.value_bytes,
-                         request.descending, memo, self.stamps())
+                         request.descending, memo, self.stamps(), index_dtype)
 
     def forget(self) -> None:
         self._calls.clear()

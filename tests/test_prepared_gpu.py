@@ -53,6 +53,30 @@ def test_repeated_stable_argsorts_are_numpys(n):
         assert_valid_argsort(csk.argsort(cupy.asarray(h)).get(), h)
 
 
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("n", [70001, 1 << 20])
+def test_repeated_int32_argsorts_are_prepared_and_keep_their_dtype(library, n):
+    """int32 indices repeat through the prepared path (auto picks onesweep
+    here, which makes its indices) under their own key: the int64 argsort
+    of the same array is not served their call."""
+    if library == "cupy":
+        as_device, to_host = _cupy().asarray, lambda a: a.get()
+    else:
+        torch = pytest.importorskip("torch")
+        as_device, to_host = (lambda h: torch.from_numpy(h).cuda()), (lambda a: a.cpu().numpy())
+    rng = np.random.default_rng(n)
+    for call in range(3):
+        h = rng.integers(0, 1 << 20, n).astype(np.uint32)
+        for dtype in (np.int32, np.int64):
+            got = to_host(csk.argsort(as_device(h), stable=True, index_dtype=dtype))
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got, np.argsort(h, kind="stable"))
+    a = as_device(h)
+    int32_call = api.prepared.find("argsort", a, False, True, "auto", np.dtype(np.int32))
+    assert int32_call is not None and int32_call.index_dtype == np.int32
+    assert api.prepared.find("argsort", a, False, True, "auto").index_dtype == np.int64
+
+
 @pytest.mark.parametrize("shape", [(1000, 1000), (500, 2000), (2000, 500), (1, 4099), (4096, 16)])
 def test_rows_along_the_last_axis_repeat_through_the_prepared_path(shape):
     """Shapes of one size but other rows each get their own plan; the
