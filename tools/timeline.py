@@ -1,7 +1,8 @@
 """One warm sort's timeline, on the host and on the GPU, against CuPy's.
 
 Host: when each operation of a prepared call is queued, in microseconds after
-the call was entered (median of many calls). GPU: each kernel, memset and
+the call was entered (median of many calls; a call replayed as a CUDA graph
+issues no operation one by one, so it shows only when it returned). GPU: each kernel, memset and
 copy of one call from torch.profiler's CUDA trace (start after the call's
 first GPU operation, and duration), for cudasortkit and for cupy.sort, and
 the call's time by CUDA events (median).
@@ -22,17 +23,7 @@ import cudasortkit as csk
 from cudasortkit.job import Job
 from cudasortkit.sizes import parse_size
 
-
-def event_ms(run, repeats=100):
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
+from call_gap import single_ms  # tools/call_gap.py: CUDA events around single synchronised calls
 
 
 def host_marks(run, calls=200):
@@ -106,7 +97,7 @@ def main():
             cupy.cuda.Device().synchronize()
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
     for name, run in runs.items():
-        print(f"{name}: {event_ms(run):.3f} ms by CUDA events")
+        print(f"{name}: {single_ms(run, repeats=100):.3f} ms by CUDA events")
         ops = gpu_ops(run)
         end = 0.0
         for op, start, duration in ops:
