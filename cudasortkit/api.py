@@ -9,6 +9,8 @@ ascending and descending.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import batched, registry
@@ -66,7 +68,8 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     descending=True, stable=True). index_dtype=np.int32 returns int32
     indices (1-D arrays of fewer than 2^31 keys), which moves less memory."""
     if index_dtype is not np.int64:
-        index_dtype = check_index_dtype(index_dtype, getattr(a, "size", 0))
+        # keys counted from the shape: torch's `size` is a method
+        index_dtype = check_index_dtype(index_dtype, math.prod(getattr(a, "shape", ())))
         if index_dtype != INDEX_DTYPE:
             if axis != -1 or getattr(a, "ndim", None) != 1:
                 raise ValueError("index_dtype=int32 is supported for 1-D arrays (axis=-1) only")

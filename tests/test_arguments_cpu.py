@@ -196,3 +196,14 @@ def test_unsupported_index_dtypes_are_refused():
         check_index_dtype(np.int32, 1 << 31)
     assert check_index_dtype(np.int32, (1 << 31) - 1) == np.int32
     assert check_index_dtype(np.int64, 1 << 40) == np.int64
+
+
+def test_int32_indices_count_keys_by_shape_when_size_is_a_method():
+    class TorchLike:  # torch.Tensor.size is a method, not NumPy's count
+        shape, ndim = (1 << 31,), 1
+
+        def size(self):
+            return self.shape
+
+    with pytest.raises(ValueError, match="2147483648 keys"):
+        csk.argsort(TorchLike(), index_dtype=np.int32)
