@@ -66,8 +66,10 @@ def _error_text(exc) -> str:
 
 
 def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10,
-               with_numpy=False, check=True, rng=None) -> list:
-    """Rows {op, dtype, n, algorithm, median_ms, gkeys_s, ok} for one case."""
+               with_numpy=False, check=True, rng=None, index_dtype="int64") -> list:
+    """Rows {op, dtype, n, algorithm, median_ms, gkeys_s, ok} for one case.
+    index_dtype: of our argsorts ("int32": the algorithm reads NAME/int32;
+    CuPy's are int64)."""
     cupy = _cupy()
     rng = rng or np.random.default_rng()
     hosts = [make_input(dtype, n, dist, rng) for _ in range(inputs)]
@@ -92,10 +94,11 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
         if op == "sort":
             return lambda i: api.sort(devs[i], algorithm=name)
         if op == "argsort":
-            return lambda i: api.argsort(devs[i], algorithm=name)
+            return lambda i: api.argsort(devs[i], algorithm=name, index_dtype=index_dtype)
         return lambda i: api.sort_by_key(devs[i], vals[i], algorithm=name)
 
-    runners = {name: ours(name) for name in algorithms}
+    label = "" if op != "argsort" or index_dtype == "int64" else f"/{index_dtype}"
+    runners = {name + label: ours(name) for name in algorithms}
     if cupy is not None:
         runners["cupy"] = {
             "sort": lambda i: cupy.sort(devs[i]),
@@ -269,6 +272,8 @@ def build_parser(parser=None):
     parser.add_argument("--sizes", default="2^20,2^24", help="comma-separated, e.g. 2^24,1000000")
     parser.add_argument("--dist", default="uniform", help="'uniform' or 'range:LO:HI'")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--index-dtype", default="int64", choices=("int64", "int32"),
+                        help="index dtype of our argsorts (CuPy's are int64)")
     parser.add_argument("--inputs", type=int, default=3, help="input sets to rotate among")
     parser.add_argument("--numpy", action="store_true", help="also time numpy.sort on the host")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check")
@@ -365,9 +370,11 @@ def main(argv=None, args=None) -> int:
         for dtype in args.dtypes.split(","):
             for size in args.sizes.split(","):
                 n = parse_size(size)
+                options = {} if op == "merge" else {"index_dtype": args.index_dtype}
                 case = bench_merge if op == "merge" else bench_case
                 new = case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
-                           repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check)
+                           repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check,
+                           **options)
                 rows += new
                 print(format_table(new).split("\n", 2)[-1], flush=True)
                 if op == "merge":
