@@ -32,6 +32,8 @@ import ctypes
 import threading
 from collections import OrderedDict
 
+from .errors import KernelError
+
 #: Graphs kept per launch plan (sets of buffers), and buffer sets remembered
 #: as seen once.
 MAX_GRAPHS = 8
@@ -114,7 +116,10 @@ class PlanGraphs:
             if graph is None:
                 return False
             self._execs.move_to_end(key)
-            _Driver.check(_get_driver().launch(graph, job.stream.handle), "cuGraphLaunch")
+            status = _get_driver().launch(graph, job.stream.handle)
+            if status:
+                raise KernelError(f"{job.where}: launching the graph of its recorded operations "
+                                  f"failed with CUDA error {status}")
             self.launches += 1
         return True
 

@@ -474,3 +474,12 @@ def test_a_plan_whose_buffers_keep_changing_stops_capturing(graph_driver):
         0, plugin, "uint32", 1000, 0, {"block_size": 128}, False, has_values_in=False,
         has_values_out=False).graphs.off
     assert launchplan.graphs_held() == graphs.MAX_GRAPHS
+
+
+def test_a_failing_graph_launch_names_plugin_and_config(graph_driver, monkeypatch):
+    plugin = FakeSort()
+    for _ in range(3):
+        run_job(plugin)
+    monkeypatch.setattr(graph_driver, "launch", lambda instance, stream: 700)
+    with pytest.raises(KernelError, match="'fake_replay'.*block_size.*CUDA error 700"):
+        run_job(plugin)
