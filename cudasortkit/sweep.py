@@ -120,7 +120,8 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
 
     mask = job.desc_mask
     # The histogram loops over the keys: as many blocks as the GPU holds at
-    # once, each merging its shared counts into `hist` once at the end.
+    # once, each adding its shared counts to `hist` at the end (and before
+    # a 16-bit count could overflow, on inputs of billions of keys).
     histogram = kernels["onesweep_histogram"]
     resident = job.limits.sm_count * histogram.resident_blocks(job.limits, HIST_BLOCK,
                                                                hist_shared)
