@@ -207,6 +207,19 @@ def test_other_tunables(change, rng):
 
 
 @slow
+def test_histogram_flushes_of_eight_byte_eleven_bit_keys(rng):
+    """11-bit digits of 8-byte keys leave room for two copies of the
+    histogram's 16-bit counters, so each block flushes them every ~120K
+    keys: 2^25 keys take every block through several rounds."""
+    cupy = _cupy()
+    n = (1 << 25) + 3
+    a = cupy.asarray(make_keys("uniform", "uint64", n, rng))
+    config = dict(_plugin().default_config("uint64"), radix_bits=11)
+    got, _ = _run(a, config)
+    assert bool(cupy.array_equal(got, cupy.sort(a))), "2^25+3 uint64, 11-bit digits"
+
+
+@slow
 def test_more_than_2_pow_31_keys(rng):
     cupy = _cupy()
     n = (1 << 31) + 12_345
