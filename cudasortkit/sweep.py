@@ -89,6 +89,46 @@ def histogram_shared_bytes(limits) -> int:
     return HIST_SHARED_BYTES if optin >= HIST_SHARED_BYTES else 1 << (optin.bit_length() - 1)
 
 
+def sweep_defines(job) -> dict:
+    """Macros a sweep template is built with for this job besides its
+    config: 64-bit status words for n >= 2^30, a smaller histogram where the
+    device cannot give a block 64 KiB."""
+    defines = {"wide_status": 1} if job.n > NARROW_STATUS_MAX else {}
+    hist_shared = histogram_shared_bytes(job.limits)
+    if hist_shared != HIST_SHARED_BYTES:
+        defines["hist_shared_bytes"] = hist_shared
+    return defines
+
+
+def status_word(job) -> int:
+    """Bytes of a tile status word (kernels/onesweep.cuh, WIDE_STATUS)."""
+    return 8 if job.n > NARROW_STATUS_MAX else 4
+
+
+def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: int = 0) -> None:
+    """onesweep_histogram over job.keys_in into `hist` (zeroed): as many
+    blocks as the GPU holds at once, each adding its shared counts to `hist`
+    at the end (and before a 16-bit count could overflow, on inputs of
+    billions of keys)."""
+    shared = histogram_shared_bytes(job.limits)
+    resident = job.limits.sm_count * kernel.resident_blocks(job.limits, HIST_BLOCK, shared)
+    grid = min(job.blocks(job.n, HIST_BLOCK * HIST_ITEMS), max(resident, 1))
+    job.launch(kernel, grid, HIST_BLOCK, job.keys_in, job.n, job.desc_mask, base, limit, hist,
+               bad, shared=shared)
+
+
+def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_in=None,
+                values=(0, 0, 0), value_mode: int = VALUES_GIVEN, write_keys: bool = True,
+                base: int = 0) -> None:
+    """onesweep_pass for digit p: `at` holds the sweep's buffers ("keys",
+    "offsets", "plan", "status", "counters"); keys_in defaults to job.keys_in."""
+    tiles = job.blocks(job.n, geometry.tile)
+    job.launch(kernel, tiles, geometry.block_size, job.keys_in if keys_in is None else keys_in,
+               job.keys_out, at["keys"], *values, job.n, job.desc_mask, base, p, value_mode,
+               int(write_keys), at["offsets"], at["plan"], at["status"], at["counters"], tiles,
+               shared=geometry.shared_bytes(job.key_bytes, job.value_bytes))
+
+
 def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
                limit: int | None = None, bad: int = 0) -> None:
     """Sort job.keys_in into job.keys_out (and values) by w = csk_encode(key)
@@ -101,33 +141,20 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     limit = (1 << 8 * kb) - 1 if limit is None else int(limit)
     passes = g.passes(kb)
     tiles = job.blocks(n, g.tile)
-    wide = n > NARROW_STATUS_MAX
-    hist_shared = histogram_shared_bytes(job.limits)
-    defines = {"wide_status": 1} if wide else {}
-    if hist_shared != HIST_SHARED_BYTES:
-        defines["hist_shared_bytes"] = hist_shared
-    status_word = 8 if wide else 4
 
     # One temporary, carved: zeroed head (histogram, tile counters, status
     # half 0), then status half 1 (zeroed by the first pass), offsets, plan,
     # ping-pong keys and values.
-    half_bytes = tiles * g.digits * status_word
+    half_bytes = tiles * g.digits * status_word(job)
     at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
                           ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
                           ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
+    defines = sweep_defines(job)
     kernels = {name: job.kernel(template, name, defines=defines) for name in SWEEP_KERNELS}
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
-    mask = job.desc_mask
-    # The histogram loops over the keys: as many blocks as the GPU holds at
-    # once, each adding its shared counts to `hist` at the end (and before
-    # a 16-bit count could overflow, on inputs of billions of keys).
-    histogram = kernels["onesweep_histogram"]
-    resident = job.limits.sm_count * histogram.resident_blocks(job.limits, HIST_BLOCK,
-                                                               hist_shared)
-    hist_grid = min(job.blocks(n, HIST_BLOCK * HIST_ITEMS), max(resident, 1))
-    job.launch(histogram, hist_grid, HIST_BLOCK, job.keys_in, n, mask, base, limit, at["hist"],
-               bad, shared=hist_shared)
+    launch_histogram(job, kernels["onesweep_histogram"], at["hist"], base=base, limit=limit,
+                     bad=bad)
     job.launch(kernels["onesweep_plan"], 1, g.block_size, at["hist"], n, limit,
                at["offsets"], at["plan"])
 
@@ -137,9 +164,7 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     else:
         mode = INDICES_U32 if n < (1 << 32) else INDICES
     vals = (job.values_in, job.values_out, at["values"]) if vb else (0, 0, 0)
-    shared = g.shared_bytes(kb, vb)
     # Passes above limit's bits are skipped on the device: not launched.
     for p in range(min(passes, max(1, -(-limit.bit_length() // g.radix_bits)))):
-        job.launch(kernels["onesweep_pass"], tiles, g.block_size, job.keys_in, job.keys_out,
-                   at["keys"], *vals, n, mask, base, p, mode, int(not argsort), at["offsets"],
-                   at["plan"], at["status"], at["counters"], tiles, shared=shared)
+        launch_pass(job, kernels["onesweep_pass"], g, p, at, values=vals, value_mode=mode,
+                    write_keys=not argsort, base=base)
