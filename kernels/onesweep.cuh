@@ -294,19 +294,17 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
 }
 
 // ----------------------------------------------------------------------- plan
-// One block. offsets[pass * RADIX_DIGITS + d]: keys with a smaller digit d in
-// that pass. plan[pass]: -1 if skipped (trivial, or above limit's bits),
-// else index | (active passes << 8).
-// If every pass is trivial (all keys equal) pass 0 still runs, as a stable
-// copy that also canonicalises NaN and -0.0 like every other result.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsigned long long limit,
-              unsigned long long* __restrict__ offsets, int* __restrict__ plan)
+// Called by a whole block: offsets[pass * RADIX_DIGITS + d] = keys with a
+// smaller digit d in that pass, and trivial[pass] = 1 (a __shared__ array of
+// PASSES) for a pass that one digit holds every key of, or above limit's
+// bits. trivial[] is complete after the block's next __syncthreads().
+__device__ __forceinline__ void os_plan_offsets(const unsigned long long* __restrict__ hist, csk_index_t n,
+                                                unsigned long long limit,
+                                                unsigned long long* __restrict__ offsets, int* trivial)
 {
     // Thread t scans the consecutive digits t * PLAN_DIGITS ...
     enum { PLAN_DIGITS = (RADIX_DIGITS + BLOCK_SIZE - 1) / BLOCK_SIZE };
     __shared__ unsigned long long warp_sums[WARPS + 1];
-    __shared__ int trivial[PASSES];
     const int used = os_passes_used(limit);
     if (threadIdx.x < PASSES) trivial[threadIdx.x] = threadIdx.x >= used;
     __syncthreads();
@@ -330,6 +328,18 @@ onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsign
             before += c[k];
         }
     }
+}
+
+// One block. offsets as os_plan_offsets; plan[pass]: -1 if skipped
+// (trivial, or above limit's bits), else index | (active passes << 8).
+// If every pass is trivial (all keys equal) pass 0 still runs, as a stable
+// copy that also canonicalises NaN and -0.0 like every other result.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsigned long long limit,
+              unsigned long long* __restrict__ offsets, int* __restrict__ plan)
+{
+    __shared__ int trivial[PASSES];
+    os_plan_offsets(hist, n, limit, offsets, trivial);
     __syncthreads();
     if (threadIdx.x == 0) csk_write_plan(trivial, PASSES, plan);
 }
