@@ -31,15 +31,22 @@ LIMITS = DeviceLimits.sm90()
 GPU_PLUGINS = {n: p for n, p in registry.plugins().items() if p.device == "gpu"}
 
 
+def sweep_dtype(plugin) -> str:
+    """The dtype configs are swept at: SWEEP_DTYPE, or the plugin's first
+    if it does not sort that one."""
+    return SWEEP_DTYPE if SWEEP_DTYPE in plugin.dtypes else plugin.dtypes[0]
+
+
 def variants(plugin):
     """(template, dtype, value_bytes, config) to compile for one plugin."""
     base = plugin.default_config()
+    swept = sweep_dtype(plugin)
     value_sizes = (0, 8, 4) if plugin.pairs else (0,)
     seen = set()
     for template in plugin.templates:
         for dtype in plugin.dtypes:
             for vb in value_sizes:
-                if vb == 4 and dtype != SWEEP_DTYPE:
+                if vb == 4 and dtype != swept:
                     continue
                 yield template, dtype, vb, plugin.default_config(dtype, vb)
         for name, values in plugin.config_space().items():
@@ -47,10 +54,10 @@ def variants(plugin):
                 config = dict(base, **{name: value})
                 key = (template, tuple(sorted(config.items())))
                 vb = 8 if plugin.pairs else 0
-                if key in seen or not plugin.valid_config(config, SWEEP_DTYPE, vb, LIMITS):
+                if key in seen or not plugin.valid_config(config, swept, vb, LIMITS):
                     continue
                 seen.add(key)
-                yield template, SWEEP_DTYPE, 8 if plugin.pairs else 0, config
+                yield template, swept, 8 if plugin.pairs else 0, config
 
 
 def compile_one(plugin, template, dtype, vb, config):
@@ -131,7 +138,8 @@ def _letter_cases():
 
     for name, plugin in sorted(GPU_PLUGINS.items()):
         for template in plugin.templates:
-            for dtype, vb in (("int8", 0), (SWEEP_DTYPE, 8 if plugin.pairs else 0)):
+            narrow = "int8" if "int8" in plugin.dtypes else plugin.dtypes[-1]
+            for dtype, vb in ((narrow, 0), (sweep_dtype(plugin), 8 if plugin.pairs else 0)):
                 yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
                        dtype, vb, plugin.default_config(dtype, vb))
     yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG

@@ -127,6 +127,10 @@ HAND_WRITTEN = {
     ("counting", "counting_sweep.cu"): {
         "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
         "onesweep_pass": "PPPPPPqQQiiiPPPPQ"},
+    ("msd_local", "msd_local.cu"): {
+        "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
+        "onesweep_pass": "PPPPPPqQQiiiPPPPQ", "msd_plan": "PPqQPPPPP",
+        "msd_cuts": "PqQPqP", "msd_local_sort": "PQPP", "msd_fallback": "PPP"},
     ("onesweep", "onesweep.cu"): {
         "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
         "onesweep_pass": "PPPPPPqQQiiiPPPPQ"},

@@ -1,0 +1,154 @@
+// The msd_local plugin's template: 8-byte keys alone, most significant
+// digits first, then small pieces sorted on chip.
+//
+// 1. onesweep_histogram, then msd_plan: digit offsets of every pass (as
+//    onesweep_plan), and the route. The MSD route is taken when the four top
+//    passes (digits 4..7: the top 32 bits of the sorted word) are all
+//    non-trivial and no two of MSD_SAMPLES keys, sampled at a stride, share
+//    their top 32 bits; otherwise plain LSD.
+// 2. MSD route: onesweep_pass over digits 4..7 (an LSD sort of the top 32
+//    bits), leaving keys_out ordered by its top 32 bits: "groups" of keys
+//    with one prefix, each contiguous.
+// 3. msd_cuts: the chunk boundaries, each the start of the group holding
+//    position c * MSD_SPAN (found by binary search in the MSD_WINDOW keys
+//    before it). A group longer than the window sets flags[1] (overflow).
+// 4. msd_local_sort: a block per chunk (at most MSD_SPAN + MSD_WINDOW keys,
+//    whole groups only) ranks each key within its group by comparisons and
+//    writes it to its place, in keys_out.
+// 5. msd_fallback: after an overflow, plan2 becomes the plain LSD plan.
+// 6. onesweep_pass over digits 0..7 with plan2: every pass is skipped unless
+//    the route is LSD (or overflowed); then they sort the caller's keys_in,
+//    which nothing wrote, as onesweep does (a keys-only sort need not be
+//    stable). Their tile counters are their own; the status words of pass
+//    index 0 are the half the fourth MSD pass zeroed.
+//
+// flags[0]: the MSD route was taken; flags[1]: a group overflowed.
+#include "onesweep.cuh"
+
+#if CSK_KEY_BYTES != 8 || RADIX_BITS != 8
+#error "msd_local sorts 8-byte keys with 8-bit digits"
+#endif
+
+#define MSD_FIRST 4          // first MSD pass: digits 4..7 are the top 32 bits
+#define MSD_SAMPLES 2048     // keys sampled by msd_plan (a power of two)
+#define MSD_SPAN 2048        // chunk stride
+#define MSD_WINDOW 2048      // how far back a chunk's start is searched
+#define MSD_CHUNK (MSD_SPAN + MSD_WINDOW)  // most keys a chunk holds
+#define MSD_LOCAL_BLOCK 256
+
+__device__ __forceinline__ unsigned msd_prefix(csk_bits_t w)
+{
+    return (unsigned)(w >> 32);
+}
+
+// One block (BLOCK_SIZE threads). keys: the caller's. msd, lsd, plan2:
+// plans of PASSES words (csk_write_plan's format).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+msd_plan(const csk_bits_t* __restrict__ keys, const unsigned long long* __restrict__ hist,
+         csk_index_t n, unsigned long long mask, unsigned long long* __restrict__ offsets,
+         int* __restrict__ msd, int* __restrict__ lsd, int* __restrict__ plan2,
+         unsigned* __restrict__ flags)
+{
+    __shared__ int trivial[PASSES];
+    __shared__ unsigned sample[MSD_SAMPLES];
+    __shared__ int repeat;
+    os_plan_offsets(hist, n, ~0ull, offsets, trivial);
+    const csk_index_t stride = n / MSD_SAMPLES;  // the driver guarantees n >= MSD_SAMPLES
+    for (int i = threadIdx.x; i < MSD_SAMPLES; i += BLOCK_SIZE)
+        sample[i] = msd_prefix(csk_encode(keys[(csk_index_t)i * stride], (csk_bits_t)mask));
+    if (threadIdx.x == 0) repeat = 0;
+    __syncthreads();
+    // Bitonic sort of the sampled prefixes, ascending.
+    for (int size = 2; size <= MSD_SAMPLES; size <<= 1) {
+        for (int half = size >> 1; half > 0; half >>= 1) {
+            for (int t = threadIdx.x; t < MSD_SAMPLES / 2; t += BLOCK_SIZE) {
+                const int i = 2 * t - (t & (half - 1)), j = i + half;
+                const bool up = (i & size) == 0;
+                const unsigned a = sample[i], b = sample[j];
+                if ((a > b) == up) {
+                    sample[i] = b;
+                    sample[j] = a;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (int i = threadIdx.x; i + 1 < MSD_SAMPLES; i += BLOCK_SIZE)
+        if (sample[i] == sample[i + 1]) repeat = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        bool route = !repeat;
+        for (int p = MSD_FIRST; p < PASSES; ++p) route = route && !trivial[p];
+        csk_write_plan(trivial, PASSES, lsd);
+        for (int p = 0; p < PASSES; ++p) {
+            msd[p] = !route || p < MSD_FIRST ? -1 : ((p - MSD_FIRST) | ((PASSES - MSD_FIRST) << 8));
+            plan2[p] = route ? -1 : lsd[p];
+        }
+        flags[0] = route;
+    }
+}
+
+// Thread c of the grid: cuts[c] for c = 0 .. chunks (keys: keys_out after
+// the MSD passes, ordered by prefix).
+extern "C" __global__ void __launch_bounds__(MSD_LOCAL_BLOCK)
+msd_cuts(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
+         csk_index_t* __restrict__ cuts, csk_index_t chunks, unsigned* __restrict__ flags)
+{
+    if (!flags[0]) return;
+    const csk_index_t c = (csk_index_t)blockIdx.x * MSD_LOCAL_BLOCK + threadIdx.x;
+    if (c > chunks) return;
+    if (c == 0 || c == chunks) {
+        cuts[c] = c == 0 ? 0 : n;
+        return;
+    }
+    const csk_bits_t kmask = (csk_bits_t)mask;
+    const csk_index_t at = c * MSD_SPAN;
+    const unsigned prefix = msd_prefix(csk_encode(keys[at], kmask));
+    csk_index_t lo = at > MSD_WINDOW ? at - MSD_WINDOW : 0, hi = at;
+    if (lo > 0 && msd_prefix(csk_encode(keys[lo], kmask)) == prefix) {
+        atomicOr(&flags[1], 1u);  // a group longer than the window
+        cuts[c] = at;
+        return;
+    }
+    while (lo < hi) {  // the first position in [lo, at] holding `prefix`
+        const csk_index_t mid = lo + (hi - lo) / 2;
+        if (msd_prefix(csk_encode(keys[mid], kmask)) < prefix) lo = mid + 1;
+        else hi = mid;
+    }
+    cuts[c] = lo;
+}
+
+// One block per chunk [cuts[c], cuts[c + 1]) of keys_out: each key goes to
+// its group's start plus the number of keys of its group that sort before
+// it (smaller, or equal at a smaller position). Returns at once unless the
+// MSD route ran without overflow.
+extern "C" __global__ void __launch_bounds__(MSD_LOCAL_BLOCK)
+msd_local_sort(csk_bits_t* __restrict__ keys, unsigned long long mask,
+               const csk_index_t* __restrict__ cuts, const unsigned* __restrict__ flags)
+{
+    if (!flags[0] || flags[1]) return;
+    __shared__ csk_bits_t w[MSD_CHUNK];
+    const csk_bits_t kmask = (csk_bits_t)mask;
+    const csk_index_t start = cuts[blockIdx.x];
+    const int size = (int)(cuts[blockIdx.x + 1] - start);
+    for (int i = threadIdx.x; i < size; i += MSD_LOCAL_BLOCK) w[i] = csk_encode(keys[start + i], kmask);
+    __syncthreads();
+    for (int i = threadIdx.x; i < size; i += MSD_LOCAL_BLOCK) {
+        const csk_bits_t x = w[i];
+        const unsigned prefix = msd_prefix(x);
+        int first = i, end = i + 1;
+        while (first > 0 && msd_prefix(w[first - 1]) == prefix) --first;
+        while (end < size && msd_prefix(w[end]) == prefix) ++end;
+        int rank = 0;
+        for (int j = first; j < end; ++j) rank += w[j] < x || (w[j] == x && j < i);
+        keys[start + first + rank] = csk_decode(x, kmask);
+    }
+}
+
+// One thread: after an overflow the LSD passes run (plan2 = lsd).
+extern "C" __global__ void msd_fallback(const unsigned* __restrict__ flags, const int* __restrict__ lsd,
+                                        int* __restrict__ plan2)
+{
+    if (flags[0] && flags[1])
+        for (int p = 0; p < PASSES; ++p) plan2[p] = lsd[p];
+}

@@ -1,0 +1,78 @@
+"""`msd_local`: 8-byte keys alone, most significant digits first, then small
+pieces sorted on chip.
+
+Four onesweep passes over the top 32 bits of the sorted word leave the keys
+ordered by that prefix; then a block per chunk of about 4096 keys, cut where
+the prefix changes, ranks every key within its prefix group in shared memory.
+That moves 8 + 4 x 16 + 16 = 88 bytes a key instead of onesweep's 136. The
+device decides the route (kernels/msd_local.cu): keys whose top digits are
+constant, or whose sample repeats a prefix (few distinct values), and any
+input where a group turns out too long for a chunk, are sorted by onesweep's
+eight passes instead, so no input costs much more than onesweep. Keys only
+(not stable: equal keys are indistinguishable). See docs/algorithms/msd_local.md.
+"""
+from __future__ import annotations
+
+from cudasortkit.plugin import Tunable
+from cudasortkit.plugins.onesweep import OnesweepSort
+from cudasortkit.sweep import launch_histogram, launch_pass, status_word, sweep_defines
+
+#: Chunk stride of msd_cuts (kernels/msd_local.cu, MSD_SPAN), and the
+#: fewest keys the MSD route takes.
+SPAN = 2048
+MIN_KEYS = 1 << 22
+PASSES, DIGITS, MSD_FIRST = 8, 256, 4
+CUTS_BLOCK = 256  # MSD_LOCAL_BLOCK
+KERNELS = ("onesweep_histogram", "msd_plan", "onesweep_pass", "msd_cuts", "msd_local_sort",
+           "msd_fallback")
+
+
+class MsdLocalSort(OnesweepSort):
+    name = "msd_local"
+    summary = "8-byte keys: MSD radix passes over the top 32 bits, then on-chip sorts of small groups"
+    dtypes = ("int64", "uint64", "float64")
+    stable = False
+    pairs = False
+    makes_indices = False
+    priority = 19
+    #: Below MIN_KEYS auto leaves 8-byte keys to onesweep (asked for by
+    #: name, run() hands such a sort to onesweep's passes).
+    priorities = ((MIN_KEYS - 1, 100),)
+    replayable = True
+    tunables = {**OnesweepSort.tunables,
+                "radix_bits": Tunable(8, (8,), "bits per digit pass (8: the MSD passes are "
+                                      "digits 4..7)")}
+    templates = ("msd_local.cu",)
+
+    def run(self, job):
+        if job.n < MIN_KEYS:  # by name: a smaller sort is onesweep's
+            super().run(job)
+            return
+        g, n = self.geometry(job.config), job.n
+        if not self.valid_config(job.config, job.dtype, 0, job.limits):
+            raise ValueError(f"{job.where}: invalid configuration")
+        tiles = job.blocks(n, g.tile)
+        chunks = job.blocks(n, SPAN)
+        half = tiles * DIGITS * status_word(job)
+        # Zeroed head: histogram, both passes' tile counters, flags, status half 0.
+        at = job.alloc_parts([("hist", PASSES * DIGITS * 8), ("counters", PASSES * 4),
+                              ("counters2", PASSES * 4), ("flags", 8), ("status", 2 * half),
+                              ("offsets", PASSES * DIGITS * 8), ("plan", PASSES * 4),
+                              ("lsd", PASSES * 4), ("plan2", PASSES * 4),
+                              ("cuts", (chunks + 1) * 8), ("keys", n * 8)])
+        defines = sweep_defines(job)
+        k = {name: job.kernel("msd_local.cu", name, defines=defines) for name in KERNELS}
+        job.memset32(at["hist"], 0, (at["status"] + half - at["hist"]) // 4)
+        launch_histogram(job, k["onesweep_histogram"], at["hist"], limit=(1 << 64) - 1)
+        job.launch(k["msd_plan"], 1, g.block_size, job.keys_in, at["hist"], n, job.desc_mask,
+                   at["offsets"], at["plan"], at["lsd"], at["plan2"], at["flags"])
+        for p in range(MSD_FIRST, PASSES):
+            launch_pass(job, k["onesweep_pass"], g, p, at)
+        job.launch(k["msd_cuts"], job.blocks(chunks + 1, CUTS_BLOCK), CUTS_BLOCK, job.keys_out, n,
+                   job.desc_mask, at["cuts"], chunks, at["flags"])
+        job.launch(k["msd_local_sort"], chunks, CUTS_BLOCK, job.keys_out, job.desc_mask,
+                   at["cuts"], at["flags"])
+        job.launch(k["msd_fallback"], 1, 1, at["flags"], at["lsd"], at["plan2"])
+        fallback = dict(at, plan=at["plan2"], counters=at["counters2"])
+        for p in range(PASSES):
+            launch_pass(job, k["onesweep_pass"], g, p, fallback)

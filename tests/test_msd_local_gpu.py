@@ -1,0 +1,94 @@
+"""msd_local (plugins/msd_local.py): 8-byte keys by MSD passes over the top
+32 bits and on-chip sorts of the prefix groups, or by onesweep's LSD passes
+where the device decides so. Each case names the route it takes; every
+result is compared with NumPy's sort, and the input must stay untouched.
+
+Quick tier: one size of each route (MSD, LSD from the start, LSD after a
+group overflowed), ascending and descending. Slow: every distribution and
+dtype, 2^26 keys."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from helpers import DISTRIBUTIONS, assert_keys_equal, make_keys, reference_sort
+
+pytestmark = pytest.mark.gpu
+slow = pytest.mark.slow
+N = (1 << 22) + 5
+
+
+def _cupy():
+    return pytest.importorskip("cupy")
+
+
+def _check(a, descending=False, what=""):
+    cupy = _cupy()
+    dev = cupy.asarray(a)
+    got = csk.sort(dev, algorithm="msd_local", descending=descending)
+    assert_keys_equal(got, reference_sort(a, descending), f"{what} desc={descending}")
+    assert np.array_equal(dev.get().view(np.uint8), a.view(np.uint8)), "input was modified"
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", ["uint64", "float64", "int64"])
+def test_msd_route(dtype, descending, rng):
+    """Uniform integers, standard-normal floats: the top digits vary and
+    sampled prefixes do not repeat, so the MSD route runs (groups of a few keys)."""
+    a = make_keys("uniform", dtype, N, rng) if dtype != "float64" else rng.standard_normal(N)
+    if dtype == "float64":
+        a[rng.integers(0, N, 50)] = np.nan
+        a[:3] = (-0.0, 0.0, np.inf)
+    _check(a, descending, f"{dtype} uniform")
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_lsd_route_from_the_start(descending, rng):
+    """Small values (top digits all zero) and few distinct ones (the sample
+    repeats a prefix): plain LSD passes from the caller's keys."""
+    _check(rng.integers(-1000, 1000, N).astype(np.int64), descending, "small int64")
+    _check(rng.integers(0, 5000, N).astype(np.float64) / 7, descending, "few unique float64")
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_lsd_route_after_an_overflow(descending, rng):
+    """3000 copies of one key placed where the sampler does not look (it
+    reads every (n // 2048)-th key): the sample finds no repeat, the MSD
+    route runs, the group is longer than a chunk's window, and the LSD
+    passes sort the caller's keys instead."""
+    a = make_keys("uniform", "uint64", N, rng)
+    stride = N // 2048
+    spots = np.arange(N)
+    spots = spots[spots % stride != 0]
+    a[rng.choice(spots, 3000, replace=False)] = a[1]
+    _check(a, descending, "uint64 with a group of 3000")
+
+
+def test_auto_picks_it_for_large_eight_byte_keys_only(rng):
+    cupy = _cupy()
+    keys = cupy.asarray(make_keys("uniform", "uint64", N, rng))  # a wide range: not counting's
+    assert csk.explain(keys).name == "msd_local"
+    assert csk.explain(keys, stable=True).name != "msd_local"  # not stable: declined
+    assert csk.explain(keys, kind="argsort").name != "msd_local"  # keys only
+    assert csk.explain(keys[: (1 << 22) - 1]).name != "msd_local"
+    assert csk.explain(keys.view(cupy.uint32)).name != "msd_local"
+
+
+def test_by_name_below_its_size_runs_onesweep(rng):
+    a = make_keys("uniform", "float64", 100_003, rng)
+    _check(a, False, "100003 float64")
+
+
+@slow
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype", ["uint64", "int64", "float64"])
+def test_every_distribution(dist, dtype, rng):
+    _check(make_keys(dist, dtype, N + 1000, rng), bool(rng.integers(2)), f"{dtype} {dist}")
+
+
+@slow
+def test_two_pow_26_keys(rng):
+    cupy = _cupy()
+    for a in (make_keys("uniform", "uint64", 1 << 26, rng), rng.standard_normal(1 << 26)):
+        dev = cupy.asarray(a)
+        got = csk.sort(dev, algorithm="msd_local")
+        assert bool(cupy.array_equal(got, cupy.sort(dev))), f"2^26 {a.dtype}"
