@@ -17,12 +17,11 @@ from cudasortkit.plugin import Tunable
 from cudasortkit.plugins.onesweep import OnesweepSort
 from cudasortkit.sweep import launch_histogram, launch_pass, status_word, sweep_defines
 
-#: Chunk stride of msd_cuts (kernels/msd_local.cu, MSD_SPAN), and the
-#: fewest keys the MSD route takes.
-SPAN = 2048
+#: Chunk stride and block size of msd_cuts and msd_local_sort, the first
+#: MSD pass (kernels/msd_local.cu: MSD_SPAN, MSD_LOCAL_BLOCK, MSD_FIRST),
+#: and the fewest keys the MSD route takes.
+SPAN, LOCAL_BLOCK, MSD_FIRST = 2048, 256, 4
 MIN_KEYS = 1 << 22
-PASSES, DIGITS, MSD_FIRST = 8, 256, 4
-CUTS_BLOCK = 256  # MSD_LOCAL_BLOCK
 KERNELS = ("onesweep_histogram", "msd_plan", "onesweep_pass", "msd_cuts", "msd_local_sort",
            "msd_fallback")
 
@@ -48,31 +47,31 @@ class MsdLocalSort(OnesweepSort):
         if job.n < MIN_KEYS:  # by name: a smaller sort is onesweep's
             super().run(job)
             return
+        self.check_config(job)
         g, n = self.geometry(job.config), job.n
-        if not self.valid_config(job.config, job.dtype, 0, job.limits):
-            raise ValueError(f"{job.where}: invalid configuration")
-        tiles = job.blocks(n, g.tile)
+        passes, digits = g.passes(job.key_bytes), g.digits
         chunks = job.blocks(n, SPAN)
-        half = tiles * DIGITS * status_word(job)
-        # Zeroed head: histogram, both passes' tile counters, flags, status half 0.
-        at = job.alloc_parts([("hist", PASSES * DIGITS * 8), ("counters", PASSES * 4),
-                              ("counters2", PASSES * 4), ("flags", 8), ("status", 2 * half),
-                              ("offsets", PASSES * DIGITS * 8), ("plan", PASSES * 4),
-                              ("lsd", PASSES * 4), ("plan2", PASSES * 4),
-                              ("cuts", (chunks + 1) * 8), ("keys", n * 8)])
+        half = job.blocks(n, g.tile) * digits * status_word(job)
+        # Zeroed head: histogram, both sets of passes' tile counters, flags,
+        # status half 0.
+        at = job.alloc_parts([("hist", passes * digits * 8), ("counters", passes * 4),
+                              ("counters2", passes * 4), ("flags", 8), ("status", 2 * half),
+                              ("offsets", passes * digits * 8), ("plan", passes * 4),
+                              ("lsd", passes * 4), ("plan2", passes * 4),
+                              ("cuts", (chunks + 1) * 8), ("keys", n * job.key_bytes)])
         defines = sweep_defines(job)
         k = {name: job.kernel("msd_local.cu", name, defines=defines) for name in KERNELS}
         job.memset32(at["hist"], 0, (at["status"] + half - at["hist"]) // 4)
         launch_histogram(job, k["onesweep_histogram"], at["hist"], limit=(1 << 64) - 1)
         job.launch(k["msd_plan"], 1, g.block_size, job.keys_in, at["hist"], n, job.desc_mask,
                    at["offsets"], at["plan"], at["lsd"], at["plan2"], at["flags"])
-        for p in range(MSD_FIRST, PASSES):
+        for p in range(MSD_FIRST, passes):
             launch_pass(job, k["onesweep_pass"], g, p, at)
-        job.launch(k["msd_cuts"], job.blocks(chunks + 1, CUTS_BLOCK), CUTS_BLOCK, job.keys_out, n,
-                   job.desc_mask, at["cuts"], chunks, at["flags"])
-        job.launch(k["msd_local_sort"], chunks, CUTS_BLOCK, job.keys_out, job.desc_mask,
+        job.launch(k["msd_cuts"], job.blocks(chunks + 1, LOCAL_BLOCK), LOCAL_BLOCK, job.keys_out,
+                   n, job.desc_mask, at["cuts"], chunks, at["flags"])
+        job.launch(k["msd_local_sort"], chunks, LOCAL_BLOCK, job.keys_out, job.desc_mask,
                    at["cuts"], at["flags"])
         job.launch(k["msd_fallback"], 1, 1, at["flags"], at["lsd"], at["plan2"])
         fallback = dict(at, plan=at["plan2"], counters=at["counters2"])
-        for p in range(PASSES):
+        for p in range(passes):
             launch_pass(job, k["onesweep_pass"], g, p, fallback)

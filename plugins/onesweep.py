@@ -64,9 +64,13 @@ class OnesweepSort(SortPlugin):
     def valid_config(self, config, dtype, value_bytes, limits):
         return self.geometry(config).fits(itemsize(dtype), value_bytes, limits)
 
-    def run(self, job):
+    def check_config(self, job) -> None:
+        """ValueError unless the job's config can run on its device."""
         if not self.valid_config(job.config, job.dtype, job.value_bytes, job.limits):
             raise ValueError(f"{job.where}: invalid configuration (whole warps, at most 11-bit "
                              f"digits, a tile below 2^16 keys, and the layout must fit the "
                              f"device's shared memory per block)")
+
+    def run(self, job):
+        self.check_config(job)
         sweep_sort(job, "onesweep.cu", self.geometry(job.config))
