@@ -6,11 +6,10 @@
 
 See docs/ for the algorithms, tuning and writing a plugin.
 """
-from .api import (algorithms, argsort, explain, segmented_argsort, segmented_sort, sort,
-                  sort_by_key)
-from .memlimit import device_memory_limit, set_device_memory_limit
-from .merging import merge, merge_by_key
-from .plugin import Request, SortPlugin, Tunable
+from .api import algorithms, argsort, explain, segmented_argsort, segmented_sort, sort, sort_by_key
+from .host.memlimit import device_memory_limit, set_device_memory_limit
+from .calls.merging import merge, merge_by_key
+from .sdk.plugin import Request, SortPlugin, Tunable
 from .version import __version__
 
 __all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "algorithms", "explain",

@@ -1,7 +1,7 @@
 """The public functions: sort, argsort, sort_by_key, algorithms.
 
 Each call checks its arguments, becomes a Request, a plugin is chosen
-(cudasortkit.select), and the plugin runs either on NumPy arrays (CPU
+(cudasortkit.dispatch.select), and the plugin runs either on NumPy arrays (CPU
 plugins) or on device buffers through a Job, ordered in the caller's stream
 (cudasortkit/streams.py). Ordering is NumPy 2.5's: NaNs last in both
 directions, -0.0 == +0.0, and a stable sort keeps equal keys in input order
@@ -13,14 +13,15 @@ import math
 
 import numpy as np
 
-from . import batched, registry
-from .arrays import Operand
+from .calls import axes as batched
+from .sdk import registry
+from .gpu.arrays import Operand
 from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
-from .execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
-from .plugin import REQUEST_KINDS
-from .prepared import PreparedCalls
-from .select import Selector, usable
+from .dispatch.execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
+from .sdk.plugin import REQUEST_KINDS
+from .calls.prepared import PreparedCalls
+from .dispatch.select import Selector, usable
 from .tuning.measured import MeasuredPolicy
 
 #: How every call chooses its plugin: this device's measurements, else what

@@ -45,7 +45,7 @@ def warn_caller(message: str, category=RuntimeWarning) -> None:
 
 class PluginError(RuntimeError):
     """A plugin's own code failed (raised, or called sys.exit); the registry
-    has taken it out of service (cudasortkit.registry.guarded)."""
+    has taken it out of service (cudasortkit.sdk.registry.guarded)."""
 
     def __init__(self, plugin: str, reason: str):
         super().__init__(f"plugin {plugin!r} failed and is disabled: {reason} "

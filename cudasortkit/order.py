@@ -60,7 +60,7 @@ def sort(keys: np.ndarray, descending: bool = False, stable: bool = False) -> np
 
 
 def segment_ids(segments, n: int) -> np.ndarray:
-    """The segment of each of n keys (cudasortkit.segments.Segments)."""
+    """The segment of each of n keys (cudasortkit.sdk.segments.Segments)."""
     if segments.uniform:
         return np.repeat(np.arange(segments.count, dtype=np.int64), segments.row_len)
     return np.repeat(np.arange(segments.count, dtype=np.int64), np.diff(segments.offsets))

@@ -19,7 +19,7 @@ a wrong declaration) naming what is wrong:
   random keys with NaNs, infinities, -0.0 and integer limits, at awkward
   sizes, ascending and descending, against NumPy's order (exactly, for a
   stable plugin's argsort and pairs); needs a GPU for a GPU plugin
-  (raises cudasortkit.device.GPUUnavailable without one).
+  (raises cudasortkit.gpu.device.GPUUnavailable without one).
 """
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ import numpy as np
 
 from . import order
 from .dtypes import VALUE_BYTES, numpy_dtype
-from .plugin import Request, check_plugin_class, config_is_valid
+from .sdk.plugin import Request, check_plugin_class, config_is_valid
 
 SIZES = (1, 2, 3, 31, 257, 1025, 4099)
 
 
 def check_plugin(cls, nvcc: str | None = None) -> None:
     """All three checks; conformance only where it can run."""
-    from .device import gpu_available
+    from .gpu.device import gpu_available
 
     check_declarations(cls)
     check_templates(cls, nvcc)
@@ -52,7 +52,7 @@ def _payloads(plugin) -> tuple:
 
 
 def check_declarations(cls) -> None:
-    from .device import current_limits
+    from .gpu.device import current_limits
 
     check_plugin_class(cls, None)
     plugin = cls()
@@ -70,7 +70,7 @@ def check_declarations(cls) -> None:
 
 
 def check_templates(cls, nvcc: str | None = None, arch: str = "sm_90") -> None:
-    from .render import include_dirs, render
+    from .build.render import include_dirs, render
 
     nvcc = nvcc or shutil.which("nvcc")
     plugin = cls()
@@ -118,8 +118,8 @@ def _equal(got, want) -> bool:
 
 def check_conformance(cls, sizes=SIZES, dtypes=None, seed=None) -> None:
     """The plugin, default configs, against cudasortkit.order (NumPy 2.5's order)."""
-    from .device import GPUUnavailable, gpu_available, unavailable_reason
-    from .execute import run_plugin
+    from .gpu.device import GPUUnavailable, gpu_available, unavailable_reason
+    from .dispatch.execute import run_plugin
 
     if cls.device == "gpu" and not gpu_available():
         raise GPUUnavailable(f"check_conformance({cls.name}) needs a GPU: {unavailable_reason()}")

@@ -1,5 +1,5 @@
 """Shared test setup: the `gpu` marker skips without a usable GPU, every GPU
-test runs with poisoned result buffers (cudasortkit.arrays.POISON_BYTE), and
+test runs with poisoned result buffers (cudasortkit.gpu.arrays.POISON_BYTE), and
 the GPU tests come in two tiers.
 
 Tiers. A test marked `slow` runs only when the -m expression names `slow`;
@@ -45,9 +45,9 @@ os.environ.setdefault("CUDASORTKIT_AUTOTUNE", "0")
 if "CUDASORTKIT_CACHE_DIR" not in os.environ:  # (warm-up workers inherit the parent's)
     os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-test-cache-")
 
-from cudasortkit import arrays
+from cudasortkit.gpu import arrays
 from cudasortkit.dtypes import numpy_dtype
-from cudasortkit.device import gpu_available, unavailable_reason
+from cudasortkit.gpu.device import gpu_available, unavailable_reason
 
 #: Warm the compile cache when at least this many GPU tests are selected.
 WARMUP_MIN_TESTS = 100
@@ -93,7 +93,7 @@ def warmup_units():
     """[algorithm, dtype, kinds] for every registered GPU plugin and key
     dtype; kinds: "sort", "argsort", "pairs4" and "pairs8" (sort_by_key with
     4- or 8-byte values, stable plugins only: sort_by_key is stable)."""
-    from cudasortkit import registry
+    from cudasortkit.sdk import registry
     from helpers import sorts_one_array
 
     units = []
@@ -114,8 +114,8 @@ def warmup_worker(units):
     from pycuda import gpuarray
 
     import cudasortkit as csk
-    from cudasortkit import registry
-    from cudasortkit.device import get_device
+    from cudasortkit.sdk import registry
+    from cudasortkit.gpu.device import get_device
 
     get_device()  # device arrays, as the tests use: a range probe runs on the GPU
     plugins = registry.plugins()

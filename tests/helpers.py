@@ -221,7 +221,7 @@ def write_dist_info(site, name: str, version: str, entry_points: dict) -> None:
 def sorts_one_array(plugin) -> bool:
     """True for a GPU plugin that serves plain 1-D requests (not one that
     only sorts rows and segments): the 1-D tests run these."""
-    from cudasortkit.plugin import Request
+    from cudasortkit.sdk.plugin import Request
 
     return plugin.device == "gpu" and plugin.unsupported(
         Request("sort", plugin.dtypes[0], 1000)) is None

@@ -158,8 +158,8 @@ def test_stream_must_be_a_stream():
 
 
 def test_cpu_fallback_warning_points_at_the_callers_line(monkeypatch):
-    from cudasortkit import select
-    from cudasortkit.device import gpu_available
+    from cudasortkit.dispatch import select
+    from cudasortkit.gpu.device import gpu_available
 
     if gpu_available():
         pytest.skip("a GPU is here: no CPU fallback warning")
@@ -184,7 +184,7 @@ def test_int32_indices_on_the_host(rng):
 
 
 def test_unsupported_index_dtypes_are_refused():
-    from cudasortkit.execute import check_index_dtype
+    from cudasortkit.dispatch.execute import check_index_dtype
 
     a = np.arange(10)
     for bad in (np.float32, np.uint32, np.int16, "i1"):

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from cudasortkit.template import KernelTemplate
+from cudasortkit.build.template import KernelTemplate
 from test_kernels_compile import compile_template
 
 pytestmark = pytest.mark.nvcc

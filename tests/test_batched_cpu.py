@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.plugin import Request
-from cudasortkit.segments import Segments, check_offsets
-from cudasortkit.select import Selector
+from cudasortkit.sdk.plugin import Request
+from cudasortkit.sdk.segments import Segments, check_offsets
+from cudasortkit.dispatch.select import Selector
 from helpers import make_keys, reference_argsort
 
 SHAPES = [((4, 5, 6), (0, 1, 2, -1, -2, -3, None)), ((7,), (0, -1, None)), ((3, 0, 2), (0, 1, 2)),
@@ -121,7 +121,7 @@ def test_segment_shape_is_in_the_decision_key():
 
 
 def test_plugins_declare_segments_and_priorities():
-    from cudasortkit import registry
+    from cudasortkit.sdk import registry
 
     plugins = registry.plugins()
     segmented = {n for n, p in plugins.items() if p.segmented}

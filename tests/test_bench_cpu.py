@@ -1,5 +1,6 @@
 """bench's --variant: a registered copy of a plugin whose config the spec sets."""
-from cudasortkit import bench, registry
+from cudasortkit.cli import bench
+from cudasortkit.sdk import registry
 
 
 def test_variant_sets_config_beyond_listed_choices():

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import execute
-from cudasortkit.arrays import Operand
-from cudasortkit.device import DeviceLimits
-from cudasortkit.plugin import Request
+from cudasortkit.dispatch import execute
+from cudasortkit.gpu.arrays import Operand
+from cudasortkit.gpu.device import DeviceLimits
+from cudasortkit.sdk.plugin import Request
 from cudasortkit.plugins.counting import (MAX_KEYS, RANGE_LIMIT, CountingSort, bin_layout,
                                           clamp_range)
 
@@ -105,7 +105,7 @@ def test_by_name_wide_range_is_a_clear_value_error():
 
 
 def test_auto_prefers_counting():
-    from cudasortkit import registry
+    from cudasortkit.sdk import registry
 
     gpu = [p for p in registry.plugins().values() if p.device == "gpu"]
     assert min(gpu, key=lambda p: p.priority_for(1 << 24)).name == "counting"

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import execute, select
-from cudasortkit.arrays import Operand
+from cudasortkit.dispatch import execute
+from cudasortkit.dispatch import select
+from cudasortkit.gpu.arrays import Operand
 from cudasortkit.plugins.counting import RANGE_LIMIT
 from helpers import (DISTRIBUTIONS, EDGE_SIZES, assert_keys_equal, assert_valid_argsort,
                      make_keys, reference_argsort, reference_sort)
@@ -249,8 +250,8 @@ def test_auto_picks_counting_when_it_applies(cupy, rng):
 
 @pytest.mark.parametrize("dtype", quick(DTYPES, "int8", "uint16", "int32", "uint64"))
 def test_device_min_max_probe(cupy, dtype, rng):
-    from cudasortkit.corekernels import key_minmax
-    from cudasortkit.device import get_device
+    from cudasortkit.build.corekernels import key_minmax
+    from cudasortkit.gpu.device import get_device
 
     state = get_device()
     info = np.iinfo(dtype)

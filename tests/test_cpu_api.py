@@ -92,8 +92,8 @@ def test_algorithms_lists_builtins():
 
 
 def test_make_request_builds_the_request_the_dataclass_would():
-    from cudasortkit.execute import make_request
-    from cudasortkit.arrays import Operand
+    from cudasortkit.dispatch.execute import make_request
+    from cudasortkit.gpu.arrays import Operand
 
     keys, values = Operand(np.arange(5, dtype=np.int16)), Operand(np.zeros(5, np.float32))
     got = make_request("pairs", keys, values, 1, 0, (0, 4), hint=2)

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from cudasortkit import registry
-from cudasortkit.device import DeviceLimits, current_limits, gpu_available
-from cudasortkit.template import Kernel
+from cudasortkit.sdk import registry
+from cudasortkit.gpu.device import DeviceLimits, current_limits, gpu_available
+from cudasortkit.build.template import Kernel
 
 H100 = DeviceLimits.sm90()
 
@@ -129,7 +129,7 @@ def test_a_device_with_less_shared_memory_has_fewer_valid_configs(name):
 def test_device_limits_are_read_once_without_a_context(monkeypatch):
     """current_limits() (what selection passes valid_config) asks the driver
     for attributes only: no context is made, and only once per device."""
-    from cudasortkit import device
+    from cudasortkit.gpu import device
 
     attrs, names = _attributes(H100_ATTRIBUTES)
     asked = []

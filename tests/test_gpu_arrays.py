@@ -33,7 +33,7 @@ def test_torch_in_torch_out(rng):
 def test_gpuarray_and_bare_cai(rng):
     from pycuda import gpuarray
 
-    from cudasortkit.device import get_device
+    from cudasortkit.gpu.device import get_device
 
     get_device()  # pycuda's arrays need a current context: this test may run first in its process
     a = make_keys("uniform", "uint16", 4099, rng)
@@ -98,9 +98,10 @@ def test_auto_uses_the_gpu_for_device_arrays(rng):
 
 def test_kernel_errors_name_plugin_and_config(rng, monkeypatch):
     cupy = pytest.importorskip("cupy")
-    from cudasortkit import api, registry
+    from cudasortkit import api
+    from cudasortkit.sdk import registry
     from cudasortkit.errors import KernelError
-    from cudasortkit.select import Choice, Selector
+    from cudasortkit.dispatch.select import Choice, Selector
 
     plugin = registry.plugins()[ALGO]
     bad = dict(plugin.default_config(), block_size=4096)  # more threads than a block allows
@@ -120,7 +121,7 @@ def test_kernel_errors_name_plugin_and_config(rng, monkeypatch):
 def test_in_place_sort_restores_input_when_a_plugin_fails(rng, monkeypatch):
     """The plugin writes into out (= the input), then fails: the input comes back intact."""
     cupy = pytest.importorskip("cupy")
-    from cudasortkit import registry
+    from cudasortkit.sdk import registry
 
     plugin = registry.plugins()[ALGO]
     real_run = type(plugin).run
@@ -139,7 +140,7 @@ def test_in_place_sort_restores_input_when_a_plugin_fails(rng, monkeypatch):
 
 def test_compile_failure_names_plugin_and_leaves_input(rng, monkeypatch):
     cupy = pytest.importorskip("cupy")
-    from cudasortkit import template
+    from cudasortkit.build import template
     from cudasortkit.errors import KernelCompileError
 
     real_render = template.render_source
@@ -154,7 +155,7 @@ def test_compile_failure_names_plugin_and_leaves_input(rng, monkeypatch):
 
 
 def test_out_of_memory_is_a_clear_memory_error():
-    from cudasortkit.device import get_device
+    from cudasortkit.gpu.device import get_device
 
     with pytest.raises(MemoryError, match=r"radix-test: out of GPU memory allocating"):
         get_device().allocate(1 << 50, "radix-test")

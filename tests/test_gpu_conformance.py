@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import registry
+from cudasortkit.sdk import registry
 from helpers import (DISTRIBUTIONS, EDGE_SIZES, LARGE_SIZES, assert_keys_equal,
                      assert_valid_argsort, make_keys, reference_argsort, reference_sort)
 

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import memlimit, outofcore, placement
+from cudasortkit.host import memlimit
+from cudasortkit.host import outofcore
+from cudasortkit.host import placement
 
 
 @pytest.fixture(autouse=True)

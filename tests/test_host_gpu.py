@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import hostpipe, outofcore, transfer
-from cudasortkit.pinned import pool
+from cudasortkit.host import pipeline as hostpipe
+from cudasortkit.host import outofcore
+from cudasortkit.host import transfer
+from cudasortkit.host.pinned import pool
 from helpers import (assert_keys_equal, assert_valid_argsort, make_keys, reference_argsort,
                      reference_sort)
 

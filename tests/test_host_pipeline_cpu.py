@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import hostpipe, outofcore, pinned, transfer
-from cudasortkit.plugin import Request
+from cudasortkit.host import pipeline as hostpipe
+from cudasortkit.host import outofcore
+from cudasortkit.host import pinned
+from cudasortkit.host import transfer
+from cudasortkit.sdk.plugin import Request
 from helpers import make_keys, reference_argsort
 
 
@@ -170,7 +173,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(outofcore, "iota64_from", iota)
     monkeypatch.setattr(outofcore, "encode_words", encode)
     monkeypatch.setattr(outofcore, "bucket_count", count)
-    import cudasortkit.hostkernels as hk
+    import cudasortkit.host.kernels as hk
 
     monkeypatch.setattr(hk, "iota64_from", iota)
     plugin = types.SimpleNamespace(name="fake", makes_indices=False)
@@ -179,7 +182,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(outofcore, "sort", lambda *a, **k: paths.append("ooc") or real_ooc(*a, **k))
 
     def sort(kind, keys, values=None, descending=False, out=None, values_out=None, cap=None):
-        from cudasortkit.arrays import Operand
+        from cudasortkit.gpu.arrays import Operand
         from cudasortkit.dtypes import key_name
 
         dtypes["keys"] = keys.dtype
@@ -567,7 +570,7 @@ def test_in_place_host_memory_is_bounded(fake, monkeypatch, kind, dist):
     copy of the data."""
     import tracemalloc
 
-    from cudasortkit.devicesort import bytes_per_key
+    from cudasortkit.launch.sort_job import bytes_per_key
 
     n, cap = 2_000_003, 4 * CAP
     keys = make_keys(dist, "uint32", n, np.random.default_rng(28))

@@ -1,7 +1,7 @@
 """hostmem.Prefault: pages a fresh array in without touching its contents."""
 import numpy as np
 
-from cudasortkit import hostmem
+from cudasortkit.host import memory as hostmem
 
 
 def test_prefault_keeps_contents_written_before_and_during():

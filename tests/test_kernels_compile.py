@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from cudasortkit import registry
-from cudasortkit.compiler import NVCC_OPTIONS
-from cudasortkit.device import DeviceLimits
-from cudasortkit.template import KernelTemplate
+from cudasortkit.sdk import registry
+from cudasortkit.build.compiler import NVCC_OPTIONS
+from cudasortkit.gpu.device import DeviceLimits
+from cudasortkit.build.template import KernelTemplate
 
 pytestmark = pytest.mark.nvcc
 NVCC = shutil.which("nvcc")
@@ -93,7 +93,7 @@ def test_templates_compile(name):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_core_kernels_compile():
-    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
+    from cudasortkit.build.corekernels import UTIL, UTIL_CONFIG
 
     for dtype in ("uint8", "int32", "uint64"):
         rc, msg = compile_template(UTIL, dtype, 0, UTIL_CONFIG, "core util.cu")
@@ -133,8 +133,8 @@ def _compile_ptx(template, dtype, vb, config):
 def _letter_cases():
     """(label, template, dtype, value_bytes, config): each template of each
     GPU plugin and the core's, once keys-only and once with values."""
-    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
-    from cudasortkit.scan import SCAN_DTYPE, SCAN_TEMPLATES, scan_config
+    from cudasortkit.build.corekernels import UTIL, UTIL_CONFIG
+    from cudasortkit.sdk.scan import SCAN_DTYPE, SCAN_TEMPLATES, scan_config
 
     for name, plugin in sorted(GPU_PLUGINS.items()):
         for template in plugin.templates:
@@ -143,7 +143,7 @@ def _letter_cases():
                 yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
                        dtype, vb, plugin.default_config(dtype, vb))
     yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG
-    from cudasortkit.hostkernels import CONFIG as HOSTPIPE_CONFIG, HOSTPIPE
+    from cudasortkit.host.kernels import CONFIG as HOSTPIPE_CONFIG, HOSTPIPE
 
     for dtype in ("uint8", "float32", "float64"):
         yield f"core hostpipe.cu ({dtype})", HOSTPIPE, dtype, 0, HOSTPIPE_CONFIG

@@ -6,12 +6,15 @@ import numpy as np
 
 import pytest
 
-from cudasortkit import compiler, graphs, job as jobmod, launchplan
-from cudasortkit.device import DeviceLimits
+from cudasortkit.build import compiler
+from cudasortkit.launch import graphs
+from cudasortkit.sdk import job as jobmod
+from cudasortkit.launch import plans as launchplan
+from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.errors import KernelError
-from cudasortkit.job import Job
-from cudasortkit.template import Kernel
-from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.job import Job
+from cudasortkit.build.template import Kernel
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
 
 #: What reached the stub driver: ("launch", kernel, grid, block, args, shared),
 #: ("memset32", dst, value, count) or ("copy", dst, src, nbytes).
@@ -355,8 +358,8 @@ class FakeRows(FakeSort):
 
 
 def test_rows_of_one_size_get_a_plan_each_and_ragged_segments_none():
-    from cudasortkit.plugin import Request
-    from cudasortkit.segments import Segments
+    from cudasortkit.sdk.plugin import Request
+    from cudasortkit.sdk.segments import Segments
 
     def rows(count, length):
         return Request("sort", "uint32", count * length, segments=Segments.rows(count, length))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.device import get_device
+from cudasortkit.gpu.device import get_device
 from cudasortkit.dtypes import KEY_DTYPES
 from helpers import (DISTRIBUTIONS, assert_keys_equal, assert_valid_argsort, make_keys,
                      reference_argsort, reference_sort, to_numpy)
@@ -29,7 +29,7 @@ cp = pytest.importorskip("cupy")
 
 
 def _plugin():
-    from cudasortkit import registry
+    from cudasortkit.sdk import registry
 
     return registry.plugins()["merge_sort"]
 
@@ -159,8 +159,8 @@ def test_merge_sort_tile_boundaries(dtype, rng):
 
 def _run_config(config, a, values=None, descending=False):
     """Sort with the plugin at a given config through a Job, like api.py does."""
-    from cudasortkit.device import get_device
-    from cudasortkit.job import Job
+    from cudasortkit.gpu.device import get_device
+    from cudasortkit.sdk.job import Job
 
     plugin = _plugin()
     state = get_device()

@@ -118,7 +118,7 @@ def test_sorted_inputs_still_merge_stably(dtype, rng):
 
 def _tile() -> int:
     """merge_sort's tile at its defaults for int32 keys, as merge and merge_by_key run it."""
-    from cudasortkit import registry
+    from cudasortkit.sdk import registry
 
     plugin = registry.plugins()["merge_sort"]
     tiles = {plugin.tile(plugin.default_config("int32", vb)) for vb in (0, 8)}

@@ -6,7 +6,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.merging import host_merge_order
+from cudasortkit.calls.merging import host_merge_order
 from helpers import DISTRIBUTIONS, make_keys, reference_argsort, reference_sort
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import registry
+from cudasortkit.sdk import registry
 from helpers import assert_keys_equal, make_keys, reference_argsort, reference_sort
 
 pytestmark = pytest.mark.gpu
@@ -37,7 +37,7 @@ def _cupy():
 
 def _run(a_dev, config=None, kind="sort", values=None, descending=False):
     """Run the plugin with an explicit config (the public API takes none)."""
-    from cudasortkit.execute import run_plugin
+    from cudasortkit.dispatch.execute import run_plugin
 
     return run_plugin(_plugin(), config, kind, a_dev, values, descending=descending)
 
@@ -190,7 +190,7 @@ def test_pairs_eight_byte_values(rng):
 def test_other_tunables(change, rng):
     """Each config on the dtypes and payloads it is valid for (a wide-digit,
     large tile does not fit shared memory with 8-byte keys and payloads)."""
-    from cudasortkit.device import get_device
+    from cudasortkit.gpu.device import get_device
 
     config = dict(_plugin().default_config(), **change)
     limits = get_device().limits

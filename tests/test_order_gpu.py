@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import registry
+from cudasortkit.sdk import registry
 from helpers import (assert_keys_equal, assert_valid_argsort, make_keys, reference_argsort,
                      sorts_one_array, to_device, to_numpy)
 

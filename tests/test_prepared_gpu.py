@@ -164,7 +164,7 @@ def test_sorts_replayed_as_graphs_read_new_data_and_write_every_key(non_blocking
     """The same buffers sorted again and again: from the third call the plan
     runs as a CUDA graph (cudasortkit/graphs.py); each call has new keys,
     written on the caller's stream just before, and a poisoned output."""
-    from cudasortkit import launchplan
+    from cudasortkit.launch import plans as launchplan
 
     cupy = _cupy()
     n = (1 << 20) + 3

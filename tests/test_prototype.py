@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from cudasortkit import registry
+from cudasortkit.sdk import registry
 from cudasortkit.errors import KernelCompileError, KernelSignatureError
-from cudasortkit.prototype import SCALAR_LETTERS, argument_letters, strip_comments
-from cudasortkit.scan import SCAN_DTYPE, scan_config, scan_template
-from cudasortkit.template import KernelTemplate
+from cudasortkit.build.prototype import SCALAR_LETTERS, argument_letters, strip_comments
+from cudasortkit.sdk.scan import SCAN_DTYPE, scan_config, scan_template
+from cudasortkit.build.template import KernelTemplate
 
 
 def letters(source, kernel="k", include_dirs=()):
@@ -178,7 +178,7 @@ def test_builtin_kernels_letters_match_the_old_hand_written_signatures(plugin_na
 
 
 def test_core_kernels_letters_match_the_old_hand_written_signatures():
-    from cudasortkit.corekernels import UTIL, UTIL_CONFIG
+    from cudasortkit.build.corekernels import UTIL, UTIL_CONFIG
 
     for dtype in ("uint32", "int64", "int8"):
         for kernel, expected in CORE_HAND_WRITTEN.items():

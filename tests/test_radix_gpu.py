@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import registry
+from cudasortkit.sdk import registry
 from cudasortkit.dtypes import key_dtype
 from helpers import assert_keys_equal, make_keys, reference_argsort
 
@@ -49,8 +49,8 @@ def _cupy():
 def run_radix(a, config=None, descending=False, values=None):
     """Run the plugin directly (any config) on host arrays; (keys, values) back."""
     cp = _cupy()
-    from cudasortkit.device import get_device
-    from cudasortkit.job import Job
+    from cudasortkit.gpu.device import get_device
+    from cudasortkit.sdk.job import Job
 
     plugin = _plugin()
     state = get_device()
@@ -158,8 +158,8 @@ def _plan(dtype, n, digits_per_pass):
     """radix_plan (default config) on hand-made digit totals: digits_per_pass[p]
     lists the digits that hold keys in pass p (their counts split n evenly)."""
     cp = _cupy()
-    from cudasortkit.device import get_device
-    from cudasortkit.job import Job
+    from cudasortkit.gpu.device import get_device
+    from cudasortkit.sdk.job import Job
 
     plugin = _plugin()
     cfg = plugin.default_config()
@@ -219,7 +219,7 @@ def test_twelve_bit_keys(rng):
 
 
 def test_valid_config_keeps_two_downsweep_blocks_per_sm():
-    from cudasortkit.device import DeviceLimits
+    from cudasortkit.gpu.device import DeviceLimits
 
     p = _plugin()
     h100 = DeviceLimits.sm90()
@@ -238,8 +238,8 @@ def test_valid_config_keeps_two_downsweep_blocks_per_sm():
 def test_compiles_with_64bit_offsets(dtype, value_bytes):
     """The > 2^32-key variant (OFFSET_BYTES 8), which the generic compile test
     (default defines) does not build."""
-    from cudasortkit.compiler import NVCC_OPTIONS
-    from cudasortkit.template import KernelTemplate
+    from cudasortkit.build.compiler import NVCC_OPTIONS
+    from cudasortkit.build.template import KernelTemplate
 
     plugin = _plugin()
     template = KernelTemplate("radix.cu", plugin.template_package, {"offset_bytes": 8})

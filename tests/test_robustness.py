@@ -12,10 +12,13 @@ import pytest
 
 import cudasortkit as csk
 from helpers import write_dist_info
-from cudasortkit import cli, device, registry, select
-from cudasortkit.device import DeviceLimits
+from cudasortkit.cli import main as cli
+from cudasortkit.gpu import device
+from cudasortkit.sdk import registry
+from cudasortkit.dispatch import select
+from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.errors import PluginError
-from cudasortkit.plugin import Request, SortPlugin, Tunable
+from cudasortkit.sdk.plugin import Request, SortPlugin, Tunable
 from cudasortkit.tuning import cache, policy, runtime, tuner
 from cudasortkit.tuning.measured import MeasuredPolicy
 
@@ -356,7 +359,7 @@ def test_a_cached_config_that_does_not_fit_the_plugin_is_ignored_with_one_warnin
 
 
 def test_tune_show_reads_a_partial_config_without_failing(tmp_path, capsys):
-    from cudasortkit import tune
+    from cudasortkit.cli import tune
 
     path = tmp_path / "c.json"
     path.write_text(json.dumps(_table(bitonic={"ms": 0.1, "config": {}, "default_ms": 0.2})))
@@ -370,7 +373,7 @@ def test_tune_show_reads_a_partial_config_without_failing(tmp_path, capsys):
 @pytest.mark.parametrize("content", [CORRUPT["non-utf8"], CORRUPT["entry-empty"]],
                          ids=["non-utf8", "entry-empty"])
 def test_tune_show_says_corrupt_with_the_path(tmp_path, monkeypatch, content):
-    from cudasortkit import tune
+    from cudasortkit.cli import tune
 
     path = str(tmp_path / "fake-gpu-sm90-0123456789ab.json")
     _write(path, content)
@@ -434,7 +437,7 @@ def test_a_plugin_whose_run_fails_is_disabled_and_named(cls, what):
 
 
 def test_a_plugin_written_before_valid_config_took_limits_keeps_working():
-    from cudasortkit.plugin import config_is_valid
+    from cudasortkit.sdk.plugin import config_is_valid
 
     class OldStyle(SortPlugin):
         name = "old_style"

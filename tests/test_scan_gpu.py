@@ -1,4 +1,4 @@
-"""The shared scan primitive (cudasortkit.scan.DeviceScan, kernels/scan.cu)
+"""The shared scan primitive (cudasortkit.sdk.scan.DeviceScan, kernels/scan.cu)
 against numpy.cumsum: 32- and 64-bit counts, exclusive and inclusive, lengths
 0 ... 2^26 around every tile and level boundary, in place and reused; and
 (CI) scan.cu compiles for every count width and tunable value.
@@ -13,9 +13,9 @@ import tempfile
 import numpy as np
 import pytest
 
-from cudasortkit import registry
-from cudasortkit.compiler import NVCC_OPTIONS
-from cudasortkit.scan import (COUNT_BYTES, SCAN_BLOCK, SCAN_BLOCK_CHOICES, SCAN_DTYPE, SCAN_ITEMS,
+from cudasortkit.sdk import registry
+from cudasortkit.build.compiler import NVCC_OPTIONS
+from cudasortkit.sdk.scan import (COUNT_BYTES, SCAN_BLOCK, SCAN_BLOCK_CHOICES, SCAN_DTYPE, SCAN_ITEMS,
                               SCAN_ITEMS_CHOICES, scan_config, scan_template)
 
 TILE = SCAN_BLOCK * SCAN_ITEMS
@@ -45,8 +45,8 @@ def _reference(x, inclusive):
 
 @pytest.fixture(scope="module")
 def job():
-    from cudasortkit.device import get_device
-    from cudasortkit.job import Job
+    from cudasortkit.gpu.device import get_device
+    from cudasortkit.sdk.job import Job
 
     state = get_device()
     # any plugin's job: the scan is the core's, launched on the job's stream
@@ -75,7 +75,7 @@ def _from_device(state, buf, n, dt):
 @pytest.mark.parametrize("sizes", [pytest.param(SIZES, id="sizes"),
                                    pytest.param(LARGE_SIZES, id="large", marks=pytest.mark.slow)])
 def test_scan_matches_cumsum(job, count_bytes, inclusive, sizes, rng):
-    from cudasortkit.scan import DeviceScan
+    from cudasortkit.sdk.scan import DeviceScan
 
     state = job.state
     dt = np.dtype(f"u{count_bytes}")
@@ -100,7 +100,7 @@ def test_scan_matches_cumsum(job, count_bytes, inclusive, sizes, rng):
 @pytest.mark.parametrize("count_bytes", COUNT_BYTES)
 def test_scan_in_place_and_reused(job, count_bytes, rng):
     """One DeviceScan, called repeatedly (different data, in place) stays right."""
-    from cudasortkit.scan import DeviceScan
+    from cudasortkit.sdk.scan import DeviceScan
 
     state = job.state
     dt = np.dtype(f"u{count_bytes}")

@@ -6,10 +6,12 @@ policy generation is never answered from the cache."""
 import numpy as np
 import pytest
 
-from cudasortkit import execute, registry, select
-from cudasortkit.arrays import Operand
-from cudasortkit.plugin import Request, SortPlugin, Tunable
-from cudasortkit.select import Choice, DefaultPolicy, Selector
+from cudasortkit.dispatch import execute
+from cudasortkit.sdk import registry
+from cudasortkit.dispatch import select
+from cudasortkit.gpu.arrays import Operand
+from cudasortkit.sdk.plugin import Request, SortPlugin, Tunable
+from cudasortkit.dispatch.select import Choice, DefaultPolicy, Selector
 
 #: Above this many keys the fake plugin asks for the key range (like counting).
 PROBE_ABOVE = 100

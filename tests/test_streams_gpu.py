@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.streams import cupy_stream
-from cudasortkit import registry
+from cudasortkit.gpu.streams import cupy_stream
+from cudasortkit.sdk import registry
 from helpers import assert_keys_equal, assert_valid_argsort, reference_argsort, sorts_one_array
 
 pytestmark = pytest.mark.gpu
@@ -96,7 +96,7 @@ def test_explicit_stream_argument(kind, rng):
         # context, so the test busies it with CuPy on an external view of it
         import pycuda.driver as cuda
 
-        from cudasortkit.device import get_device
+        from cudasortkit.gpu.device import get_device
         get_device()
         ps = cuda.Stream()
         s = cupy_stream(ps.handle)

@@ -7,14 +7,16 @@ import sys
 
 import pytest
 
-from cudasortkit import compiler, registry, template
-from cudasortkit.corekernels import UTIL, iota64
-from cudasortkit.device import DeviceLimits
+from cudasortkit.build import compiler
+from cudasortkit.sdk import registry
+from cudasortkit.build import template
+from cudasortkit.build.corekernels import UTIL, iota64
+from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.errors import KernelError, KernelSignatureError
-from cudasortkit.job import Job
-from cudasortkit.plugin import SortPlugin, Tunable
-from cudasortkit.scan import DeviceScan
-from cudasortkit.template import KernelTemplate
+from cudasortkit.sdk.job import Job
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.scan import DeviceScan
+from cudasortkit.build.template import KernelTemplate
 
 
 class StubError(Exception):

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import api, registry, select
-from cudasortkit.device import get_device
-from cudasortkit.plugin import Request
+from cudasortkit import api
+from cudasortkit.sdk import registry
+from cudasortkit.dispatch import select
+from cudasortkit.gpu.device import get_device
+from cudasortkit.sdk.plugin import Request
 from cudasortkit.plugins.bitonic import BitonicSort
 from cudasortkit.tuning import cache, runtime
 from cudasortkit.tuning.measured import MeasuredPolicy
@@ -61,7 +63,7 @@ def extra_plugins():
 def _gpu(a):
     from pycuda import gpuarray
 
-    from cudasortkit.device import get_device
+    from cudasortkit.gpu.device import get_device
 
     get_device()
     return gpuarray.to_gpu(a)

@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
-from cudasortkit import select
-from cudasortkit.plugin import Request, SortPlugin, Tunable
+from cudasortkit.dispatch import select
+from cudasortkit.sdk.plugin import Request, SortPlugin, Tunable
 from cudasortkit.tuning import cache, measured, policy, runtime
 from cudasortkit.tuning.measured import MeasuredPolicy
 
@@ -307,7 +307,7 @@ def test_ops_map_and_borrow_similar_measurements():
 def test_rows_are_chosen_by_row_length_from_their_own_measurements():
     """Uniform rows read the op@rows entries (by row length, at 2^22 keys in
     all, scaled to the request's size); ragged segments have no estimate."""
-    from cudasortkit.segments import Segments
+    from cudasortkit.sdk.segments import Segments
 
     t = synthetic()
     short = {1: 0.05, 4: 0.06, 7: 0.08, 10: 0.4, 12: 0.9}  # wins short rows
@@ -438,7 +438,7 @@ def test_the_learner_measures_rows_by_row_length(fake_context, monkeypatch):
     """Uniform rows missing a measurement at their row length are learned
     like one array's sizes, under op@rows at the row's bucket; ragged
     segments and rows too long for two rows in 2^22 keys are not."""
-    from cudasortkit.segments import Segments
+    from cudasortkit.sdk.segments import Segments
 
     spent = []
 
@@ -486,7 +486,7 @@ def test_importing_cudasortkit_does_not_import_pycuda_or_tuner():
 
 # ----------------------------------------------------------------- CLI
 def test_show_and_parse_sizes_without_gpu(tmp_path, capsys):
-    from cudasortkit import tune
+    from cudasortkit.cli import tune
 
     assert tune.parse_sizes("2^10:2^16") == [10, 12, 14, 16]
     assert tune.parse_sizes("2^12,65536,1000") == [10, 12, 16]
@@ -517,7 +517,7 @@ def test_show_lists_rows_with_what_auto_picks():
 
 def test_plot_from_cache_file(tmp_path):
     pytest.importorskip("matplotlib")
-    from cudasortkit import tune
+    from cudasortkit.cli import tune
 
     path = tmp_path / "c.json"
     path.write_text(json.dumps(synthetic()))

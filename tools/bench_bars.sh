@@ -8,7 +8,7 @@
 # NumPy arrays in core and out of core). Each group starts from an empty cache.
 set -u
 out=${OUT:-.}
-bench() { name=$1; shift; python3 -m cudasortkit.bench --json "$out/bench-$name.json" "$@" 2>&1 | sed -n '/^op /,$p'; }
+bench() { name=$1; shift; python3 -m cudasortkit.cli.bench --json "$out/bench-$name.json" "$@" 2>&1 | sed -n '/^op /,$p'; }
 fresh() { CUDASORTKIT_CACHE_DIR=$(mktemp -d) "$@"; }
 groups=${*:-sort wide argsort counting merge}
 for g in $groups; do
@@ -19,10 +19,10 @@ for g in $groups; do
     counting) bench counting --algorithms counting,onesweep,radix --dtypes uint8,uint16 --sizes 2^26
               bench counting-range --algorithms counting,onesweep,radix --dtypes int32 --sizes 2^26 --dist range:0:1000 ;;
     merge)    bench merge --ops merge --dtypes uint32 --sizes 2^24 ;;
-    calls)    fresh python3 -m cudasortkit.bench --cold --latency 2>&1 | tee "$out/bench-calls.txt" ;;
+    calls)    fresh python3 -m cudasortkit.cli.bench --cold --latency 2>&1 | tee "$out/bench-calls.txt" ;;
     auto)     fresh bench auto --algorithms auto,onesweep,radix,merge_sort,bitonic --dtypes uint32,float32 \
                 --sizes 2^10,2^12,2^14,2^16,2^18,2^20,2^22,2^24 ;;
-    batched)  fresh python3 -m cudasortkit.bench --batched 2>&1 | tee "$out/bench-batched.txt" ;;
-    host)     fresh python3 -m cudasortkit.bench --host 2>&1 | tee "$out/bench-host.txt" ;;
+    batched)  fresh python3 -m cudasortkit.cli.bench --batched 2>&1 | tee "$out/bench-batched.txt" ;;
+    host)     fresh python3 -m cudasortkit.cli.bench --host 2>&1 | tee "$out/bench-host.txt" ;;
   esac
 done

@@ -11,7 +11,7 @@ import cupy
 import numpy as np
 
 import cudasortkit as csk
-from cudasortkit.sizes import parse_size
+from cudasortkit.settings import parse_size
 
 
 def single_ms(run, repeats=50):

@@ -13,8 +13,8 @@ import numpy as np
 
 import cudasortkit as csk
 from cudasortkit import api
-from cudasortkit.arrays import Operand
-from cudasortkit.execute import make_request
+from cudasortkit.gpu.arrays import Operand
+from cudasortkit.dispatch.execute import make_request
 
 
 def median_us(fn, reps=300, sync=None):

@@ -4,9 +4,9 @@ import cupy
 import numpy as np
 
 import cudasortkit as csk
-from cudasortkit.corekernels import key_minmax
-from cudasortkit.device import get_device
-from cudasortkit.timing import time_gpu
+from cudasortkit.build.corekernels import key_minmax
+from cudasortkit.gpu.device import get_device
+from cudasortkit.gpu.timing import time_gpu
 
 n = 1 << 26
 rng = np.random.default_rng()

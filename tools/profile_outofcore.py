@@ -15,10 +15,11 @@ import time
 import numpy as np
 
 import cudasortkit as csk
-from cudasortkit import outofcore, transfer
-from cudasortkit.bench_host import make_keys, proc_status, reset_peak_memory
-from cudasortkit.device import get_device
-from cudasortkit.sizes import parse_size
+from cudasortkit.host import outofcore
+from cudasortkit.host import transfer
+from cudasortkit.cli.bench_host import make_keys, proc_status, reset_peak_memory
+from cudasortkit.gpu.device import get_device
+from cudasortkit.settings import parse_size
 
 
 def _median(xs):

@@ -13,10 +13,10 @@ import cupy
 import numpy as np
 
 import cudasortkit as csk
-from cudasortkit.bench_batched import packed_keys, ragged_data
-from cudasortkit.device import get_device
-from cudasortkit.segments import Segments
-from cudasortkit.timing import time_gpu
+from cudasortkit.cli.bench_batched import packed_keys, ragged_data
+from cudasortkit.gpu.device import get_device
+from cudasortkit.sdk.segments import Segments
+from cudasortkit.gpu.timing import time_gpu
 
 
 def ms(fn, repeats=20):

@@ -22,9 +22,9 @@ import subprocess
 import sys
 import tempfile
 
-from cudasortkit import registry
-from cudasortkit.compiler import NVCC_OPTIONS
-from cudasortkit.template import KernelTemplate
+from cudasortkit.sdk import registry
+from cudasortkit.build.compiler import NVCC_OPTIONS
+from cudasortkit.build.template import KernelTemplate
 
 HEADER = "onesweep.cuh"
 #: Regions of onesweep.cuh, each from the first line matching its pattern

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 import cudasortkit as csk
-from cudasortkit.job import Job
-from cudasortkit.sizes import parse_size
+from cudasortkit.sdk.job import Job
+from cudasortkit.settings import parse_size
 
 from call_gap import single_ms  # tools/call_gap.py: CUDA events around single synchronised calls
 

@@ -9,7 +9,7 @@ tile as one shared-memory launch.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
 
 GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
 MAX_FUSED = 4  # half-cleaner steps done per register pass (bitonic_global_steps2..4)

@@ -18,11 +18,11 @@ comes back to the host.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.job import Job
-from cudasortkit.plugin import Tunable
-from cudasortkit.scan import DeviceScan
-from cudasortkit.segmented_plugin import MODE_KEYS, MODE_PAIRS, SegmentedSortPlugin
-from cudasortkit.sweep import sweep_sort
+from cudasortkit.sdk.job import Job
+from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.scan import DeviceScan
+from cudasortkit.sdk.segmented import MODE_KEYS, MODE_PAIRS, SegmentedSortPlugin
+from cudasortkit.sdk.sweep import sweep_sort
 from cudasortkit.plugins.onesweep import OnesweepSort
 
 #: Longest segment one block sorts (16-bit tile positions; 4096 keys and

@@ -12,9 +12,9 @@ key range, max - min + 1:
   moves on and a request by name gets ValueError with the reason.
 * Float keys: not supported (no small set of bins; use radix or onesweep).
 
-Keys only: histogram -> exclusive scan (cudasortkit.scan.DeviceScan) -> every
+Keys only: histogram -> exclusive scan (cudasortkit.sdk.scan.DeviceScan) -> every
 output slot gets its bin's key (no scatter). Pairs and argsort: the
-chained-scan LSD passes of cudasortkit.sweep (one launch per 8-bit digit of
+chained-scan LSD passes of cudasortkit.sdk.sweep (one launch per 8-bit digit of
 the bin, reading and writing every key once), so up to 256 bins take one pass
 and 65,536 two. Stable throughout, ascending and descending. kernels/counting.cu has the details; docs/algorithms/counting.md
 the limits.
@@ -26,9 +26,9 @@ import math
 import numpy as np
 
 from cudasortkit.dtypes import KIND_FLOAT, itemsize, key_kind
-from cudasortkit.plugin import SortPlugin, Tunable
-from cudasortkit.scan import DeviceScan
-from cudasortkit.sweep import SweepGeometry, sweep_sort
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.scan import DeviceScan
+from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 #: Most bins (max - min + 1) the plugin sorts into; wider ranges are declined.
@@ -163,7 +163,7 @@ class CountingSort(SortPlugin):
             return int(info.min), int(info.max), False
         measured = request.keys_range() if request is not None else None
         if measured is None:
-            from cudasortkit.corekernels import key_minmax
+            from cudasortkit.build.corekernels import key_minmax
 
             measured = key_minmax(job.state, job.keys_in, job.n, job.dtype, owner=self.name)
         return int(measured[0]), int(measured[1]), False
@@ -245,7 +245,7 @@ class CountingSort(SortPlugin):
 
     # ------------------------------------------------------ pairs, argsort
     def _sort_pairs(self, job, base, bins, flag):
-        """Stable LSD passes over the bin's bits (cudasortkit.sweep); a broken
+        """Stable LSD passes over the bin's bits (cudasortkit.sdk.sweep); a broken
         key_range promise still yields a permutation, then ValueError."""
         sweep_sort(job, "counting_sweep.cu", self.sweep_geometry(job.config), base=base,
                    limit=bins - 1, bad=flag)

@@ -9,7 +9,7 @@ work in every step. The same kernels serve cudasortkit.merge (`merge` below).
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
 
 TEMPLATE = "merge_sort.cu"
 PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a thread per split)

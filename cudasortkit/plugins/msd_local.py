@@ -13,9 +13,9 @@ eight passes instead, so no input costs much more than onesweep. Keys only
 """
 from __future__ import annotations
 
-from cudasortkit.plugin import Tunable
+from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.plugins.onesweep import OnesweepSort
-from cudasortkit.sweep import launch_histogram, launch_pass, status_word, sweep_defines
+from cudasortkit.sdk.sweep import launch_histogram, launch_pass, status_word, sweep_defines
 
 #: Chunk stride and block size of msd_cuts and msd_local_sort, the first
 #: MSD pass (kernels/msd_local.cu: MSD_SPAN, MSD_LOCAL_BLOCK, MSD_FIRST),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from cudasortkit import order
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.plugin import SortPlugin
+from cudasortkit.sdk.plugin import SortPlugin
 
 
 class NumpySort(SortPlugin):

@@ -13,8 +13,8 @@ See docs/algorithms/onesweep.md.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.plugin import SortPlugin, Tunable
-from cudasortkit.sweep import SweepGeometry, sweep_sort
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
 
 class OnesweepSort(SortPlugin):

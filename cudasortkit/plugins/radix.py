@@ -18,7 +18,7 @@ from __future__ import annotations
 
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
 
 #: Downsweep blocks that must fit on one SM together: a valid config's block
 #: takes at most this share of the SM's shared memory.

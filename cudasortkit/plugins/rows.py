@@ -11,8 +11,8 @@ index. One launch, one read and one write of the keys.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.plugin import Tunable
-from cudasortkit.segmented_plugin import SegmentedSortPlugin
+from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.segmented import SegmentedSortPlugin
 
 #: Longest segment a block holds (slots of TILE are 16-bit indexed; 4096
 #: slots of 8-byte keys and their indices fit the 48 KiB of static shared memory).

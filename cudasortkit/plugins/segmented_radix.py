@@ -14,9 +14,9 @@ sort of those positions by their segment id, then one gather.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.job import Job
-from cudasortkit.plugin import Tunable
-from cudasortkit.segmented_plugin import SegmentedSortPlugin
+from cudasortkit.sdk.job import Job
+from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.segmented import SegmentedSortPlugin
 from cudasortkit.plugins.onesweep import OnesweepSort
 
 #: Positions travel as 32-bit words.

@@ -92,7 +92,7 @@ def nvcc_version() -> str:
 def device_info(state) -> dict:
     """What identifies a device's tuning: hardware, driver, compiler, library."""
     from ..version import __version__
-    from ..device import driver_version
+    from ..gpu.device import driver_version
 
     return {
         "name": state.name,
@@ -129,7 +129,7 @@ def plugin_hash(plugin) -> str:
                    sorted((k, t.default, tuple(t.values)) for k, t in cls.tunables.items()))).encode())
     files = []
     if cls.device == "gpu":
-        from ..render import include_dirs, template_path
+        from ..build.render import include_dirs, template_path
 
         files += [template_path(cls.template_package, t) for t in cls.templates]
         for d in include_dirs(cls.template_package):

@@ -15,7 +15,7 @@ to that shape's credit, and once the credit covers the estimated cost of measuri
 one missing plugin (its default config, compiles included), that one is
 measured. So first-run measurement costs at most about 10% of what the
 caller's own sorts of that shape have cost, amortised; `python -m
-cudasortkit.tune` measures a whole machine at once.
+cudasortkit.cli.tune` measures a whole machine at once.
 """
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ import time
 
 from ..dtypes import itemsize
 from ..errors import PluginError
-from ..select import Choice, DefaultPolicy, priority_of
+from ..dispatch.select import Choice, DefaultPolicy, priority_of
 from . import cache, runtime
-from .policy import (OP_SHAPE, ROWS_TOTAL_BUCKET, bucket_of, decide, estimate, measured_shape, op_of,
-                     plugin_results, row_bucket)
+from .policy import (OP_SHAPE, ROWS_TOTAL_BUCKET, bucket_of, decide, estimate, measured_shape, op_of, plugin_results, row_bucket)
 
 #: Share of a shape's estimated call time that may go to measuring it.
 SHARE = 0.10

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .. import registry
-from ..device import current_limits
-from ..plugin import config_is_valid
+from ..sdk import registry
+from ..gpu.device import current_limits
+from ..sdk.plugin import config_is_valid
 from .cache import warn_once
 
 #: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
@@ -31,7 +31,7 @@ OP_SHAPE = {"sort": ("sort", 0), "argsort": ("argsort", 8), "pairs": ("pairs", 4
 #: chosen by the plugins' declarations.
 ROWS = "@rows"
 ROWS_TOTAL_BUCKET = 22
-#: Row-length buckets of `python -m cudasortkit.tune --rows` by default.
+#: Row-length buckets of `python -m cudasortkit.cli.tune --rows` by default.
 ROW_BUCKETS = (1, 4, 7, 10, 12, 14, 17, 20)
 
 

@@ -1,11 +1,11 @@
-"""What `python -m cudasortkit.tune` prints and draws: the cached table
+"""What `python -m cudasortkit.cli.tune` prints and draws: the cached table
 (--show), throughput plots (--plot) and the bar check (--check)."""
 from __future__ import annotations
 
 import math
 
 from ..dtypes import KEY_DTYPES
-from ..plugin import Request
+from ..sdk.plugin import Request
 from .policy import OP_SHAPE, OPS, ROWS, ROWS_TOTAL_BUCKET, decide, plugin_results, points
 
 
@@ -20,7 +20,7 @@ class _Fake:
 
 
 def _plugins_in(table: dict) -> dict:
-    from .. import registry
+    from ..sdk import registry
 
     live = registry.plugins()
     out = {}
@@ -60,7 +60,7 @@ def measured_row_cells(table):
 def _rows_section(table, plugins) -> list:
     """show()'s rows part: each segmented plugin's time at 2^22 keys in rows
     of each measured length, and what auto picks for such rows."""
-    from ..segments import Segments
+    from ..sdk.segments import Segments
 
     cells = measured_row_cells(table)
     if not cells:

@@ -1,6 +1,6 @@
 """The tuning tables of this process: one Context (cache store) per device
 and cache directory, the generation that changes with them, and the sweeps
-that fill them (`python -m cudasortkit.tune`). The measured policy
+that fill them (`python -m cudasortkit.cli.tune`). The measured policy
 (measured.py) reads them.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import threading
 import time
 
-from .. import registry
+from ..sdk import registry
 from ..dtypes import itemsize
 from ..errors import PluginError
 from . import cache
@@ -72,8 +72,8 @@ class Context:
 
 def context(state=None) -> Context:
     """The tuning context of the current device and cache directory."""
-    from .. import registry
-    from ..device import get_device
+    from ..sdk import registry
+    from ..gpu.device import get_device
 
     state = state or get_device()
     directory = cache.cache_dir()
@@ -128,7 +128,7 @@ def _measure_host_bucket(ctx, op, dtype, b, gpu) -> bool:
     h = measure_host(op, dtype, 1 << b, best[0], best[1])
     ctx.store.put_host(op, dtype, b, {"extra_ms": h["extra_ms"], "via": h["via"],
                                       "gpu_host_ms": h["gpu_host_ms"], "n": h["n"]})
-    from .. import registry
+    from ..sdk import registry
 
     numpy_plugin = registry.plugins().get("numpy")
     if numpy_plugin is not None:
@@ -157,8 +157,8 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
     Past `budget_s` seconds the remaining entries are measured with the
     default config only (so the table stays complete). Returns a summary.
     """
-    from ..plugin import Request
-    from ..segments import Segments
+    from ..sdk.plugin import Request
+    from ..sdk.segments import Segments
     from .tuner import Case, Tuner
 
     ctx = context(state)

@@ -1,6 +1,6 @@
 """Measurements on the GPU: run a plugin's configs on fresh random inputs,
 check each config's output once against NumPy, time the survivors with
-cudasortkit.timing (CUDA events, warm-up, median, rotating inputs).
+cudasortkit.gpu.timing (CUDA events, warm-up, median, rotating inputs).
 
 A config that fails to compile, fails to launch or sorts wrongly is rejected
 (listed in the entry with its reason), never chosen; a plugin whose own
@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 from .. import order as host_order
-from .. import registry
+from ..sdk import registry
 from ..dtypes import numpy_dtype
-from ..plugin import config_is_valid
+from ..sdk.plugin import config_is_valid
 from .policy import OP_SHAPE
 
 VALUE_DTYPES = {4: np.int32, 8: np.int64}
@@ -47,7 +47,7 @@ class Case:
     `row_len`, n keys in uniform rows of that length (a sort along the last
     axis, for the segmented plugins).
 
-    Runs go through cudasortkit.execute.run_plugin: the same path as a public
+    Runs go through cudasortkit.dispatch.execute.run_plugin: the same path as a public
     call on a device array (result allocation, argsort's index setup, the
     final synchronization), so a plugin's host-side costs count in its time
     just as they count for the caller. Comparing plugins by device time
@@ -58,7 +58,7 @@ class Case:
                  row_len: int | None = None):
         from pycuda import gpuarray
 
-        from ..segments import Segments
+        from ..sdk.segments import Segments
 
         self.state, self.op, self.dtype, self.n = state, op, dtype, int(n)
         self.row_len = row_len
@@ -96,7 +96,7 @@ class Case:
         return self._order
 
     def run(self, plugin, config, i: int = 0) -> None:
-        from ..execute import run_plugin
+        from ..dispatch.execute import run_plugin
 
         self.result = None  # the previous result's buffers go back to the pool first
         self.result = run_plugin(plugin, config, self.kind, self.keys[i], self.values,
@@ -178,7 +178,7 @@ def _short(exc: BaseException) -> str:
 
 
 class Tuner:
-    """Times configs of plugins on Cases; `repeats`/`warmup` as cudasortkit.timing."""
+    """Times configs of plugins on Cases; `repeats`/`warmup` as cudasortkit.gpu.timing."""
 
     def __init__(self, state, *, repeats: int = 5, warmup: int = 2):
         self.state = state
@@ -211,7 +211,7 @@ class Tuner:
             raise Rejected(f"wrong result: {wrong}")
 
     def _measure(self, plugin, case: Case, config) -> float:
-        from ..timing import time_gpu
+        from ..gpu.timing import time_gpu
 
         self.verify(plugin, case, config)
         try:
@@ -298,7 +298,7 @@ def race(runners: dict, *, inputs: int, rounds: int = 3, repeats: int = 10,
     rounds, so that drift of clocks or host load between them favours none.
     Plugins within ~20% of each other at small sizes are only told apart
     reliably this way (the same process, interleaved)."""
-    from ..timing import time_gpu
+    from ..gpu.timing import time_gpu
 
     best = {}
     for _ in range(rounds):
@@ -323,9 +323,9 @@ def wall_ms(fn, min_s: float = 0.05, min_reps: int = 5, max_reps: int = 200) -> 
 
 def call_by_name(op: str, keys, values, algorithm: str):
     """A call of plugin `algorithm` (default config) on host arrays, through
-    the public call's path (cudasortkit.execute.run_plugin)."""
-    from .. import registry
-    from ..execute import run_plugin
+    the public call's path (cudasortkit.dispatch.execute.run_plugin)."""
+    from ..sdk import registry
+    from ..dispatch.execute import run_plugin
 
     plugin = registry.plugins()[algorithm]
     kind, _ = OP_SHAPE[op]

@@ -32,7 +32,7 @@ class RankSort(SortPlugin):
         return config["block_size"] * itemsize(dtype)
 
     def valid_config(self, config, dtype, value_bytes, limits):
-        # `limits` is the device's (cudasortkit.device.DeviceLimits)
+        # `limits` is the device's (cudasortkit.gpu.device.DeviceLimits)
         return (config["block_size"] <= limits.max_threads_per_block
                 and self.shared_bytes(config, dtype) <= limits.shared_per_block)
 

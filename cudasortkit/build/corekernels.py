@@ -1,0 +1,112 @@
+"""Kernels the core launches itself (argsort's index payload, the key range
+of integer keys), from its own KernelTemplate of kernels/util.cu. Errors name
+`owner`: "core", or the plugin that asked (counting sort measures its range)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import key_dtype
+from ..errors import KernelError, describe
+from .template import SYNC_EVERY_LAUNCH, KernelTemplate
+
+UTIL = KernelTemplate("util.cu")
+IOTA_BLOCK = 256
+MINMAX_BLOCK = 256
+#: The macros util.cu is rendered with (its kernels read their block size
+#: from blockDim, so one build serves both launches).
+UTIL_CONFIG = {"block_size": 256}
+
+
+def launch(state, kernel, grid: int, block: int, args, where: str) -> None:
+    """Launch on the device's stream; CUDA errors become KernelError naming `where`."""
+    if len(args) != len(kernel.signature):
+        raise KernelError(f"{where}: launched with {len(args)} arguments, but the kernel takes "
+                          f"{len(kernel.signature)} ({kernel.signature!r})")
+    try:
+        kernel.issue(state, state.stream, (grid, 1), (block, 1, 1), args, 0)
+        if SYNC_EVERY_LAUNCH:
+            state.stream.synchronize()
+    except state.cuda.Error as exc:
+        raise KernelError(f"{where}: launch grid=({grid}, 1) block=({block}, 1, 1) "
+                          f"failed: {exc}") from exc
+
+
+def iota64(state, ptr: int, n: int, owner: str = "core", index_bytes: int = 8) -> None:
+    """Fill n int64 (index_bytes 4: int32) at ptr with 0..n-1 on the device's stream."""
+    if n <= 0:
+        return
+    name = "csk_iota64" if index_bytes == 8 else "csk_iota32"
+    kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, name, owner=owner)
+    grid = min(-(-int(n) // IOTA_BLOCK), 65535)
+    launch(state, kernel, grid, IOTA_BLOCK, (int(ptr), int(n)),
+            describe(owner, kernel.name, None, None))
+
+
+def _reduce(state, kernel, grid: int, args, words: int, ones: int, where: str,
+            what: str) -> np.ndarray:
+    """Launch a reduction kernel on the device's stream with args + (out,),
+    out being `words` 64-bit words set to all ones (the first `ones`) and
+    zero (the rest), wait for it and return out as NumPy uint64."""
+    out = state.allocate(words * 8, f"{where}, {what}")
+    host = np.empty(words, np.uint64)
+    try:
+        state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2 * ones, state.stream)
+        state.cuda.memset_d32_async(int(out) + 8 * ones, 0, 2 * (words - ones), state.stream)
+        launch(state, kernel, grid, MINMAX_BLOCK, (*args, int(out)), where)
+        state.stream.synchronize()
+        state.cuda.memcpy_dtoh(host, int(out))
+    except state.cuda.Error as exc:
+        raise KernelError(f"{where}: {what} failed: {exc}") from exc
+    finally:
+        out.free()
+    return host
+
+
+def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | None:
+    """(min, max) of n integer keys of `dtype` at device address ptr, as Python
+    ints, from one reduction pass on the device's stream (waits for it).
+
+    None when n == 0. Range-limited algorithms (counting sort) use it to learn
+    how many bins a request needs.
+    """
+    dt = key_dtype(dtype)
+    if dt.kind not in "iu":
+        raise TypeError(f"key_minmax measures integer keys, not {dt}")
+    if n <= 0:
+        return None
+    where = describe(owner, "csk_minmax_ordered", dt.name, None)
+    kernel = UTIL.kernel(state, dt.name, 0, UTIL_CONFIG, "csk_minmax_ordered", owner=owner)
+    grid = max(1, min(-(-int(n) // (MINMAX_BLOCK * 4)), state.limits.sm_count * 8))
+    host = _reduce(state, kernel, grid, (int(ptr), int(n)), 2, 1, where, "key range reduction")
+    lo, hi = int(host[0]), int(host[1])
+    if dt.kind == "i":  # ordered word = key with the sign bit flipped
+        offset = 1 << (8 * dt.itemsize - 1)
+        lo, hi = lo - offset, hi - offset
+    return lo, hi
+
+
+#: Length buckets of offsets_check: bucket b holds lengths with bit length
+#: of (length - 1) == b (lengths 0 and 1 in bucket 0), b in 0..64.
+OFFSET_BUCKETS = 65
+#: The stats words of csk_offsets_check (kernels/util.cu).
+_STATS_WORDS = 4 + 2 * OFFSET_BUCKETS
+
+
+def offsets_check(state, ptr: int, count: int, wide: bool, widened: int = 0,
+                  owner: str = "core") -> dict:
+    """CUB-style offsets (count + 1 int64 values if `wide`, else int32, at
+    device address ptr) checked and measured by one pass on the device's
+    stream, which this waits for. Returns {"bad": first s with offsets[s + 1]
+    < offsets[s] or None, "longest": the longest segment, "first": offsets[0],
+    "last": offsets[count], "segments"/"keys": NumPy int64 per length bucket
+    (OFFSET_BUCKETS)}. `widened` (a device address or 0) gets the offsets as int64."""
+    where = describe(owner, "csk_offsets_check", None, None)
+    kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_offsets_check", owner=owner)
+    grid = max(1, min(-(-int(count) // MINMAX_BLOCK), state.limits.sm_count * 4))
+    host = _reduce(state, kernel, grid, (int(ptr), int(bool(wide)), int(count), int(widened)),
+                   _STATS_WORDS, 1, where, "offsets check")
+    signed = host.view(np.int64)
+    return {"bad": None if host[0] == np.uint64(0xFFFFFFFFFFFFFFFF) else int(host[0]),
+            "longest": int(host[1]), "first": int(signed[2]), "last": int(signed[3]),
+            "segments": signed[4:4 + OFFSET_BUCKETS].copy(),
+            "keys": signed[4 + OFFSET_BUCKETS:].copy()}

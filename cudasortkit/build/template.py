@@ -1,0 +1,178 @@
+"""Kernel templates: a .cu file, the package that holds it, and its macros.
+
+A KernelTemplate turns into prepared kernels, one per (context, key dtype,
+value width, configuration, kernel name), compiled once and memoised::
+
+    SCAN = KernelTemplate("scan.cu", defines={"scan_count_bytes": 4})
+    kernel = SCAN.kernel(state, "uint32", 0, {"block_size": 256, ...}, "csk_scan_tiles")
+
+Rendering (cudasortkit/render.py: prelude + file text) is kept apart from
+compiling (cudasortkit/compiler.py), so CI compiles `template.render(...)`,
+the very text the runtime compiles, with plain nvcc. A kernel's pycuda
+argument letters come from its own `__global__` prototype in that text
+(cudasortkit/prototype.py), so nobody types them.
+
+Plugins get their templates through Job.kernel; the core's own primitives
+(scan, iota, min/max) hold KernelTemplates of cudasortkit's kernels/.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .compiler import compile_module, memo_kernel, prepared_function
+from ..errors import KernelError, describe
+from .prototype import argument_letters
+from .render import CORE_PACKAGE, include_dirs, render as render_source, template_path
+
+#: Synchronize after every launch so an asynchronous fault names its kernel.
+SYNC_EVERY_LAUNCH = os.environ.get("CUDASORTKIT_SYNC_LAUNCHES", "") not in ("", "0")
+
+_lock = threading.Lock()
+#: (template, dtype, value_bytes, config, defines) -> rendered source. A render
+#: reads the file (~50 us); sources do not depend on the context.
+_sources: dict = {}
+
+
+class Kernel:
+    """A prepared kernel and what launching it needs: `signature` (pycuda's
+    prepare() letters, one per parameter: launches check the count, launch
+    plans find the pointers), its registers per thread and static shared
+    memory (for occupancy), and `shared_allowed`, the dynamic shared memory
+    it may take without a further opt-in (raised as launches opt in)."""
+
+    __slots__ = ("function", "name", "template", "signature", "registers", "static_shared",
+                 "shared_allowed", "_arguments")
+
+    def __init__(self, function, name: str, template: str, signature: str = "", *,
+                 registers: int = 0, static_shared: int = 0, shared_allowed: int = 0):
+        self.function, self.name, self.template = function, name, template
+        self.signature = signature
+        self.registers, self.static_shared = registers, static_shared
+        self.shared_allowed = shared_allowed
+        # The parameter buffer's layout: the signature's letters are struct
+        # letters, and native alignment lays them out as the C parameter list.
+        self._arguments = struct.Struct(signature)
+
+    def resident_blocks(self, limits, block_size: int, dynamic_shared: int = 0) -> int:
+        """Blocks of this kernel one SM holds at once (DeviceLimits.resident_blocks)."""
+        return limits.resident_blocks(block_size, self.registers,
+                                      self.static_shared + dynamic_shared)
+
+    def issue(self, state, stream, grid: tuple, block: tuple, args, shared: int) -> None:
+        """Queue a launch on `stream`: grid and block are tuples, args match
+        the signature. Opts into more dynamic shared memory when `shared`
+        needs it. CUDA errors (state.cuda.Error) are the caller's to name,
+        and the caller's to wait for (SYNC_EVERY_LAUNCH)."""
+        self.issue_packed(state, stream, grid, block, self.pack(args), shared)
+
+    def pack(self, args) -> bytes:
+        """The kernel's parameter buffer for `args` (launch plans keep it
+        for a replay with the same buffers)."""
+        return self._arguments.pack(*args)
+
+    def issue_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
+                     shared: int) -> None:
+        """issue() with the parameters already packed: one driver call.
+        (pycuda's prepared_async_call packs and then makes this same call.)"""
+        if shared > self.shared_allowed:
+            self._allow_shared(state, shared)
+        self.function._launch_kernel(grid, block, packed, shared, stream)
+
+    def _allow_shared(self, state, shared: int) -> None:
+        allowed = state.limits.shared_per_block - self.static_shared
+        if shared > allowed:
+            self.function.set_attribute(
+                state.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+            allowed = shared
+        self.shared_allowed = allowed
+
+    def __repr__(self):
+        return f"Kernel({self.name!r}, {self.template!r}, {self.signature!r})"
+
+
+class KernelTemplate:
+    """A kernel template file in `package` (default cudasortkit's kernels/)
+    with `defines`, macros it is always rendered with (besides the key
+    dtype, value width and configuration that each kernel() call gives).
+    Equal templates (same file, package and defines) share compiled kernels."""
+
+    __slots__ = ("file", "package", "defines", "_key", "_hash")
+
+    def __init__(self, file: str, package: str = CORE_PACKAGE,
+                 defines: Mapping[str, Any] | None = None):
+        self.file, self.package = file, package
+        self.defines = MappingProxyType(dict(defines or {}))  # read-only: part of the key
+        self._key = (package, file, tuple(sorted(self.defines.items())))
+        self._hash = hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, KernelTemplate) and self._key == other._key
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        extra = f", defines={dict(self.defines)!r}" if self.defines else ""
+        return f"KernelTemplate({self.file!r}, {self.package!r}{extra})"
+
+    @property
+    def path(self) -> str:
+        """The template file (FileNotFoundError if it is missing)."""
+        return template_path(self.package, self.file)
+
+    @property
+    def include_dirs(self) -> list:
+        """Include path of its compilation: the package's directory, then
+        cudasortkit's kernels/."""
+        return include_dirs(self.package)
+
+    def render(self, dtype, value_bytes: int = 0, config: Mapping[str, Any] | None = None) -> str:
+        """The source nvcc compiles for these settings (memoised)."""
+        config = config or {}
+        key = (self._key, str(dtype), int(value_bytes), tuple(sorted(config.items())))
+        with _lock:
+            source = _sources.get(key)
+        if source is None:
+            source = render_source(self.package, self.file, dtype, value_bytes, config,
+                                   self.defines)
+            with _lock:
+                _sources[key] = source
+        return source
+
+    def signature(self, name: str, dtype, value_bytes: int = 0,
+                  config: Mapping[str, Any] | None = None) -> str:
+        """pycuda's argument letters of kernel `name`, read from its prototype
+        in the rendered source (KernelSignatureError if they cannot be)."""
+        return argument_letters(self.render(dtype, value_bytes, config), name, self.include_dirs)
+
+    def kernel(self, state, dtype, value_bytes: int, config: Mapping[str, Any], name: str, *,
+               owner: str = "core") -> Kernel:
+        """Kernel `name` of this template rendered for (dtype, value_bytes,
+        config), compiled and prepared once per device context. `owner` (a
+        plugin's name) is who errors name."""
+        dtype = str(dtype)
+        key = (state.ordinal, self._key, name, dtype, value_bytes, tuple(config.items()))
+        return memo_kernel(key, lambda: self._make(state, dtype, value_bytes, config, name, owner))
+
+    def _make(self, state, dtype, value_bytes, config, name, owner) -> Kernel:
+        where = describe(owner, name, dtype, config) + f", template {self.file!r}"
+        source = self.render(dtype, value_bytes, config)
+        try:
+            signature = argument_letters(source, name, self.include_dirs)
+        except KernelError as exc:
+            raise type(exc)(f"{where}: {exc}") from exc
+        module = compile_module(state, source, self.include_dirs, where)
+        attribute = state.cuda.function_attribute
+        try:
+            function = prepared_function(module, name, signature)
+            registers = function.get_attribute(attribute.NUM_REGS)
+            static_shared = function.get_attribute(attribute.SHARED_SIZE_BYTES)
+        except state.cuda.Error as exc:
+            raise KernelError(f"{where}: {exc}") from exc
+        return Kernel(function, name, self.file, signature, registers=registers,
+                      static_shared=static_shared,
+                      shared_allowed=state.limits.shared_per_block - static_shared)

@@ -1,0 +1,304 @@
+"""Sorting along any axis of an N-D array, and ragged segments.
+
+An N-D sort along `axis` becomes one segmented request: the axis is moved
+last (a transposed contiguous copy made by the array's own library, on the
+caller's stream; no copy when it is already last and the array contiguous),
+the array is seen as rows x row length keys (cudasortkit/segments.py), a
+segmented plugin sorts every row, and the result is reshaped and the axis
+moved back. `axis=None` sorts the flattened array (one row). A single row
+is an ordinary 1-D request, so every 1-D plugin can serve it.
+
+Ragged segments come as CUB-style offsets, checked before anything is
+sorted: on the keys' device when they are there (one pass; only its
+statistics come back to the host), else on the host.
+
+`execute` is the public API's runner (api._execute's signature): this
+module only shapes the caller's arrays and the request around it.
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+
+import numpy as np
+
+from ..sdk import registry
+from ..gpu.arrays import Operand, library_of, torch_to_numpy_dtype
+from ..dispatch.execute import caller_ordering
+from ..sdk.segments import Segments, check_offsets
+from ..gpu.streams import cupy_stream, handle_of
+
+try:
+    _AxisError = np.exceptions.AxisError
+except AttributeError:  # NumPy < 1.25
+    _AxisError = np.AxisError
+
+#: Libraries whose arrays this module can transpose (the others: only a
+#: C-contiguous array along its last axis, or axis=None).
+_MOVABLE = ("numpy", "cupy", "torch", "torch-cpu")
+
+
+def normalize_axis(axis, ndim: int):
+    """NumPy's axis rule: an int in [-ndim, ndim) (or None), as 0..ndim-1."""
+    if axis is None:
+        return None
+    if isinstance(axis, (bool, np.bool_)):
+        raise TypeError(f"axis must be an integer or None, got {axis!r}")
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an integer or None, got {axis!r}") from None
+    if not -ndim <= axis < ndim:
+        raise _AxisError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
+
+
+class _FlatInterface:
+    """A contiguous device array behind __cuda_array_interface__, seen as 1-D."""
+
+    def __init__(self, cai: dict, n: int):
+        cai = dict(cai)
+        cai.update(shape=(n,), strides=None)
+        self.__cuda_array_interface__ = cai
+
+
+class Rows:
+    """A caller's array seen as rows along `axis`: `flat` is a 1-D array of
+    the caller's library (the axis moved last, C order), `rows` x `row_len`."""
+
+    def __init__(self, a, axis, what: str, stream):
+        self.what = what
+        library = library_of(a)
+        if library == "masked":
+            Operand(a, what)  # raises the 1-D path's error for masked arrays
+        if library == "other":
+            try:
+                converted = np.asarray(a)
+            except Exception:
+                converted = None
+            if converted is None or converted.dtype == object:
+                Operand(a, what)  # raises naming the supported kinds
+            a = converted
+            library = "numpy"
+        self.library = library
+        self.original = a
+        self.stream = stream
+        shape = self._shape(a, library)
+        self.shape = shape
+        self.axis = normalize_axis(axis, len(shape)) if (axis is not None or shape) else None
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        self.n = n
+        last = len(shape) - 1
+        if self.axis is None:
+            self.row_len, self.rows = n, 1
+            self.moved_shape = (n,)
+        else:
+            self.row_len = shape[self.axis]
+            self.rows = int(np.prod(shape[:self.axis] + shape[self.axis + 1:], dtype=np.int64))
+            self.moved_shape = shape[:self.axis] + shape[self.axis + 1:] + (self.row_len,)
+        self.moves = self.axis is not None and self.axis != last
+        #: Sorted along its last axis: the result is `flat`'s in the input's shape.
+        self.in_place_rows = self.axis is not None and not self.moves
+        self.flat = self._flatten(a)
+
+    # ----------------------------------------------------------- in and out
+    @staticmethod
+    def _shape(a, library) -> tuple:
+        if library in _MOVABLE:
+            return tuple(int(x) for x in a.shape)
+        return tuple(int(x) for x in a.__cuda_array_interface__["shape"])
+
+    def stream_context(self):
+        """The caller's stream= as the current stream of the array's library
+        while its copies are issued (no stream given: the current one)."""
+        if self.stream is None or self.library not in ("cupy", "torch"):
+            return contextlib.nullcontext()
+        handle = handle_of(self.stream)
+        if self.library == "cupy":
+            return cupy_stream(handle)
+        import torch
+
+        device = self.original.device
+        return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
+
+    def _flatten(self, a):
+        lib = self.library
+        if lib in ("numpy",):
+            m = np.moveaxis(a, self.axis, -1) if self.moves else a
+            return np.ascontiguousarray(m).reshape(-1)
+        if lib == "cupy":
+            import cupy
+
+            with self.stream_context():
+                m = cupy.moveaxis(a, self.axis, -1) if self.moves else a
+                return cupy.ascontiguousarray(m).reshape(-1)
+        if lib in ("torch", "torch-cpu"):
+            with self.stream_context():
+                m = a.movedim(self.axis, -1) if self.moves else a
+                return m.contiguous().reshape(-1)
+        if len(self.shape) == 1:
+            return a
+        cai = a.__cuda_array_interface__
+        strides = cai.get("strides")
+        dtype = getattr(a, "dtype", None)
+        itemsize = np.dtype(cai["typestr"] if dtype is None else dtype).itemsize
+        contiguous = strides is None or tuple(strides) == _c_strides(self.shape, itemsize)
+        if self.moves or not contiguous:
+            raise ValueError(f"{self.what}: sorting {type(a).__name__} along axis {self.axis} needs "
+                             "a C-contiguous array sorted along its last axis (or axis=None); "
+                             "for any axis pass a NumPy, CuPy or PyTorch array")
+        return _FlatInterface(cai, self.n)
+
+    def restore(self, flat_result):
+        """A flat result (the caller's kind) in the input's shape, the axis back in place."""
+        if self.axis is None:
+            return flat_result
+        lib = library_of(flat_result)
+        shaped = flat_result.reshape(self.moved_shape)
+        if not self.moves:
+            return shaped
+        if lib == "numpy":
+            return np.ascontiguousarray(np.moveaxis(shaped, -1, self.axis))
+        if lib == "cupy":
+            import cupy
+
+            with self.stream_context():
+                return cupy.ascontiguousarray(cupy.moveaxis(shaped, -1, self.axis))
+        with self.stream_context():
+            return shaped.movedim(-1, self.axis).contiguous()
+
+    def result_shape(self) -> tuple:
+        return (self.n,) if self.axis is None else self.shape
+
+    def segments(self, algorithm: str = "auto") -> Segments | None:
+        """The request's segments: None for one row (an ordinary 1-D sort),
+        unless a segmented plugin is asked for by name."""
+        if self.rows != 1 or _named_segmented(algorithm):
+            return Segments.rows(self.rows, self.row_len)
+        return None
+
+
+def _named_segmented(algorithm: str) -> bool:
+    """True if `algorithm` names a plugin that declares `segmented`."""
+    if algorithm == "auto":
+        return False
+    entry = registry.entries().get(algorithm)
+    return bool(entry is not None and entry.plugin is not None and entry.plugin.segmented)
+
+
+def _c_strides(shape, itemsize) -> tuple:
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
+# ------------------------------------------------------------------- out=
+def _check_target(target, like: Rows, dtype, what: str):
+    """out= of an N-D sort: the same kind of array as the input, its shape
+    (the flattened length for axis=None) and the result's dtype."""
+    if target is None:
+        return
+    lib = library_of(target)
+    if lib != like.library or lib not in _MOVABLE:
+        raise ValueError(f"{what} of a sort along an axis must be the same kind of array as the "
+                         f"input (a NumPy, CuPy or PyTorch array), got {type(target).__name__}")
+    shape = tuple(int(x) for x in target.shape)
+    tdtype = torch_to_numpy_dtype(target.dtype, what) if lib.startswith("torch") else \
+        np.dtype(target.dtype)
+    if shape != like.result_shape() or tdtype != np.dtype(dtype):
+        raise ValueError(f"{what} must be an array of shape {like.result_shape()} and dtype "
+                         f"{np.dtype(dtype)}, got shape {shape} and dtype {tdtype}")
+    if lib == "numpy" and not target.flags.writeable:
+        raise ValueError(f"{what} must be writeable")
+
+
+def _write(target, result, like: Rows):
+    if target is None:
+        return result
+    if like.library == "numpy":
+        np.copyto(target, result)
+    elif like.library == "cupy":
+        with like.stream_context():
+            target[...] = result
+    else:
+        with like.stream_context():
+            target.copy_(result)
+    return target
+
+
+# ------------------------------------------------------------- entry points
+def sort_along(execute, kind: str, a, values, axis, descending, stable, algorithm, out,
+               values_out, key_range, stream):
+    """sort / argsort / sort_by_key of `a` along `axis` (api's arguments;
+    `execute` is api._execute). Returns what the public function returns."""
+    rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream)
+    vrows = None
+    if values is not None:
+        vrows = Rows(values, axis, "values", stream)
+        if vrows.shape != rows.shape:
+            raise ValueError(f"keys and values differ in shape: {rows.shape} != {vrows.shape}")
+    keys = Operand(rows.flat, rows.what)
+    vals = Operand(vrows.flat, "values") if vrows is not None else None
+    if kind != "argsort":
+        _check_target(out, rows, keys.dtype, "out")
+    if vals is not None:
+        _check_target(values_out, vrows, vals.dtype, "values_out")
+    k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
+                   rows.segments(algorithm), caller=rows.original if rows.in_place_rows else None)
+    if kind == "sort":
+        return _write(out, rows.restore(k), rows)
+    if kind == "argsort":
+        return rows.restore(v)
+    return _write(out, rows.restore(k), rows), _write(values_out, vrows.restore(v), vrows)
+
+
+def segmented(execute, kind: str, keys, offsets, values, descending, stable, algorithm, stream):
+    """segmented_sort / segmented_argsort: `keys` 1-D, ragged CUB-style
+    `offsets` (checked before anything is sorted)."""
+    k = Operand(keys, "keys")
+    v = None
+    if values is not None:
+        v = Operand(values, "values")
+        if v.n != k.n:
+            raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
+    segments = _ragged(k, v, offsets, algorithm, stream)
+    ks, vs = execute(kind, k, v, descending, stable, algorithm, None, None, None, stream, segments)
+    if kind == "sort":
+        return ks
+    if kind == "argsort":
+        return vs
+    return ks, vs
+
+
+def _ragged(keys: Operand, values, offsets, algorithm: str, stream) -> Segments | None:
+    """The request's segments from the caller's offsets: checked on the
+    keys' device (in the caller's stream) when the keys are there, else on
+    the host; None for one segment (an ordinary 1-D sort) unless a
+    segmented plugin is asked for by name."""
+    state, ordering = caller_ordering(stream, (keys, values))
+    if state is None:
+        host, lengths = check_offsets(offsets, keys.n)
+        segments = Segments.ragged(host, offsets, lengths)
+    else:
+        ordering.begin()
+        try:
+            segments = Segments.checked_on_device(offsets, keys.n, state)
+        finally:
+            ordering.end()
+    return segments if segments.count != 1 or _named_segmented(algorithm) else None
+
+
+def request_parts(a, axis, values=None, offsets=None, algorithm="auto"):
+    """(keys Operand, values Operand or None, Segments or None) of `a` along
+    `axis`, or in ragged segments when `offsets` are given, for explain()."""
+    rows = Rows(a, axis, "a", None)
+    vals = None if values is None else Operand(Rows(values, axis, "values", None).flat, "values")
+    keys = Operand(rows.flat, "a")
+    if offsets is None:
+        return keys, vals, rows.segments(algorithm)
+    host, lengths = check_offsets(offsets, keys.n)
+    segments = Segments.ragged(host, offsets, lengths) \
+        if len(host) != 2 or _named_segmented(algorithm) else None
+    return keys, vals, segments

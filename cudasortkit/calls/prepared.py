@@ -1,0 +1,230 @@
+"""Prepared calls: a repeated device sort or argsort of one exact shape, made
+again without the general path.
+
+The general path (api -> select -> execute) spends tens of microseconds of
+Python per call reading the array interface, building a Request, choosing,
+wrapping results and looking up the launch plan. When a call of CuPy or
+PyTorch keys ran a replayable plugin through a recorded launch plan
+(cudasortkit/launchplan.py) on a decision its plugin need not make again
+for each call's keys (not a range-deciding one such as counting), the
+next call of the same (kind, array type, dtype, shape, flags, algorithm)
+needs none of that: it takes the input's address, allocates the result in
+the caller's library on the caller's current stream, and replays the plan.
+
+A prepared call holds its decision's stamps (registry generation, policy
+generation, selector epoch, launch plans' generation): when any of them
+moves, the call takes the general path, which decides again. Each use asks
+the selector to reuse the decision and calls its `observe`, as a memoised
+choice does: a decision the keys' range made is still made again after its
+reuses, and first-run measurement still learns from these calls. Anything
+unusual (another device current, a non-contiguous array, ragged segments)
+takes the general path. An N-D array sorted along its last axis is prepared
+like a 1-D one: its rows are uniform, so their launch plan is recorded under
+the rows' shape (launchplan.rows_of).
+"""
+from __future__ import annotations
+
+
+from ..gpu import arrays
+from ..launch import plans as launchplan
+from ..sdk import registry
+from ..build.corekernels import iota64
+from ..dtypes import is_bfloat16
+from ..dispatch.execute import INDEX_DTYPE, INDEX_DTYPES
+from ..sdk.job import Job
+from ..gpu.streams import LEGACY, current_stream
+
+_TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
+#: Prepared calls kept at most (dropped all together past it, like decisions).
+MAX_CALLS = 1024
+
+
+class _CupyKeys:
+    """What a prepared call needs of a CuPy array."""
+
+    library = "cupy"
+
+    @staticmethod
+    def ready(a, ordinal) -> bool:
+        import cupy
+
+        return (a.flags.c_contiguous and a.data.device_id == ordinal
+                and cupy.cuda.runtime.getDevice() == ordinal)
+
+    @staticmethod
+    def pointer(a) -> int:
+        return a.data.ptr
+
+    @staticmethod
+    def stream(a) -> int:
+        return current_stream("cupy", None)
+
+    @staticmethod
+    def empty(a, shape, dtype):
+        import cupy
+
+        return cupy.empty(shape, dtype)  # CuPy's pool, ordered on the current stream
+
+
+class _TorchKeys:
+    """What a prepared call needs of a CUDA torch.Tensor."""
+
+    library = "torch"
+
+    @staticmethod
+    def ready(a, ordinal) -> bool:
+        return a.is_contiguous() and a.device.index == ordinal
+
+    @staticmethod
+    def pointer(a) -> int:
+        return a.data_ptr()
+
+    @staticmethod
+    def stream(a) -> int:
+        return current_stream("torch", a.device)
+
+    @staticmethod
+    def empty(a, shape, dtype):
+        import torch
+
+        if dtype in _TORCH_INDEX:
+            return torch.empty(shape, dtype=getattr(torch, _TORCH_INDEX[dtype]), device=a.device)
+        return torch.empty(shape, dtype=a.dtype, device=a.device)
+
+
+_ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
+
+
+class PreparedCall:
+    """One exact shape's sort or argsort (of a 1-D array, or along the last
+    axis of a C-contiguous N-D one): plugin, config, launch plan."""
+
+    __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
+                 "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
+                 "index_dtype")
+
+    def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
+                 value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
+        self.adapter, self.state, self.plugin = adapter, state, plugin
+        self.config, self.plan, self.kind = config, plan, kind
+        self.dtype, self.key_name = dtype, key_name  # the caller's dtype; the kernels' key dtype
+        self.shape, self.n, self.value_bytes = shape, n, value_bytes
+        self.descending, self.memo, self.stamps = descending, memo, stamps
+        self.iota = kind == "argsort" and not plugin.makes_indices
+        self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
+
+    def __call__(self, a):
+        """(sorted keys or None, indices or None), in the caller's library."""
+        state = self.state.activate()
+        adapter, n = self.adapter, self.n
+        caller = adapter.stream(a)
+        joins = caller != LEGACY and caller != state.joiner.own
+        if joins:
+            state.joiner.wait_for((caller,))
+        temporaries = []
+        try:
+            keys_in = adapter.pointer(a)
+            if self.kind == "sort":
+                keys = adapter.empty(a, self.shape, self.dtype)
+                keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
+            else:
+                keys = None
+                keys_buf = state.allocate(n * self.dtype.itemsize, "sorted keys of argsort")
+                temporaries.append(keys_buf)
+                keys_out = int(keys_buf)
+                indices = adapter.empty(a, self.shape, self.index_dtype)
+                values_out = adapter.pointer(indices)
+                values_in = 0
+                if self.iota:
+                    iota = state.allocate(n * INDEX_DTYPE.itemsize, "argsort indices")
+                    temporaries.append(iota)
+                    iota64(state, int(iota), n)
+                    values_in = int(iota)
+            if arrays.POISON_BYTE is not None:  # tests: unwritten results show
+                for ptr, nbytes in ((keys_out, n * self.dtype.itemsize),
+                                    (values_out, n * self.index_dtype.itemsize)):
+                    if ptr:
+                        state.cuda.memset_d8_async(ptr, arrays.POISON_BYTE, nbytes, state.stream)
+            job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,
+                      keys_out=keys_out, values_in=values_in, values_out=values_out,
+                      value_bytes=self.value_bytes, descending=self.descending,
+                      config=self.config)
+            try:
+                self.plan.replay(job)
+            finally:
+                job.finish()
+        finally:
+            for buf in temporaries:  # the pool's blocks are reused in our stream's order
+                buf.free()
+            if joins:
+                state.joiner.signal((caller,))
+        observe = self.memo.observe
+        if observe is not None:  # after the launches: the GPU works meanwhile
+            observe()
+        return keys, indices
+
+
+class PreparedCalls:
+    """The prepared calls of one Selector's decisions, by exact call shape."""
+
+    def __init__(self, selector):
+        self.selector = selector
+        self._calls: dict = {}
+        self._types: set = set()  # array types some prepared call was made for
+
+    def stamps(self) -> tuple:
+        return (registry.generation, self.selector.policy.generation, self.selector.epoch,
+                launchplan.generation)
+
+    def find(self, kind: str, a, descending, stable, algorithm, index_dtype=INDEX_DTYPE):
+        """The prepared call for this exact call, or None (take the general path)."""
+        if type(a) not in self._types or type(descending) is not bool or type(stable) is not bool:
+            return None
+        call = self._calls.get((kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
+                                index_dtype))
+        if call is None:
+            return None
+        if call.stamps != self.stamps() or not call.adapter.ready(a, call.state.ordinal):
+            return None
+        if not self.selector.reuse(call.memo):
+            return None
+        return call
+
+    def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
+             config, state) -> None:
+        """After the general path served a plain call (no out=, key_range or
+        stream=) of device keys: prepare the shape if it can be. `caller` is
+        the caller's array (its shape is the result's; `keys` its 1-D view:
+        the array itself, or its rows along the last axis)."""
+        adapter = _ADAPTERS.get(keys.library)
+        if (adapter is None or kind not in ("sort", "argsort") or keys.n < 2 or keys.is_copy
+                or is_bfloat16(keys.dtype) or state is None
+                or (request.segments is not None and not request.segments.uniform)
+                or keys.interface_stream not in (None, keys.current_stream())):
+            return
+        memo = self.selector.settled(request, algorithm)
+        if memo is None or memo.plugin is not plugin:
+            return
+        if config is None:
+            config = registry.call(plugin, "default_config", request.dtype, request.value_bytes)
+        plan = launchplan.recorded(state.ordinal, plugin, request.dtype, keys.n,
+                                   request.value_bytes, config, request.descending,
+                                   has_values_in=kind == "argsort" and not plugin.makes_indices,
+                                   has_values_out=kind == "argsort",
+                                   rows=launchplan.rows_of(request))
+        # int32 indices only from a plugin that makes them (the call's iota is 64-bit).
+        index_dtype = INDEX_DTYPES[request.value_bytes] if kind == "argsort" else INDEX_DTYPE
+        if plan is None or (index_dtype != INDEX_DTYPE and not plugin.makes_indices):
+            return
+        a = caller
+        if len(self._calls) >= MAX_CALLS:
+            self._calls.clear()
+        self._types.add(type(a))
+        self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
+                     index_dtype)] = \
+            PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
+                         request.dtype, tuple(a.shape), keys.n, request.value_bytes,
+                         request.descending, memo, self.stamps(), index_dtype)
+
+    def forget(self) -> None:
+        self._calls.clear()

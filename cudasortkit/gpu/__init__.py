@@ -1,0 +1,1 @@
+"""The device: limits, streams, caller arrays, and timing."""

@@ -1,0 +1,388 @@
+"""Caller arrays in, results out: NumPy, pycuda, CuPy, PyTorch (CUDA or CPU)
+or any object with ``__cuda_array_interface__``.
+
+Device arrays are used zero-copy (same primary context); results come back as
+an array of the caller's library (a CPU tensor for a CPU tensor), or written
+into ``out``. The caller's input is never written unless it is also ``out``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import SUPPORTED_TEXT, is_bfloat16, key_dtype, numpy_dtype
+from .streams import cupy_stream, current_stream, interface_stream
+
+#: Tests set this to fill fresh result buffers with a poison byte before any
+#: kernel writes them, so an element a plugin forgets to write shows up.
+POISON_BYTE = None
+
+SUPPORTED = ("numpy.ndarray", "pycuda GPUArray", "cupy.ndarray", "torch.Tensor (CUDA or CPU)",
+             "objects with __cuda_array_interface__")
+
+_UNREAD = object()
+
+#: type -> library, for the types whose library the type alone decides.
+_LIBRARY_OF_TYPE = {np.ndarray: "numpy"}
+
+
+def library_of(a) -> str:
+    """numpy, cupy, torch, torch-cpu, gpuarray, cai or other."""
+    library = _LIBRARY_OF_TYPE.get(type(a))
+    if library is not None:
+        return library
+    module = type(a).__module__.split(".")[0]
+    if isinstance(a, np.ma.MaskedArray):
+        return "masked"
+    if isinstance(a, np.ndarray):
+        library = "numpy"
+    elif module == "torch":
+        return "torch" if a.is_cuda else "torch-cpu"
+    elif module == "cupy":
+        library = "cupy"
+    elif module == "pycuda":
+        library = "gpuarray"
+    elif hasattr(a, "__cuda_array_interface__"):
+        return "cai"
+    else:
+        return "other"
+    _LIBRARY_OF_TYPE[type(a)] = library
+    return library
+
+
+def _unsupported_kind(what: str, a) -> TypeError:
+    return TypeError(f"{what}: cannot sort {type(a).__module__}.{type(a).__name__}; "
+                     f"pass one of {', '.join(SUPPORTED)}")
+
+
+def _unsupported_dtype(what: str, dtype) -> TypeError:
+    return TypeError(f"{what}: dtype {dtype} is not supported; keys must be one of {SUPPORTED_TEXT}")
+
+
+# ------------------------------------------------------------------ PyTorch
+def _torch_dtypes() -> dict:
+    import torch
+
+    table = {torch.bool: np.dtype(np.bool_), torch.float16: np.dtype(np.float16),
+             torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        if hasattr(torch, name):
+            table[getattr(torch, name)] = np.dtype(name)
+    return table
+
+
+_TORCH_DTYPES: dict = {}
+
+
+def torch_to_numpy_dtype(tdtype, what: str = "a") -> np.dtype:
+    """The NumPy dtype of a torch dtype; TypeError for ones cudasortkit cannot sort."""
+    import torch
+
+    if not _TORCH_DTYPES:
+        _TORCH_DTYPES.update(_torch_dtypes())
+    dt = _TORCH_DTYPES.get(tdtype)
+    if dt is not None:
+        return dt
+    if tdtype == torch.bfloat16:
+        return numpy_dtype("bfloat16")
+    raise _unsupported_dtype(what, tdtype)
+
+
+def numpy_to_torch_dtype(dt: np.dtype):
+    import torch
+
+    return torch.bool if dt == np.bool_ else getattr(torch, dt.name)
+
+
+def _torch_interface(t, what: str) -> dict:
+    """What __cuda_array_interface__ would say of a CUDA tensor, read from the
+    tensor itself (PyTorch's interface refuses bfloat16 and float8)."""
+    dt = torch_to_numpy_dtype(t.dtype, what)
+    return {"shape": tuple(t.shape), "strides": tuple(s * dt.itemsize for s in t.stride()),
+            "data": (t.data_ptr(), False), "dtype": dt}
+
+
+def _torch_cpu_numpy(t, what: str) -> np.ndarray:
+    """A NumPy view of a CPU tensor (bfloat16 through its bits)."""
+    import torch
+
+    t = t.detach().resolve_conj().resolve_neg()
+    dt = torch_to_numpy_dtype(t.dtype, what)
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(dt)
+    return t.numpy()
+
+
+def _torch_cpu_tensor(result: np.ndarray):
+    import torch
+
+    if is_bfloat16(result.dtype):
+        return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(result)
+
+
+# ------------------------------------------------------------------ Operand
+class Operand:
+    """One caller array, 1-D, on the host or on a device."""
+
+    def __init__(self, a, what: str = "a"):
+        self.what = what
+        self.library = library = library_of(a)
+        if library == "masked":
+            raise TypeError(f"{what}: masked arrays are not supported (the mask would be lost); "
+                            "sort a.compressed(), or use numpy.ma.sort")
+        if library == "other":
+            try:
+                a = np.asarray(a)
+            except Exception as exc:
+                raise _unsupported_kind(what, a) from exc
+            if a.dtype == object:
+                raise _unsupported_kind(what, a if a.ndim else a.item())
+            self.library = library = "numpy"
+            self._converted = True  # a new array: never the caller's memory
+        else:
+            self._converted = False
+        self.original = a
+        #: The stream a __cuda_array_interface__ asks us to order after (None: nothing).
+        self.interface_stream = None
+        self._cai = None
+        if library == "torch-cpu":
+            a = _torch_cpu_numpy(a, what)
+        elif library == "torch":
+            a = a.detach()
+            self._cai = _torch_interface(a, what)
+        elif library in ("cupy", "gpuarray", "cai"):
+            # Built anew by CuPy on every access (microseconds): read once,
+            # reused by _contiguous and device_ptr.
+            self._cai = dict(a.__cuda_array_interface__)
+            self.interface_stream = interface_stream(self._cai)
+        self.on_device = self._cai is not None
+        if self.on_device:
+            shape = tuple(self._cai["shape"])
+            dtype = self._cai.get("dtype")
+            if dtype is None:
+                typestr = self._cai["typestr"]
+                # CuPy's and pycuda's own dtype: the interface's typestr cannot
+                # say bfloat16 (it is "<V2")
+                dtype = getattr(a, "dtype", None) if library in ("cupy", "gpuarray") else None
+                if dtype is None:
+                    try:
+                        dtype = np.dtype(typestr)
+                    except TypeError:
+                        raise _unsupported_dtype(what, typestr) from None
+            self.dtype = np.dtype(dtype)
+        else:
+            shape, self.dtype = a.shape, a.dtype
+        if len(shape) != 1:
+            raise ValueError(f"{what}: only 1-D arrays are supported, got shape {shape}")
+        if not is_bfloat16(self.dtype) and (self.dtype.kind not in "biuf" or self.dtype.hasobject):
+            raise _unsupported_dtype(what, self.dtype)
+        self.n = int(shape[0])
+        self.array = self._contiguous(a)
+        self._upload = None
+        self._ordinal = _UNREAD
+
+    def _contiguous(self, a):
+        if not self.on_device:
+            return np.ascontiguousarray(a)
+        strides = self._cai.get("strides")
+        if strides is None or self.n <= 1 or strides[0] == self.dtype.itemsize:
+            return a
+        if self.library == "cupy":
+            import cupy
+
+            a = cupy.ascontiguousarray(a)
+            self._cai = dict(a.__cuda_array_interface__)
+            return a
+        if self.library == "torch":
+            a = a.contiguous()
+            self._cai = _torch_interface(a, self.what)
+            return a
+        raise ValueError(f"{self.what}: non-contiguous {type(a).__name__} is not supported; "
+                         "pass a contiguous array")
+
+    @property
+    def is_copy(self) -> bool:
+        """True when `array` is a contiguous copy, not the caller's memory."""
+        if self._converted:
+            return True
+        if self.library == "torch-cpu":
+            return not self.original.is_contiguous()
+        if self.library == "torch":
+            return self.array.data_ptr() != self.original.data_ptr() or not self.original.is_contiguous()
+        return self.array is not self.original
+
+    @property
+    def key_dtype(self) -> np.dtype:
+        return key_dtype(self.dtype)
+
+    @property
+    def ordinal(self) -> int | None:
+        """The device of a CuPy or PyTorch array (None: others), read once
+        (CuPy's `device` builds a Device object on every access)."""
+        ordinal = self._ordinal
+        if ordinal is _UNREAD:
+            ordinal = self._ordinal = self._read_ordinal()
+        return ordinal
+
+    def _read_ordinal(self) -> int | None:
+        if self.library == "cupy":
+            return self.array.data.device_id
+        if self.library == "torch":
+            return self.array.device.index
+        return None
+
+    def current_stream(self) -> int:
+        """The caller's current stream as this array's library sees it."""
+        if self.library == "torch":
+            return current_stream("torch", self.array.device)
+        return current_stream(self.library, None)
+
+    @property
+    def nbytes(self) -> int:
+        return self.n * self.dtype.itemsize
+
+    def span(self) -> tuple:
+        """(address, nbytes) of the caller's memory, host or device, without
+        uploading anything (overlap checks)."""
+        if self.on_device:
+            return (int(self._cai["data"][0]) if self.n else 0), self.nbytes
+        return self.array.__array_interface__["data"][0], self.nbytes
+
+    def host(self, state=None) -> np.ndarray:
+        """The data as a NumPy array (a download on `state`'s stream for
+        device arrays, after the call's ordering has begun)."""
+        if not self.on_device:
+            return self.array
+        from .device import get_device
+
+        state = state or get_device(self.ordinal)
+        out = np.empty(self.n, self.dtype)
+        if self.n:
+            state.cuda.memcpy_dtoh_async(out, self.device_ptr(state), state.stream)
+            state.stream.synchronize()
+        return out
+
+    def device_ptr(self, state) -> int:
+        """Device address of the data; host arrays are uploaded once."""
+        if self.on_device:
+            return int(self._cai["data"][0])
+        if self._upload is None:
+            self._upload = state.allocate(self.nbytes, f"upload of {self.what}")
+            if self.n:
+                state.cuda.memcpy_htod_async(int(self._upload), self.array, state.stream)
+        return int(self._upload)
+
+    def wrap_host(self, result: np.ndarray):
+        """A host result as the caller's library would return it."""
+        if self.library == "numpy":
+            return result
+        if self.library == "torch-cpu":
+            return _torch_cpu_tensor(result)
+        if self.library == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(self.ordinal):
+                return cupy.asarray(result)
+        if self.library == "torch":
+            return _torch_cpu_tensor(result).to(self.array.device)
+        from pycuda import gpuarray
+
+        return gpuarray.to_gpu(result)
+
+    def write_host(self, result: np.ndarray) -> None:
+        """Copy a host result into this (host, contiguous) array."""
+        self.array[...] = result
+
+
+def check_out(target: Operand, n: int, dtype: np.dtype, what: str) -> None:
+    """The one rule for out= arrays, host or device: 1-D, n elements of
+    `dtype`, contiguous, writeable (never a copy of the caller's array)."""
+    if target.n != n or target.dtype != dtype:
+        raise ValueError(f"{what} must be a 1-D array of {n} {dtype}, got {target.n} {target.dtype}")
+    if target.is_copy:
+        raise ValueError(f"{what} must be contiguous (a strided {type(target.original).__name__} "
+                         "cannot be written in place)")
+    if not target.on_device and not target.array.flags.writeable:
+        raise ValueError(f"{what} must be writeable")
+
+
+class Result:
+    """Where a GPU plugin writes one output, and how the caller gets it."""
+
+    def __init__(self, like: Operand, dtype, state, out=None, what: str = "out", stream: int = 1):
+        self.dtype = np.dtype(dtype)
+        self.n = like.n
+        self.state = state
+        self._host = None  # Operand or None: where a host result is downloaded to
+        self._wrap = None
+        if out is not None:
+            target = out if isinstance(out, Operand) else Operand(out, what)
+            check_out(target, self.n, self.dtype, what)
+            self.value = target.original
+            if target.on_device:
+                self.ptr = target.device_ptr(state)
+            else:
+                self._host = target
+                self._buf = state.allocate(self.n * self.dtype.itemsize, f"result buffer for {what}")
+                self.ptr = int(self._buf)
+            return
+        if not like.on_device:
+            self._host = np.empty(self.n, self.dtype)
+            self._wrap = like
+            self._buf = state.allocate(self.n * self.dtype.itemsize, "result buffer")
+            self.ptr = int(self._buf)
+        elif like.library == "cupy":
+            self.value = _cupy_empty(self.n, self.dtype, like.ordinal, stream)
+            self.ptr = int(self.value.data.ptr)
+        elif like.library == "torch":
+            self.value = _torch_empty(self.n, self.dtype, like.array.device, stream)
+            self.ptr = int(self.value.data_ptr())
+        else:
+            from pycuda import gpuarray
+
+            self.value = gpuarray.GPUArray(self.n, self.dtype,
+                                           allocator=lambda nbytes: state.allocate(nbytes, "result array"))
+            self.ptr = int(self.value.gpudata)
+
+        if POISON_BYTE is not None and self.n:
+            state.cuda.memset_d8_async(self.ptr, POISON_BYTE, self.n * self.dtype.itemsize, state.stream)
+
+    def finish(self):
+        """After the work is queued: host results are downloaded (waiting for
+        it); device results are returned at once, ready in stream order."""
+        host = self._host
+        if host is None:
+            return self.value
+        target = host.array if isinstance(host, Operand) else host
+        if self.n:
+            self.state.cuda.memcpy_dtoh_async(target, self.ptr, self.state.stream)
+            self.state.stream.synchronize()
+        if isinstance(host, Operand):
+            return self.value
+        return self._wrap.wrap_host(target)
+
+
+def _cupy_empty(n, dtype, ordinal, stream: int):
+    """cupy.empty on the caller's device, allocated in the caller's stream's
+    order (CuPy's pool hands out blocks per stream)."""
+    import cupy
+
+    with cupy.cuda.Device(ordinal):
+        if stream in (1, cupy.cuda.get_current_stream().ptr or 1):
+            return cupy.empty(n, dtype)
+        with cupy_stream(stream):
+            return cupy.empty(n, dtype)
+
+
+def _torch_empty(n, dtype, device, stream: int):
+    import torch
+
+    tdtype = numpy_to_torch_dtype(dtype)
+    if stream in (1, torch.cuda.current_stream(device).cuda_stream or 1):
+        return torch.empty(n, dtype=tdtype, device=device)
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
+        return torch.empty(n, dtype=tdtype, device=device)
+
+
+def overlaps(ptr_a: int, nbytes_a: int, ptr_b: int, nbytes_b: int) -> bool:
+    return nbytes_a > 0 and nbytes_b > 0 and ptr_a < ptr_b + nbytes_b and ptr_b < ptr_a + nbytes_a

@@ -1,0 +1,281 @@
+"""Launch plans: a replayable plugin's run(), recorded once per shape, replayed.
+
+A plugin's run() spends tens of microseconds of Python (geometry, kernel
+lookups, temporaries, argument lists) before its first launch, and on a small
+or repeated sort that is time the GPU sits idle. A plugin that declares
+`replayable` (cudasortkit.sdk.plugin.SortPlugin) promises that run() issues the
+same work for the same shape whatever the data and addresses. So the first
+run of a shape is recorded: every temporary (its size), memset, copy and
+launch, with each pointer stored as (slot, offset). Later runs of the shape
+allocate the same temporaries and issue the recorded operations with the new
+buffers' addresses, their parameters packed once per set of buffers.
+
+Slots: 0 keys_in, 1 keys_out, 2 values_in, 3 values_out (n keys / n values
+each), then the job's temporaries in allocation order. A pointer 0 stays 0. A
+pointer in no slot (a buffer the plugin keeps itself, say) marks the shape
+unreplayable, so it is not recorded again; one in two slots (the caller's
+arrays overlap) only keeps this call from being recorded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .graphs import PlanGraphs
+
+#: key -> LaunchPlan or Unreplayable; cleared with the compiled modules
+#: (compiler.forget_modules), since plans hold prepared functions.
+_plans: dict = {}
+_MAX_PLANS = 4096
+_replayable: dict = {}  # plugin class -> replayable(plugin class)
+
+
+#: Counts forget()s: what holds a plan (cudasortkit/prepared.py) checks it.
+generation = 0
+
+
+def forget() -> None:
+    global generation
+    _plans.clear()
+    generation += 1
+
+
+def plan_key(plugin, job) -> tuple:
+    """Everything a replayable run() may depend on; plugin.run too, so a
+    run() patched in (tests do) records its own plan."""
+    return _key(job.state.ordinal, plugin, job.dtype, job.n, job.value_bytes, job.config,
+                job.descending, job.values_in != 0, job.values_out != 0, rows_of(job.request))
+
+
+def rows_of(request):
+    """The part of a request besides the job's fields that a replayable run()
+    may read: for uniform rows (a segmented request), its kind and the rows'
+    count and length; None for a 1-D request. Ragged segments are never
+    recorded (their lengths are data), so they have no such key."""
+    if request is None or request.segments is None:
+        return None
+    segments = request.segments
+    return (request.kind, segments.count, segments.row_len)
+
+
+def _key(ordinal, plugin, dtype, n, value_bytes, config, descending, has_values_in,
+         has_values_out, rows) -> tuple:
+    return (ordinal, type(plugin), plugin.run, dtype, n, value_bytes, tuple(config.items()),
+            descending, not has_values_in, not has_values_out, rows)
+
+
+def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_values_in,
+             has_values_out, rows=None):
+    """The LaunchPlan recorded for a job of these fields (config as the job
+    holds it: the defaults filled in; `rows` as rows_of(request)), or None."""
+    plan = _plans.get(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
+                           has_values_in, has_values_out, rows))
+    return plan if type(plan) is LaunchPlan else None
+
+
+def graphs_held() -> int:
+    """CUDA graphs the recorded plans hold (cudasortkit/graphs.py)."""
+    return sum(len(plan.graphs) for plan in list(_plans.values()) if type(plan) is LaunchPlan)
+
+
+def replayable(plugin_cls) -> bool:
+    """plugin_cls.replayable, if said no higher up the class tree than the
+    run() it vouches for: a subclass that overrides run() is replayed only if
+    it says replayable itself."""
+    verdict = _replayable.get(plugin_cls)
+    if verdict is None:
+        mro = plugin_cls.__mro__
+        said = next(i for i, cls in enumerate(mro) if "replayable" in vars(cls))
+        runs = next(i for i, cls in enumerate(mro) if "run" in vars(cls))
+        verdict = _replayable[plugin_cls] = bool(plugin_cls.replayable) and said <= runs
+    return verdict
+
+
+def run(plugin, job) -> None:
+    """plugin.run(job), or the recorded plan of the job's shape if it has one."""
+    request = job.request
+    if not replayable(type(plugin)) or (request is not None and request.segments is not None
+                                        and not request.segments.uniform):
+        plugin.run(job)
+        return
+    key = plan_key(plugin, job)
+    plan = _plans.get(key)
+    if plan is None:
+        _record(plugin, job, key)
+    elif type(plan) is LaunchPlan:
+        plan.replay(job)
+    else:
+        plugin.run(job)
+
+
+def _record(plugin, job, key) -> None:
+    recorder = job.recorder = Recorder(job)
+    try:
+        plugin.run(job)
+    finally:
+        job.recorder = None
+    outcome = recorder.outcome()
+    if outcome is not None:
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        _plans[key] = outcome
+
+
+@dataclass(frozen=True)
+class Unreplayable:
+    """A shape whose run() cannot be replayed, and why (for whoever debugs it)."""
+
+    reason: str
+
+
+class _Launch:
+    __slots__ = ("kernel", "grid", "block", "args", "shared", "pointers")
+
+    def __init__(self, kernel, grid, block, args, shared, pointers):
+        self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
+        self.args, self.pointers = args, pointers  # pointers: (arg index, slot, offset)
+
+    def resolve(self, bases) -> bytes:
+        """The packed parameters for these buffers."""
+        args = self.args
+        if self.pointers:
+            args = list(args)
+            for index, slot, offset in self.pointers:
+                args[index] = bases[slot] + offset
+        return self.kernel.pack(args)
+
+    def issue(self, job, packed) -> None:
+        job.issue_packed(self.kernel, self.grid, self.block, packed, self.shared)
+
+
+class _Memset32:
+    __slots__ = ("dst", "value", "count")
+
+    def __init__(self, dst, value, count):
+        self.dst, self.value, self.count = dst, value, count  # dst: (slot, offset)
+
+    def resolve(self, bases):
+        slot, offset = self.dst
+        return bases[slot] + offset
+
+    def issue(self, job, dst) -> None:
+        job.memset32(dst, self.value, self.count)
+
+
+class _Copy:
+    __slots__ = ("dst", "src", "nbytes")
+
+    def __init__(self, dst, src, nbytes):
+        self.dst, self.src, self.nbytes = dst, src, nbytes  # dst, src: (slot, offset)
+
+    def resolve(self, bases):
+        (dslot, doffset), (sslot, soffset) = self.dst, self.src
+        return bases[dslot] + doffset, bases[sslot] + soffset
+
+    def issue(self, job, addresses) -> None:
+        dst, src = addresses
+        job.copy(dst, src, self.nbytes)
+
+
+class LaunchPlan:
+    """The temporaries (sizes, in allocation order) and operations of one run()."""
+
+    def __init__(self, temporaries: tuple, ops: tuple):
+        self.temporaries = temporaries
+        self.ops = ops
+        self._resolved = (None, ())  # (slot addresses, each op's arguments) of the last replay
+        #: The plan's CUDA graphs, by buffer addresses (cudasortkit/graphs.py).
+        self.graphs = PlanGraphs()
+
+    def replay(self, job) -> None:
+        """Issue the recorded work for `job`'s buffers, as one graph launch
+        when these buffers were replayed before; temporaries come from
+        job.alloc, so job.finish() frees them as after a plain run()."""
+        bases = (job.keys_in, job.keys_out, job.values_in, job.values_out,
+                 *(int(job.alloc(nbytes)) for nbytes in self.temporaries))
+        if self.graphs.launch(bases, job):
+            return
+        last_bases, arguments = self._resolved
+        if bases != last_bases:  # else the same buffers again (pools hand them back): reuse
+            arguments = tuple(op.resolve(bases) for op in self.ops)
+            self._resolved = (bases, arguments)
+
+        def issue():
+            for op, resolved in zip(self.ops, arguments):
+                op.issue(job, resolved)
+
+        if not (job.graphable and self.graphs.wants(bases)
+                and self.graphs.capture(bases, job, issue)):
+            issue()
+
+
+class Recorder:
+    """Builds a LaunchPlan from what a Job issues (Job calls it while recording)."""
+
+    def __init__(self, job):
+        keys, values = job.n * job.key_bytes, job.n * job.value_bytes
+        self._slots = [(job.keys_in, keys), (job.keys_out, keys),
+                       (job.values_in, values), (job.values_out, values)]
+        self._temporaries = []
+        self._ops = []
+        self._unreplayable = None  # reason
+        self._ambiguous = False
+
+    # -------------------------------------------------------- from the Job
+    def temporary(self, nbytes: int, ptr: int) -> None:
+        self._temporaries.append(nbytes)
+        self._slots.append((ptr, max(nbytes, 1)))  # the pool hands out at least a byte
+
+    def launch(self, kernel, grid, block, args, shared) -> None:
+        """A launch whose arguments match kernel.signature (Job.launch checks
+        the count); its "P" arguments are the pointers to place."""
+        pointers = []
+        for index, (letter, value) in enumerate(zip(kernel.signature, args)):
+            if letter == "P" and value:
+                where = self._place(value, f"argument {index} of kernel {kernel.name!r}")
+                if where is None:
+                    return
+                pointers.append((index,) + where)
+        self._ops.append(_Launch(kernel, grid, block, tuple(args), shared, tuple(pointers)))
+
+    def memset32(self, dst: int, value: int, count: int) -> None:
+        where = self._place(dst, "a memset32 destination")
+        if where is not None:
+            self._ops.append(_Memset32(where, value, count))
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        to = self._place(dst, "a copy destination")
+        source = self._place(src, "a copy source")
+        if to is not None and source is not None:
+            self._ops.append(_Copy(to, source, nbytes))
+
+    # -------------------------------------------------------------- result
+    def outcome(self):
+        """The LaunchPlan, Unreplayable(reason), or None: this call could not
+        tell (two slots held a pointer), so the next one records again."""
+        if self._unreplayable is not None:
+            return Unreplayable(self._unreplayable)
+        if self._ambiguous:
+            return None
+        return LaunchPlan(tuple(self._temporaries), tuple(self._ops))
+
+    def _place(self, ptr, what: str):
+        """(slot, offset) of a pointer, or None (recorded as why)."""
+        try:
+            ptr = int(ptr)
+        except (TypeError, ValueError):
+            return self._refuse(f"{what} is not a pointer: {ptr!r}")
+        found = None
+        for slot, (base, size) in enumerate(self._slots):
+            if base and base <= ptr < base + size:
+                if found is not None:
+                    self._ambiguous = True
+                    return None
+                found = (slot, ptr - base)
+        if found is None:
+            return self._refuse(f"{what} ({ptr:#x}) lies in no buffer of the job")
+        return found
+
+    def _refuse(self, reason: str) -> None:
+        if self._unreplayable is None:
+            self._unreplayable = reason
+        return None

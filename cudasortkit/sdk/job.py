@@ -1,0 +1,201 @@
+"""What a GPU plugin's run() gets: buffers, config, stream and three helpers.
+
+`kernel` compiles (once) and prepares a kernel of the plugin's templates for
+this job's dtype and config (cudasortkit/template.py), `alloc` takes
+temporaries from the device's memory pool (out of memory becomes MemoryError
+naming plugin and size), and `launch` runs a prepared kernel on the job's
+stream, turning CUDA errors and argument-count mistakes into KernelError
+naming plugin, kernel and configuration. While a launch plan is being
+recorded (cudasortkit/launchplan.py), `recorder` sees every temporary,
+memset, copy and launch the job issues.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from . import registry
+from ..dtypes import itemsize
+from ..errors import KernelError, describe
+from ..build.compiler import memo_kernel
+from ..build.template import SYNC_EVERY_LAUNCH, Kernel, KernelTemplate
+
+
+class Job:
+    """One plugin run: sort n keys of `dtype` from keys_in into keys_out.
+
+    keys_in is never written (it may be the caller's array); keys_out has room
+    for n keys. With values (value_bytes > 0) the same holds for values_in /
+    values_out. Buffers are device pointers as ints.
+    """
+
+    def __init__(self, plugin, state, *, dtype, n, keys_in, keys_out,
+                 values_in=0, values_out=0, value_bytes=0, descending=False,
+                 config: Mapping[str, Any] = None, request=None):
+        self.plugin = plugin
+        self.state = state
+        self.dtype = dtype = str(dtype)
+        self.n = int(n)
+        self.keys_in, self.keys_out = int(keys_in), int(keys_out)
+        self.values_in, self.values_out = int(values_in), int(values_out)
+        self.value_bytes = value_bytes = int(value_bytes)
+        self.descending = bool(descending)
+        self.config = dict(registry.call(plugin, "default_config", dtype, value_bytes)
+                           if config is None else config)
+        self.request = request
+        self.stream = state.stream
+        self.key_bytes = itemsize(dtype)
+        self._temporaries = []
+        #: A launchplan.Recorder while this job's work is being recorded.
+        self.recorder = None
+
+    # ----------------------------------------------------------- properties
+    @property
+    def key_bits(self) -> int:
+        return 8 * self.key_bytes
+
+    @property
+    def desc_mask(self) -> int:
+        """Kernel argument for csk_encode/csk_decode: all ones if descending."""
+        return (1 << self.key_bits) - 1 if self.descending else 0
+
+    @property
+    def where(self) -> str:
+        return describe(self.plugin.name, None, self.dtype, self.config)
+
+    @property
+    def graphable(self) -> bool:
+        """Whether a launch plan may capture this job's work into a CUDA
+        graph (cudasortkit/graphs.py): not while every launch waits."""
+        return not SYNC_EVERY_LAUNCH
+
+    @property
+    def limits(self):
+        """The device's limits (cudasortkit.gpu.device.DeviceLimits)."""
+        return self.state.limits
+
+    # ------------------------------------------------------------- helpers
+    def kernel(self, template: str, name: str, defines: Mapping[str, Any] = None,
+               config: Mapping[str, Any] = None, value_bytes: int | None = None) -> Kernel:
+        """Compile (cached) the plugin's `template` for this job and prepare
+        kernel `name`; its argument types come from the kernel's prototype.
+
+        `defines` adds macros that are not tunables (a kernel variant);
+        `config` and `value_bytes` default to the job's: pass them to build
+        a helper kernel with other settings (e.g. keys only).
+        """
+        config = self.config if config is None else config
+        value_bytes = self.value_bytes if value_bytes is None else value_bytes
+        package = type(self.plugin).template_package
+        # Looked up by the arguments as given: building the KernelTemplate
+        # first would cost a sort microseconds per kernel on every call.
+        key = (self.state.ordinal, package, template, name, self.dtype, value_bytes,
+               tuple(config.items()), tuple(defines.items()) if defines else ())
+        return memo_kernel(key, lambda: KernelTemplate(template, package, defines).kernel(
+            self.state, self.dtype, value_bytes, config, name, owner=self.plugin.name))
+
+    def alloc(self, nbytes: int):
+        """A device temporary of nbytes from the pool, freed when the job ends."""
+        buf = self.state.allocate(nbytes, self._temporaries_owner)
+        self._temporaries.append(buf)
+        if self.recorder is not None:
+            self.recorder.temporary(int(nbytes), int(buf))
+        return buf
+
+    def _temporaries_owner(self) -> str:  # out-of-memory errors only: built on failure
+        return f"{self.where}, temporaries for {self.n:,} keys"
+
+    def alloc_parts(self, parts, align: int = 256) -> dict:
+        """One temporary carved into named parts: parts is (name, nbytes)
+        pairs in order; returns name -> device pointer, each part aligned to
+        `align` bytes. One pool allocation instead of one per buffer."""
+        offsets, size = {}, 0
+        for name, nbytes in parts:
+            offsets[name] = size
+            size += -(-int(nbytes) // align) * align
+        base = int(self.alloc(max(size, align)))
+        return {name: base + offset for name, offset in offsets.items()}
+
+    def launch(self, kernel: Kernel, grid, block, *args, shared: int = 0) -> None:
+        """Launch a prepared kernel on the job's stream; errors name it. The
+        arguments must match the kernel's parameters in number."""
+        if len(args) != len(kernel.signature):
+            raise KernelError(
+                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: launched "
+                f"with {len(args)} arguments, but the kernel takes {len(kernel.signature)} "
+                f"({kernel.signature!r})")
+        grid = (grid, 1) if isinstance(grid, int) else tuple(grid)
+        block = (block, 1, 1) if isinstance(block, int) else tuple(block)
+        if grid[0] == 0:
+            return
+        self.issue(kernel, grid, block, args, shared)
+        if self.recorder is not None:
+            self.recorder.launch(kernel, grid, block, args, shared)
+
+    def issue(self, kernel: Kernel, grid: tuple, block: tuple, args, shared: int) -> None:
+        """launch() without its argument handling (grid and block are tuples,
+        grid not empty): what launch() and a launch plan's replay share."""
+        self.issue_packed(kernel, grid, block, kernel.pack(args), shared)
+
+    def issue_packed(self, kernel: Kernel, grid: tuple, block: tuple, packed: bytes,
+                     shared: int) -> None:
+        """issue() with the parameters packed (Kernel.pack): a replay's launch."""
+        try:
+            kernel.issue_packed(self.state, self.stream, grid, block, packed, shared)
+            if SYNC_EVERY_LAUNCH:
+                self.stream.synchronize()
+        except self.state.cuda.Error as exc:
+            raise KernelError(
+                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: "
+                f"launch grid={grid} block={block} shared={shared} failed: {exc}"
+            ) from exc
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            dst, src, nbytes = int(dst), int(src), int(nbytes)
+            self.state.cuda.memcpy_dtod_async(dst, src, nbytes, self.stream)
+            if self.recorder is not None:
+                self.recorder.copy(dst, src, nbytes)
+
+    def memset32(self, dst: int, value: int, count: int) -> None:
+        if count:
+            dst, value, count = int(dst), int(value), int(count)
+            self.state.cuda.memset_d32_async(dst, value, count, self.stream)
+            if self.recorder is not None:
+                self.recorder.memset32(dst, value, count)
+
+    def one_block(self, items_per_thread: int, bytes_per_key: int, largest: int) -> int | None:
+        """The smallest power-of-two block size from the config's block_size
+        up to `largest` whose tile (block x items_per_thread keys, at
+        bytes_per_key each) holds all n keys in one block's shared memory on
+        this device; None when no such block does. A plugin sorts such an
+        input in one launch: launches, not keys, are what small sorts cost."""
+        block = int(self.config["block_size"])
+        while block * items_per_thread < self.n:
+            block *= 2
+        limits = self.limits
+        if (block > min(largest, limits.max_threads_per_block)
+                or block * items_per_thread * bytes_per_key > limits.shared_per_block_optin):
+            return None
+        return block
+
+    def blocks(self, items: int, per_block: int) -> int:
+        """ceil(items / per_block): the grid size for a tiled pass."""
+        return -(-int(items) // int(per_block))
+
+    def finish(self) -> None:
+        """Release the job's temporaries once its work is queued. The pool's
+        blocks are only used on the job's stream, so the next user of a
+        block is queued after this job's kernels: nothing waits here. With
+        CUDASORTKIT_SYNC_LAUNCHES=1 it waits, so a fault names this job."""
+        try:
+            if SYNC_EVERY_LAUNCH:
+                self.stream.synchronize()
+        except self.state.cuda.Error as exc:
+            raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        for buf in self._temporaries:
+            buf.free()
+        self._temporaries.clear()

@@ -1,0 +1,280 @@
+"""The plugin API: what an algorithm declares and the one method it implements.
+
+Every algorithm, built in or third party, is a subclass of `SortPlugin`
+registered under the entry-point group ``cudasortkit.algorithms``. The core
+validates the declaration, renders and compiles the plugin's kernel templates
+for each key dtype and configuration, and calls `run` with a `Job` that holds
+device buffers, the configuration, a stream and the helpers for temporaries
+and launches (cudasortkit/job.py).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping
+
+from ..dtypes import KEY_DTYPES
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """One knob of a plugin: its default and the values the tuner may try.
+
+    In kernel templates a tunable is a macro named after it, upper-cased
+    (``block_size`` -> ``BLOCK_SIZE``).
+    """
+
+    default: Any
+    values: tuple = ()
+    doc: str = ""
+
+    def __post_init__(self):
+        if not self.values:
+            object.__setattr__(self, "values", (self.default,))
+        object.__setattr__(self, "values", tuple(self.values))
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default!r} is not among {self.values!r}")
+
+
+#: What a Request asks for: keys only, int64 indices, or the caller's values.
+REQUEST_KINDS = ("sort", "argsort", "pairs")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller asked for, as plugins see it when deciding support.
+
+    kind is "sort" (keys only), "argsort" (int64 indices as values) or "pairs"
+    (caller's values). `key_range`, when known, is the (min, max) of the keys.
+    `range_probe` measures (min, max) on demand (integer keys; filled in by the
+    API, runs at most once per call); plugins ask through `keys_range()`.
+    """
+
+    kind: str
+    dtype: str
+    n: int
+    stable: bool = False
+    descending: bool = False
+    value_bytes: int = 0
+    on_device: bool = True
+    key_range: tuple | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: None: one array of n keys. Otherwise a cudasortkit.sdk.segments.Segments:
+    #: the n keys are independent segments (rows of an N-D array along an
+    #: axis, or ragged CUB-style offsets), each sorted on its own; only
+    #: plugins that declare `segmented = True` serve such requests.
+    segments: Any = field(default=None, compare=False)
+    range_probe: Callable[[], tuple | None] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_fields(cls, **fields) -> "Request":
+        """A Request from every one of its fields by name, built without the
+        frozen dataclass's object.__setattr__ per field (a microsecond; every
+        public call makes a Request). Nothing is defaulted or checked."""
+        request = object.__new__(cls)
+        request.__dict__.update(fields)
+        return request
+
+    @property
+    def needs_values(self) -> bool:
+        return self.kind != "sort"
+
+    def keys_range(self) -> tuple | None:
+        """(min, max) of the keys: the caller's key_range, else measured by
+        range_probe (a pass over the keys, so ask only when it matters), else
+        None (no keys, or nothing can measure them)."""
+        if self.key_range is not None:
+            return self.key_range
+        return self.range_probe() if self.range_probe is not None else None
+
+
+class SortPlugin:
+    """Base class of every sorting algorithm.
+
+    Subclasses declare the class attributes below and implement `run`.
+    Declarations are checked when the registry loads the plugin, so a
+    mistake shows in ``python -m cudasortkit list`` instead of at sort time.
+    """
+
+    #: Unique name, the same as the entry point's name.
+    name: ClassVar[str] = ""
+    #: Key dtypes the plugin sorts (a subset of cudasortkit.dtypes.KEY_DTYPES).
+    dtypes: ClassVar[tuple] = ()
+    #: True if equal keys always keep their input order.
+    stable: ClassVar[bool] = False
+    #: True if the plugin moves a value payload (argsort, sort_by_key).
+    pairs: ClassVar[bool] = False
+    #: True if, for argsort, the plugin writes the indices 0 .. n-1 itself
+    #: (its first pass makes them up instead of loading values): the API then
+    #: passes no values_in and skips the pass that would write them.
+    makes_indices: ClassVar[bool] = False
+    #: True if run() issues the same allocations, memsets, copies and launches
+    #: for the same (dtype, n, value_bytes, config, descending, values_in given
+    #: or not, and for uniform rows the request's kind and rows), makes no
+    #: data- or pointer-dependent host decisions (no `ptr % 16` checks,
+    #: nothing else read from job.request) and no host reads or syncs, issues
+    #: all its work through `job` itself (no Job of its own), and passes
+    #: pointers only inside a buffer (not one past its end). Ragged segments
+    #: are never replayed.
+    #: The core may then record its work once per shape and replay it
+    #: (cudasortkit/launchplan.py), which skips run()'s Python on later calls.
+    #: A subclass that overrides run() must say it again (it is not inherited
+    #: past a new run()).
+    replayable: ClassVar[bool] = False
+    #: True if the plugin verifies a caller's key_range promise itself (and
+    #: raises ValueError when keys lie outside it); otherwise the core checks
+    #: the promise before running the plugin.
+    checks_key_range: ClassVar[bool] = False
+    #: auto's order when nothing is measured on this device: among the
+    #: plugins that can serve a request, the lowest number wins. A plugin
+    #: that declines what it cannot serve well (through unsupported) may
+    #: take a low one.
+    priority: ClassVar[int] = 100
+    #: (max_keys, priority) pairs that override `priority` for requests of at
+    #: most max_keys keys, first match wins (e.g. one tile: one launch).
+    priorities: ClassVar[tuple] = ()
+    #: True if the plugin sorts host keys exactly as cudasortkit.order.sort
+    #: does (the CPU plugin): for repeated tiny host sorts that auto gives it,
+    #: the API may call cudasortkit.order.sort directly.
+    host_sort_is_numpy: ClassVar[bool] = False
+    #: True if the plugin implements merge(job, a, a_values, na, b, b_values,
+    #: nb): a stable merge of two sorted device arrays into job.keys_out /
+    #: job.values_out. cudasortkit.merge uses such a plugin.
+    merges: ClassVar[bool] = False
+    #: True if unsupported() may read the keys' range (request.keys_range(),
+    #: a pass over the keys) to decide. A memoised choice of such a plugin
+    #: asks its unsupported() about each call's keys again (the next keys may
+    #: not fit); a choice of another plugin that the range made is reused for
+    #: a while (select.Selector.PROBE_REUSE).
+    decides_on_key_range: ClassVar[bool] = False
+    #: True if the plugin sorts segmented requests (request.segments not
+    #: None: rows of an N-D array or ragged segments, see
+    #: cudasortkit/segments.py); a plugin without it never sees one.
+    segmented: ClassVar[bool] = False
+    #: For segmented requests: (max_row_len, priority) pairs, first match on
+    #: the longest segment wins; else `priority`.
+    segment_priorities: ClassVar[tuple] = ()
+    #: "gpu" (run gets device buffers) or "cpu" (run gets NumPy arrays).
+    device: ClassVar[str] = "gpu"
+    #: Tunables by name; every GPU plugin has at least "block_size".
+    tunables: ClassVar[Mapping[str, Tunable]] = {}
+    #: Kernel template file names, found in `template_package`.
+    templates: ClassVar[tuple] = ()
+    #: Importable package whose directory holds the templates. Its directory
+    #: and cudasortkit's kernels/ (keys.cuh, scan.cuh, ...) are on the include path.
+    template_package: ClassVar[str] = "cudasortkit.kernels"
+    #: One-line description for listings.
+    summary: ClassVar[str] = ""
+
+    def unsupported(self, request: Request) -> str | None:
+        """Why this plugin cannot serve `request`, or None if it can.
+
+        The default checks the declarations; override to add limits (and call
+        super). Selection skips a plugin that returns a reason; asking for it
+        by name raises ValueError with the reason.
+        """
+        if request.dtype not in self.dtypes:
+            return f"{self.name} does not sort {request.dtype} keys"
+        if request.needs_values and not self.pairs:
+            return f"{self.name} sorts keys only (no argsort or key-value pairs)"
+        if request.stable and not self.stable:
+            return f"{self.name} is not stable"
+        if request.segments is not None and not self.segmented:
+            return f"{self.name} sorts one array only (no rows or segments)"
+        return None
+
+    def priority_for(self, n: int) -> int:
+        """The declared priority for a request of n keys (`priorities`, then `priority`)."""
+        for max_keys, priority in self.priorities:
+            if n <= max_keys:
+                return priority
+        return self.priority
+
+    def priority_for_segments(self, segments) -> int:
+        """The declared priority for a segmented request (`segment_priorities`
+        by the longest segment, then `priority`)."""
+        for max_row_len, priority in self.segment_priorities:
+            if segments.max_len <= max_row_len:
+                return priority
+        return self.priority
+
+    def default_config(self, dtype: str | None = None, value_bytes: int = 0) -> dict:
+        """The documented defaults; a plugin may override this to default
+        differently per key dtype and payload (value_bytes 0: keys only).
+        dtype None: the tunables' own defaults."""
+        return {name: t.default for name, t in self.tunables.items()}
+
+    def config_space(self) -> dict:
+        """Values the tuner sweeps, per tunable."""
+        return {name: t.values for name, t in self.tunables.items()}
+
+    def valid_config(self, config: Mapping[str, Any], dtype: str, value_bytes: int,
+                     limits) -> bool:
+        """False for tunable combinations that cannot work on a device with
+        `limits` (a cudasortkit.gpu.device.DeviceLimits: shared memory per block
+        and per SM, registers, threads, SMs), e.g. a tile that needs more
+        shared memory than a block may have; the tuner skips them. The core
+        passes the current device's limits, DeviceLimits.sm90() where there
+        is no device. Default: all combinations."""
+        return True
+
+    def run(self, job) -> None:
+        """Sort job.n keys from job.keys_in into job.keys_out (and values).
+
+        GPU plugins get a cudasortkit.sdk.job.Job; CPU plugins a HostJob.
+        """
+        raise NotImplementedError
+
+
+def config_is_valid(plugin, config, dtype: str, value_bytes: int, limits) -> bool:
+    """plugin.valid_config(config, dtype, value_bytes, limits); a plugin
+    written before valid_config took the device's limits (three parameters)
+    is called without them, so it keeps working."""
+    if _valid_config_takes_limits(type(plugin)):
+        return bool(plugin.valid_config(config, dtype, value_bytes, limits))
+    return bool(plugin.valid_config(config, dtype, value_bytes))
+
+
+@functools.lru_cache(maxsize=None)
+def _valid_config_takes_limits(cls) -> bool:
+    params = list(inspect.signature(cls.valid_config).parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return True
+    return len(params) >= 5  # self, config, dtype, value_bytes, limits
+
+
+def check_plugin_class(cls, entry_point_name: str | None = None) -> None:
+    """Raise TypeError/ValueError describing what is wrong with a plugin class."""
+    if not (isinstance(cls, type) and issubclass(cls, SortPlugin)) or cls is SortPlugin:
+        raise TypeError(f"{cls!r} is not a subclass of cudasortkit.SortPlugin")
+    if not isinstance(cls.name, str) or not cls.name.isidentifier():
+        raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
+    if entry_point_name is not None and cls.name != entry_point_name:
+        raise ValueError(
+            f"entry point {entry_point_name!r} loads a plugin named {cls.name!r}; they must match"
+        )
+    unknown = [d for d in cls.dtypes if d not in KEY_DTYPES]
+    if not cls.dtypes or unknown:
+        raise ValueError(
+            f"{cls.name}: dtypes must be a non-empty subset of {KEY_DTYPES}, "
+            f"unknown: {unknown}" if unknown else f"{cls.name}: declares no key dtypes"
+        )
+    if cls.device not in ("gpu", "cpu"):
+        raise ValueError(f"{cls.name}: device must be 'gpu' or 'cpu', got {cls.device!r}")
+    for tname, tunable in cls.tunables.items():
+        if not isinstance(tunable, Tunable):
+            raise TypeError(f"{cls.name}: tunable {tname!r} must be a cudasortkit.Tunable")
+        if not tname.isidentifier():
+            raise ValueError(f"{cls.name}: tunable name {tname!r} is not an identifier")
+    if cls.device == "gpu":
+        if "block_size" not in cls.tunables:
+            raise ValueError(f"{cls.name}: a GPU plugin must declare a 'block_size' tunable")
+        if not cls.templates:
+            raise ValueError(f"{cls.name}: a GPU plugin must declare its kernel templates")
+        from ..build.render import template_path
+
+        for template in cls.templates:
+            template_path(cls.template_package, template)  # raises FileNotFoundError
+    if cls.run is SortPlugin.run:
+        raise TypeError(f"{cls.name}: does not implement run()")

@@ -1,0 +1,170 @@
+"""Chained-scan LSD radix passes (kernels/onesweep.cuh) on a job's stream.
+
+The onesweep plugin is these passes over the whole key; the counting plugin
+uses them for pairs and argsort over the bits of its bins (ordered key minus
+the smallest one). From a plugin's run()::
+
+    from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
+
+    geometry = SweepGeometry(block_size=384, items_per_thread=16, radix_bits=8)
+    sweep_sort(job, "onesweep.cu", geometry)                    # every key bit
+    sweep_sort(job, "counting_sweep.cu", geometry, base=b, limit=bins - 1, bad=flag)
+
+The template must include onesweep.cuh and define the same geometry as
+macros (BLOCK_SIZE, ITEMS_PER_THREAD, RADIX_BITS); it is compiled for the
+job's dtype and config like any of the plugin's kernels.
+
+Launches: onesweep_histogram (every digit of every sorted pass), onesweep_plan
+(offsets; trivial passes skipped on the device), one onesweep_pass per digit.
+For argsort (values_in == 0, the `makes_indices` contract) the first pass makes
+the indices, the passes in between keep them as 32-bit words (n < 2^32) and
+the last pass writes no keys (argsort's keys are never read).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Largest count a 32-bit status word holds (2 bits are flags); beyond it the
+#: kernels are built with 64-bit status words.
+NARROW_STATUS_MAX = (1 << 30) - 1
+#: Keys per thread per histogram step, threads of a histogram block, and its
+#: dynamic shared memory where the device gives a block that much
+#: (kernels/onesweep.cuh).
+HIST_ITEMS = 8
+HIST_BLOCK = 1024
+HIST_SHARED_BYTES = 65536
+#: Widest digit (kernels/onesweep.cuh), and the tile size its 16-bit per-warp
+#: counters stay below.
+MAX_RADIX_BITS = 11
+TILE_LIMIT = 1 << 16
+#: value_mode of onesweep_pass (kernels/onesweep.cuh).
+VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
+#: The kernels of a sweep template (declared in kernels/onesweep.cuh).
+SWEEP_KERNELS = ("onesweep_histogram", "onesweep_plan", "onesweep_pass")
+
+
+@dataclass(frozen=True)
+class SweepGeometry:
+    block_size: int
+    items_per_thread: int
+    radix_bits: int = 8
+
+    @property
+    def tile(self) -> int:
+        return self.block_size * self.items_per_thread
+
+    @property
+    def digits(self) -> int:
+        return 1 << self.radix_bits
+
+    @property
+    def counter_bytes(self) -> int:
+        """Bytes of a per-warp digit counter (kernels/onesweep.cuh, OS_PACK)."""
+        return 2 if self.radix_bits > 8 else 4
+
+    def passes(self, key_bytes: int) -> int:
+        return -(-8 * key_bytes // self.radix_bits)
+
+    def shared_bytes(self, key_bytes: int, value_bytes: int) -> int:
+        """Dynamic shared memory of onesweep_pass (mirrors its layout)."""
+        a8 = lambda x: -(-x // 8) * 8  # noqa: E731
+        warps = self.block_size // 32
+        return (a8(self.tile * value_bytes) + self.digits * 8 + a8(self.tile * key_bytes)
+                + warps * self.digits * self.counter_bytes + (warps + 1) * 4 + 4)
+
+    def fits(self, key_bytes: int, value_bytes: int, limits) -> bool:
+        """Whether onesweep_pass can run with this geometry on a device with
+        `limits` (a DeviceLimits): whole 32-lane warps, 2- to 11-bit digits,
+        a tile below 2^16 keys (16-bit per-warp counters) and a layout that
+        fits the most shared memory a block may opt into."""
+        return (self.block_size % 32 == 0 and 2 <= self.radix_bits <= MAX_RADIX_BITS
+                and self.block_size <= limits.max_threads_per_block and self.tile < TILE_LIMIT
+                and self.shared_bytes(key_bytes, value_bytes) <= limits.shared_per_block_optin)
+
+
+def histogram_shared_bytes(limits) -> int:
+    """The histogram's shared memory on a device with `limits`: 64 KiB, or
+    the largest power of two a block may opt into below that."""
+    optin = limits.shared_per_block_optin
+    return HIST_SHARED_BYTES if optin >= HIST_SHARED_BYTES else 1 << (optin.bit_length() - 1)
+
+
+def sweep_defines(job) -> dict:
+    """Macros a sweep template is built with for this job besides its
+    config: 64-bit status words for n >= 2^30, a smaller histogram where the
+    device cannot give a block 64 KiB."""
+    defines = {"wide_status": 1} if job.n > NARROW_STATUS_MAX else {}
+    hist_shared = histogram_shared_bytes(job.limits)
+    if hist_shared != HIST_SHARED_BYTES:
+        defines["hist_shared_bytes"] = hist_shared
+    return defines
+
+
+def status_word(job) -> int:
+    """Bytes of a tile status word (kernels/onesweep.cuh, WIDE_STATUS)."""
+    return 8 if job.n > NARROW_STATUS_MAX else 4
+
+
+def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: int = 0) -> None:
+    """onesweep_histogram over job.keys_in into `hist` (zeroed): as many
+    blocks as the GPU holds at once, each adding its shared counts to `hist`
+    at the end (and before a 16-bit count could overflow, on inputs of
+    billions of keys)."""
+    shared = histogram_shared_bytes(job.limits)
+    resident = job.limits.sm_count * kernel.resident_blocks(job.limits, HIST_BLOCK, shared)
+    grid = min(job.blocks(job.n, HIST_BLOCK * HIST_ITEMS), max(resident, 1))
+    job.launch(kernel, grid, HIST_BLOCK, job.keys_in, job.n, job.desc_mask, base, limit, hist,
+               bad, shared=shared)
+
+
+def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_in=None,
+                values=(0, 0, 0), value_mode: int = VALUES_GIVEN, write_keys: bool = True,
+                base: int = 0) -> None:
+    """onesweep_pass for digit p: `at` holds the sweep's buffers ("keys",
+    "offsets", "plan", "status", "counters"); keys_in defaults to job.keys_in."""
+    tiles = job.blocks(job.n, geometry.tile)
+    job.launch(kernel, tiles, geometry.block_size, job.keys_in if keys_in is None else keys_in,
+               job.keys_out, at["keys"], *values, job.n, job.desc_mask, base, p, value_mode,
+               int(write_keys), at["offsets"], at["plan"], at["status"], at["counters"], tiles,
+               shared=geometry.shared_bytes(job.key_bytes, job.value_bytes))
+
+
+def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
+               limit: int | None = None, bad: int = 0) -> None:
+    """Sort job.keys_in into job.keys_out (and values) by w = csk_encode(key)
+    - base, running only the passes over the bits of `limit`, the largest w
+    (default: the largest word). `bad` (a device word, or 0 when w <= limit
+    always holds) is set if some w > limit; the output is then a permutation
+    of the keys, not sorted."""
+    g, n = geometry, job.n
+    kb, vb = job.key_bytes, job.value_bytes
+    limit = (1 << 8 * kb) - 1 if limit is None else int(limit)
+    passes = g.passes(kb)
+    tiles = job.blocks(n, g.tile)
+
+    # One temporary, carved: zeroed head (histogram, tile counters, status
+    # half 0), then status half 1 (zeroed by the first pass), offsets, plan,
+    # ping-pong keys and values.
+    half_bytes = tiles * g.digits * status_word(job)
+    at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
+                          ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
+                          ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
+    defines = sweep_defines(job)
+    kernels = {name: job.kernel(template, name, defines=defines) for name in SWEEP_KERNELS}
+    job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
+
+    launch_histogram(job, kernels["onesweep_histogram"], at["hist"], base=base, limit=limit,
+                     bad=bad)
+    job.launch(kernels["onesweep_plan"], 1, g.block_size, at["hist"], n, limit,
+               at["offsets"], at["plan"])
+
+    argsort = vb > 0 and job.values_in == 0  # the core gave no indices: make them
+    if not argsort:
+        mode = VALUES_GIVEN
+    else:
+        mode = INDICES_U32 if n < (1 << 32) else INDICES
+    vals = (job.values_in, job.values_out, at["values"]) if vb else (0, 0, 0)
+    # Passes above limit's bits are skipped on the device: not launched.
+    for p in range(min(passes, max(1, -(-limit.bit_length() // g.radix_bits)))):
+        launch_pass(job, kernels["onesweep_pass"], g, p, at, values=vals, value_mode=mode,
+                    write_keys=not argsort, base=base)
