@@ -6,6 +6,8 @@ import numpy as np
 
 import pytest
 
+from cudasortkit.gpu import device
+
 from cudasortkit.build import compiler
 from cudasortkit.launch import graphs
 from cudasortkit.sdk import job as jobmod
@@ -232,7 +234,7 @@ def test_plugins_that_are_not_replayable_never_record():
 def test_forget_modules_drops_plans():
     run_job(FakeSort())
     assert launchplan._plans
-    compiler.forget_modules()
+    device.clear_context_caches()
     assert launchplan._plans == {}
 
 

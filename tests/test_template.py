@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from cudasortkit.gpu import device
+
 from cudasortkit.build import compiler
 from cudasortkit.sdk import registry
 from cudasortkit.build import template
@@ -83,9 +85,9 @@ def nvcc(monkeypatch):
 
     monkeypatch.setattr(template, "compile_module", compile_module)
     monkeypatch.setattr(template, "prepared_function", prepared_function)
-    compiler.forget_modules()
+    device.clear_context_caches()
     yield seen
-    compiler.forget_modules()
+    device.clear_context_caches()
 
 
 def test_job_kernel_prepares_with_the_letters_of_the_prototype(nvcc):

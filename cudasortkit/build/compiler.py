@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from ..launch import plans as launchplan
+from ..gpu.device import register_context_cache
 from ..errors import KernelCompileError
 
 _lock = threading.Lock()
@@ -46,13 +46,14 @@ def compile_module(state, source: str, include_dirs, where: str):
 
 
 def forget_modules() -> None:
-    """Drop every cached module (before the context goes away), and the
-    launch plans, which hold their prepared functions."""
+    """Drop every cached module and function (before the context goes away)."""
     with _lock:
-        launchplan.forget()
         _kernels.clear()
         _functions.clear()
         _modules.clear()
+
+
+register_context_cache(forget_modules)
 
 
 def memo_kernel(key, make):

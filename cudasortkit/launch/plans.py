@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..gpu.device import register_context_cache
 from .graphs import PlanGraphs
 
-#: key -> LaunchPlan or Unreplayable; cleared with the compiled modules
-#: (compiler.forget_modules), since plans hold prepared functions.
+#: key -> LaunchPlan or Unreplayable; cleared with every other context cache
+#: (gpu.device.clear_context_caches), since plans hold prepared functions.
 _plans: dict = {}
 _MAX_PLANS = 4096
 _replayable: dict = {}  # plugin class -> replayable(plugin class)
@@ -37,6 +38,9 @@ def forget() -> None:
     global generation
     _plans.clear()
     generation += 1
+
+
+register_context_cache(forget)
 
 
 def plan_key(plugin, job) -> tuple:
