@@ -36,8 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import settings
 from ..gpu import libcuda
-from .memlimit import parse_bytes
 from .pinned import pool as pinned_pool
 
 MODES = ("staged", "registered")
@@ -104,18 +104,18 @@ _streams: dict = {}  # device ordinal -> download stream
 def copy_threads() -> int:
     """Worker threads for host copies: CUDASORTKIT_COPY_THREADS, else the
     CPUs less two (2..12)."""
-    text = os.environ.get("CUDASORTKIT_COPY_THREADS", "").strip()
-    if text:
-        return max(1, int(text))
+    threads = settings.copy_threads()
+    if threads is not None:
+        return max(1, threads)
     return max(2, min(12, (os.cpu_count() or 4) - 2))
 
 
 def staged_piece_bytes(nbytes: int) -> int:
     """Bytes of one staged piece of an `nbytes` transfer (see MIN_PIECE_BYTES)."""
     slot = pinned_pool.slot_bytes
-    text = os.environ.get("CUDASORTKIT_HOST_PIECE", "").strip()
-    if text:
-        return max(1, min(slot, parse_bytes(text, "CUDASORTKIT_HOST_PIECE")))
+    fixed = settings.host_piece()
+    if fixed:
+        return max(1, min(slot, fixed))
     want = -(-nbytes // (PIECES_PER_THREAD * copy_threads()))
     want = -(-want // PIECE_ALIGN) * PIECE_ALIGN
     return max(min(MIN_PIECE_BYTES, slot), min(slot, want))
@@ -131,7 +131,7 @@ def workers() -> ThreadPoolExecutor:
 def transfer_mode(out_of_core: bool = False) -> str:
     """CUDASORTKIT_HOST_TRANSFER if it names a mode, else (unset or "auto")
     AUTO_MODES' pick for an in-core or out-of-core sort."""
-    mode = os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() or "auto"
+    mode = settings.host_transfer() or "auto"
     if mode == "auto":
         return AUTO_MODES[bool(out_of_core)]
     if mode not in MODES:
@@ -142,7 +142,7 @@ def transfer_mode(out_of_core: bool = False) -> str:
 
 def mode_chosen() -> bool:
     """True if CUDASORTKIT_HOST_TRANSFER names a mode (not unset or "auto")."""
-    return os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() not in ("", "auto")
+    return settings.host_transfer() not in ("", "auto")
 
 
 def download_stream(state):
