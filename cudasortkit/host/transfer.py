@@ -32,13 +32,13 @@ import ctypes
 import os
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import settings
 from ..gpu import libcuda
 from .pinned import pool as pinned_pool
+from .pool import LazyPool
 
 MODES = ("staged", "registered")
 #: What "auto" picks, in core and out of core.
@@ -62,7 +62,6 @@ REGISTER_PIECE = 64 << 20
 
 _CU_MEMHOSTREGISTER_READ_ONLY = 0x08
 
-_executor = []  # [ThreadPoolExecutor], made on first use
 
 
 def _host_register():
@@ -121,11 +120,8 @@ def staged_piece_bytes(nbytes: int) -> int:
     return max(min(MIN_PIECE_BYTES, slot), min(slot, want))
 
 
-def workers() -> ThreadPoolExecutor:
-    """The host-copy worker threads (made on first use)."""
-    if not _executor:
-        _executor.append(ThreadPoolExecutor(copy_threads(), thread_name_prefix="csk-copy"))
-    return _executor[0]
+#: The host-copy worker threads: workers() is the pool (made on first use).
+workers = LazyPool(copy_threads, "csk-copy")
 
 
 def transfer_mode(out_of_core: bool = False) -> str:
