@@ -77,3 +77,17 @@ def test_every_variable_is_documented_in_settings():
     for path in PACKAGE.rglob("*.py"):
         used |= set(re.findall(r"CUDASORTKIT_[A-Z_]+[A-Z]", path.read_text()))
     assert named == defined and used <= defined
+
+
+def test_index_dtype_and_host_cutoff_are_defined_once():
+    import inspect
+
+    from cudasortkit import dtypes
+    from cudasortkit.dispatch import execute, select
+    from cudasortkit.tuning import policy
+
+    definitions = [str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                   if re.search(r"^INDEX_DTYPE\s*=", path.read_text(), re.M)]
+    assert definitions == ["dtypes.py"]
+    assert execute.INDEX_DTYPE is pipeline.INDEX_DTYPE is dtypes.INDEX_DTYPE
+    assert inspect.signature(policy.decide).parameters["host_cutoff"].default is select.HOST_CUTOFF

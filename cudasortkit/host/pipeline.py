@@ -21,6 +21,7 @@ import numpy as np
 from ..gpu import arrays
 from ..gpu.arrays import check_out
 from .. import settings
+from ..dtypes import INDEX_DTYPE
 from .memlimit import device_memory_limit
 from ..launch.sort_job import bytes_per_key, reserve, run_job
 from .memory import Prefault
@@ -32,7 +33,6 @@ from .transfer import Pipe
 MIN_BYTES = 8 << 20
 #: Share of the device's free memory a host sort plans to use.
 FREE_SHARE = 0.85
-INDEX_DTYPE = np.dtype(np.int64)
 
 
 def min_bytes() -> int:
