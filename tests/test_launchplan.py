@@ -17,6 +17,7 @@ from cudasortkit.errors import KernelError
 from cudasortkit.sdk.job import Job
 from cudasortkit.build.template import Kernel
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from test_libcuda_cpu import FakeLib
 
 #: What reached the stub driver: ("launch", kernel, grid, block, args, shared),
 #: ("memset32", dst, value, count) or ("copy", dst, src, nbytes).
@@ -378,10 +379,12 @@ def test_rows_of_one_size_get_a_plan_each_and_ragged_segments_none():
     assert plugin.runs == 4 and len(launchplan._plans) == 2  # never recorded
 
 
-class StubGraphDriver:
-    """libcuda's graph calls: captures and graph launches go to ISSUED."""
+class StubGraphDriver(FakeLib):
+    """libcuda's graph calls: captures and graph launches go to ISSUED
+    (error names and strings: FakeLib's)."""
 
     def __init__(self, fail_instantiate=False):
+        super().__init__()
         self.fail_instantiate, self.made = fail_instantiate, 0
 
     def cuStreamBeginCapture_v2(self, stream, mode):
@@ -408,18 +411,6 @@ class StubGraphDriver:
         return 0
 
     def cuGraphExecDestroy(self, instance):
-        return 0
-
-    def cuGetErrorName(self, status, text):
-        if status != 700:
-            return 1  # CUDA_ERROR_INVALID_VALUE: a status the driver does not know
-        text._obj.value = b"CUDA_ERROR_ILLEGAL_ADDRESS"
-        return 0
-
-    def cuGetErrorString(self, status, text):
-        if status != 700:
-            return 1
-        text._obj.value = b"an illegal memory access was encountered"
         return 0
 
 
