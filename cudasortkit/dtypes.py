@@ -27,6 +27,9 @@ SUPPORTED_TEXT = "bool, " + ", ".join(KEY_DTYPES) + " (native byte order)"
 
 KIND_UNSIGNED, KIND_SIGNED, KIND_FLOAT = 0, 1, 2
 
+#: argsort's default index dtype (dispatch/execute.py has int32 beside it).
+INDEX_DTYPE = np.dtype(np.int64)
+
 #: Width in bytes of the value payloads kernels move (argsort uses int64).
 VALUE_BYTES = (4, 8)
 

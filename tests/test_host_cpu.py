@@ -8,6 +8,7 @@ import cudasortkit as csk
 from cudasortkit.host import memlimit
 from cudasortkit.host import outofcore
 from cudasortkit.host import placement
+from cudasortkit.settings import parse_size
 
 
 @pytest.fixture(autouse=True)
@@ -24,13 +25,13 @@ def _no_limit(monkeypatch):
     ("100kb", 100_000), ("1KiB", 1024), ("3T", 3 * 10**12), (12345, 12345), ("7 b", 7),
 ])
 def test_sizes_parse_with_units(text, expected):
-    assert memlimit.parse_bytes(text) == expected
+    assert parse_size(text, memlimit.ENV, positive=True) == expected
 
 
 @pytest.mark.parametrize("text", ["", "GiB", "1 GiBs", "one", "-1GiB", "0", "1..2MB", "1 G i B"])
 def test_bad_sizes_are_refused_naming_the_variable(text):
     with pytest.raises(ValueError, match="CUDASORTKIT_DEVICE_MEMORY_LIMIT"):
-        memlimit.parse_bytes(text)
+        parse_size(text, memlimit.ENV, positive=True)
 
 
 def test_a_bool_is_not_a_size():

@@ -27,3 +27,27 @@ def test_wait_twice_and_after_cancel():
     p.wait()
     assert p.pieces == 0
     p.wait()
+
+
+def test_host_pools_come_from_one_lazy_pool_each_made_once():
+    import threading
+
+    from cudasortkit.host import transfer
+    from cudasortkit.host.pool import LazyPool
+
+    made = []
+    pool = LazyPool(lambda: made.append(1) or 3, "csk-test")
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(pool())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [1] and all(g is got[0] for g in got)
+    assert got[0]._max_workers == 3 and got[0].submit(threading.current_thread).result(
+        ).name.startswith("csk-test")
+    got[0].shutdown()
+    assert isinstance(transfer.workers, LazyPool) and isinstance(hostmem._workers, LazyPool)
+    assert transfer.workers() is transfer.workers()
+    assert transfer.workers()._max_workers == transfer.copy_threads()
+    assert hostmem._workers()._max_workers == hostmem._threads()

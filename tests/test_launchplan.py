@@ -6,7 +6,7 @@ import numpy as np
 
 import pytest
 
-from cudasortkit.gpu import device
+from cudasortkit.gpu import device, libcuda
 
 from cudasortkit.build import compiler
 from cudasortkit.launch import graphs
@@ -17,6 +17,7 @@ from cudasortkit.errors import KernelError
 from cudasortkit.sdk.job import Job
 from cudasortkit.build.template import Kernel
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from test_libcuda_cpu import FakeLib
 
 #: What reached the stub driver: ("launch", kernel, grid, block, args, shared),
 #: ("memset32", dst, value, count) or ("copy", dst, src, nbytes).
@@ -378,40 +379,38 @@ def test_rows_of_one_size_get_a_plan_each_and_ragged_segments_none():
     assert plugin.runs == 4 and len(launchplan._plans) == 2  # never recorded
 
 
-class StubGraphDriver:
-    """graphs._Driver's calls: captures and graph launches go to ISSUED."""
+class StubGraphDriver(FakeLib):
+    """libcuda's graph calls: captures and graph launches go to ISSUED
+    (error names and strings: FakeLib's)."""
 
     def __init__(self, fail_instantiate=False):
+        super().__init__()
         self.fail_instantiate, self.made = fail_instantiate, 0
 
-    @staticmethod
-    def check(status, what):
-        graphs._Driver.check(status, what)
-
-    def begin(self, stream, mode):
+    def cuStreamBeginCapture_v2(self, stream, mode):
         ISSUED.append(("begin capture", stream))
         return 0
 
-    def end(self, stream, graph):
+    def cuStreamEndCapture(self, stream, graph):
         graph._obj.value = 0x6000
         ISSUED.append(("end capture", stream))
         return 0
 
-    def instantiate(self, instance, graph, flags):
+    def cuGraphInstantiateWithFlags(self, instance, graph, flags):
         if self.fail_instantiate:
             return 999
         self.made += 1
         instance._obj.value = 0x7000 + self.made
         return 0
 
-    def launch(self, instance, stream):
+    def cuGraphLaunch(self, instance, stream):
         ISSUED.append(("graph", instance, stream))
         return 0
 
-    def destroy_graph(self, graph):
+    def cuGraphDestroy(self, graph):
         return 0
 
-    def destroy_exec(self, instance):
+    def cuGraphExecDestroy(self, instance):
         return 0
 
 
@@ -422,7 +421,7 @@ class StubCaptureStream(StubStream):
 @pytest.fixture
 def graph_driver(monkeypatch):
     driver = StubGraphDriver()
-    monkeypatch.setattr(graphs, "_get_driver", lambda: driver)
+    monkeypatch.setattr(libcuda, "_driver", libcuda.Driver(driver))
     monkeypatch.setattr(StubCuda, "Stream", lambda flags=0: StubCaptureStream(), raising=False)
     monkeypatch.setattr(StubStream, "handle", 0x5, raising=False)
     graphs._capture_streams.clear()
@@ -485,6 +484,8 @@ def test_a_failing_graph_launch_names_plugin_and_config(graph_driver, monkeypatc
     plugin = FakeSort()
     for _ in range(3):
         run_job(plugin)
-    monkeypatch.setattr(graph_driver, "launch", lambda instance, stream: 700)
-    with pytest.raises(KernelError, match="'fake_replay'.*block_size.*CUDA error 700"):
+    monkeypatch.setattr(graph_driver, "cuGraphLaunch", lambda instance, stream: 700)
+    monkeypatch.setattr(libcuda, "_driver", libcuda.Driver(graph_driver))  # binds it anew
+    with pytest.raises(KernelError, match="'fake_replay'.*block_size.*cuGraphLaunch failed with "
+                       "CUDA error 700 \\(CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access"):
         run_job(plugin)

@@ -17,19 +17,19 @@ Plugins get their templates through Job.kernel; the core's own primitives
 """
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .. import settings
 from .compiler import compile_module, memo_kernel, prepared_function
 from ..errors import KernelError, describe
 from .prototype import argument_letters
 from .render import CORE_PACKAGE, include_dirs, render as render_source, template_path
 
 #: Synchronize after every launch so an asynchronous fault names its kernel.
-SYNC_EVERY_LAUNCH = os.environ.get("CUDASORTKIT_SYNC_LAUNCHES", "") not in ("", "0")
+SYNC_EVERY_LAUNCH = settings.sync_launches()  # CUDASORTKIT_SYNC_LAUNCHES, read at import
 
 _lock = threading.Lock()
 #: (template, dtype, value_bytes, config, defines) -> rendered source. A render

@@ -19,13 +19,12 @@ from ..host import pipeline as hostpipe
 from ..sdk import registry
 from ..gpu.arrays import Operand, Result, check_out, overlaps
 from ..gpu.device import get_device
-from ..dtypes import key_name, value_bytes as _value_bytes
+from ..dtypes import INDEX_DTYPE, key_name, value_bytes as _value_bytes
 from ..errors import KernelError
 from ..launch.sort_job import run_job
 from ..sdk.plugin import Request
 from ..gpu.streams import LEGACY, Ordering, handle_of
 
-INDEX_DTYPE = np.dtype(np.int64)
 #: argsort's index dtypes: int64 (the default) and int32 (n < 2^31, half the
 #: index traffic). The request carries the choice as its value_bytes.
 INDEX_DTYPES = {8: INDEX_DTYPE, 4: np.dtype(np.int32)}

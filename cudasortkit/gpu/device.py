@@ -8,10 +8,10 @@ device memory can be sorted in place with no copies.
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 from dataclasses import dataclass
 
+from .. import settings
 from .streams import Joiner
 
 _lock = threading.Lock()
@@ -172,8 +172,7 @@ class DeviceLimits:
         return max(0, min(share, self.shared_per_block_optin))
 
 
-def default_ordinal() -> int:
-    return int(os.environ.get("CUDASORTKIT_DEVICE", "0"))
+default_ordinal = settings.device_ordinal  # CUDASORTKIT_DEVICE, else 0
 
 
 class DeviceState:

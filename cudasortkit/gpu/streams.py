@@ -15,9 +15,9 @@ starts after that stream's work.
 
 pycuda launches only on its own Stream objects, so cudasortkit runs on one
 blocking stream per device and joins it to the caller's with events
-(``cuEventRecord`` + ``cuStreamWaitEvent`` through the driver, a microsecond
-each). The legacy default stream needs no events: a blocking stream is
-already ordered with it both ways.
+(``cuEventRecord`` + ``cuStreamWaitEvent`` through the driver, gpu/libcuda.py,
+a microsecond each). The legacy default stream needs no events: a blocking
+stream is already ordered with it both ways.
 """
 from __future__ import annotations
 
@@ -106,37 +106,6 @@ def current_stream(library: str, device) -> int:
     return LEGACY
 
 
-class _Driver:
-    """The three driver calls event ordering needs, through ctypes on libcuda
-    (loaded once; pycuda has loaded it already)."""
-
-    def __init__(self):
-        lib = ctypes.CDLL("libcuda.so.1")
-        self.create = lib.cuEventCreate
-        self.create.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint)
-        self.record = lib.cuEventRecord
-        self.record.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
-        self.wait = lib.cuStreamWaitEvent
-        self.wait.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
-
-    @staticmethod
-    def check(status: int, what: str) -> None:
-        if status:
-            raise RuntimeError(f"cudasortkit: {what} failed with CUDA error {status}")
-
-
-_driver = None
-_driver_lock = threading.Lock()
-
-
-def _get_driver() -> _Driver:
-    global _driver
-    with _driver_lock:
-        if _driver is None:
-            _driver = _Driver()
-    return _driver
-
-
 class Joiner:
     """Joins one device's own stream to callers' streams with events.
 
@@ -146,14 +115,18 @@ class Joiner:
     """
 
     def __init__(self, state):
+        from . import libcuda  # here, not at the top: it would lengthen the import chain
+
+        self._driver = libcuda.driver  # loads libcuda on the first join
         self.own = int(state.stream.handle)
         self._event = None
         self._lock = threading.Lock()
 
-    def _event_handle(self, driver: _Driver):
+    def _event_handle(self, driver):
         if self._event is None:  # the device's context is current (get_device)
             event = ctypes.c_void_p()
-            driver.check(driver.create(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+            driver.check(driver.cuEventCreate(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING),
+                         "cuEventCreate")
             self._event = event
         return self._event
 
@@ -169,17 +142,17 @@ class Joiner:
         handles = [h for h in handles if h != LEGACY and h != self.own]
         if not handles:
             return
-        driver = _get_driver()
+        driver = self._driver()
         with self._lock:
             event = self._event_handle(driver)
             if into_own:
                 for h in handles:
-                    driver.check(driver.record(event, h), "cuEventRecord on the caller's stream")
-                    driver.check(driver.wait(self.own, event, 0), "cuStreamWaitEvent")
+                    driver.check(driver.cuEventRecord(event, h), "cuEventRecord on the caller's stream")
+                    driver.check(driver.cuStreamWaitEvent(self.own, event, 0), "cuStreamWaitEvent")
             else:
-                driver.check(driver.record(event, self.own), "cuEventRecord")
+                driver.check(driver.cuEventRecord(event, self.own), "cuEventRecord")
                 for h in handles:
-                    driver.check(driver.wait(h, event, 0), "cuStreamWaitEvent on the caller's stream")
+                    driver.check(driver.cuStreamWaitEvent(h, event, 0), "cuStreamWaitEvent on the caller's stream")
 
 
 class Ordering:

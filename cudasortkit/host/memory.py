@@ -20,7 +20,8 @@ import ctypes
 import ctypes.util
 import mmap
 import os
-from concurrent.futures import ThreadPoolExecutor
+
+from .pool import LazyPool
 
 MADV_POPULATE_WRITE = 23  # linux/mman.h
 #: Arrays below this many bytes are left to fault as they are written.
@@ -30,7 +31,6 @@ PIECE_BYTES = 64 << 20
 #: Threads that populate at most: the copy threads run beside them.
 MAX_THREADS = 4
 
-_executor = []  # [ThreadPoolExecutor], made on first use
 _madvise = []  # [libc madvise, or None where it cannot populate]
 
 
@@ -53,10 +53,7 @@ def _threads() -> int:
     return max(1, min(MAX_THREADS, (os.cpu_count() or 2) // 4))
 
 
-def _workers() -> ThreadPoolExecutor:
-    if not _executor:
-        _executor.append(ThreadPoolExecutor(_threads(), thread_name_prefix="csk-prefault"))
-    return _executor[0]
+_workers = LazyPool(_threads, "csk-prefault")
 
 
 def _populate(madvise, address: int, nbytes: int) -> None:

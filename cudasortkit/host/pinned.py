@@ -14,12 +14,11 @@ current one when `take` first allocates.
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 
 import numpy as np
 
-from .memlimit import parse_bytes
+from .. import settings
 
 #: One slot: big enough that a DMA of it runs at full speed, small enough
 #: that a pipeline of several fits a modest budget.
@@ -33,8 +32,7 @@ class PinnedPool:
     def __init__(self, slot_bytes: int = SLOT_BYTES, limit_bytes: int | None = None):
         self.slot_bytes = int(slot_bytes)
         if limit_bytes is None:
-            text = os.environ.get("CUDASORTKIT_PINNED_LIMIT", "").strip()
-            limit_bytes = parse_bytes(text, "CUDASORTKIT_PINNED_LIMIT") if text else DEFAULT_LIMIT
+            limit_bytes = settings.pinned_limit() or DEFAULT_LIMIT
         self.max_slots = max(2, int(limit_bytes) // self.slot_bytes)
         self._free: list = []
         self._taken = 0

@@ -15,13 +15,14 @@ cudasortkit.host.memlimit (set_device_memory_limit, CUDASORTKIT_DEVICE_MEMORY_LI
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
 from ..gpu import arrays
 from ..gpu.arrays import check_out
-from .memlimit import device_memory_limit, parse_bytes
+from .. import settings
+from ..dtypes import INDEX_DTYPE
+from .memlimit import device_memory_limit
 from ..launch.sort_job import bytes_per_key, reserve, run_job
 from .memory import Prefault
 from .transfer import Pipe
@@ -32,12 +33,10 @@ from .transfer import Pipe
 MIN_BYTES = 8 << 20
 #: Share of the device's free memory a host sort plans to use.
 FREE_SHARE = 0.85
-INDEX_DTYPE = np.dtype(np.int64)
 
 
 def min_bytes() -> int:
-    text = os.environ.get("CUDASORTKIT_HOST_PIPELINE_MIN", "").strip()
-    return parse_bytes(text, "CUDASORTKIT_HOST_PIPELINE_MIN") if text else MIN_BYTES
+    return settings.host_pipeline_min() or MIN_BYTES
 
 
 def device_budget(state) -> int:

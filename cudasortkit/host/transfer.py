@@ -32,12 +32,13 @@ import ctypes
 import os
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .memlimit import parse_bytes
+from .. import settings
+from ..gpu import libcuda
 from .pinned import pool as pinned_pool
+from .pool import LazyPool
 
 MODES = ("staged", "registered")
 #: What "auto" picks, in core and out of core.
@@ -61,38 +62,22 @@ REGISTER_PIECE = 64 << 20
 
 _CU_MEMHOSTREGISTER_READ_ONLY = 0x08
 
-_executor = []  # [ThreadPoolExecutor], made on first use
-_driver = []  # [namespace of cuMemHostRegister/Unregister], loaded on first use
 
 
 def _host_register():
-    """cuMemHostRegister_v2 / cuMemHostUnregister through ctypes on libcuda
-    (pycuda's register_host_memory fails on NumPy 2 arrays), and the
+    """libcuda (gpu/libcuda.py), for cuMemHostRegister_v2 / cuMemHostUnregister
+    (pycuda's register_host_memory fails on NumPy 2 arrays) and the
     current-context calls that let worker threads make them."""
-    if not _driver:
-        import types
-
-        try:
-            lib = ctypes.CDLL("libcuda.so.1")
-        except OSError as exc:
-            raise RuntimeError(f"cudasortkit: registered host transfers need the CUDA driver "
-                               f"library: {exc}") from None
-        register, unregister = lib.cuMemHostRegister_v2, lib.cuMemHostUnregister
-        register.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
-        unregister.argtypes = (ctypes.c_void_p,)
-        get_current, set_current = lib.cuCtxGetCurrent, lib.cuCtxSetCurrent
-        get_current.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
-        set_current.argtypes = (ctypes.c_void_p,)
-        _driver.append(types.SimpleNamespace(register=register, unregister=unregister,
-                                             get_current=get_current, set_current=set_current))
-    return _driver[0]
+    try:
+        return libcuda.driver()
+    except OSError as exc:
+        raise RuntimeError(f"cudasortkit: registered host transfers need the CUDA driver "
+                           f"library: {exc}") from None
 
 
 def _current_context(driver) -> ctypes.c_void_p:
     context = ctypes.c_void_p()
-    status = driver.get_current(ctypes.byref(context))
-    if status:
-        raise RuntimeError(f"cudasortkit: cuCtxGetCurrent failed with CUDA error {status}")
+    driver.check(driver.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
     return context
 
 
@@ -101,15 +86,14 @@ def _register_flags(buf: np.ndarray) -> int:
     return 0 if buf.flags.writeable else _CU_MEMHOSTREGISTER_READ_ONLY
 
 
-def _register_failed(nbytes: int, status: int) -> RuntimeError:
-    return RuntimeError(f"cudasortkit: cuMemHostRegister of {nbytes:,} host bytes failed with "
-                        f"CUDA error {status}")
+def _registering(nbytes: int) -> str:
+    return f"cuMemHostRegister of {nbytes:,} host bytes"
 
 
 def _in_context(driver, context, call, *args) -> int:
     """call(*args) on a worker thread with `context` current there; the
     CUDA status (0: success)."""
-    status = driver.set_current(context)
+    status = driver.cuCtxSetCurrent(context)
     return status or call(*args)
 
 
@@ -119,34 +103,31 @@ _streams: dict = {}  # device ordinal -> download stream
 def copy_threads() -> int:
     """Worker threads for host copies: CUDASORTKIT_COPY_THREADS, else the
     CPUs less two (2..12)."""
-    text = os.environ.get("CUDASORTKIT_COPY_THREADS", "").strip()
-    if text:
-        return max(1, int(text))
+    threads = settings.copy_threads()
+    if threads is not None:
+        return max(1, threads)
     return max(2, min(12, (os.cpu_count() or 4) - 2))
 
 
 def staged_piece_bytes(nbytes: int) -> int:
     """Bytes of one staged piece of an `nbytes` transfer (see MIN_PIECE_BYTES)."""
     slot = pinned_pool.slot_bytes
-    text = os.environ.get("CUDASORTKIT_HOST_PIECE", "").strip()
-    if text:
-        return max(1, min(slot, parse_bytes(text, "CUDASORTKIT_HOST_PIECE")))
+    fixed = settings.host_piece()
+    if fixed:
+        return max(1, min(slot, fixed))
     want = -(-nbytes // (PIECES_PER_THREAD * copy_threads()))
     want = -(-want // PIECE_ALIGN) * PIECE_ALIGN
     return max(min(MIN_PIECE_BYTES, slot), min(slot, want))
 
 
-def workers() -> ThreadPoolExecutor:
-    """The host-copy worker threads (made on first use)."""
-    if not _executor:
-        _executor.append(ThreadPoolExecutor(copy_threads(), thread_name_prefix="csk-copy"))
-    return _executor[0]
+#: The host-copy worker threads: workers() is the pool (made on first use).
+workers = LazyPool(copy_threads, "csk-copy")
 
 
 def transfer_mode(out_of_core: bool = False) -> str:
     """CUDASORTKIT_HOST_TRANSFER if it names a mode, else (unset or "auto")
     AUTO_MODES' pick for an in-core or out-of-core sort."""
-    mode = os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() or "auto"
+    mode = settings.host_transfer() or "auto"
     if mode == "auto":
         return AUTO_MODES[bool(out_of_core)]
     if mode not in MODES:
@@ -157,7 +138,7 @@ def transfer_mode(out_of_core: bool = False) -> str:
 
 def mode_chosen() -> bool:
     """True if CUDASORTKIT_HOST_TRANSFER names a mode (not unset or "auto")."""
-    return os.environ.get("CUDASORTKIT_HOST_TRANSFER", "").strip() not in ("", "auto")
+    return settings.host_transfer() not in ("", "auto")
 
 
 def download_stream(state):
@@ -408,7 +389,7 @@ class Pipe:
         buf = as_bytes(array)
         spans = [span for _, _, span in self._pieces(buf) if not self._covered(*span)]
         flags = _register_flags(buf)
-        futures = [self.workers.submit(_in_context, driver, context, driver.register,
+        futures = [self.workers.submit(_in_context, driver, context, driver.cuMemHostRegister_v2,
                                        ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
                    for lo, hi in spans]
         failed = None
@@ -420,7 +401,7 @@ class Pipe:
                 self._registered.append(lo)
                 self._spans.append((lo, hi))
         if failed:
-            raise _register_failed(*failed)
+            driver.check(failed[1], _registering(failed[0]))
 
     def scratch(self, n: int, dtype) -> np.ndarray:
         """n items of host memory that live as long as this pipe (one array
@@ -460,9 +441,9 @@ class Pipe:
         flags = _register_flags(buf)
         for offset, end, (lo, hi) in self._pieces(buf):
             if not self._covered(lo, hi):
-                status = driver.register(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), flags)
-                if status:
-                    raise _register_failed(hi - lo, status)
+                driver.check(driver.cuMemHostRegister_v2(ctypes.c_void_p(lo),
+                                                         ctypes.c_size_t(hi - lo), flags),
+                             _registering(hi - lo))
                 self._registered.append(lo)
                 self._spans.append((lo, hi))
             yield offset, buf[offset:end]
@@ -490,11 +471,11 @@ class Pipe:
                 driver = _host_register()
                 try:
                     context = _current_context(driver)
-                    _on_workers((_in_context, driver, context, driver.unregister,
+                    _on_workers((_in_context, driver, context, driver.cuMemHostUnregister,
                                  ctypes.c_void_p(a)) for a in self._registered)
                 except RuntimeError:  # no context here to hand on: one by one, in this thread
                     for address in self._registered:
-                        driver.unregister(ctypes.c_void_p(address))
+                        driver.cuMemHostUnregister(ctypes.c_void_p(address))
             self._registered.clear()
             self._spans.clear()
             self._scratch.clear()

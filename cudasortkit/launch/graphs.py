@@ -33,6 +33,7 @@ import threading
 from collections import OrderedDict
 
 from ..errors import KernelError
+from ..gpu import libcuda
 
 #: Graphs kept per launch plan (sets of buffers), and buffer sets remembered
 #: as seen once.
@@ -46,45 +47,8 @@ _CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 _STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
 
 
-class GraphError(RuntimeError):
-    """A graph driver call failed (the plan falls back to one-by-one issue)."""
-
-
-class _Driver:
-    """The graph calls of libcuda, through ctypes (pycuda's build has none)."""
-
-    def __init__(self):
-        lib = ctypes.CDLL("libcuda.so.1")
-        p, handle = ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p
-        self.begin = self._bind(lib.cuStreamBeginCapture_v2, handle, ctypes.c_int)
-        self.end = self._bind(lib.cuStreamEndCapture, handle, p)
-        self.instantiate = self._bind(lib.cuGraphInstantiateWithFlags, p, handle,
-                                      ctypes.c_ulonglong)
-        self.destroy_graph = self._bind(lib.cuGraphDestroy, handle)
-        self.launch = self._bind(lib.cuGraphLaunch, handle, handle)
-        self.destroy_exec = self._bind(lib.cuGraphExecDestroy, handle)
-
-    @staticmethod
-    def _bind(function, *argtypes):
-        function.argtypes, function.restype = argtypes, ctypes.c_int
-        return function
-
-    @staticmethod
-    def check(status: int, what: str) -> None:
-        if status:
-            raise GraphError(f"{what} failed with CUDA error {status}")
-
-
-_driver = None
 _capture_streams: dict = {}  # device ordinal -> pycuda Stream capture runs on
-_lock = threading.Lock()  # the driver, the capture streams and every capture
-
-
-def _get_driver() -> _Driver:
-    global _driver
-    if _driver is None:
-        _driver = _Driver()
-    return _driver
+_lock = threading.Lock()  # the capture streams and every capture
 
 
 def _capture_stream(state):
@@ -116,10 +80,11 @@ class PlanGraphs:
             if graph is None:
                 return False
             self._execs.move_to_end(key)
-            status = _get_driver().launch(graph, job.stream.handle)
+            driver = libcuda.driver()
+            status = driver.cuGraphLaunch(graph, job.stream.handle)
             if status:
-                raise KernelError(f"{job.where}: launching the graph of its recorded operations "
-                                  f"failed with CUDA error {status}")
+                raise KernelError(f"{job.where}: launching the graph of its recorded operations: "
+                                  + driver.describe(status, "cuGraphLaunch"))
             self.launches += 1
         return True
 
@@ -148,42 +113,42 @@ class PlanGraphs:
         own = job.stream
         with _lock:
             try:
-                driver = _get_driver()
+                driver = libcuda.driver()
                 stream = _capture_stream(job.state)
             except (OSError, AttributeError, job.state.cuda.Error) as exc:
                 self.off = f"no graph driver calls: {exc}"
                 return False
             graph, instance = ctypes.c_void_p(), ctypes.c_void_p()
             try:
-                driver.check(driver.begin(stream.handle, _CAPTURE_THREAD_LOCAL),
+                driver.check(driver.cuStreamBeginCapture_v2(stream.handle, _CAPTURE_THREAD_LOCAL),
                              "cuStreamBeginCapture")
                 job.stream = stream
                 try:
                     issue()
                 finally:
                     job.stream = own
-                    status = driver.end(stream.handle, ctypes.byref(graph))
+                    status = driver.cuStreamEndCapture(stream.handle, ctypes.byref(graph))
                 driver.check(status, "cuStreamEndCapture")
-                driver.check(driver.instantiate(ctypes.byref(instance), graph, 0),
+                driver.check(driver.cuGraphInstantiateWithFlags(ctypes.byref(instance), graph, 0),
                              "cuGraphInstantiateWithFlags")
             except Exception as exc:  # noqa: BLE001 - any failure: this plan stays ungraphed
                 self.off = f"capture failed: {type(exc).__name__}: {exc}"
                 return False
             finally:
                 if graph.value:
-                    driver.destroy_graph(graph)
+                    driver.cuGraphDestroy(graph)
         with self._lock:
             self.captures += 1
             self._seen.discard(key)
             if len(self._execs) >= MAX_GRAPHS:
                 _, evicted = self._execs.popitem(last=False)
-                driver.destroy_exec(evicted)  # one still running is freed when it ends
+                driver.cuGraphExecDestroy(evicted)  # one still running is freed when it ends
             self._execs[key] = instance.value
         return self.launch(key, job)
 
     def _destroy_all(self) -> None:
         for graph in self._execs.values():
-            _get_driver().destroy_exec(graph)
+            libcuda.driver().cuGraphExecDestroy(graph)
         self._execs.clear()
 
     def __del__(self):

@@ -38,10 +38,12 @@ import threading
 import time
 import warnings
 
+from .. import settings
+
 #: 2: times are whole calls through execute.run_plugin (host-side work included);
 #: 1 held device time only. Files of another schema are set aside and rebuilt.
 SCHEMA = 2
-ENV_DIR = "CUDASORTKIT_CACHE_DIR"
+ENV_DIR = settings.CACHE_DIR
 
 _warned: set = set()
 _warn_lock = threading.Lock()
@@ -57,7 +59,7 @@ def warn_once(key: str, message: str) -> None:
 
 def cache_dir() -> str:
     """$CUDASORTKIT_CACHE_DIR, else platformdirs.user_cache_dir("cudasortkit")."""
-    path = os.environ.get(ENV_DIR)
+    path = settings.cache_dir()
     if path:
         return os.path.abspath(os.path.expanduser(path))
     import platformdirs

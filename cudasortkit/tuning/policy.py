@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..sdk import registry
+from ..dispatch.select import HOST_CUTOFF
 from ..gpu.device import current_limits
 from ..sdk.plugin import config_is_valid
 from .cache import warn_once
@@ -226,7 +227,7 @@ def host_extra(table: dict, request) -> float | None:
     return None
 
 
-def decide(table: dict, request, candidates: dict, host_cutoff: int = 1 << 16) -> Decision | None:
+def decide(table: dict, request, candidates: dict, host_cutoff: int = HOST_CUTOFF) -> Decision | None:
     """The measured-fastest candidate for `request`, or None if nothing is measured.
 
     `candidates` maps name -> plugin (already filtered for the request).

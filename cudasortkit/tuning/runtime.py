@@ -5,17 +5,17 @@ that fill them (`python -m cudasortkit.cli.tune`). The measured policy
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 
+from .. import settings
 from ..sdk import registry
 from ..dtypes import itemsize
 from ..errors import PluginError
 from . import cache
 from .policy import OP_SHAPE, ROWS, ROWS_TOTAL_BUCKET, fits, plugin_results
 
-ENV_AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
+ENV_AUTOTUNE = settings.AUTOTUNE
 #: First-run measurement (measured.py's learner) measures at most this bucket
 #: (2^26 keys); larger sizes extrapolate.
 LAZY_MAX_BUCKET = 26
@@ -26,7 +26,7 @@ _tuning = threading.local()
 
 
 def autotune_enabled() -> bool:
-    return os.environ.get(ENV_AUTOTUNE, "1").strip().lower() not in ("0", "off", "false", "no")
+    return settings.autotune()
 
 
 class tuning_now:
