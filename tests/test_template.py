@@ -110,6 +110,18 @@ def test_job_kernel_prepares_with_the_letters_of_the_prototype(nvcc):
     assert other.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4}) is not kernel
 
 
+def test_job_kernel_and_kernel_template_share_one_cache_entry(nvcc):
+    radix = registry.plugins()["radix"]
+    state = StubState()
+    job = Job(radix, state, dtype="uint64", n=10, keys_in=0, keys_out=0, value_bytes=8)
+    kernel = job.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4})
+    held = KernelTemplate("radix.cu", type(radix).template_package, {"offset_bytes": 4})
+    assert held.kernel(state, "uint64", 8, job.config, "radix_downsweep", owner="radix") is kernel
+    assert len(template._kernels) == 1 and len(nvcc["prepared"]) == 1
+    device.clear_context_caches()
+    assert template._kernels == {}
+
+
 def test_templates_are_equal_by_file_package_and_defines():
     a = KernelTemplate("scan.cu", defines={"x": 1, "y": 2})
     assert a == KernelTemplate("scan.cu", "cudasortkit.kernels", {"y": 2, "x": 1})

@@ -1,7 +1,8 @@
 """Kernel templates: a .cu file, the package that holds it, and its macros.
 
 A KernelTemplate turns into prepared kernels, one per (context, key dtype,
-value width, configuration, kernel name), compiled once and memoised::
+value width, configuration, kernel name), compiled once and memoised in the
+one kernel cache (`kernel`; cleared with the context, gpu.device)::
 
     SCAN = KernelTemplate("scan.cu", defines={"scan_count_bytes": 4})
     kernel = SCAN.kernel(state, "uint32", 0, {"block_size": 256, ...}, "csk_scan_tiles")
@@ -12,8 +13,9 @@ the very text the runtime compiles, with plain nvcc. A kernel's pycuda
 argument letters come from its own `__global__` prototype in that text
 (cudasortkit/prototype.py), so nobody types them.
 
-Plugins get their templates through Job.kernel; the core's own primitives
-(scan, iota, min/max) hold KernelTemplates of cudasortkit's kernels/.
+Plugins get their templates through Job.kernel (which asks `kernel` here);
+the core's own primitives (scan, iota, min/max) hold KernelTemplates of
+cudasortkit's kernels/. Both reach the same cache with the same key.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ import threading
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .compiler import compile_module, memo_kernel, prepared_function
+from .compiler import compile_module, prepared_function
 from ..errors import KernelError, describe
+from ..gpu.device import register_context_cache
 from .prototype import argument_letters
 from .render import CORE_PACKAGE, include_dirs, render as render_source, template_path
 
@@ -35,6 +38,37 @@ _lock = threading.Lock()
 #: (template, dtype, value_bytes, config, defines) -> rendered source. A render
 #: reads the file (~50 us); sources do not depend on the context.
 _sources: dict = {}
+#: The one kernel cache (as PyCUDA's context_dependent_memoize): (device
+#: ordinal, package, file, defines, kernel name, key dtype, value bytes,
+#: config) -> Kernel, defines and config as their items in the order given.
+#: A hit is one tuple and one dict lookup, paid by every sort: no sorting, no
+#: KernelTemplate built. Emptied before a context goes away (forget_kernels).
+_kernels: dict = {}
+
+
+def kernel(state, package: str, file: str, defines: tuple, dtype: str, value_bytes: int,
+           config: Mapping[str, Any], name: str, owner: str = "core") -> "Kernel":
+    """Kernel `name` of template `file` in `package`, rendered with `defines`
+    (a tuple of (macro, value) items) for (dtype, value_bytes, config),
+    compiled and prepared once per device context. `owner` (a plugin's
+    name, or "core") is who errors name."""
+    key = (state.ordinal, package, file, defines, name, dtype, value_bytes, tuple(config.items()))
+    found = _kernels.get(key)
+    if found is None:
+        found = KernelTemplate(file, package, dict(defines))._make(
+            state, dtype, value_bytes, config, name, owner)
+        with _lock:
+            found = _kernels.setdefault(key, found)
+    return found
+
+
+def forget_kernels() -> None:
+    """Drop every cached kernel (before the context goes away)."""
+    with _lock:
+        _kernels.clear()
+
+
+register_context_cache(forget_kernels)
 
 
 class Kernel:
@@ -100,12 +134,13 @@ class KernelTemplate:
     dtype, value width and configuration that each kernel() call gives).
     Equal templates (same file, package and defines) share compiled kernels."""
 
-    __slots__ = ("file", "package", "defines", "_key", "_hash")
+    __slots__ = ("file", "package", "defines", "_items", "_key", "_hash")
 
     def __init__(self, file: str, package: str = CORE_PACKAGE,
                  defines: Mapping[str, Any] | None = None):
         self.file, self.package = file, package
         self.defines = MappingProxyType(dict(defines or {}))  # read-only: part of the key
+        self._items = tuple(self.defines.items())  # as the kernel cache keys them
         self._key = (package, file, tuple(sorted(self.defines.items())))
         self._hash = hash(self._key)
 
@@ -154,9 +189,8 @@ class KernelTemplate:
         """Kernel `name` of this template rendered for (dtype, value_bytes,
         config), compiled and prepared once per device context. `owner` (a
         plugin's name) is who errors name."""
-        dtype = str(dtype)
-        key = (state.ordinal, self._key, name, dtype, value_bytes, tuple(config.items()))
-        return memo_kernel(key, lambda: self._make(state, dtype, value_bytes, config, name, owner))
+        return kernel(state, self.package, self.file, self._items, str(dtype), value_bytes,
+                      config, name, owner)
 
     def _make(self, state, dtype, value_bytes, config, name, owner) -> Kernel:
         where = describe(owner, name, dtype, config) + f", template {self.file!r}"

@@ -1,7 +1,7 @@
 """What a GPU plugin's run() gets: buffers, config, stream and three helpers.
 
 `kernel` compiles (once) and prepares a kernel of the plugin's templates for
-this job's dtype and config (cudasortkit/template.py), `alloc` takes
+this job's dtype and config (build/template.py's kernel cache), `alloc` takes
 temporaries from the device's memory pool (out of memory becomes MemoryError
 naming plugin and size), and `launch` runs a prepared kernel on the job's
 stream, turning CUDA errors and argument-count mistakes into KernelError
@@ -16,8 +16,7 @@ from typing import Any, Mapping
 from . import registry
 from ..dtypes import itemsize
 from ..errors import KernelError, describe
-from ..build.compiler import memo_kernel
-from ..build.template import SYNC_EVERY_LAUNCH, Kernel, KernelTemplate
+from ..build.template import SYNC_EVERY_LAUNCH, Kernel, kernel as template_kernel
 
 
 class Job:
@@ -83,15 +82,11 @@ class Job:
         `config` and `value_bytes` default to the job's: pass them to build
         a helper kernel with other settings (e.g. keys only).
         """
-        config = self.config if config is None else config
-        value_bytes = self.value_bytes if value_bytes is None else value_bytes
-        package = type(self.plugin).template_package
-        # Looked up by the arguments as given: building the KernelTemplate
-        # first would cost a sort microseconds per kernel on every call.
-        key = (self.state.ordinal, package, template, name, self.dtype, value_bytes,
-               tuple(config.items()), tuple(defines.items()) if defines else ())
-        return memo_kernel(key, lambda: KernelTemplate(template, package, defines).kernel(
-            self.state, self.dtype, value_bytes, config, name, owner=self.plugin.name))
+        return template_kernel(
+            self.state, type(self.plugin).template_package, template,
+            tuple(defines.items()) if defines else (), self.dtype,
+            self.value_bytes if value_bytes is None else value_bytes,
+            self.config if config is None else config, name, self.plugin.name)
 
     def alloc(self, nbytes: int):
         """A device temporary of nbytes from the pool, freed when the job ends."""
