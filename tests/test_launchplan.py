@@ -10,11 +10,11 @@ from cudasortkit.gpu import device
 
 from cudasortkit.build import compiler
 from cudasortkit.launch import graphs
-from cudasortkit.sdk import job as jobmod
 from cudasortkit.launch import plans as launchplan
 from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.errors import KernelError
 from cudasortkit.sdk.job import Job
+from cudasortkit.build import template
 from cudasortkit.build.template import Kernel
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
 
@@ -253,7 +253,7 @@ def test_replayed_launch_errors_read_as_in_a_plain_run(monkeypatch):
 
 
 def test_replay_syncs_after_every_launch_when_asked(monkeypatch):
-    monkeypatch.setattr(jobmod, "SYNC_EVERY_LAUNCH", True)
+    monkeypatch.setattr(template, "SYNC_EVERY_LAUNCH", True)
     plugin = FakeSort()
     run_job(plugin)
     _, direct = run_job(FakeSort(), replay=False)
@@ -457,7 +457,7 @@ def test_a_failed_capture_turns_graphs_off_and_issues_one_by_one(graph_driver):
 
 
 def test_no_graphs_while_every_launch_waits(graph_driver, monkeypatch):
-    monkeypatch.setattr(jobmod, "SYNC_EVERY_LAUNCH", True)
+    monkeypatch.setattr(template, "SYNC_EVERY_LAUNCH", True)
     plugin = FakeSort()
     recorded, _ = run_job(plugin)
     for _ in range(3):
@@ -486,5 +486,7 @@ def test_a_failing_graph_launch_names_plugin_and_config(graph_driver, monkeypatc
     for _ in range(3):
         run_job(plugin)
     monkeypatch.setattr(graph_driver, "launch", lambda instance, stream: 700)
-    with pytest.raises(KernelError, match="'fake_replay'.*block_size.*CUDA error 700"):
+    with pytest.raises(KernelError) as exc:
         run_job(plugin)
+    assert str(exc.value) == ("plugin 'fake_replay', keys uint32, config block_size=128: launching "
+                              "the graph of its recorded operations failed: CUDA error 700")

@@ -96,25 +96,45 @@ class Kernel:
         return limits.resident_blocks(block_size, self.registers,
                                       self.static_shared + dynamic_shared)
 
-    def issue(self, state, stream, grid: tuple, block: tuple, args, shared: int) -> None:
-        """Queue a launch on `stream`: grid and block are tuples, args match
-        the signature. Opts into more dynamic shared memory when `shared`
-        needs it. CUDA errors (state.cuda.Error) are the caller's to name,
-        and the caller's to wait for (SYNC_EVERY_LAUNCH)."""
-        self.issue_packed(state, stream, grid, block, self.pack(args), shared)
+    def check(self, args, owner: str, dtype=None, config=None) -> None:
+        """KernelError naming owner, kernel, dtype and config unless `args`
+        match the kernel's parameters in number."""
+        if len(args) != len(self.signature):
+            raise KernelError(f"{describe(owner, self.name, dtype, config)}: launched with "
+                              f"{len(args)} arguments, but the kernel takes "
+                              f"{len(self.signature)} ({self.signature!r})")
 
     def pack(self, args) -> bytes:
         """The kernel's parameter buffer for `args` (launch plans keep it
         for a replay with the same buffers)."""
         return self._arguments.pack(*args)
 
-    def issue_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
-                     shared: int) -> None:
-        """issue() with the parameters already packed: one driver call.
-        (pycuda's prepared_async_call packs and then makes this same call.)"""
-        if shared > self.shared_allowed:
-            self._allow_shared(state, shared)
-        self.function._launch_kernel(grid, block, packed, shared, stream)
+    def launch(self, state, stream, grid: tuple, block: tuple, args, shared: int = 0, *,
+               owner: str = "core", dtype=None, config=None) -> None:
+        """Check `args` (check()) and queue the launch on `stream` unless
+        the grid is empty (launch_packed)."""
+        self.check(args, owner, dtype, config)
+        if grid[0]:
+            self.launch_packed(state, stream, grid, block, self.pack(args), shared,
+                               owner, dtype, config)
+
+    def launch_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
+                      shared: int, owner: str = "core", dtype=None, config=None) -> None:
+        """The one launch of every kernel: one driver call with the
+        parameters packed (pycuda's prepared_async_call packs and makes this
+        same call), opting into more dynamic shared memory when `shared`
+        needs it, and waiting for it when SYNC_EVERY_LAUNCH. CUDA errors
+        become KernelError naming owner, kernel, dtype, config and geometry."""
+        try:
+            if shared > self.shared_allowed:
+                self._allow_shared(state, shared)
+            self.function._launch_kernel(grid, block, packed, shared, stream)
+            if SYNC_EVERY_LAUNCH:
+                stream.synchronize()
+        except state.cuda.Error as exc:
+            raise KernelError.failed(owner, self.name, dtype, config,
+                                     f"launch grid={grid} block={block} shared={shared}",
+                                     exc) from exc
 
     def _allow_shared(self, state, shared: int) -> None:
         allowed = state.limits.shared_per_block - self.static_shared

@@ -118,8 +118,9 @@ class PlanGraphs:
             self._execs.move_to_end(key)
             status = _get_driver().launch(graph, job.stream.handle)
             if status:
-                raise KernelError(f"{job.where}: launching the graph of its recorded operations "
-                                  f"failed with CUDA error {status}")
+                raise KernelError.failed(job.plugin.name, None, job.dtype, job.config,
+                                         "launching the graph of its recorded operations",
+                                         f"CUDA error {status}")
             self.launches += 1
         return True
 

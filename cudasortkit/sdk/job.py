@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from . import registry
 from ..dtypes import itemsize
 from ..errors import KernelError, describe
-from ..build.template import SYNC_EVERY_LAUNCH, Kernel, kernel as template_kernel
+from ..build import template as _template
+from ..build.template import Kernel, kernel as template_kernel
 
 
 class Job:
@@ -65,7 +66,7 @@ class Job:
     def graphable(self) -> bool:
         """Whether a launch plan may capture this job's work into a CUDA
         graph (cudasortkit/graphs.py): not while every launch waits."""
-        return not SYNC_EVERY_LAUNCH
+        return not _template.SYNC_EVERY_LAUNCH
 
     @property
     def limits(self):
@@ -113,36 +114,22 @@ class Job:
     def launch(self, kernel: Kernel, grid, block, *args, shared: int = 0) -> None:
         """Launch a prepared kernel on the job's stream; errors name it. The
         arguments must match the kernel's parameters in number."""
-        if len(args) != len(kernel.signature):
-            raise KernelError(
-                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: launched "
-                f"with {len(args)} arguments, but the kernel takes {len(kernel.signature)} "
-                f"({kernel.signature!r})")
+        kernel.check(args, self.plugin.name, self.dtype, self.config)
         grid = (grid, 1) if isinstance(grid, int) else tuple(grid)
         block = (block, 1, 1) if isinstance(block, int) else tuple(block)
         if grid[0] == 0:
             return
-        self.issue(kernel, grid, block, args, shared)
+        self.issue_packed(kernel, grid, block, kernel.pack(args), shared)
         if self.recorder is not None:
             self.recorder.launch(kernel, grid, block, args, shared)
 
-    def issue(self, kernel: Kernel, grid: tuple, block: tuple, args, shared: int) -> None:
-        """launch() without its argument handling (grid and block are tuples,
-        grid not empty): what launch() and a launch plan's replay share."""
-        self.issue_packed(kernel, grid, block, kernel.pack(args), shared)
-
     def issue_packed(self, kernel: Kernel, grid: tuple, block: tuple, packed: bytes,
                      shared: int) -> None:
-        """issue() with the parameters packed (Kernel.pack): a replay's launch."""
-        try:
-            kernel.issue_packed(self.state, self.stream, grid, block, packed, shared)
-            if SYNC_EVERY_LAUNCH:
-                self.stream.synchronize()
-        except self.state.cuda.Error as exc:
-            raise KernelError(
-                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: "
-                f"launch grid={grid} block={block} shared={shared} failed: {exc}"
-            ) from exc
+        """A launch with its parameters packed (Kernel.pack) on the job's
+        stream, errors naming the job (Kernel.launch_packed): every launch
+        of the job passes here, launch()'s and a launch plan's replay's."""
+        kernel.launch_packed(self.state, self.stream, grid, block, packed, shared,
+                             self.plugin.name, self.dtype, self.config)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes:
@@ -183,7 +170,7 @@ class Job:
         block is queued after this job's kernels: nothing waits here. With
         CUDASORTKIT_SYNC_LAUNCHES=1 it waits, so a fault names this job."""
         try:
-            if SYNC_EVERY_LAUNCH:
+            if _template.SYNC_EVERY_LAUNCH:
                 self.stream.synchronize()
         except self.state.cuda.Error as exc:
             raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
