@@ -22,6 +22,12 @@ def describe(plugin: str, kernel: str | None, dtype: str | None, config) -> str:
 class KernelError(RuntimeError):
     """A kernel failed to compile or to run."""
 
+    @classmethod
+    def failed(cls, plugin: str, kernel: str | None, dtype: str | None, config, what: str,
+               cause) -> "KernelError":
+        """The one form of a failed launch: "<describe(...)>: <what> failed: <cause>"."""
+        return cls(f"{describe(plugin, kernel, dtype, config)}: {what} failed: {cause}")
+
 
 class KernelCompileError(KernelError):
     """nvcc rejected a rendered template."""

@@ -7,6 +7,8 @@ import pytest
 import cudasortkit as csk
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.calls.merging import host_merge_order
+from cudasortkit.sdk import registry
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
 from helpers import DISTRIBUTIONS, make_keys, reference_argsort, reference_sort
 
 
@@ -70,3 +72,69 @@ def test_out_is_written_and_returned(rng):
 def test_bad_arguments_raise(call, error):
     with pytest.raises(error):
         call()
+
+
+class _Broken(SortPlugin):
+    """A merging GPU plugin chosen first whose merge() fails."""
+
+    name = "broken_merge"
+    dtypes = ("int32",)
+    merges = True
+    priority = -2
+    tunables = {"block_size": Tunable(128)}
+    templates = ("util.cu",)  # declared, never compiled here
+    template_package = "cudasortkit.kernels"
+
+    def run(self, job):
+        raise AssertionError("never sorts")
+
+    def merge(self, job, a, a_values, na, b, b_values, nb):
+        raise RuntimeError("merge bug")
+
+
+class _Good(_Broken):
+    name = "good_merge"
+    priority = -1
+    merged = []
+
+    def merge(self, job, a, a_values, na, b, b_values, nb):
+        _Good.merged.append((job.plugin.name, a, na, b, nb, job.keys_out))
+
+
+def test_a_failing_merge_takes_its_plugin_out_of_service_and_the_next_one_merges(monkeypatch):
+    """plugin.merge runs under registry.guarded: a fault marks the plugin
+    broken (PluginError) and the merge is made by the next merging plugin.
+    The device is stubbed: what is checked is the choice, not the kernels."""
+    from test_launchplan import StubState
+    from cudasortkit.calls import merging
+
+    class StubResult:
+        def __init__(self, like, dtype, state, out, what, caller):
+            self.ptr = 0x9000
+
+        def finish(self):
+            return "merged"
+
+    class StubOperand:
+        key_dtype = dtype = np.dtype(np.int32)
+        on_device, ordinal = True, 0
+
+        def __init__(self, what, ptr, n):
+            self.what, self.ptr, self.n = what, ptr, n
+
+        def device_ptr(self, state):
+            return self.ptr
+
+    monkeypatch.setattr(merging, "Result", StubResult)
+    registry.register(_Broken)
+    registry.register(_Good)
+    _Good.merged.clear()
+    try:
+        keys, values = merging._merge_device(StubOperand("a", 0x1000, 3), StubOperand("b", 0x2000, 4),
+                                             None, None, False, None, None, StubState(0x100000), 1)
+        assert (keys, values) == ("merged", None)
+        assert _Good.merged == [("good_merge", 0x1000, 3, 0x2000, 4, 0x9000)]
+        entry = registry.entries()["broken_merge"]
+        assert not entry.ok and entry.error == "merge raised RuntimeError: merge bug"
+    finally:
+        registry.refresh()

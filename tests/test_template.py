@@ -14,7 +14,7 @@ from cudasortkit.sdk import registry
 from cudasortkit.build import template
 from cudasortkit.build.corekernels import UTIL, iota64
 from cudasortkit.gpu.device import DeviceLimits
-from cudasortkit.errors import KernelError, KernelSignatureError
+from cudasortkit.errors import KernelError, KernelSignatureError, describe
 from cudasortkit.sdk.job import Job
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
 from cudasortkit.sdk.scan import DeviceScan
@@ -110,6 +110,18 @@ def test_job_kernel_prepares_with_the_letters_of_the_prototype(nvcc):
     assert other.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4}) is not kernel
 
 
+def test_job_kernel_and_kernel_template_share_one_cache_entry(nvcc):
+    radix = registry.plugins()["radix"]
+    state = StubState()
+    job = Job(radix, state, dtype="uint64", n=10, keys_in=0, keys_out=0, value_bytes=8)
+    kernel = job.kernel("radix.cu", "radix_downsweep", defines={"offset_bytes": 4})
+    held = KernelTemplate("radix.cu", type(radix).template_package, {"offset_bytes": 4})
+    assert held.kernel(state, "uint64", 8, job.config, "radix_downsweep", owner="radix") is kernel
+    assert len(template._kernels) == 1 and len(nvcc["prepared"]) == 1
+    device.clear_context_caches()
+    assert template._kernels == {}
+
+
 def test_templates_are_equal_by_file_package_and_defines():
     a = KernelTemplate("scan.cu", defines={"x": 1, "y": 2})
     assert a == KernelTemplate("scan.cu", "cudasortkit.kernels", {"y": 2, "x": 1})
@@ -147,6 +159,26 @@ def test_core_iota_launches_without_a_job(nvcc):
     kernel.function._launch_kernel = _raise
     with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota64'"):
         iota64(state, 0x5000, 1000)
+
+
+def test_core_and_job_launch_errors_read_alike(nvcc):
+    """One launch path (Kernel.launch_packed) names every failed launch the
+    same way: who, kernel, keys, config, then the geometry and the cause."""
+    state = StubState()
+    iota64(state, 0x5000, 1000)
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
+    kernel.function._launch_kernel = _raise
+    with pytest.raises(KernelError) as core:
+        iota64(state, 0x5000, 1000)
+    assert str(core.value) == ("plugin 'core', kernel 'csk_iota64': launch grid=(4, 1) "
+                               "block=(256, 1, 1) shared=0 failed: launch failed (stub)")
+    counting = registry.plugins()["counting"]
+    job = Job(counting, state, dtype="int32", n=1000, keys_in=0, keys_out=0)
+    with pytest.raises(KernelError) as planned:
+        job.launch(kernel, 4, 256, 0x5000, 1000)
+    assert str(planned.value) == (describe("counting", "csk_iota64", "int32", job.config)
+                                  + ": launch grid=(4, 1) block=(256, 1, 1) shared=0 failed: "
+                                  "launch failed (stub)")
 
 
 def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, monkeypatch, nvcc):

@@ -4,7 +4,8 @@ pycuda's SourceModule compiles with nvcc and keeps cubins in its disk cache
 across processes; this module adds the in-memory cache (one module per
 (context, source, options)) and prepared functions, so a sort never compiles
 or prepares twice in one process. It compiles text: rendering a template is
-cudasortkit/render.py's job, choosing what to render cudasortkit/template.py's.
+build/render.py's job, choosing what to render (and the one kernel cache)
+build/template.py's.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from ..errors import KernelCompileError
 _lock = threading.Lock()
 _modules: dict = {}
 _functions: dict = {}
-_kernels: dict = {}
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
@@ -48,23 +48,11 @@ def compile_module(state, source: str, include_dirs, where: str):
 def forget_modules() -> None:
     """Drop every cached module and function (before the context goes away)."""
     with _lock:
-        _kernels.clear()
         _functions.clear()
         _modules.clear()
 
 
 register_context_cache(forget_modules)
-
-
-def memo_kernel(key, make):
-    """make() once per key: a kernel's whole lookup (render, module and
-    function caches) costs microseconds a call, paid on every sort."""
-    kernel = _kernels.get(key)
-    if kernel is None:
-        kernel = make()
-        with _lock:
-            _kernels[key] = kernel
-    return kernel
 
 
 def prepared_function(module, name: str, signature: str):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..dtypes import key_dtype
 from ..errors import KernelError, describe
-from .template import SYNC_EVERY_LAUNCH, KernelTemplate
+from .template import KernelTemplate
 
 UTIL = KernelTemplate("util.cu")
 IOTA_BLOCK = 256
@@ -17,20 +17,6 @@ MINMAX_BLOCK = 256
 UTIL_CONFIG = {"block_size": 256}
 
 
-def launch(state, kernel, grid: int, block: int, args, where: str) -> None:
-    """Launch on the device's stream; CUDA errors become KernelError naming `where`."""
-    if len(args) != len(kernel.signature):
-        raise KernelError(f"{where}: launched with {len(args)} arguments, but the kernel takes "
-                          f"{len(kernel.signature)} ({kernel.signature!r})")
-    try:
-        kernel.issue(state, state.stream, (grid, 1), (block, 1, 1), args, 0)
-        if SYNC_EVERY_LAUNCH:
-            state.stream.synchronize()
-    except state.cuda.Error as exc:
-        raise KernelError(f"{where}: launch grid=({grid}, 1) block=({block}, 1, 1) "
-                          f"failed: {exc}") from exc
-
-
 def iota64(state, ptr: int, n: int, owner: str = "core", index_bytes: int = 8) -> None:
     """Fill n int64 (index_bytes 4: int32) at ptr with 0..n-1 on the device's stream."""
     if n <= 0:
@@ -38,25 +24,27 @@ def iota64(state, ptr: int, n: int, owner: str = "core", index_bytes: int = 8) -
     name = "csk_iota64" if index_bytes == 8 else "csk_iota32"
     kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, name, owner=owner)
     grid = min(-(-int(n) // IOTA_BLOCK), 65535)
-    launch(state, kernel, grid, IOTA_BLOCK, (int(ptr), int(n)),
-            describe(owner, kernel.name, None, None))
+    kernel.launch(state, state.stream, (grid, 1), (IOTA_BLOCK, 1, 1), (int(ptr), int(n)),
+                  owner=owner)
 
 
-def _reduce(state, kernel, grid: int, args, words: int, ones: int, where: str,
+def _reduce(state, kernel, grid: int, args, words: int, ones: int, owner: str, dtype,
             what: str) -> np.ndarray:
     """Launch a reduction kernel on the device's stream with args + (out,),
     out being `words` 64-bit words set to all ones (the first `ones`) and
-    zero (the rest), wait for it and return out as NumPy uint64."""
-    out = state.allocate(words * 8, f"{where}, {what}")
+    zero (the rest), wait for it and return out as NumPy uint64. Errors
+    name owner, kernel and dtype."""
+    out = state.allocate(words * 8, f"{describe(owner, kernel.name, dtype, None)}, {what}")
     host = np.empty(words, np.uint64)
     try:
         state.cuda.memset_d32_async(int(out), 0xFFFFFFFF, 2 * ones, state.stream)
         state.cuda.memset_d32_async(int(out) + 8 * ones, 0, 2 * (words - ones), state.stream)
-        launch(state, kernel, grid, MINMAX_BLOCK, (*args, int(out)), where)
+        kernel.launch(state, state.stream, (grid, 1), (MINMAX_BLOCK, 1, 1), (*args, int(out)),
+                      owner=owner, dtype=dtype)
         state.stream.synchronize()
         state.cuda.memcpy_dtoh(host, int(out))
     except state.cuda.Error as exc:
-        raise KernelError(f"{where}: {what} failed: {exc}") from exc
+        raise KernelError.failed(owner, kernel.name, dtype, None, what, exc) from exc
     finally:
         out.free()
     return host
@@ -74,10 +62,10 @@ def key_minmax(state, ptr: int, n: int, dtype, owner: str = "core") -> tuple | N
         raise TypeError(f"key_minmax measures integer keys, not {dt}")
     if n <= 0:
         return None
-    where = describe(owner, "csk_minmax_ordered", dt.name, None)
     kernel = UTIL.kernel(state, dt.name, 0, UTIL_CONFIG, "csk_minmax_ordered", owner=owner)
     grid = max(1, min(-(-int(n) // (MINMAX_BLOCK * 4)), state.limits.sm_count * 8))
-    host = _reduce(state, kernel, grid, (int(ptr), int(n)), 2, 1, where, "key range reduction")
+    host = _reduce(state, kernel, grid, (int(ptr), int(n)), 2, 1, owner, dt.name,
+                   "key range reduction")
     lo, hi = int(host[0]), int(host[1])
     if dt.kind == "i":  # ordered word = key with the sign bit flipped
         offset = 1 << (8 * dt.itemsize - 1)
@@ -100,11 +88,10 @@ def offsets_check(state, ptr: int, count: int, wide: bool, widened: int = 0,
     < offsets[s] or None, "longest": the longest segment, "first": offsets[0],
     "last": offsets[count], "segments"/"keys": NumPy int64 per length bucket
     (OFFSET_BUCKETS)}. `widened` (a device address or 0) gets the offsets as int64."""
-    where = describe(owner, "csk_offsets_check", None, None)
     kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_offsets_check", owner=owner)
     grid = max(1, min(-(-int(count) // MINMAX_BLOCK), state.limits.sm_count * 4))
     host = _reduce(state, kernel, grid, (int(ptr), int(bool(wide)), int(count), int(widened)),
-                   _STATS_WORDS, 1, where, "offsets check")
+                   _STATS_WORDS, 1, owner, None, "offsets check")
     signed = host.view(np.int64)
     return {"bad": None if host[0] == np.uint64(0xFFFFFFFFFFFFFFFF) else int(host[0]),
             "longest": int(host[1]), "first": int(signed[2]), "last": int(signed[3]),

@@ -1,7 +1,8 @@
 """Kernel templates: a .cu file, the package that holds it, and its macros.
 
 A KernelTemplate turns into prepared kernels, one per (context, key dtype,
-value width, configuration, kernel name), compiled once and memoised::
+value width, configuration, kernel name), compiled once and memoised in the
+one kernel cache (`kernel`; cleared with the context, gpu.device)::
 
     SCAN = KernelTemplate("scan.cu", defines={"scan_count_bytes": 4})
     kernel = SCAN.kernel(state, "uint32", 0, {"block_size": 256, ...}, "csk_scan_tiles")
@@ -12,8 +13,9 @@ the very text the runtime compiles, with plain nvcc. A kernel's pycuda
 argument letters come from its own `__global__` prototype in that text
 (cudasortkit/prototype.py), so nobody types them.
 
-Plugins get their templates through Job.kernel; the core's own primitives
-(scan, iota, min/max) hold KernelTemplates of cudasortkit's kernels/.
+Plugins get their templates through Job.kernel (which asks `kernel` here);
+the core's own primitives (scan, iota, min/max) hold KernelTemplates of
+cudasortkit's kernels/. Both reach the same cache with the same key.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .. import settings
-from .compiler import compile_module, memo_kernel, prepared_function
+from .compiler import compile_module, prepared_function
 from ..errors import KernelError, describe
+from ..gpu.device import register_context_cache
 from .prototype import argument_letters
 from .render import CORE_PACKAGE, include_dirs, render as render_source, template_path
 
@@ -35,6 +38,37 @@ _lock = threading.Lock()
 #: (template, dtype, value_bytes, config, defines) -> rendered source. A render
 #: reads the file (~50 us); sources do not depend on the context.
 _sources: dict = {}
+#: The one kernel cache (as PyCUDA's context_dependent_memoize): (device
+#: ordinal, package, file, defines, kernel name, key dtype, value bytes,
+#: config) -> Kernel, defines and config as their items in the order given.
+#: A hit is one tuple and one dict lookup, paid by every sort: no sorting, no
+#: KernelTemplate built. Emptied before a context goes away (forget_kernels).
+_kernels: dict = {}
+
+
+def kernel(state, package: str, file: str, defines: tuple, dtype: str, value_bytes: int,
+           config: Mapping[str, Any], name: str, owner: str = "core") -> "Kernel":
+    """Kernel `name` of template `file` in `package`, rendered with `defines`
+    (a tuple of (macro, value) items) for (dtype, value_bytes, config),
+    compiled and prepared once per device context. `owner` (a plugin's
+    name, or "core") is who errors name."""
+    key = (state.ordinal, package, file, defines, name, dtype, value_bytes, tuple(config.items()))
+    found = _kernels.get(key)
+    if found is None:
+        found = KernelTemplate(file, package, dict(defines))._make(
+            state, dtype, value_bytes, config, name, owner)
+        with _lock:
+            found = _kernels.setdefault(key, found)
+    return found
+
+
+def forget_kernels() -> None:
+    """Drop every cached kernel (before the context goes away)."""
+    with _lock:
+        _kernels.clear()
+
+
+register_context_cache(forget_kernels)
 
 
 class Kernel:
@@ -62,25 +96,45 @@ class Kernel:
         return limits.resident_blocks(block_size, self.registers,
                                       self.static_shared + dynamic_shared)
 
-    def issue(self, state, stream, grid: tuple, block: tuple, args, shared: int) -> None:
-        """Queue a launch on `stream`: grid and block are tuples, args match
-        the signature. Opts into more dynamic shared memory when `shared`
-        needs it. CUDA errors (state.cuda.Error) are the caller's to name,
-        and the caller's to wait for (SYNC_EVERY_LAUNCH)."""
-        self.issue_packed(state, stream, grid, block, self.pack(args), shared)
+    def check(self, args, owner: str, dtype=None, config=None) -> None:
+        """KernelError naming owner, kernel, dtype and config unless `args`
+        match the kernel's parameters in number."""
+        if len(args) != len(self.signature):
+            raise KernelError(f"{describe(owner, self.name, dtype, config)}: launched with "
+                              f"{len(args)} arguments, but the kernel takes "
+                              f"{len(self.signature)} ({self.signature!r})")
 
     def pack(self, args) -> bytes:
         """The kernel's parameter buffer for `args` (launch plans keep it
         for a replay with the same buffers)."""
         return self._arguments.pack(*args)
 
-    def issue_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
-                     shared: int) -> None:
-        """issue() with the parameters already packed: one driver call.
-        (pycuda's prepared_async_call packs and then makes this same call.)"""
-        if shared > self.shared_allowed:
-            self._allow_shared(state, shared)
-        self.function._launch_kernel(grid, block, packed, shared, stream)
+    def launch(self, state, stream, grid: tuple, block: tuple, args, shared: int = 0, *,
+               owner: str = "core", dtype=None, config=None) -> None:
+        """Check `args` (check()) and queue the launch on `stream` unless
+        the grid is empty (launch_packed)."""
+        self.check(args, owner, dtype, config)
+        if grid[0]:
+            self.launch_packed(state, stream, grid, block, self.pack(args), shared,
+                               owner, dtype, config)
+
+    def launch_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
+                      shared: int, owner: str = "core", dtype=None, config=None) -> None:
+        """The one launch of every kernel: one driver call with the
+        parameters packed (pycuda's prepared_async_call packs and makes this
+        same call), opting into more dynamic shared memory when `shared`
+        needs it, and waiting for it when SYNC_EVERY_LAUNCH. CUDA errors
+        become KernelError naming owner, kernel, dtype, config and geometry."""
+        try:
+            if shared > self.shared_allowed:
+                self._allow_shared(state, shared)
+            self.function._launch_kernel(grid, block, packed, shared, stream)
+            if SYNC_EVERY_LAUNCH:
+                stream.synchronize()
+        except state.cuda.Error as exc:
+            raise KernelError.failed(owner, self.name, dtype, config,
+                                     f"launch grid={grid} block={block} shared={shared}",
+                                     exc) from exc
 
     def _allow_shared(self, state, shared: int) -> None:
         allowed = state.limits.shared_per_block - self.static_shared
@@ -100,12 +154,13 @@ class KernelTemplate:
     dtype, value width and configuration that each kernel() call gives).
     Equal templates (same file, package and defines) share compiled kernels."""
 
-    __slots__ = ("file", "package", "defines", "_key", "_hash")
+    __slots__ = ("file", "package", "defines", "_items", "_key", "_hash")
 
     def __init__(self, file: str, package: str = CORE_PACKAGE,
                  defines: Mapping[str, Any] | None = None):
         self.file, self.package = file, package
         self.defines = MappingProxyType(dict(defines or {}))  # read-only: part of the key
+        self._items = tuple(self.defines.items())  # as the kernel cache keys them
         self._key = (package, file, tuple(sorted(self.defines.items())))
         self._hash = hash(self._key)
 
@@ -154,9 +209,8 @@ class KernelTemplate:
         """Kernel `name` of this template rendered for (dtype, value_bytes,
         config), compiled and prepared once per device context. `owner` (a
         plugin's name) is who errors name."""
-        dtype = str(dtype)
-        key = (state.ordinal, self._key, name, dtype, value_bytes, tuple(config.items()))
-        return memo_kernel(key, lambda: self._make(state, dtype, value_bytes, config, name, owner))
+        return kernel(state, self.package, self.file, self._items, str(dtype), value_bytes,
+                      config, name, owner)
 
     def _make(self, state, dtype, value_bytes, config, name, owner) -> Kernel:
         where = describe(owner, name, dtype, config) + f", template {self.file!r}"

@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import order
 from ..sdk import registry
-from ..dispatch.execute import caller_ordering, deliver_host
+from ..dispatch.execute import RUN_ERRORS, caller_ordering, deliver_host
+from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, overlaps
 from ..dtypes import key_dtype
 from ..dtypes import value_bytes as _value_bytes
@@ -143,15 +144,21 @@ def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
         value_result = Result(_like(vfirst, total), av.dtype, state, values_out, "values_out", caller)
     ptr = {x.what: x.device_ptr(state) if x.n else 0 for x in (a, b, av, bv) if x is not None}
     vb = 0 if av is None else av.dtype.itemsize
-    plugin = merging_plugin()
-    job = Job(plugin, state, dtype=a.key_dtype.name, n=total, keys_in=ptr[a.what],
-              keys_out=key_result.ptr, values_in=ptr.get(av.what, 0) if av else 0,
-              values_out=value_result.ptr if value_result else 0, value_bytes=vb,
-              descending=descending)
-    try:
-        plugin.merge(job, ptr[a.what], ptr[av.what] if av else 0, a.n,
-                     ptr[b.what], ptr[bv.what] if bv else 0, b.n)
-    finally:
-        job.finish()
+    while True:  # a plugin that fails is out of service (registry.guarded): take the next
+        plugin, job = merging_plugin(), None
+        try:
+            job = Job(plugin, state, dtype=a.key_dtype.name, n=total, keys_in=ptr[a.what],
+                      keys_out=key_result.ptr, values_in=ptr.get(av.what, 0) if av else 0,
+                      values_out=value_result.ptr if value_result else 0, value_bytes=vb,
+                      descending=descending)
+            with registry.guarded(plugin, "merge", expected=RUN_ERRORS):
+                plugin.merge(job, ptr[a.what], ptr[av.what] if av else 0, a.n,
+                             ptr[b.what], ptr[bv.what] if bv else 0, b.n)
+            break
+        except PluginError:
+            continue
+        finally:
+            if job is not None:
+                job.finish()
     k = key_result.finish()
     return k, value_result.finish() if value_result is not None else None

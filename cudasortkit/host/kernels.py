@@ -4,8 +4,6 @@ counts against splitters. Launched on the device state's stream; errors
 name the kernel and "core (host pipeline)"."""
 from __future__ import annotations
 
-from ..build.corekernels import launch
-from ..errors import describe
 from ..build.template import KernelTemplate
 
 HOSTPIPE = KernelTemplate("hostpipe.cu")
@@ -19,7 +17,7 @@ OWNER = "core (host pipeline)"
 def _launch(state, dtype, name: str, n: int, args) -> None:
     kernel = HOSTPIPE.kernel(state, dtype, 0, CONFIG, name, owner=OWNER)
     grid = max(1, min(-(-int(n) // BLOCK), state.limits.sm_count * 16))
-    launch(state, kernel, grid, BLOCK, args, describe(OWNER, name, dtype, None))
+    kernel.launch(state, state.stream, (grid, 1), (BLOCK, 1, 1), args, owner=OWNER, dtype=dtype)
 
 
 def iota64_from(state, ptr: int, n: int, start: int) -> None:

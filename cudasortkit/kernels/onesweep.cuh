@@ -17,7 +17,8 @@
 // Define WIDE_STATUS=1 (the drivers do, for n >= 2^30) for 64-bit tile status
 // words.
 //
-// Kernels, in launch order (cudasortkit/onesweep.py drives them):
+// Kernels, in launch order (cudasortkit/sdk/sweep.py drives them, for
+// plugins/onesweep.py and plugins/msd_local.py):
 //   onesweep_histogram  counts of every digit of every sorted pass
 //   onesweep_plan       per pass: exclusive digit offsets; which passes are
 //                       trivial (one digit holds every key, or above
@@ -79,7 +80,7 @@ typedef unsigned os_counter_t;
 // be staged unconditionally (never scattered). Otherwise they are not staged.
 #define OS_RUNS_IN_DIGIT_ORDER (OS_WORDS_PER_THREAD == 1)
 #define HIST_ITEMS 8
-// Threads of a histogram block (cudasortkit/sweep.py mirrors it): two
+// Threads of a histogram block (cudasortkit/sdk/sweep.py mirrors it): two
 // 1024-thread blocks fill an SM's threads, registers and 128 KiB of shared
 // memory.
 #define HIST_BLOCK 1024
@@ -89,7 +90,7 @@ typedef unsigned os_counter_t;
 // HIST_COPIES + copy. With 32 copies each lane of a warp adds in its own
 // bank whatever the digits (skewed ones too: the top byte of floats in [0, 1)
 // takes two values), so the shared atomics never serialize. They live in
-// HIST_SHARED_BYTES of dynamic shared memory (cudasortkit/sweep.py launches
+// HIST_SHARED_BYTES of dynamic shared memory (cudasortkit/sdk/sweep.py launches
 // with that many, and defines less on a device that cannot give a block
 // 64 KiB); a block flushes its counts to the global histogram every
 // HIST_ROUND steps, before any 16-bit count could overflow.

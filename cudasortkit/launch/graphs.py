@@ -83,8 +83,9 @@ class PlanGraphs:
             driver = libcuda.driver()
             status = driver.cuGraphLaunch(graph, job.stream.handle)
             if status:
-                raise KernelError(f"{job.where}: launching the graph of its recorded operations: "
-                                  + driver.describe(status, "cuGraphLaunch"))
+                raise KernelError.failed(job.plugin.name, None, job.dtype, job.config,
+                                         "launching the graph of its recorded operations",
+                                         driver.describe(status, "cuGraphLaunch"))
             self.launches += 1
         return True
 

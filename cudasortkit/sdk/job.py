@@ -1,7 +1,7 @@
 """What a GPU plugin's run() gets: buffers, config, stream and three helpers.
 
 `kernel` compiles (once) and prepares a kernel of the plugin's templates for
-this job's dtype and config (cudasortkit/template.py), `alloc` takes
+this job's dtype and config (build/template.py's kernel cache), `alloc` takes
 temporaries from the device's memory pool (out of memory becomes MemoryError
 naming plugin and size), and `launch` runs a prepared kernel on the job's
 stream, turning CUDA errors and argument-count mistakes into KernelError
@@ -16,8 +16,8 @@ from typing import Any, Mapping
 from . import registry
 from ..dtypes import itemsize
 from ..errors import KernelError, describe
-from ..build.compiler import memo_kernel
-from ..build.template import SYNC_EVERY_LAUNCH, Kernel, KernelTemplate
+from ..build import template as _template
+from ..build.template import Kernel, kernel as template_kernel
 
 
 class Job:
@@ -66,7 +66,7 @@ class Job:
     def graphable(self) -> bool:
         """Whether a launch plan may capture this job's work into a CUDA
         graph (cudasortkit/graphs.py): not while every launch waits."""
-        return not SYNC_EVERY_LAUNCH
+        return not _template.SYNC_EVERY_LAUNCH
 
     @property
     def limits(self):
@@ -83,15 +83,11 @@ class Job:
         `config` and `value_bytes` default to the job's: pass them to build
         a helper kernel with other settings (e.g. keys only).
         """
-        config = self.config if config is None else config
-        value_bytes = self.value_bytes if value_bytes is None else value_bytes
-        package = type(self.plugin).template_package
-        # Looked up by the arguments as given: building the KernelTemplate
-        # first would cost a sort microseconds per kernel on every call.
-        key = (self.state.ordinal, package, template, name, self.dtype, value_bytes,
-               tuple(config.items()), tuple(defines.items()) if defines else ())
-        return memo_kernel(key, lambda: KernelTemplate(template, package, defines).kernel(
-            self.state, self.dtype, value_bytes, config, name, owner=self.plugin.name))
+        return template_kernel(
+            self.state, type(self.plugin).template_package, template,
+            tuple(defines.items()) if defines else (), self.dtype,
+            self.value_bytes if value_bytes is None else value_bytes,
+            self.config if config is None else config, name, self.plugin.name)
 
     def alloc(self, nbytes: int):
         """A device temporary of nbytes from the pool, freed when the job ends."""
@@ -118,36 +114,22 @@ class Job:
     def launch(self, kernel: Kernel, grid, block, *args, shared: int = 0) -> None:
         """Launch a prepared kernel on the job's stream; errors name it. The
         arguments must match the kernel's parameters in number."""
-        if len(args) != len(kernel.signature):
-            raise KernelError(
-                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: launched "
-                f"with {len(args)} arguments, but the kernel takes {len(kernel.signature)} "
-                f"({kernel.signature!r})")
+        kernel.check(args, self.plugin.name, self.dtype, self.config)
         grid = (grid, 1) if isinstance(grid, int) else tuple(grid)
         block = (block, 1, 1) if isinstance(block, int) else tuple(block)
         if grid[0] == 0:
             return
-        self.issue(kernel, grid, block, args, shared)
+        self.issue_packed(kernel, grid, block, kernel.pack(args), shared)
         if self.recorder is not None:
             self.recorder.launch(kernel, grid, block, args, shared)
 
-    def issue(self, kernel: Kernel, grid: tuple, block: tuple, args, shared: int) -> None:
-        """launch() without its argument handling (grid and block are tuples,
-        grid not empty): what launch() and a launch plan's replay share."""
-        self.issue_packed(kernel, grid, block, kernel.pack(args), shared)
-
     def issue_packed(self, kernel: Kernel, grid: tuple, block: tuple, packed: bytes,
                      shared: int) -> None:
-        """issue() with the parameters packed (Kernel.pack): a replay's launch."""
-        try:
-            kernel.issue_packed(self.state, self.stream, grid, block, packed, shared)
-            if SYNC_EVERY_LAUNCH:
-                self.stream.synchronize()
-        except self.state.cuda.Error as exc:
-            raise KernelError(
-                f"{describe(self.plugin.name, kernel.name, self.dtype, self.config)}: "
-                f"launch grid={grid} block={block} shared={shared} failed: {exc}"
-            ) from exc
+        """A launch with its parameters packed (Kernel.pack) on the job's
+        stream, errors naming the job (Kernel.launch_packed): every launch
+        of the job passes here, launch()'s and a launch plan's replay's."""
+        kernel.launch_packed(self.state, self.stream, grid, block, packed, shared,
+                             self.plugin.name, self.dtype, self.config)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes:
@@ -188,7 +170,7 @@ class Job:
         block is queued after this job's kernels: nothing waits here. With
         CUDASORTKIT_SYNC_LAUNCHES=1 it waits, so a fault names this job."""
         try:
-            if SYNC_EVERY_LAUNCH:
+            if _template.SYNC_EVERY_LAUNCH:
                 self.stream.synchronize()
         except self.state.cuda.Error as exc:
             raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
