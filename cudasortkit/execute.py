@@ -11,7 +11,6 @@ places the call in the caller's stream (cudasortkit/streams.py).
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,18 +50,31 @@ def check_index_dtype(index_dtype, n: int) -> np.dtype:
 RUN_ERRORS = (MemoryError, KernelError, ValueError)
 
 
-@dataclass
 class HostJob:
-    """What a CPU plugin's run() gets; it returns (sorted keys, values or None)."""
+    """What a CPU plugin's run() gets: the keys (and values) as NumPy arrays
+    and the request's settings, under the names a GPU plugin's Job uses for
+    the same things (n, dtype, value_bytes, kind, descending, stable,
+    config, segments, request). run() returns (sorted keys, sorted values or
+    argsort's indices, or None): docs/plugins.md, "A CPU plugin's run(job)"."""
 
-    kind: str
-    keys: np.ndarray
-    values: np.ndarray | None
-    descending: bool
-    stable: bool
-    config: dict
-    #: The request's segments (cudasortkit/segments.py), None for one array.
-    segments: object = None
+    __slots__ = ("request", "kind", "n", "dtype", "value_bytes", "descending", "stable",
+                 "segments", "keys", "values", "config")
+
+    def __init__(self, request: Request, keys: np.ndarray, values: np.ndarray | None,
+                 config: dict):
+        self.request = request
+        self.kind, self.n, self.dtype = request.kind, request.n, request.dtype
+        #: 0 for sort, the caller's index width for argsort (8: int64, 4: int32)
+        self.value_bytes = request.value_bytes
+        self.descending, self.stable = request.descending, request.stable
+        #: The request's segments (cudasortkit/segments.py), None for one array.
+        self.segments = request.segments
+        self.keys, self.values, self.config = keys, values, config
+
+    def __repr__(self):
+        return (f"HostJob(kind={self.kind!r}, n={self.n}, dtype={self.dtype!r}, "
+                f"value_bytes={self.value_bytes}, descending={self.descending}, "
+                f"stable={self.stable}, config={self.config!r})")
 
 
 def check_key_range(key_range, dtype: np.dtype):
@@ -201,9 +213,9 @@ def _verify_key_range(request: Request, keys: Operand, state) -> None:
 
 
 def _run_host(plugin, config, request, keys, values, targets, state):
-    job = HostJob(request.kind, keys.host(state), None if values is None else values.host(state),
-                  request.descending, request.stable,
-                  config or registry.call(plugin, "default_config"), request.segments)
+    job = HostJob(request, keys.host(state), None if values is None else values.host(state),
+                  config or registry.call(plugin, "default_config", request.dtype,
+                                              request.value_bytes))
     with registry.guarded(plugin, "run", expected=RUN_ERRORS):
         sorted_keys, sorted_values = plugin.run(job)
     k = v = None

@@ -6,9 +6,15 @@ import shutil
 import sys
 from importlib import metadata
 
+import numpy as np
 import pytest
 
+import cudasortkit as csk
 from cudasortkit import device, registry, render, testing
+from cudasortkit.execute import HostJob
+from cudasortkit.job import Job
+from cudasortkit.plugin import Request
+from cudasortkit.plugins.numpy_sort import NumpySort
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "csk_ranksort")
 NVCC = shutil.which("nvcc")
@@ -129,3 +135,65 @@ def test_check_plugin_conformance_on_the_gpu(name, plugin_class):
     """On a GPU, check_plugin also sorts, argsorts and sorts pairs with each
     plugin against NumPy's order (templates are compiled by the tests above)."""
     testing.check_plugin(plugin_class(name), compile=False)
+
+
+# ------------------------------------------------ what a CPU plugin's run() gets
+#: What a HostJob and a GPU Job both say, by the same names.
+SHARED = ("n", "dtype", "value_bytes", "kind", "descending", "stable", "config", "segments",
+          "request")
+
+
+@pytest.fixture
+def fresh_registry():
+    """Plugins a test registers, or takes out of service, are forgotten afterwards."""
+    yield
+    registry.refresh()
+
+
+class Recording(NumpySort):
+    """The CPU plugin, keeping every job it is given."""
+
+    name = "recording"
+    host_sort_is_numpy = False  # always through run()
+    jobs = []
+
+    def run(self, job):
+        self.jobs.append(job)
+        return super().run(job)
+
+
+def test_a_host_job_has_the_names_of_a_gpu_job():
+    from test_launchplan import StubState
+
+    request = Request("pairs", "int32", 6, stable=True, descending=True, value_bytes=8)
+    keys, values = np.arange(6, dtype=np.int32), np.zeros(6)
+    host = HostJob(request, keys, values, {"block_size": 128})
+    gpu = Job(Recording(), StubState(0x1000), dtype="int32", n=6, keys_in=0x100, keys_out=0x200,
+              values_in=0x300, values_out=0x400, value_bytes=8, descending=True,
+              config={"block_size": 128}, request=request)
+    assert {name: getattr(host, name) for name in SHARED} == \
+        {name: getattr(gpu, name) for name in SHARED}
+    assert host.keys is keys and host.values is values
+    bare = Job(Recording(), StubState(0x1000), dtype="int32", n=6, keys_in=0x100, keys_out=0x200)
+    assert (bare.kind, bare.stable, bare.segments) == ("sort", False, None)
+
+
+def test_a_cpu_plugin_gets_the_request_under_the_jobs_names(fresh_registry):
+    registry.register(Recording)
+    Recording.jobs.clear()
+    keys = np.array([3, 1, 2, 1, 0, 5], np.int32)
+    values = np.arange(6, dtype=np.float64)
+    csk.sort(keys, algorithm="recording", descending=True)
+    csk.argsort(keys, algorithm="recording", stable=True, index_dtype=np.int32)
+    csk.sort_by_key(keys, values, algorithm="recording")
+    csk.sort(keys.reshape(2, 3), algorithm="recording")
+    sort, argsort, pairs, rows = Recording.jobs
+    fields = [tuple(getattr(job, name) for name in
+                    ("kind", "n", "dtype", "value_bytes", "descending", "stable"))
+              for job in Recording.jobs]
+    assert fields == [("sort", 6, "int32", 0, True, False), ("argsort", 6, "int32", 4, False, True),
+                      ("pairs", 6, "int32", 8, False, True), ("sort", 6, "int32", 0, False, False)]
+    assert all(job.config == {} and job.request.n == job.n for job in Recording.jobs)
+    assert np.array_equal(sort.keys, keys) and sort.values is None and argsort.values is None
+    assert np.array_equal(pairs.values, values)
+    assert sort.segments is None and (rows.segments.count, rows.segments.max_len) == (2, 3)
