@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit import device, registry, render, testing
+from cudasortkit import SortPlugin, Tunable, device, registry, render, testing
+from cudasortkit.errors import PluginError
 from cudasortkit.execute import HostJob
 from cudasortkit.job import Job
 from cudasortkit.plugin import Request
@@ -101,8 +102,6 @@ def test_check_plugin_compiles_every_rendering(name, plugin_class, no_gpu, monke
 @pytest.mark.nvcc
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_check_templates_names_a_rendering_that_does_not_compile(tmp_path, monkeypatch):
-    from cudasortkit import SortPlugin, Tunable
-
     (tmp_path / "bad_kernels").mkdir()
     (tmp_path / "bad_kernels" / "__init__.py").write_text("")
     (tmp_path / "bad_kernels" / "bad.cu").write_text(
@@ -197,3 +196,153 @@ def test_a_cpu_plugin_gets_the_request_under_the_jobs_names(fresh_registry):
     assert np.array_equal(sort.keys, keys) and sort.values is None and argsort.values is None
     assert np.array_equal(pairs.values, values)
     assert sort.segments is None and (rows.segments.count, rows.segments.max_len) == (2, 3)
+
+
+# ------------------------------------------------- a plugin's results, checked
+class Wrong(NumpySort):
+    """The CPU plugin, first choice of auto, whose results `mangle` spoils."""
+
+    name = "wrong"
+    host_sort_is_numpy = False
+    priority = 1
+    mangle = staticmethod(lambda job, result: result)
+
+    def run(self, job):
+        return self.mangle(job, super().run(job))
+
+
+#: kind -> (how run()'s result is spoilt, what the reason says)
+WRONG_RESULTS = {
+    "one key": ("sort", lambda job, r: (r[0][:1], r[1]),
+                r"run returned keys of shape \(1,\) for 6 keys"),
+    "keys widened": ("sort", lambda job, r: (r[0].astype(np.int64), r[1]),
+                     "run returned keys of dtype int64 for int32 keys"),
+    "keys as rows": ("sort", lambda job, r: (r[0].reshape(2, 3), r[1]),
+                     r"run returned keys of shape \(2, 3\) for 6 keys"),
+    "keys as a list": ("sort", lambda job, r: (list(r[0]), r[1]),
+                       "run returned keys as list, not a NumPy array"),
+    "keys alone": ("sort", lambda job, r: r[0], "run returned ndarray, not a .keys, values. pair"),
+    "a triple": ("sort", lambda job, r: (*r, None), "run returned tuple, not a .keys, values. pair"),
+    "indices as floats": ("argsort", lambda job, r: (r[0], r[1].astype(np.float64)),
+                          "run returned argsort indices of dtype float64, not an integer dtype"),
+    "no indices": ("argsort", lambda job, r: (r[0], None),
+                   "run returned argsort indices as NoneType, not a NumPy array"),
+    "values short": ("pairs", lambda job, r: (r[0], r[1][:-1]),
+                     r"run returned values of shape \(5,\) for 6 keys"),
+    "values narrowed": ("pairs", lambda job, r: (r[0], r[1].astype(np.float32)),
+                        "run returned values of dtype float32 for float64 values"),
+}
+KEYS = np.array([3, 1, 2, 1, 0, 5], np.int32)
+VALUES = np.arange(6, dtype=np.float64)
+
+
+def _call(kind, algorithm, out=None, values_out=None):
+    if kind == "sort":
+        return csk.sort(KEYS, algorithm=algorithm, out=out), None
+    if kind == "argsort":
+        return None, csk.argsort(KEYS, algorithm=algorithm, stable=True)
+    return csk.sort_by_key(KEYS, VALUES, algorithm=algorithm, out=out, values_out=values_out)
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_RESULTS))
+def test_a_wrong_result_disables_the_plugin_and_leaves_out_untouched(case, fresh_registry,
+                                                                      monkeypatch):
+    kind, mangle, reason = WRONG_RESULTS[case]
+    monkeypatch.setattr(Wrong, "mangle", staticmethod(mangle))
+    registry.register(Wrong)
+    out, values_out = np.full(6, -7, np.int32), np.full(6, -7.0)
+    with pytest.raises(PluginError, match=f"plugin 'wrong' failed and is disabled: {reason}"):
+        _call(kind, "wrong", out=out if kind != "argsort" else None,
+              values_out=values_out if kind == "pairs" else None)
+    assert (out == -7).all() and (values_out == -7.0).all(), "out= was written"
+    entry = registry.entries()["wrong"]
+    assert not entry.ok and entry.error.startswith("run returned")
+    with pytest.raises(ValueError, match="'wrong' is disabled: run returned"):
+        _call(kind, "wrong")
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_RESULTS))
+def test_auto_chooses_again_when_a_result_is_wrong(case, fresh_registry, monkeypatch):
+    kind, mangle, _ = WRONG_RESULTS[case]
+    monkeypatch.setattr(Wrong, "mangle", staticmethod(mangle))
+    registry.register(Wrong)
+    want = np.argsort(KEYS, kind="stable")
+    keys, values = _call(kind, "auto")
+    if kind != "argsort":
+        assert np.array_equal(keys, KEYS[want]) and keys.dtype == KEYS.dtype
+    if kind == "argsort":
+        assert np.array_equal(values, want)
+    elif kind == "pairs":
+        assert np.array_equal(values, VALUES[want]) and values.dtype == VALUES.dtype
+    assert not registry.entries()["wrong"].ok, "auto did not try the wrong plugin first"
+
+
+def test_results_the_contract_allows_are_accepted(fresh_registry, monkeypatch):
+    """int32 (or any integer) argsort indices are converted; the part of the
+    pair a kind does not use is not looked at."""
+    monkeypatch.setattr(Wrong, "mangle", staticmethod(
+        lambda job, r: (None, r[1].astype(np.int32)) if job.kind == "argsort" else (r[0], "unused")
+        if job.kind == "sort" else r))
+    registry.register(Wrong)
+    want = np.argsort(KEYS, kind="stable")
+    got = csk.argsort(KEYS, algorithm="wrong", stable=True)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert np.array_equal(csk.sort(KEYS, algorithm="wrong"), KEYS[want])
+    assert registry.entries()["wrong"].ok
+
+
+class ReturnsArrays(SortPlugin):
+    """A GPU plugin whose run() hands back arrays instead of writing the job's outputs."""
+
+    name = "returns_arrays"
+    dtypes = ("uint32",)
+    tunables = {"block_size": Tunable(128)}
+    templates = ("bitonic.cu",)
+
+    def run(self, job):
+        return np.zeros(job.n, np.uint32), None
+
+
+class ReturnsArraysReplayable(ReturnsArrays):
+    name = "returns_arrays_replayable"
+    replayable = True
+
+
+@pytest.mark.parametrize("cls", [ReturnsArrays, ReturnsArraysReplayable])
+def test_a_gpu_plugin_that_returns_a_result_is_disabled(cls, fresh_registry):
+    """A GPU plugin writes job.keys_out and returns None; what it returns
+    instead never reaches the caller, and its run is never replayed."""
+    from test_launchplan import StubState
+
+    from cudasortkit import devicesort, launchplan
+
+    registry.register(cls)
+    plugin = registry.plugins()[cls.name]
+    launchplan.forget()
+    with pytest.raises(PluginError, match=f"'{cls.name}'.*run returned tuple; a GPU plugin "
+                                          r"writes job.keys_out \(and job.values_out\)"):
+        devicesort.run_job(plugin, None, Request("sort", "uint32", 100), StubState(0x1000), 100,
+                           0x100, 0x200, 0, 0, ())
+    assert not registry.entries()[cls.name].ok
+    assert not launchplan._plans, "a run that returned something was recorded for replay"
+
+
+@pytest.mark.gpu
+def test_auto_chooses_again_when_a_gpu_plugin_returns_a_result(fresh_registry, rng):
+    from helpers import to_device, to_numpy
+
+    from cudasortkit.plugins.bitonic import BitonicSort
+
+    class SortsAndReturns(BitonicSort):
+        name = "sorts_and_returns"
+        priority = 0  # auto's first choice for device keys
+        replayable = False
+
+        def run(self, job):
+            super().run(job)
+            return job.keys_out
+
+    registry.register(SortsAndReturns)
+    a = rng.integers(0, 1000, 5000).astype(np.int32)
+    assert np.array_equal(to_numpy(csk.sort(to_device(a))), np.sort(a))
+    assert registry.entries()["sorts_and_returns"].error.startswith("run returned int")
