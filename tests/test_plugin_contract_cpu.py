@@ -261,6 +261,16 @@ def test_a_wrong_result_disables_the_plugin_and_leaves_out_untouched(case, fresh
         _call(kind, "wrong")
 
 
+def test_an_in_place_sort_with_a_wrong_result_leaves_the_array_as_it_was(fresh_registry,
+                                                                          monkeypatch):
+    monkeypatch.setattr(Wrong, "mangle", staticmethod(lambda job, r: (r[0], r[1][:1])))
+    registry.register(Wrong)
+    keys, values = KEYS.copy(), VALUES.copy()
+    with pytest.raises(PluginError, match=r"run returned values of shape \(1,\) for 6 keys"):
+        csk.sort_by_key(keys, values, algorithm="wrong", out=keys, values_out=values)
+    assert np.array_equal(keys, KEYS) and np.array_equal(values, VALUES)
+
+
 @pytest.mark.parametrize("case", sorted(WRONG_RESULTS))
 def test_auto_chooses_again_when_a_result_is_wrong(case, fresh_registry, monkeypatch):
     kind, mangle, _ = WRONG_RESULTS[case]
