@@ -39,8 +39,11 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     lets range-limited algorithms (counting sort) skip measuring it; keys
     outside it raise ValueError. `stream`: see docs/api.md (default: the
     current stream of the array's library). progress=True shows a tqdm bar
-    while a large host array is sorted (docs/host.md).
+    while a large host array is sorted (docs/host.md). stable=None is the
+    default (False), as in NumPy and PyTorch.
     """
+    if stable is None:
+        stable = False
     if axis == -1 and out is None and key_range is None and stream is None:
         if (type(a) is np.ndarray and algorithm == "auto" and descending is False
                 and a.ndim == 1 and type(stable) is bool):
@@ -66,7 +69,10 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
     descending=True, stable=True). index_dtype=np.int32 returns int32
-    indices (1-D arrays of fewer than 2^31 keys), which moves less memory."""
+    indices (1-D arrays of fewer than 2^31 keys), which moves less memory.
+    stable=None is the default (False)."""
+    if stable is None:
+        stable = False
     if index_dtype is not np.int64:
         # keys counted from the shape: torch's `size` is a method
         index_dtype = check_index_dtype(index_dtype, math.prod(getattr(a, "shape", ())))
@@ -115,7 +121,9 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     """Every segment keys[offsets[s]:offsets[s+1]] sorted on its own (CUB-style
     offsets: segments + 1 int32/int64 values from 0 to len(keys), never
     decreasing, on the host or the device). With `values`: (keys, values),
-    a stable key-value sort per segment."""
+    a stable key-value sort per segment. stable=None is the default (False)."""
+    if stable is None:
+        stable = False
     _check_flags(descending, stable, algorithm)
     kind = "sort" if values is None else "pairs"
     return batched.segmented(_execute, kind, keys, offsets, values, descending,
@@ -125,7 +133,10 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
 def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorithm="auto",
                       stream=None):
     """int64 positions (in the whole of `keys`) that sort every segment of
-    `keys` on its own (offsets as for segmented_sort)."""
+    `keys` on its own (offsets as for segmented_sort). stable=None is the
+    default (False)."""
+    if stable is None:
+        stable = False
     _check_flags(descending, stable, algorithm)
     return batched.segmented(_execute, "argsort", keys, offsets, None, descending, stable,
                              algorithm, stream)
@@ -155,9 +166,12 @@ def algorithms() -> list:
 
 # ------------------------------------------------------------ argument checks
 def _check_flags(descending, stable, algorithm) -> None:
-    for name, value in (("descending", descending), ("stable", stable)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
+    """descending and stable are bools (stable=None was made False by the
+    caller: NumPy's and PyTorch's default), algorithm a name."""
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, got {descending!r}")
+    if not isinstance(stable, (bool, np.bool_)):
+        raise TypeError(f"stable must be True, False or None (the default), got {stable!r}")
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
 
@@ -209,6 +223,8 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
     sort, or `offsets` for a ragged segmented sort of 1-D `a`.
     """
+    if stable is None:
+        stable = False
     from .tuning.policy import Decision
 
     if kind not in REQUEST_KINDS:

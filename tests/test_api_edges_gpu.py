@@ -1,0 +1,49 @@
+"""API edges of issue 26 (section 3) with CuPy arrays and CUDA tensors: the
+same rules as tests/test_api_edges_cpu.py on every device path, including the
+prepared path a repeated call of one shape takes (cudasortkit/prepared.py)."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+
+pytestmark = pytest.mark.gpu
+
+
+def _device_arrays(host):
+    """(library name, device array, to_numpy) for CuPy and torch, where installed."""
+    found = []
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        found.append(("cupy", cupy.asarray(host), cupy.asnumpy))
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        found.append(("torch", torch.from_numpy(host).cuda(), lambda t: t.cpu().numpy()))
+    if not found:
+        pytest.skip("neither CuPy nor a CUDA torch is installed")
+    return found
+
+
+# ------------------------------------------------------------ 1. stable=None
+@pytest.mark.parametrize("algorithm", ["auto", "bitonic"])
+def test_stable_none_on_device_arrays(algorithm):
+    host = np.array([5, 3, 9, 1, 3, 7, 0, 2], np.int32)
+    for name, a, to_numpy in _device_arrays(host):
+        for _ in range(3):  # repeats take the prepared path where auto prepares one
+            assert to_numpy(csk.sort(a, stable=None, algorithm=algorithm)).tolist() == \
+                sorted(host.tolist()), name
+            order = to_numpy(csk.argsort(a, stable=None, algorithm=algorithm))
+            assert host[order].tolist() == sorted(host.tolist()), name
+        grid = a.reshape(2, 4)
+        assert to_numpy(csk.sort(grid, axis=0, stable=None)).tolist() == \
+            np.sort(host.reshape(2, 4), axis=0).tolist(), name
+        offsets = np.array([0, 3, 8])
+        assert to_numpy(csk.segmented_sort(a, offsets, stable=None)).tolist() == \
+            sorted(host[:3].tolist()) + sorted(host[3:].tolist()), name
+        order = to_numpy(csk.segmented_argsort(a, offsets, stable=None))
+        assert host[order].tolist() == sorted(host[:3].tolist()) + sorted(host[3:].tolist())
