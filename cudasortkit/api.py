@@ -233,7 +233,7 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
         raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
                          "without values, kind is 'sort' or 'argsort'")
     _check_flags(descending, stable, algorithm)
-    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm)
+    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm, kind)
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
                            segments)
     if algorithm != "auto":

@@ -64,9 +64,12 @@ class _FlatInterface:
 
 class Rows:
     """A caller's array seen as rows along `axis`: `flat` is a 1-D array of
-    the caller's library (the axis moved last, C order), `rows` x `row_len`."""
+    the caller's library (the axis moved last, C order), `rows` x `row_len`.
+    `zero_d_as_1d`: a 0-d array is one key along one axis, as NumPy's argsort
+    sees it (its axis check makes 0-d arrays 1-D); sorts refuse any axis of
+    a 0-d array (only axis=None flattens it)."""
 
-    def __init__(self, a, axis, what: str, stream):
+    def __init__(self, a, axis, what: str, stream, zero_d_as_1d: bool = False):
         self.what = what
         library = library_of(a)
         if library == "masked":
@@ -84,6 +87,8 @@ class Rows:
         self.original = a
         self.stream = stream
         shape = self._shape(a, library)
+        if not shape and zero_d_as_1d:
+            shape = (1,)
         self.shape = shape
         self.axis = normalize_axis(axis, len(shape)) if (axis is not None or shape) else None
         n = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -136,13 +141,14 @@ class Rows:
             with self.stream_context():
                 m = a.movedim(self.axis, -1) if self.moves else a
                 return m.contiguous().reshape(-1)
-        if len(self.shape) == 1:
-            return a
         cai = a.__cuda_array_interface__
+        own_shape = tuple(cai["shape"])  # () for a 0-d array seen as 1-D
+        if len(own_shape) == 1:
+            return a
         strides = cai.get("strides")
         dtype = getattr(a, "dtype", None)
         itemsize = np.dtype(cai["typestr"] if dtype is None else dtype).itemsize
-        contiguous = strides is None or tuple(strides) == _c_strides(self.shape, itemsize)
+        contiguous = strides is None or tuple(strides) == _c_strides(own_shape, itemsize)
         if self.moves or not contiguous:
             raise ValueError(f"{self.what}: sorting {type(a).__name__} along axis {self.axis} needs "
                              "a C-contiguous array sorted along its last axis (or axis=None); "
@@ -233,7 +239,7 @@ def sort_along(execute, kind: str, a, values, axis, descending, stable, algorith
                values_out, key_range, stream):
     """sort / argsort / sort_by_key of `a` along `axis` (api's arguments;
     `execute` is api._execute). Returns what the public function returns."""
-    rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream)
+    rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream, kind == "argsort")
     vrows = None
     if values is not None:
         vrows = Rows(values, axis, "values", stream)
@@ -290,10 +296,10 @@ def _ragged(keys: Operand, values, offsets, algorithm: str, stream) -> Segments 
     return segments if segments.count != 1 or _named_segmented(algorithm) else None
 
 
-def request_parts(a, axis, values=None, offsets=None, algorithm="auto"):
+def request_parts(a, axis, values=None, offsets=None, algorithm="auto", kind="sort"):
     """(keys Operand, values Operand or None, Segments or None) of `a` along
     `axis`, or in ragged segments when `offsets` are given, for explain()."""
-    rows = Rows(a, axis, "a", None)
+    rows = Rows(a, axis, "a", None, kind == "argsort")
     vals = None if values is None else Operand(Rows(values, axis, "values", None).flat, "values")
     keys = Operand(rows.flat, "a")
     if offsets is None:

@@ -45,3 +45,56 @@ def test_stable_none_with_torch_cpu_tensors():
     assert csk.sort(t, stable=None).tolist() == [1.0, 2.0, 3.0]
     assert csk.argsort(t, stable=None).tolist() == [1, 2, 0]
     assert csk.sort(t.reshape(1, 3), axis=0, stable=None).tolist() == [[3.0, 1.0, 2.0]]
+
+
+# ------------------------------------------------------------ 2. 0-d arrays
+def _zero_d_inputs():
+    """0-d inputs of every host kind: a NumPy array, a NumPy scalar, a Python
+    float, a CPU tensor (if torch is installed)."""
+    found = [np.array(0.5, np.float32), np.float32(0.5), 0.5]
+    try:
+        import torch
+    except ImportError:
+        return found
+    return found + [torch.tensor(0.5)]
+
+
+def _as_list(x):
+    return x.tolist() if hasattr(x, "tolist") else list(x)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, -2])
+def test_zero_d_sorted_along_an_axis_raises_numpys_axis_error(axis):
+    for a in _zero_d_inputs():
+        with pytest.raises(np.exceptions.AxisError):
+            np.sort(np.asarray(a), axis=axis)
+        with pytest.raises(np.exceptions.AxisError):
+            csk.sort(a, axis=axis)
+        with pytest.raises(np.exceptions.AxisError):
+            csk.sort_by_key(a, a, axis=axis)
+
+
+def test_zero_d_with_axis_none_is_flattened_as_numpy_does():
+    for a in _zero_d_inputs():
+        assert _as_list(csk.sort(a, axis=None)) == np.sort(np.asarray(a), axis=None).tolist()
+        assert _as_list(csk.argsort(a, axis=None)) == [0]
+        keys, values = csk.sort_by_key(a, a, axis=None)
+        assert _as_list(keys) == [0.5] and _as_list(values) == [0.5]
+    got = csk.sort(np.float32(0.5), axis=None)
+    assert isinstance(got, np.ndarray) and got.shape == (1,) and got.dtype == np.float32
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, None])
+def test_argsort_of_zero_d_is_numpys(axis):
+    # NumPy's argsort sees a 0-d array as 1-D of one key (PyArray_CheckAxis):
+    # axis -1 and 0 give [0]; axis 1 is out of bounds "for array of dimension 1".
+    for a in _zero_d_inputs():
+        try:
+            want = np.argsort(np.asarray(a), axis=axis).tolist()
+        except np.exceptions.AxisError:
+            with pytest.raises(np.exceptions.AxisError, match="dimension 1"):
+                csk.argsort(a, axis=axis)
+            continue
+        got = csk.argsort(a, axis=axis)
+        assert _as_list(got) == want == [0]
+        assert type(got) is (np.ndarray if not hasattr(a, "is_cuda") else type(a))

@@ -47,3 +47,28 @@ def test_stable_none_on_device_arrays(algorithm):
             sorted(host[:3].tolist()) + sorted(host[3:].tolist()), name
         order = to_numpy(csk.segmented_argsort(a, offsets, stable=None))
         assert host[order].tolist() == sorted(host[:3].tolist()) + sorted(host[3:].tolist())
+
+
+# ------------------------------------------------------------ 2. 0-d arrays
+@pytest.mark.parametrize("axis", [-1, 0, 1, None])
+def test_zero_d_device_arrays_follow_numpy(axis):
+    host = np.array(0.5, np.float32)
+    for name, a, to_numpy in _device_arrays(host):
+        try:
+            want = np.sort(host, axis=axis)
+        except np.exceptions.AxisError:
+            with pytest.raises(np.exceptions.AxisError):
+                csk.sort(a, axis=axis)
+            with pytest.raises(np.exceptions.AxisError):
+                csk.sort_by_key(a, a, axis=axis)
+        else:
+            got = csk.sort(a, axis=axis)
+            assert type(got) is type(a) and to_numpy(got).tolist() == want.tolist() == [0.5], name
+        try:
+            want = np.argsort(host, axis=axis)  # [0] for axis -1, 0 and None
+        except np.exceptions.AxisError:
+            with pytest.raises(np.exceptions.AxisError):
+                csk.argsort(a, axis=axis)
+        else:
+            got = csk.argsort(a, axis=axis)
+            assert type(got) is type(a) and to_numpy(got).tolist() == want.tolist() == [0], name
