@@ -273,7 +273,12 @@ class Operand:
         return int(self._upload)
 
     def wrap_host(self, result: np.ndarray):
-        """A host result as the caller's library would return it."""
+        """A host result as the caller's library would return it: C order
+        with positive strides. (NumPy calls a reversed view of one key
+        contiguous, as a plugin's descending sort may return it;
+        torch.from_numpy refuses its negative stride.)"""
+        if result.strides and result.strides[0] < 0:
+            result = result.copy()
         if self.library == "numpy":
             return result
         if self.library == "torch-cpu":

@@ -98,3 +98,38 @@ def test_argsort_of_zero_d_is_numpys(axis):
         got = csk.argsort(a, axis=axis)
         assert _as_list(got) == want == [0]
         assert type(got) is (np.ndarray if not hasattr(a, "is_cuda") else type(a))
+
+
+# ------------------------------------------- 3. one key, descending: layout
+def _positive_c_layout(x: np.ndarray) -> bool:
+    return x.flags.c_contiguous and all(s > 0 for s in x.strides)
+
+
+@pytest.mark.parametrize("shape, axis", [((1,), -1), ((1, 1), -1), ((1, 1), 0), ((1,), None),
+                                         ((1, 1), None), ((0,), -1)])
+def test_one_key_descending_results_have_positive_strides(shape, axis):
+    a = np.full(shape, 5.0)
+    for algorithm in ("auto", "numpy"):
+        for stable in (False, True):
+            got = csk.sort(a, axis=axis, descending=True, stable=stable, algorithm=algorithm)
+            assert _positive_c_layout(got) or got.size == 0 and got.flags.c_contiguous, got.strides
+            assert got.tolist() == np.sort(a, axis=axis).tolist()
+            order = csk.argsort(a, axis=axis, descending=True, stable=stable, algorithm=algorithm)
+            assert _positive_c_layout(order) or order.size == 0
+    keys, values = csk.sort_by_key(a, np.ones(shape, np.int64), axis=axis, descending=True)
+    assert _positive_c_layout(keys) or keys.size == 0
+    assert _positive_c_layout(values) or values.size == 0
+
+
+@pytest.mark.parametrize("shape, axis", [((1,), -1), ((1, 1), -1), ((1,), None), ((1, 1), None)])
+def test_one_key_descending_torch_cpu_tensor(shape, axis):
+    torch = pytest.importorskip("torch")
+    t = torch.full(shape, 5.0)
+    for stable in (False, True):
+        got = csk.sort(t, axis=axis, descending=True, stable=stable)
+        assert isinstance(got, torch.Tensor) and got.tolist() == t.reshape(got.shape).tolist()
+        order = csk.argsort(t, axis=axis, descending=True, stable=stable)
+        assert order.flatten().tolist() == [0]
+    keys, values = csk.sort_by_key(t, torch.ones(shape, dtype=torch.int64), axis=axis,
+                                   descending=True)
+    assert keys.flatten().tolist() == [5.0] and values.flatten().tolist() == [1]

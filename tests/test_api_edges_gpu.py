@@ -72,3 +72,16 @@ def test_zero_d_device_arrays_follow_numpy(axis):
         else:
             got = csk.argsort(a, axis=axis)
             assert type(got) is type(a) and to_numpy(got).tolist() == want.tolist() == [0], name
+
+
+# ------------------------------------------- 3. one key, descending: layout
+@pytest.mark.parametrize("shape, axis", [((1,), -1), ((1, 1), -1), ((1,), None), ((1, 1), None)])
+@pytest.mark.parametrize("algorithm", ["auto", "numpy", "bitonic"])
+def test_one_key_descending_on_device_arrays(shape, axis, algorithm):
+    host = np.full(shape, 5.0, np.float32)
+    for name, a, to_numpy in _device_arrays(host):
+        for stable in (False, True):
+            got = csk.sort(a, axis=axis, descending=True, stable=stable, algorithm=algorithm)
+            assert type(got) is type(a) and to_numpy(got).flatten().tolist() == [5.0], name
+            order = csk.argsort(a, axis=axis, descending=True, stable=stable, algorithm=algorithm)
+            assert to_numpy(order).flatten().tolist() == [0], name
