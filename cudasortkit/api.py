@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from . import batched, registry
-from .arrays import Operand
+from .arrays import Operand, check_outputs_apart
 from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
 from .execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
@@ -105,6 +105,8 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     """(sorted keys, values in the same order) along `axis`; stable. Values
     are 4- or 8-byte numbers of the keys' shape."""
     _check_flags(descending, True, algorithm)
+    if out is not None or values_out is not None:
+        check_outputs_apart(keys, values, out, values_out)
     if axis != -1 or getattr(keys, "ndim", None) != 1 or getattr(values, "ndim", None) != 1:
         return batched.sort_along(_execute, "pairs", keys, values, axis, descending, True,
                                   algorithm, out, values_out, key_range, stream)

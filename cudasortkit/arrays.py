@@ -391,3 +391,57 @@ def _torch_empty(n, dtype, device, stream: int):
 
 def overlaps(ptr_a: int, nbytes_a: int, ptr_b: int, nbytes_b: int) -> bool:
     return nbytes_a > 0 and nbytes_b > 0 and ptr_a < ptr_b + nbytes_b and ptr_b < ptr_a + nbytes_a
+
+
+def memory_span(x) -> tuple | None:
+    """(lowest address, bytes up to the highest) of the memory a caller's
+    array of any shape and strides spans, host or device; None for objects
+    that are not arrays (a list is converted to a new array: never shared)."""
+    library = library_of(x)
+    if library == "other":
+        return None
+    if library in ("numpy", "masked"):
+        ptr, shape, strides, itemsize = (x.__array_interface__["data"][0], x.shape, x.strides,
+                                         x.itemsize)
+    elif library in ("torch", "torch-cpu"):
+        itemsize = x.element_size()
+        ptr, shape = x.data_ptr(), tuple(x.shape)
+        strides = tuple(s * itemsize for s in x.stride())
+    else:
+        cai = x.__cuda_array_interface__
+        ptr, shape = int(cai["data"][0]), tuple(cai["shape"])
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        strides = cai.get("strides") or c_strides(shape, itemsize)
+    if 0 in shape:
+        return ptr, 0
+    low = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
+    high = sum((d - 1) * s for d, s in zip(shape, strides) if s > 0) + itemsize
+    return ptr + low, high - low
+
+
+def c_strides(shape, itemsize) -> tuple:
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
+def check_outputs_apart(keys, values, out, values_out) -> None:
+    """sort_by_key's rule, host and device, any shape: out may be the keys
+    (in place) and values_out the values, but no output shares memory with
+    the other output or the other input (the sort would overwrite what it
+    still reads, or one result the other). Memory spans are compared, so
+    outputs interleaved in one buffer count as overlapping."""
+    for (what, x), (other, y) in ((("out", out), ("values_out", values_out)),
+                                  (("out", out), ("the input values", values)),
+                                  (("values_out", values_out), ("the input keys", keys))):
+        if x is None or y is None:
+            continue
+        a, b = memory_span(x), memory_span(y)
+        if a is not None and b is not None and overlaps(*a, *b):
+            if other == "values_out":
+                raise ValueError("out and values_out overlap: one result would overwrite the "
+                                 "other; pass separate arrays")
+            raise ValueError(f"{what} overlaps {other}, which the sort still reads; sort in "
+                             "place (out=keys, values_out=values) or into separate arrays")

@@ -23,7 +23,7 @@ import operator
 import numpy as np
 
 from . import registry
-from .arrays import Operand, library_of, torch_to_numpy_dtype
+from .arrays import Operand, c_strides, library_of, torch_to_numpy_dtype
 from .execute import caller_ordering
 from .segments import Segments, check_offsets
 from .streams import cupy_stream, handle_of
@@ -148,7 +148,7 @@ class Rows:
         strides = cai.get("strides")
         dtype = getattr(a, "dtype", None)
         itemsize = np.dtype(cai["typestr"] if dtype is None else dtype).itemsize
-        contiguous = strides is None or tuple(strides) == _c_strides(own_shape, itemsize)
+        contiguous = strides is None or tuple(strides) == c_strides(own_shape, itemsize)
         if self.moves or not contiguous:
             raise ValueError(f"{self.what}: sorting {type(a).__name__} along axis {self.axis} needs "
                              "a C-contiguous array sorted along its last axis (or axis=None); "
@@ -190,14 +190,6 @@ def _named_segmented(algorithm: str) -> bool:
         return False
     entry = registry.entries().get(algorithm)
     return bool(entry is not None and entry.plugin is not None and entry.plugin.segmented)
-
-
-def _c_strides(shape, itemsize) -> tuple:
-    strides, step = [], itemsize
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= dim
-    return tuple(reversed(strides))
 
 
 # ------------------------------------------------------------------- out=

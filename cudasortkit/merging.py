@@ -100,7 +100,10 @@ def _merge(a: Operand, b: Operand, av: Operand | None, bv: Operand | None, desce
 
 def _check_no_overlap(inputs, targets) -> None:
     """One rule on the host and the GPU: out= and values_out= never share
-    memory with an input (a merge cannot run in place)."""
+    memory with an input (a merge cannot run in place) or with each other."""
+    if len(targets) == 2 and overlaps(*targets[0].span(), *targets[1].span()):
+        raise ValueError("out and values_out overlap: one result would overwrite the other; "
+                         "pass separate arrays")
     for t in targets:
         tptr, tn = t.span()
         for x in inputs:

@@ -133,3 +133,61 @@ def test_one_key_descending_torch_cpu_tensor(shape, axis):
     keys, values = csk.sort_by_key(t, torch.ones(shape, dtype=torch.int64), axis=axis,
                                    descending=True)
     assert keys.flatten().tolist() == [5.0] and values.flatten().tolist() == [1]
+
+
+# ------------------------------------------- 4. outputs that share memory
+def test_sort_by_key_outputs_that_overlap_are_refused():
+    k = np.array([3, 1, 2], np.int64)
+    v = np.array([30, 10, 20], np.int64)
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, out=k, values_out=k)
+    buf = np.zeros(5, np.int64)
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, out=buf[:3], values_out=buf[2:])
+    # an output over the other input: the sort would overwrite what it still reads
+    with pytest.raises(ValueError, match="out overlaps the input values"):
+        csk.sort_by_key(k, v, out=v)
+    with pytest.raises(ValueError, match="values_out overlaps the input keys"):
+        csk.sort_by_key(k, v, values_out=k)
+    assert k.tolist() == [3, 1, 2] and v.tolist() == [30, 10, 20]  # nothing written
+    assert buf.tolist() == [0] * 5
+    # separate outputs (neighbours in one buffer), and in place, are fine
+    ko, vo = csk.sort_by_key(k, v, out=buf[:3], values_out=np.empty(3, np.int64))
+    assert ko.tolist() == [1, 2, 3] and vo.tolist() == [10, 20, 30]
+    ko, vo = csk.sort_by_key(k, v, out=k, values_out=v)
+    assert ko is k and vo is v and k.tolist() == [1, 2, 3] and v.tolist() == [10, 20, 30]
+
+
+def test_sort_by_key_overlapping_outputs_along_an_axis_are_refused():
+    k = np.array([[3, 1], [2, 0]], np.int64)
+    v = k * 10
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, axis=0, out=k, values_out=k)
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, axis=0, out=v, values_out=v)
+    both = np.zeros((2, 2, 2), np.int64)  # strided outputs, interleaved: they overlap
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, axis=0, out=both[..., 0], values_out=both[..., 1])
+    assert k.tolist() == [[3, 1], [2, 0]] and v.tolist() == [[30, 10], [20, 0]]
+    ko, vo = csk.sort_by_key(k, v, axis=0, out=k, values_out=v)
+    assert ko.tolist() == [[2, 0], [3, 1]] and vo.tolist() == [[20, 0], [30, 10]]
+
+
+def test_sort_by_key_overlapping_torch_outputs_are_refused():
+    torch = pytest.importorskip("torch")
+    k = torch.tensor([3, 1, 2])
+    v = torch.tensor([30, 10, 20])
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, out=k, values_out=k)
+    out = torch.empty(3, dtype=torch.int64)
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.sort_by_key(k, v, out=out, values_out=torch.from_numpy(out.numpy()))  # one memory
+    assert k.tolist() == [3, 1, 2]
+
+
+def test_merge_by_key_outputs_that_overlap_are_refused():
+    buf = np.zeros(4, np.int64)
+    with pytest.raises(ValueError, match="out and values_out overlap"):
+        csk.merge_by_key(np.array([1, 3]), np.array([10, 30]), np.array([2, 4]),
+                         np.array([20, 40]), out=buf, values_out=buf)
+    assert buf.tolist() == [0] * 4

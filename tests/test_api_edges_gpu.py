@@ -85,3 +85,20 @@ def test_one_key_descending_on_device_arrays(shape, axis, algorithm):
             assert type(got) is type(a) and to_numpy(got).flatten().tolist() == [5.0], name
             order = csk.argsort(a, axis=axis, descending=True, stable=stable, algorithm=algorithm)
             assert to_numpy(order).flatten().tolist() == [0], name
+
+
+# ------------------------------------------- 4. outputs that share memory
+def test_sort_by_key_overlapping_device_outputs_are_refused():
+    k = np.array([3, 1, 2, 0], np.int64)
+    for name, keys, to_numpy in _device_arrays(k):
+        values = keys * 10
+        with pytest.raises(ValueError, match="out and values_out overlap"):
+            csk.sort_by_key(keys, values, out=keys, values_out=keys)
+        with pytest.raises(ValueError, match="out overlaps the input values"):
+            csk.sort_by_key(keys, values, out=values, algorithm="bitonic")
+        with pytest.raises(ValueError, match="out and values_out overlap"):
+            csk.sort_by_key(keys.reshape(2, 2), values.reshape(2, 2), axis=0,
+                            out=keys.reshape(2, 2), values_out=keys.reshape(2, 2))
+        assert to_numpy(keys).tolist() == [3, 1, 2, 0], name
+        ko, vo = csk.sort_by_key(keys, values, out=keys, values_out=values, algorithm="bitonic")
+        assert to_numpy(ko).tolist() == [0, 1, 2, 3] and to_numpy(vo).tolist() == [0, 10, 20, 30]
