@@ -69,34 +69,27 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
     descending=True, stable=True). index_dtype=np.int32 returns int32
-    indices (1-D arrays of fewer than 2^31 keys), which moves less memory.
+    indices, which moves less memory, where the argsort is one 1-D sort of
+    fewer than 2^31 keys (a 1-D array along its axis, axis=None, one row).
     stable=None is the default (False)."""
     if stable is None:
         stable = False
-    if index_dtype is not np.int64:
+    if index_dtype is np.int64:
+        index_dtype = INDEX_DTYPE
+    else:
         # keys counted from the shape: torch's `size` is a method
         index_dtype = check_index_dtype(index_dtype, math.prod(getattr(a, "shape", ())))
-        if index_dtype != INDEX_DTYPE:
-            if axis != -1 or getattr(a, "ndim", None) != 1:
-                raise ValueError("index_dtype=int32 is supported for 1-D arrays (axis=-1) only")
-            if key_range is None and stream is None:
-                call = prepared.find("argsort", a, descending, stable, algorithm, index_dtype)
-                if call is not None:
-                    return call(a)[1]
-            _check_flags(descending, stable, algorithm)
-            return _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None,
-                            None, key_range, stream, progress=progress, caller=a,
-                            index_dtype=index_dtype)[1]
     if axis == -1 and key_range is None and stream is None:
-        call = prepared.find("argsort", a, descending, stable, algorithm)
+        call = prepared.find("argsort", a, descending, stable, algorithm, index_dtype)
         if call is not None:
             return call(a)[1]
     _check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
-                                  algorithm, None, None, key_range, stream)
+                                  algorithm, None, None, key_range, stream,
+                                  index_dtype=index_dtype)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
-                        key_range, stream, progress=progress, caller=a)
+                        key_range, stream, progress=progress, caller=a, index_dtype=index_dtype)
     return order
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import registry
 from .arrays import Operand, c_strides, library_of, torch_to_numpy_dtype
-from .execute import caller_ordering
+from .execute import INDEX_DTYPE, caller_ordering
 from .segments import Segments, check_offsets
 from .streams import cupy_stream, handle_of
 
@@ -228,10 +228,16 @@ def _write(target, result, like: Rows):
 
 # ------------------------------------------------------------- entry points
 def sort_along(execute, kind: str, a, values, axis, descending, stable, algorithm, out,
-               values_out, key_range, stream):
+               values_out, key_range, stream, index_dtype=INDEX_DTYPE):
     """sort / argsort / sort_by_key of `a` along `axis` (api's arguments;
-    `execute` is api._execute). Returns what the public function returns."""
+    `execute` is api._execute). Returns what the public function returns.
+    argsort's int32 indices (index_dtype) come from one 1-D sort only: a
+    1-D array along its axis, axis=None, or a single row."""
     rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream, kind == "argsort")
+    if index_dtype != INDEX_DTYPE and rows.rows != 1:
+        raise ValueError(f"index_dtype=int32 is supported where argsort sorts one 1-D array (a "
+                         f"1-D array, axis=None, or a single row); this sorts {rows.rows} rows "
+                         f"along axis {rows.axis}: use int64 indices")
     vrows = None
     if values is not None:
         vrows = Rows(values, axis, "values", stream)
@@ -244,7 +250,8 @@ def sort_along(execute, kind: str, a, values, axis, descending, stable, algorith
     if vals is not None:
         _check_target(values_out, vrows, vals.dtype, "values_out")
     k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
-                   rows.segments(algorithm), caller=rows.original if rows.in_place_rows else None)
+                   rows.segments(algorithm), caller=rows.original if rows.in_place_rows else None,
+                   index_dtype=index_dtype)
     if kind == "sort":
         return _write(out, rows.restore(k), rows)
     if kind == "argsort":

@@ -191,3 +191,34 @@ def test_merge_by_key_outputs_that_overlap_are_refused():
         csk.merge_by_key(np.array([1, 3]), np.array([10, 30]), np.array([2, 4]),
                          np.array([20, 40]), out=buf, values_out=buf)
     assert buf.tolist() == [0] * 4
+
+
+# ----------------------------------- 5. int32 indices along a 1-D array's axis
+@pytest.mark.parametrize("axis", [-1, 0, None])
+def test_int32_indices_along_the_one_axis_of_a_1d_array(axis):
+    a = np.array([3.0, 1.0, 2.0, 1.0], np.float32)
+    want = np.argsort(a, axis=axis, kind="stable").astype(np.int32)
+    for x in (a, a.tolist()):
+        for _ in range(2):
+            got = csk.argsort(x, axis=axis, stable=True, index_dtype=np.int32)
+            assert got.dtype == np.int32 and got.tolist() == want.tolist()
+    got = csk.argsort(np.array(7.0), axis=axis, index_dtype=np.int32)  # 0-d: one key, as NumPy
+    assert got.dtype == np.int32 and got.tolist() == [0]
+
+
+def test_int32_indices_of_one_row():
+    a = np.array([[3, 1, 2], [0, 5, 4]], np.int16)
+    got = csk.argsort(a, axis=None, stable=True, index_dtype=np.int32)  # the flattened array
+    assert got.dtype == np.int32 and got.tolist() == np.argsort(a, axis=None, kind="stable").tolist()
+    got = csk.argsort(a[:1], axis=-1, index_dtype=np.int32)  # shape (1, 3): one row
+    assert got.dtype == np.int32 and got.tolist() == [[1, 2, 0]]
+    with pytest.raises(ValueError, match="1-D"):  # rows along an axis: int64 only
+        csk.argsort(a, axis=1, index_dtype=np.int32)
+    with pytest.raises(np.exceptions.AxisError):
+        csk.argsort(a[0], axis=1, index_dtype=np.int32)
+
+
+def test_int32_indices_of_torch_cpu_tensors_along_axis_0():
+    torch = pytest.importorskip("torch")
+    got = csk.argsort(torch.tensor([3, 1, 2]), axis=0, index_dtype=np.int32)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.int32 and got.tolist() == [1, 2, 0]
