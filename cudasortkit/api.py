@@ -44,6 +44,8 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     """
     if stable is None:
         stable = False
+    if progress is not False:
+        _check_progress(progress)
     if axis == -1 and out is None and key_range is None and stream is None:
         if (type(a) is np.ndarray and algorithm == "auto" and descending is False
                 and a.ndim == 1 and type(stable) is bool):
@@ -58,7 +60,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     _check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return batched.sort_along(_execute, "sort", a, None, axis, descending, stable, algorithm,
-                                  out, None, key_range, stream)
+                                  out, None, key_range, stream, progress)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream, progress=progress, caller=a)
     return keys
@@ -74,6 +76,8 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     stable=None is the default (False)."""
     if stable is None:
         stable = False
+    if progress is not False:
+        _check_progress(progress)
     if index_dtype is np.int64:
         index_dtype = INDEX_DTYPE
     else:
@@ -86,8 +90,8 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     _check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
-                                  algorithm, None, None, key_range, stream,
-                                  index_dtype=index_dtype)
+                                  algorithm, None, None, key_range, stream, progress,
+                                  index_dtype)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
                         key_range, stream, progress=progress, caller=a, index_dtype=index_dtype)
     return order
@@ -98,11 +102,13 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     """(sorted keys, values in the same order) along `axis`; stable. Values
     are 4- or 8-byte numbers of the keys' shape."""
     _check_flags(descending, True, algorithm)
+    if progress is not False:
+        _check_progress(progress)
     if out is not None or values_out is not None:
         check_outputs_apart(keys, values, out, values_out)
     if axis != -1 or getattr(keys, "ndim", None) != 1 or getattr(values, "ndim", None) != 1:
         return batched.sort_along(_execute, "pairs", keys, values, axis, descending, True,
-                                  algorithm, out, values_out, key_range, stream)
+                                  algorithm, out, values_out, key_range, stream, progress)
     k, v = Operand(keys, "keys"), Operand(values, "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
@@ -171,6 +177,20 @@ def _check_flags(descending, stable, algorithm) -> None:
         raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
 
 
+def _check_progress(progress) -> None:
+    """One rule on every path, first call or repeat: progress is a bool, and
+    True needs tqdm (the bar itself shows only while a host array takes the
+    pipeline, docs/host.md)."""
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    if progress:
+        try:
+            import tqdm  # noqa: F401
+        except ImportError:
+            raise ImportError("progress=True needs the tqdm package: pip install tqdm "
+                              "(or pip install cudasortkit[tune])") from None
+
+
 # ------------------------------------------------------------------ execution
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
              values_out, key_range=None, stream=None, segments=None, progress=False, caller=None,
@@ -187,8 +207,6 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     if ordering is not None:
         ordering.begin()
     try:
-        if not isinstance(progress, (bool, np.bool_)):
-            raise TypeError(f"progress must be True or False, got {progress!r}")
         request = make_request(kind, keys, values, descending, stable, key_range, segments,
                                index_dtype, **({"progress": True} if progress else {}))
         while True:

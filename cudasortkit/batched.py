@@ -228,7 +228,7 @@ def _write(target, result, like: Rows):
 
 # ------------------------------------------------------------- entry points
 def sort_along(execute, kind: str, a, values, axis, descending, stable, algorithm, out,
-               values_out, key_range, stream, index_dtype=INDEX_DTYPE):
+               values_out, key_range, stream, progress=False, index_dtype=INDEX_DTYPE):
     """sort / argsort / sort_by_key of `a` along `axis` (api's arguments;
     `execute` is api._execute). Returns what the public function returns.
     argsort's int32 indices (index_dtype) come from one 1-D sort only: a
@@ -250,8 +250,8 @@ def sort_along(execute, kind: str, a, values, axis, descending, stable, algorith
     if vals is not None:
         _check_target(values_out, vrows, vals.dtype, "values_out")
     k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
-                   rows.segments(algorithm), caller=rows.original if rows.in_place_rows else None,
-                   index_dtype=index_dtype)
+                   rows.segments(algorithm), progress,
+                   caller=rows.original if rows.in_place_rows else None, index_dtype=index_dtype)
     if kind == "sort":
         return _write(out, rows.restore(k), rows)
     if kind == "argsort":

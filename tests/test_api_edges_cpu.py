@@ -222,3 +222,51 @@ def test_int32_indices_of_torch_cpu_tensors_along_axis_0():
     torch = pytest.importorskip("torch")
     got = csk.argsort(torch.tensor([3, 1, 2]), axis=0, index_dtype=np.int32)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.int32 and got.tolist() == [1, 2, 0]
+
+
+# ------------------------------------------------ 6. and 8. progress=, one rule
+def _progress_calls(progress):
+    """Every public call that takes progress=, on the paths a host array can
+    take: 1-D (the second sort of a tiny shape takes api.sort's NumPy
+    shortcut), a list, along an axis, int32 indices, key-value."""
+    a = np.array([3, 1, 2], np.int32)
+    grid = np.array([[3, 1], [2, 0]], np.int32)
+    return [
+        lambda: csk.sort(a, progress=progress),
+        lambda: csk.sort([3, 1, 2], progress=progress),
+        lambda: csk.sort(grid, axis=0, progress=progress),
+        lambda: csk.argsort(a, progress=progress),
+        lambda: csk.argsort(a, index_dtype=np.int32, progress=progress),
+        lambda: csk.argsort(grid, axis=None, progress=progress),
+        lambda: csk.sort_by_key(a, a, progress=progress),
+        lambda: csk.sort_by_key(grid, grid, axis=0, progress=progress),
+    ]
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None, 0.0])
+def test_progress_must_be_a_bool_on_every_path_every_time(bad):
+    a = np.array([3, 1, 2], np.int32)
+    csk.sort(a)  # this shape has run: the next may take the shortcut
+    for i, call in enumerate(_progress_calls(bad)):
+        for _ in range(2):
+            with pytest.raises(TypeError, match="progress must be True or False"):
+                call()
+
+
+def test_progress_true_without_tqdm_raises_on_every_path(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+    csk.sort(np.array([3, 1, 2], np.int32))
+    for call in _progress_calls(True):
+        for _ in range(2):
+            with pytest.raises(ImportError, match="progress=True needs the tqdm package"):
+                call()
+    for call in _progress_calls(False):
+        call()
+
+
+def test_progress_true_with_tqdm_sorts():
+    pytest.importorskip("tqdm")
+    for call in _progress_calls(True):
+        call()

@@ -114,3 +114,26 @@ def test_int32_indices_of_device_arrays_along_their_one_axis(axis):
             got = csk.argsort(a, axis=axis, stable=True, index_dtype=np.int32, algorithm="radix")
             got = to_numpy(got)
             assert got.dtype == np.int32 and got.tolist() == want, name
+
+
+# ------------------------------------------------ 6. and 8. progress=, one rule
+def test_progress_is_checked_on_the_device_paths_every_time(monkeypatch):
+    import sys
+
+    host = np.array([5, 3, 9, 1, 3, 7, 0, 2], np.int32)
+    for name, a, _ in _device_arrays(host):
+        for _ in range(3):  # the first call prepares the shape; the next take the prepared path
+            csk.sort(a, algorithm="radix")
+            csk.argsort(a, algorithm="radix")
+            with pytest.raises(TypeError, match="progress must be True or False"):
+                csk.sort(a, algorithm="radix", progress="yes")
+            with pytest.raises(TypeError, match="progress must be True or False"):
+                csk.argsort(a, algorithm="radix", progress="yes")
+            with pytest.raises(TypeError, match="progress must be True or False"):
+                csk.sort_by_key(a, a, progress="yes")
+        monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+        with pytest.raises(ImportError, match="tqdm"):
+            csk.sort(a, algorithm="radix", progress=True)
+        with pytest.raises(ImportError, match="tqdm"):
+            csk.argsort(a.reshape(2, 4), axis=0, progress=True)
+        monkeypatch.undo()
