@@ -15,7 +15,6 @@ import numpy as np
 
 from . import batched, registry
 from .arrays import Operand, check_outputs_apart
-from .dtypes import value_bytes as _value_bytes
 from .errors import PluginError
 from .execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
 from .plugin import REQUEST_KINDS
@@ -109,10 +108,9 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     if axis != -1 or getattr(keys, "ndim", None) != 1 or getattr(values, "ndim", None) != 1:
         return batched.sort_along(_execute, "pairs", keys, values, axis, descending, True,
                                   algorithm, out, values_out, key_range, stream, progress)
-    k, v = Operand(keys, "keys"), Operand(values, "values")
+    k, v = Operand(keys, "keys"), Operand(values, "values", "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
-    _value_bytes(v.dtype)
     return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream,
                     progress=progress)
 
@@ -202,7 +200,7 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     targets = {"out": None, "values_out": None}
     for name, value in (("out", out), ("values_out", values_out)):
         if value is not None:
-            targets[name] = Operand(value, name)
+            targets[name] = Operand(value, name, "out")
     state, ordering = caller_ordering(stream, (keys, values, *targets.values()))
     if ordering is not None:
         ordering.begin()

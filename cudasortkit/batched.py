@@ -23,7 +23,7 @@ import operator
 import numpy as np
 
 from . import registry
-from .arrays import Operand, c_strides, library_of, torch_to_numpy_dtype
+from .arrays import Operand, c_strides, library_of, not_an_array, torch_to_numpy_dtype
 from .execute import INDEX_DTYPE, caller_ordering
 from .segments import Segments, check_offsets
 from .streams import cupy_stream, handle_of
@@ -69,18 +69,19 @@ class Rows:
     sees it (its axis check makes 0-d arrays 1-D); sorts refuse any axis of
     a 0-d array (only axis=None flattens it)."""
 
-    def __init__(self, a, axis, what: str, stream, zero_d_as_1d: bool = False):
+    def __init__(self, a, axis, what: str, stream, zero_d_as_1d: bool = False,
+                 role: str = "keys"):
         self.what = what
         library = library_of(a)
         if library == "masked":
-            Operand(a, what)  # raises the 1-D path's error for masked arrays
+            Operand(a, what, role)  # raises the 1-D path's error for masked arrays
         if library == "other":
             try:
                 converted = np.asarray(a)
             except Exception:
                 converted = None
             if converted is None or converted.dtype == object:
-                Operand(a, what)  # raises naming the supported kinds
+                Operand(a, what, role)  # raises naming the supported kinds or dtypes
             a = converted
             library = "numpy"
         self.library = library
@@ -199,11 +200,13 @@ def _check_target(target, like: Rows, dtype, what: str):
     if target is None:
         return
     lib = library_of(target)
+    if lib == "other":
+        raise not_an_array(what, target)
     if lib != like.library or lib not in _MOVABLE:
         raise ValueError(f"{what} of a sort along an axis must be the same kind of array as the "
                          f"input (a NumPy, CuPy or PyTorch array), got {type(target).__name__}")
     shape = tuple(int(x) for x in target.shape)
-    tdtype = torch_to_numpy_dtype(target.dtype, what) if lib.startswith("torch") else \
+    tdtype = torch_to_numpy_dtype(target.dtype, what, "out") if lib.startswith("torch") else \
         np.dtype(target.dtype)
     if shape != like.result_shape() or tdtype != np.dtype(dtype):
         raise ValueError(f"{what} must be an array of shape {like.result_shape()} and dtype "
@@ -240,11 +243,11 @@ def sort_along(execute, kind: str, a, values, axis, descending, stable, algorith
                          f"along axis {rows.axis}: use int64 indices")
     vrows = None
     if values is not None:
-        vrows = Rows(values, axis, "values", stream)
+        vrows = Rows(values, axis, "values", stream, role="values")
         if vrows.shape != rows.shape:
             raise ValueError(f"keys and values differ in shape: {rows.shape} != {vrows.shape}")
     keys = Operand(rows.flat, rows.what)
-    vals = Operand(vrows.flat, "values") if vrows is not None else None
+    vals = Operand(vrows.flat, "values", "values") if vrows is not None else None
     if kind != "argsort":
         _check_target(out, rows, keys.dtype, "out")
     if vals is not None:
@@ -265,7 +268,7 @@ def segmented(execute, kind: str, keys, offsets, values, descending, stable, alg
     k = Operand(keys, "keys")
     v = None
     if values is not None:
-        v = Operand(values, "values")
+        v = Operand(values, "values", "values")
         if v.n != k.n:
             raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     segments = _ragged(k, v, offsets, algorithm, stream)
@@ -299,7 +302,8 @@ def request_parts(a, axis, values=None, offsets=None, algorithm="auto", kind="so
     """(keys Operand, values Operand or None, Segments or None) of `a` along
     `axis`, or in ragged segments when `offsets` are given, for explain()."""
     rows = Rows(a, axis, "a", None, kind == "argsort")
-    vals = None if values is None else Operand(Rows(values, axis, "values", None).flat, "values")
+    vals = None if values is None else \
+        Operand(Rows(values, axis, "values", None, role="values").flat, "values", "values")
     keys = Operand(rows.flat, "a")
     if offsets is None:
         return keys, vals, rows.segments(algorithm)

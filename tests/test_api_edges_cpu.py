@@ -270,3 +270,69 @@ def test_progress_true_with_tqdm_sorts():
     pytest.importorskip("tqdm")
     for call in _progress_calls(True):
         call()
+
+
+# ------------------------------------------------------------ 7. messages
+def test_a_list_of_too_large_integers_names_its_dtype():
+    for call in (lambda: csk.sort([2**70, 1]), lambda: csk.argsort([[2**70, 1]], axis=0),
+                 lambda: csk.sort(2**70, axis=None), lambda: csk.sort([1, "a", None])):
+        with pytest.raises(TypeError) as caught:
+            call()
+        text = str(caught.value)
+        assert "dtype object" in text and "keys must be one of bool, int8" in text, text
+        assert "cannot sort numpy.ndarray" not in text
+    with pytest.raises(TypeError, match=r"a: cannot sort builtins\.object; pass one of numpy"):
+        csk.sort(object())  # not array-like at all: the kinds are named
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.float16, np.complex128, np.bool_, "U3",
+                                   "datetime64[s]"])
+def test_a_bad_values_dtype_names_values(dtype):
+    keys = np.array([2, 1, 3])
+    values = np.zeros(3, dtype)
+    for call in (lambda: csk.sort_by_key(keys, values),
+                 lambda: csk.sort_by_key(keys.reshape(3, 1), values.reshape(3, 1), axis=0),
+                 lambda: csk.segmented_sort(keys, np.array([0, 1, 3]), values),
+                 lambda: csk.merge_by_key(keys, values, keys, values)):
+        with pytest.raises(TypeError) as caught:
+            call()
+        text = str(caught.value)
+        assert "values must be" in text and "complex64" in text, text
+        assert "keys must" not in text
+
+
+def test_complex64_values_are_moved_like_any_8_byte_value():
+    keys = np.array([3, 1, 2, 1], np.int32)
+    values = np.array([3 + 1j, 1 - 1j, 2j, 4], np.complex64)
+    k, v = csk.sort_by_key(keys, values)
+    assert k.tolist() == [1, 1, 2, 3] and v.tolist() == [1 - 1j, 4, 2j, 3 + 1j]
+    assert v.dtype == np.complex64
+    k, v = csk.sort_by_key(keys.reshape(2, 2), values.reshape(2, 2), axis=0, descending=True)
+    assert v.tolist() == [[3 + 1j, 1 - 1j], [2j, 4]]  # column 1: equal keys, input order
+    k, v = csk.segmented_sort(keys, np.array([0, 2, 4]), values)
+    assert v.tolist() == [1 - 1j, 3 + 1j, 4, 2j]
+    out = np.empty(4, np.complex64)
+    k, v = csk.merge_by_key(keys[:2], values[:2], keys[2:], values[2:], values_out=out)
+    assert v is out
+    with pytest.raises(TypeError, match="keys must be one of"):  # complex keys: still not
+        csk.sort(values)
+
+
+def test_complex64_values_of_torch_cpu_tensors():
+    torch = pytest.importorskip("torch")
+    k, v = csk.sort_by_key(torch.tensor([2, 1]), torch.tensor([2j, 1j], dtype=torch.complex64))
+    assert v.dtype == torch.complex64 and v.tolist() == [1j, 2j]
+    with pytest.raises(TypeError, match="values must be"):
+        csk.sort_by_key(torch.tensor([2, 1]), torch.tensor([2, 1], dtype=torch.int16))
+
+
+def test_out_that_is_not_an_array_is_told_so():
+    a = np.array([3.0, 1.0, 2.0])
+    for call, what in ((lambda: csk.sort(a, out=[0, 0, 0]), "out"),
+                       (lambda: csk.sort(a.reshape(3, 1), axis=0, out=[[0], [0], [0]]), "out"),
+                       (lambda: csk.sort_by_key(a, a, values_out=[0, 0, 0]), "values_out"),
+                       (lambda: csk.merge(a, a, out=[0] * 6), "out"),
+                       (lambda: csk.sort(a, out=(0.0, 0.0, 0.0)), "out")):
+        with pytest.raises(TypeError, match=f"^{what} must be an array"):
+            call()
+    assert a.tolist() == [3.0, 1.0, 2.0]

@@ -137,3 +137,29 @@ def test_progress_is_checked_on_the_device_paths_every_time(monkeypatch):
         with pytest.raises(ImportError, match="tqdm"):
             csk.argsort(a.reshape(2, 4), axis=0, progress=True)
         monkeypatch.undo()
+
+
+# ------------------------------------------------------------ 7. messages
+@pytest.mark.parametrize("algorithm", ["auto", "radix", "numpy"])
+def test_complex64_values_on_device_arrays(algorithm):
+    keys = np.array([3, 1, 2, 1, 0], np.int32)
+    values = np.array([3 + 1j, 1 - 1j, 2j, 4, -5j], np.complex64)
+    want = values[np.argsort(keys, kind="stable")].tolist()
+    for (name, k, to_numpy), (_, v, _) in zip(_device_arrays(keys), _device_arrays(values)):
+        ko, vo = csk.sort_by_key(k, v, algorithm=algorithm)
+        assert type(vo) is type(v) and to_numpy(vo).dtype == np.complex64, name
+        assert to_numpy(vo).tolist() == want, name
+        assert to_numpy(ko).tolist() == sorted(keys.tolist()), name
+    k, v = csk.sort_by_key(keys, values, algorithm=algorithm)  # host arrays through the GPU
+    assert v.tolist() == want
+
+
+def test_device_values_and_out_messages():
+    keys = np.array([3, 1, 2], np.int32)
+    for (name, k, _), (_, v, _) in zip(_device_arrays(keys), _device_arrays(keys.astype(np.int16))):
+        with pytest.raises(TypeError, match="values: dtype .*int16.* values must be"):
+            csk.sort_by_key(k, v)
+        with pytest.raises(TypeError, match="^out must be an array"):
+            csk.sort(k, out=[0, 0, 0])
+        with pytest.raises(TypeError, match="^values_out must be an array"):
+            csk.sort_by_key(k, k, values_out=[0, 0, 0])
