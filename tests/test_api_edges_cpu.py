@@ -336,3 +336,31 @@ def test_out_that_is_not_an_array_is_told_so():
         with pytest.raises(TypeError, match=f"^{what} must be an array"):
             call()
     assert a.tolist() == [3.0, 1.0, 2.0]
+
+
+# ------------------------------------------------------------ 8. docs
+def test_docs_descending_equivalents_for_numpy_before_2_5():
+    """docs/api.md's recipes for NumPy < 2.5 give cudasortkit's (NumPy 2.5's)
+    descending order, and numpy.sort(a)[::-1] does not."""
+    f = np.array([1.0, np.nan, 2.0, 2.0, -np.nan, 1.0, -0.0, 0.0, -np.inf], np.float32)
+    got = csk.sort(f, descending=True, algorithm="numpy")
+    np.testing.assert_array_equal(-np.sort(-f), got)
+    assert not np.array_equal(np.sort(f)[::-1], got, equal_nan=True)
+    assert np.argsort(-f, kind="stable").tolist() == \
+        csk.argsort(f, descending=True, stable=True, algorithm="numpy").tolist() == \
+        [2, 3, 0, 5, 6, 7, 8, 1, 4]
+    for dtype in (np.int8, np.uint16, np.int64, np.uint64, np.bool_):
+        info = np.iinfo(dtype) if dtype is not np.bool_ else None
+        i = np.array([3, 0, 1, 3, 1] + ([info.min, info.max] if info else []), dtype)
+        assert (~np.sort(~i)).tolist() == csk.sort(i, descending=True).tolist()
+        assert np.argsort(~i, kind="stable").tolist() == \
+            csk.argsort(i, descending=True, stable=True).tolist()
+    import re
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("docs", "api.md").read_text()
+    text = re.sub(r"\s+", " ", text)
+    for recipe in ("-numpy.sort(-a)", "~numpy.sort(~a)", 'numpy.argsort(-a, kind="stable")',
+                   'numpy.argsort(~a, kind="stable")'):
+        assert f"`{recipe}`" in text, recipe
+    assert "Arrays must be 1-D" not in text
