@@ -99,7 +99,9 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
 def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", out=None,
                 values_out=None, key_range=None, stream=None, progress=False):
     """(sorted keys, values in the same order) along `axis`; stable. Values
-    are 4- or 8-byte numbers of the keys' shape."""
+    are 4- or 8-byte numbers (complex64 too) of the keys' shape; out= may be
+    the keys and values_out the values (in place), no output another's
+    memory."""
     _check_flags(descending, True, algorithm)
     if progress is not False:
         _check_progress(progress)
