@@ -82,7 +82,8 @@ def _unsupported_object(what: str, original, converted: np.ndarray, role: str) -
         return _unsupported_kind(what, original)
     rule = VALUES_RULE if role == "values" else KEYS_RULE
     return TypeError(f"{what}: a {type(original).__name__} that NumPy converts to dtype object "
-                     f"(integers beyond 64 bits, or values of mixed types) is not supported; {rule}")
+                     "(integers beyond 64 bits, or values of mixed types) is not supported; "
+                     f"{rule}")
 
 
 # ------------------------------------------------------------------ PyTorch

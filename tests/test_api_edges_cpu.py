@@ -209,7 +209,8 @@ def test_int32_indices_along_the_one_axis_of_a_1d_array(axis):
 def test_int32_indices_of_one_row():
     a = np.array([[3, 1, 2], [0, 5, 4]], np.int16)
     got = csk.argsort(a, axis=None, stable=True, index_dtype=np.int32)  # the flattened array
-    assert got.dtype == np.int32 and got.tolist() == np.argsort(a, axis=None, kind="stable").tolist()
+    want = np.argsort(a, axis=None, kind="stable")
+    assert got.dtype == np.int32 and got.tolist() == want.tolist()
     got = csk.argsort(a[:1], axis=-1, index_dtype=np.int32)  # shape (1, 3): one row
     assert got.dtype == np.int32 and got.tolist() == [[1, 2, 0]]
     with pytest.raises(ValueError, match="1-D"):  # rows along an axis: int64 only
@@ -247,7 +248,7 @@ def _progress_calls(progress):
 def test_progress_must_be_a_bool_on_every_path_every_time(bad):
     a = np.array([3, 1, 2], np.int32)
     csk.sort(a)  # this shape has run: the next may take the shortcut
-    for i, call in enumerate(_progress_calls(bad)):
+    for call in _progress_calls(bad):
         for _ in range(2):
             with pytest.raises(TypeError, match="progress must be True or False"):
                 call()
