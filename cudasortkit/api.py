@@ -15,8 +15,7 @@ import numpy as np
 
 from .calls import axes as batched
 from .sdk import registry
-from .gpu.arrays import Operand
-from .dtypes import value_bytes as _value_bytes
+from .gpu.arrays import Operand, check_outputs_apart
 from .errors import PluginError
 from .dispatch.execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
 from .sdk.plugin import REQUEST_KINDS
@@ -40,8 +39,13 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     lets range-limited algorithms (counting sort) skip measuring it; keys
     outside it raise ValueError. `stream`: see docs/api.md (default: the
     current stream of the array's library). progress=True shows a tqdm bar
-    while a large host array is sorted (docs/host.md).
+    while a large host array is sorted (docs/host.md). stable=None is the
+    default (False), as in NumPy and PyTorch.
     """
+    if stable is None:
+        stable = False
+    if progress is not False:
+        _check_progress(progress)
     if axis == -1 and out is None and key_range is None and stream is None:
         if (type(a) is np.ndarray and algorithm == "auto" and descending is False
                 and a.ndim == 1 and type(stable) is bool):
@@ -56,7 +60,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     _check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return batched.sort_along(_execute, "sort", a, None, axis, descending, stable, algorithm,
-                                  out, None, key_range, stream)
+                                  out, None, key_range, stream, progress)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream, progress=progress, caller=a)
     return keys
@@ -67,46 +71,49 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
     descending=True, stable=True). index_dtype=np.int32 returns int32
-    indices (1-D arrays of fewer than 2^31 keys), which moves less memory."""
-    if index_dtype is not np.int64:
+    indices, which moves less memory, where the argsort is one 1-D sort of
+    fewer than 2^31 keys (a 1-D array along its axis, axis=None, one row).
+    stable=None is the default (False)."""
+    if stable is None:
+        stable = False
+    if progress is not False:
+        _check_progress(progress)
+    if index_dtype is np.int64:
+        index_dtype = INDEX_DTYPE
+    else:
         # keys counted from the shape: torch's `size` is a method
         index_dtype = check_index_dtype(index_dtype, math.prod(getattr(a, "shape", ())))
-        if index_dtype != INDEX_DTYPE:
-            if axis != -1 or getattr(a, "ndim", None) != 1:
-                raise ValueError("index_dtype=int32 is supported for 1-D arrays (axis=-1) only")
-            if key_range is None and stream is None:
-                call = prepared.find("argsort", a, descending, stable, algorithm, index_dtype)
-                if call is not None:
-                    return call(a)[1]
-            _check_flags(descending, stable, algorithm)
-            return _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None,
-                            None, key_range, stream, progress=progress, caller=a,
-                            index_dtype=index_dtype)[1]
     if axis == -1 and key_range is None and stream is None:
-        call = prepared.find("argsort", a, descending, stable, algorithm)
+        call = prepared.find("argsort", a, descending, stable, algorithm, index_dtype)
         if call is not None:
             return call(a)[1]
     _check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
-                                  algorithm, None, None, key_range, stream)
+                                  algorithm, None, None, key_range, stream, progress,
+                                  index_dtype)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
-                        key_range, stream, progress=progress, caller=a)
+                        key_range, stream, progress=progress, caller=a, index_dtype=index_dtype)
     return order
 
 
 def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", out=None,
                 values_out=None, key_range=None, stream=None, progress=False):
     """(sorted keys, values in the same order) along `axis`; stable. Values
-    are 4- or 8-byte numbers of the keys' shape."""
+    are 4- or 8-byte numbers (complex64 too) of the keys' shape; out= may be
+    the keys and values_out the values (in place), no output another's
+    memory."""
     _check_flags(descending, True, algorithm)
+    if progress is not False:
+        _check_progress(progress)
+    if out is not None or values_out is not None:
+        check_outputs_apart(keys, values, out, values_out)
     if axis != -1 or getattr(keys, "ndim", None) != 1 or getattr(values, "ndim", None) != 1:
         return batched.sort_along(_execute, "pairs", keys, values, axis, descending, True,
-                                  algorithm, out, values_out, key_range, stream)
-    k, v = Operand(keys, "keys"), Operand(values, "values")
+                                  algorithm, out, values_out, key_range, stream, progress)
+    k, v = Operand(keys, "keys"), Operand(values, "values", "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
-    _value_bytes(v.dtype)
     return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream,
                     progress=progress)
 
@@ -116,7 +123,9 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     """Every segment keys[offsets[s]:offsets[s+1]] sorted on its own (CUB-style
     offsets: segments + 1 int32/int64 values from 0 to len(keys), never
     decreasing, on the host or the device). With `values`: (keys, values),
-    a stable key-value sort per segment."""
+    a stable key-value sort per segment. stable=None is the default (False)."""
+    if stable is None:
+        stable = False
     _check_flags(descending, stable, algorithm)
     kind = "sort" if values is None else "pairs"
     return batched.segmented(_execute, kind, keys, offsets, values, descending,
@@ -126,7 +135,10 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
 def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorithm="auto",
                       stream=None):
     """int64 positions (in the whole of `keys`) that sort every segment of
-    `keys` on its own (offsets as for segmented_sort)."""
+    `keys` on its own (offsets as for segmented_sort). stable=None is the
+    default (False)."""
+    if stable is None:
+        stable = False
     _check_flags(descending, stable, algorithm)
     return batched.segmented(_execute, "argsort", keys, offsets, None, descending, stable,
                              algorithm, stream)
@@ -156,11 +168,28 @@ def algorithms() -> list:
 
 # ------------------------------------------------------------ argument checks
 def _check_flags(descending, stable, algorithm) -> None:
-    for name, value in (("descending", descending), ("stable", stable)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
+    """descending and stable are bools (stable=None was made False by the
+    caller: NumPy's and PyTorch's default), algorithm a name."""
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, got {descending!r}")
+    if not isinstance(stable, (bool, np.bool_)):
+        raise TypeError(f"stable must be True, False or None (the default), got {stable!r}")
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
+
+
+def _check_progress(progress) -> None:
+    """One rule on every path, first call or repeat: progress is a bool, and
+    True needs tqdm (the bar itself shows only while a host array takes the
+    pipeline, docs/host.md)."""
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    if progress:
+        try:
+            import tqdm  # noqa: F401
+        except ImportError:
+            raise ImportError("progress=True needs the tqdm package: pip install tqdm "
+                              "(or pip install cudasortkit[tune])") from None
 
 
 # ------------------------------------------------------------------ execution
@@ -174,13 +203,11 @@ def _execute(kind, keys: Operand, values: Operand | None, descending, stable, al
     targets = {"out": None, "values_out": None}
     for name, value in (("out", out), ("values_out", values_out)):
         if value is not None:
-            targets[name] = Operand(value, name)
+            targets[name] = Operand(value, name, "out")
     state, ordering = caller_ordering(stream, (keys, values, *targets.values()))
     if ordering is not None:
         ordering.begin()
     try:
-        if not isinstance(progress, (bool, np.bool_)):
-            raise TypeError(f"progress must be True or False, got {progress!r}")
         request = make_request(kind, keys, values, descending, stable, key_range, segments,
                                index_dtype, **({"progress": True} if progress else {}))
         while True:
@@ -210,6 +237,8 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
     sort, or `offsets` for a ragged segmented sort of 1-D `a`.
     """
+    if stable is None:
+        stable = False
     from .tuning.policy import Decision
 
     if kind not in REQUEST_KINDS:
@@ -218,7 +247,7 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
         raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
                          "without values, kind is 'sort' or 'argsort'")
     _check_flags(descending, stable, algorithm)
-    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm)
+    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm, kind)
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
                            segments)
     if algorithm != "auto":

@@ -32,6 +32,12 @@ INDEX_DTYPE = np.dtype(np.int64)
 
 #: Width in bytes of the value payloads kernels move (argsort uses int64).
 VALUE_BYTES = (4, 8)
+#: NumPy kinds a value dtype may have (integer, unsigned, float, complex).
+VALUE_KINDS = "iufc"
+#: What keys and values may be, for error messages.
+KEYS_RULE = f"keys must be one of {SUPPORTED_TEXT}"
+VALUES_RULE = ("values must be a numeric dtype of 4 or 8 bytes: "
+               "int32, uint32, float32, int64, uint64, float64, complex64")
 
 
 def key_dtype(dtype) -> np.dtype:
@@ -97,12 +103,16 @@ def key_kind(dtype) -> int:
     return {"u": KIND_UNSIGNED, "i": KIND_SIGNED, "f": KIND_FLOAT}[dt.kind]
 
 
-def value_bytes(dtype) -> int:
-    """Width of a value payload; TypeError unless it is 4 or 8 bytes."""
+def value_bytes(dtype, what: str = "values") -> int:
+    """Width of a value payload; TypeError naming the value dtypes unless
+    `dtype` is numeric (integer, float or complex) of 4 or 8 bytes. Kernels
+    and the CPU move values as raw bytes, so any byte order serves."""
     dt = np.dtype(dtype)
-    if dt.itemsize not in VALUE_BYTES or dt.hasobject or dt.kind == "V":
-        raise TypeError(
-            f"values of dtype {dt!r} are not supported; values must be a "
-            f"numeric dtype of {' or '.join(map(str, VALUE_BYTES))} bytes"
-        )
+    if dt.itemsize not in VALUE_BYTES or dt.kind not in VALUE_KINDS:
+        raise unsupported_values(what, dt)
     return dt.itemsize
+
+
+def unsupported_values(what: str, dtype) -> TypeError:
+    """The error for values of `dtype` (any library's dtype object)."""
+    return TypeError(f"{what}: dtype {dtype} is not supported; {VALUES_RULE}")

@@ -12,9 +12,10 @@ a wrong declaration) naming what is wrong:
   plus: every key dtype and payload width it serves has a default config
   with values among the tunables' own, which valid_config accepts within
   this device's limits (an H100's without a device).
-- `check_templates(cls, nvcc=None)`: every template renders for every key
-  dtype and payload at the default config; with nvcc (found on PATH, or
-  given), each rendering compiles for sm_90 (what CI can check without a GPU).
+- `check_templates(cls, nvcc=None, compile=True)`: every template renders
+  for every key dtype and payload at the default config (`renderings(cls)`);
+  with nvcc (found on PATH, or given), each distinct rendering compiles for
+  sm_90 with the runtime's options (what CI can check without a GPU).
 - `check_conformance(cls, ...)`: sort, argsort and sort_by_key of fresh
   random keys with NaNs, infinities, -0.0 and integer limits, at awkward
   sizes, ascending and descending, against NumPy's order (exactly, for a
@@ -27,6 +28,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -37,12 +39,13 @@ from .sdk.plugin import Request, check_plugin_class, config_is_valid
 SIZES = (1, 2, 3, 31, 257, 1025, 4099)
 
 
-def check_plugin(cls, nvcc: str | None = None) -> None:
-    """All three checks; conformance only where it can run."""
+def check_plugin(cls, nvcc: str | None = None, *, compile: bool = True) -> None:
+    """All three checks: templates compiled where nvcc is found (compile=False:
+    rendered only), conformance only where it can run."""
     from .gpu.device import gpu_available
 
     check_declarations(cls)
-    check_templates(cls, nvcc)
+    check_templates(cls, nvcc, compile=compile)
     if cls.device == "cpu" or gpu_available():
         check_conformance(cls)
 
@@ -69,29 +72,54 @@ def check_declarations(cls) -> None:
                 f"{cls.name}: valid_config rejects its own default for {dtype}, {vb}-byte values"
 
 
-def check_templates(cls, nvcc: str | None = None, arch: str = "sm_90") -> None:
-    from .build.render import include_dirs, render
+def renderings(cls) -> list:
+    """(KernelTemplate, dtype, value_bytes, config) of every template for
+    every key dtype and payload width at its default config: what
+    check_templates renders and compiles."""
+    from .build.template import KernelTemplate
 
-    nvcc = nvcc or shutil.which("nvcc")
     plugin = cls()
+    return [(KernelTemplate(template, cls.template_package), dtype, vb,
+             plugin.default_config(dtype, vb))
+            for template in cls.templates for dtype in cls.dtypes for vb in _payloads(plugin)]
+
+
+def compile_rendering(nvcc: str, template, dtype, value_bytes: int, config, arch: str) -> str | None:
+    """nvcc's errors for one rendering, compiled with the runtime's options
+    for `arch`; None when it compiles."""
+    from .build.compiler import NVCC_OPTIONS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cu")
+        with open(path, "w") as f:
+            f.write(template.render(dtype, value_bytes, config))
+        cmd = [nvcc, "--cubin", *NVCC_OPTIONS, f"-arch={arch}", "-o", path + ".cubin", path]
+        for d in template.include_dirs:
+            cmd += ["-I", d]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+    return None if result.returncode == 0 else result.stderr
+
+
+def check_templates(cls, nvcc: str | None = None, arch: str = "sm_90", *,
+                    compile: bool = True) -> None:
+    """Every rendering (renderings(cls)) renders; with compile and nvcc (given,
+    or found on PATH) each distinct source compiles for `arch`, several nvcc
+    processes at a time. A CPU plugin has no templates."""
     if cls.device != "gpu":
         return
-    for template in cls.templates:
-        for dtype in cls.dtypes:
-            for vb in _payloads(plugin):
-                source = render(cls, template, dtype, vb, plugin.default_config(dtype, vb))
-                if nvcc is None:
-                    continue
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = os.path.join(tmp, "kernel.cu")
-                    with open(path, "w") as f:
-                        f.write(source)
-                    cmd = [nvcc, "-cubin", "-std=c++17", f"-arch={arch}", "-o", path + ".cubin", path]
-                    for d in include_dirs(cls):
-                        cmd += ["-I", d]
-                    result = subprocess.run(cmd, capture_output=True, text=True)
-                assert result.returncode == 0, \
-                    f"{cls.name}: {template} for {dtype}, {vb}-byte values does not compile:\n{result.stderr}"
+    distinct = {}  # source -> its first rendering: equal sources compile once
+    for rendering in renderings(cls):
+        template, dtype, vb, config = rendering
+        distinct.setdefault(template.render(dtype, vb, config), rendering)
+    nvcc = nvcc or shutil.which("nvcc")
+    if not compile or nvcc is None:
+        return
+    jobs = list(distinct.values())
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # nvcc: subprocesses
+        errors = list(pool.map(lambda r: compile_rendering(nvcc, *r, arch), jobs))
+    for (template, dtype, vb, config), error in zip(jobs, errors):
+        assert error is None, (f"{cls.name}: {template.file} for {dtype}, {vb}-byte values, "
+                               f"config {config} does not compile for {arch}:\n{error}")
 
 
 def _keys(dtype, n, rng) -> np.ndarray:

@@ -23,7 +23,8 @@ import operator
 import numpy as np
 
 from ..sdk import registry
-from ..gpu.arrays import Operand, library_of, torch_to_numpy_dtype
+from ..gpu.arrays import Operand, c_strides, library_of, not_an_array, torch_to_numpy_dtype
+from ..dtypes import INDEX_DTYPE
 from ..dispatch.execute import caller_ordering
 from ..sdk.segments import Segments, check_offsets
 from ..gpu.streams import cupy_stream, handle_of
@@ -64,26 +65,32 @@ class _FlatInterface:
 
 class Rows:
     """A caller's array seen as rows along `axis`: `flat` is a 1-D array of
-    the caller's library (the axis moved last, C order), `rows` x `row_len`."""
+    the caller's library (the axis moved last, C order), `rows` x `row_len`.
+    `zero_d_as_1d`: a 0-d array is one key along one axis, as NumPy's argsort
+    sees it (its axis check makes 0-d arrays 1-D); sorts refuse any axis of
+    a 0-d array (only axis=None flattens it)."""
 
-    def __init__(self, a, axis, what: str, stream):
+    def __init__(self, a, axis, what: str, stream, zero_d_as_1d: bool = False,
+                 role: str = "keys"):
         self.what = what
         library = library_of(a)
         if library == "masked":
-            Operand(a, what)  # raises the 1-D path's error for masked arrays
+            Operand(a, what, role)  # raises the 1-D path's error for masked arrays
         if library == "other":
             try:
                 converted = np.asarray(a)
             except Exception:
                 converted = None
             if converted is None or converted.dtype == object:
-                Operand(a, what)  # raises naming the supported kinds
+                Operand(a, what, role)  # raises naming the supported kinds or dtypes
             a = converted
             library = "numpy"
         self.library = library
         self.original = a
         self.stream = stream
         shape = self._shape(a, library)
+        if not shape and zero_d_as_1d:
+            shape = (1,)
         self.shape = shape
         self.axis = normalize_axis(axis, len(shape)) if (axis is not None or shape) else None
         n = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -136,13 +143,14 @@ class Rows:
             with self.stream_context():
                 m = a.movedim(self.axis, -1) if self.moves else a
                 return m.contiguous().reshape(-1)
-        if len(self.shape) == 1:
-            return a
         cai = a.__cuda_array_interface__
+        own_shape = tuple(cai["shape"])  # () for a 0-d array seen as 1-D
+        if len(own_shape) == 1:
+            return a
         strides = cai.get("strides")
         dtype = getattr(a, "dtype", None)
         itemsize = np.dtype(cai["typestr"] if dtype is None else dtype).itemsize
-        contiguous = strides is None or tuple(strides) == _c_strides(self.shape, itemsize)
+        contiguous = strides is None or tuple(strides) == c_strides(own_shape, itemsize)
         if self.moves or not contiguous:
             raise ValueError(f"{self.what}: sorting {type(a).__name__} along axis {self.axis} needs "
                              "a C-contiguous array sorted along its last axis (or axis=None); "
@@ -186,14 +194,6 @@ def _named_segmented(algorithm: str) -> bool:
     return bool(entry is not None and entry.plugin is not None and entry.plugin.segmented)
 
 
-def _c_strides(shape, itemsize) -> tuple:
-    strides, step = [], itemsize
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= dim
-    return tuple(reversed(strides))
-
-
 # ------------------------------------------------------------------- out=
 def _check_target(target, like: Rows, dtype, what: str):
     """out= of an N-D sort: the same kind of array as the input, its shape
@@ -201,11 +201,13 @@ def _check_target(target, like: Rows, dtype, what: str):
     if target is None:
         return
     lib = library_of(target)
+    if lib == "other":
+        raise not_an_array(what, target)
     if lib != like.library or lib not in _MOVABLE:
         raise ValueError(f"{what} of a sort along an axis must be the same kind of array as the "
                          f"input (a NumPy, CuPy or PyTorch array), got {type(target).__name__}")
     shape = tuple(int(x) for x in target.shape)
-    tdtype = torch_to_numpy_dtype(target.dtype, what) if lib.startswith("torch") else \
+    tdtype = torch_to_numpy_dtype(target.dtype, what, "out") if lib.startswith("torch") else \
         np.dtype(target.dtype)
     if shape != like.result_shape() or tdtype != np.dtype(dtype):
         raise ValueError(f"{what} must be an array of shape {like.result_shape()} and dtype "
@@ -230,23 +232,30 @@ def _write(target, result, like: Rows):
 
 # ------------------------------------------------------------- entry points
 def sort_along(execute, kind: str, a, values, axis, descending, stable, algorithm, out,
-               values_out, key_range, stream):
+               values_out, key_range, stream, progress=False, index_dtype=INDEX_DTYPE):
     """sort / argsort / sort_by_key of `a` along `axis` (api's arguments;
-    `execute` is api._execute). Returns what the public function returns."""
-    rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream)
+    `execute` is api._execute). Returns what the public function returns.
+    argsort's int32 indices (index_dtype) come from one 1-D sort only: a
+    1-D array along its axis, axis=None, or a single row."""
+    rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream, kind == "argsort")
+    if index_dtype != INDEX_DTYPE and rows.rows != 1:
+        raise ValueError(f"index_dtype=int32 is supported where argsort sorts one 1-D array (a "
+                         f"1-D array, axis=None, or a single row); this sorts {rows.rows} rows "
+                         f"along axis {rows.axis}: use int64 indices")
     vrows = None
     if values is not None:
-        vrows = Rows(values, axis, "values", stream)
+        vrows = Rows(values, axis, "values", stream, role="values")
         if vrows.shape != rows.shape:
             raise ValueError(f"keys and values differ in shape: {rows.shape} != {vrows.shape}")
     keys = Operand(rows.flat, rows.what)
-    vals = Operand(vrows.flat, "values") if vrows is not None else None
+    vals = Operand(vrows.flat, "values", "values") if vrows is not None else None
     if kind != "argsort":
         _check_target(out, rows, keys.dtype, "out")
     if vals is not None:
         _check_target(values_out, vrows, vals.dtype, "values_out")
     k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
-                   rows.segments(algorithm), caller=rows.original if rows.in_place_rows else None)
+                   rows.segments(algorithm), progress,
+                   caller=rows.original if rows.in_place_rows else None, index_dtype=index_dtype)
     if kind == "sort":
         return _write(out, rows.restore(k), rows)
     if kind == "argsort":
@@ -260,7 +269,7 @@ def segmented(execute, kind: str, keys, offsets, values, descending, stable, alg
     k = Operand(keys, "keys")
     v = None
     if values is not None:
-        v = Operand(values, "values")
+        v = Operand(values, "values", "values")
         if v.n != k.n:
             raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     segments = _ragged(k, v, offsets, algorithm, stream)
@@ -290,11 +299,12 @@ def _ragged(keys: Operand, values, offsets, algorithm: str, stream) -> Segments 
     return segments if segments.count != 1 or _named_segmented(algorithm) else None
 
 
-def request_parts(a, axis, values=None, offsets=None, algorithm="auto"):
+def request_parts(a, axis, values=None, offsets=None, algorithm="auto", kind="sort"):
     """(keys Operand, values Operand or None, Segments or None) of `a` along
     `axis`, or in ragged segments when `offsets` are given, for explain()."""
-    rows = Rows(a, axis, "a", None)
-    vals = None if values is None else Operand(Rows(values, axis, "values", None).flat, "values")
+    rows = Rows(a, axis, "a", None, kind == "argsort")
+    vals = None if values is None else \
+        Operand(Rows(values, axis, "values", None, role="values").flat, "values", "values")
     keys = Operand(rows.flat, "a")
     if offsets is None:
         return keys, vals, rows.segments(algorithm)

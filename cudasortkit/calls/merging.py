@@ -38,14 +38,13 @@ def merge_by_key(a_keys, a_values, b_keys, b_values, *, descending=False, out=No
                  values_out=None, stream=None):
     """(merged keys, values in the same order) of two sorted key-value arrays;
     stable, a's pairs first on equal keys. Values are 4- or 8-byte numbers."""
-    ak, av = Operand(a_keys, "a_keys"), Operand(a_values, "a_values")
-    bk, bv = Operand(b_keys, "b_keys"), Operand(b_values, "b_values")
+    ak, av = Operand(a_keys, "a_keys"), Operand(a_values, "a_values", "values")
+    bk, bv = Operand(b_keys, "b_keys"), Operand(b_values, "b_values", "values")
     for k, v in ((ak, av), (bk, bv)):
         if k.n != v.n:
             raise ValueError(f"{k.what} and {v.what} differ in length: {k.n} != {v.n}")
     if av.dtype != bv.dtype:
         raise TypeError(f"a_values and b_values must have the same dtype, got {av.dtype} and {bv.dtype}")
-    _value_bytes(av.dtype)
     return _merge(ak, bk, av, bv, descending, out, values_out, stream)
 
 
@@ -83,7 +82,7 @@ def _merge(a: Operand, b: Operand, av: Operand | None, bv: Operand | None, desce
     _check_keys(a, b)
     from ..gpu.device import gpu_available
 
-    targets = [Operand(x, what) if x is not None else None
+    targets = [Operand(x, what, "out") if x is not None else None
                for x, what in ((out, "out"), (values_out, "values_out"))]
     operands = [x for x in (a, b, av, bv) if x is not None]
     _check_no_overlap(operands, [t for t in targets if t is not None])
@@ -102,7 +101,10 @@ def _merge(a: Operand, b: Operand, av: Operand | None, bv: Operand | None, desce
 
 def _check_no_overlap(inputs, targets) -> None:
     """One rule on the host and the GPU: out= and values_out= never share
-    memory with an input (a merge cannot run in place)."""
+    memory with an input (a merge cannot run in place) or with each other."""
+    if len(targets) == 2 and overlaps(*targets[0].span(), *targets[1].span()):
+        raise ValueError("out and values_out overlap: one result would overwrite the other; "
+                         "pass separate arrays")
     for t in targets:
         tptr, tn = t.span()
         for x in inputs:

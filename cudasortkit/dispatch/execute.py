@@ -5,13 +5,13 @@ launches that the public API and the tuner both take.
 does not check itself, then runs a CPU plugin on NumPy arrays or a GPU
 plugin on device buffers through a Job: result buffers (the caller's kind,
 or `out=`), argsort's indices, an in-place sort's backup (restored if
-anything fails), the plugin's run() isolated by the registry. `caller_ordering`
+anything fails), the plugin's run() isolated by the registry and its
+results checked (a wrong one is the plugin's fault). `caller_ordering`
 places the call in the caller's stream (cudasortkit/streams.py).
 """
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,18 +51,31 @@ def check_index_dtype(index_dtype, n: int) -> np.dtype:
 RUN_ERRORS = (MemoryError, KernelError, ValueError)
 
 
-@dataclass
 class HostJob:
-    """What a CPU plugin's run() gets; it returns (sorted keys, values or None)."""
+    """What a CPU plugin's run() gets: the keys (and values) as NumPy arrays
+    and the request's settings, under the names a GPU plugin's Job uses for
+    the same things (n, dtype, value_bytes, kind, descending, stable,
+    config, segments, request). run() returns (sorted keys, sorted values or
+    argsort's indices, or None): docs/plugins.md, "A CPU plugin's run(job)"."""
 
-    kind: str
-    keys: np.ndarray
-    values: np.ndarray | None
-    descending: bool
-    stable: bool
-    config: dict
-    #: The request's segments (cudasortkit/segments.py), None for one array.
-    segments: object = None
+    __slots__ = ("request", "kind", "n", "dtype", "value_bytes", "descending", "stable",
+                 "segments", "keys", "values", "config")
+
+    def __init__(self, request: Request, keys: np.ndarray, values: np.ndarray | None,
+                 config: dict):
+        self.request = request
+        self.kind, self.n, self.dtype = request.kind, request.n, request.dtype
+        #: 0 for sort, the caller's index width for argsort (8: int64, 4: int32)
+        self.value_bytes = request.value_bytes
+        self.descending, self.stable = request.descending, request.stable
+        #: The request's segments (cudasortkit/segments.py), None for one array.
+        self.segments = request.segments
+        self.keys, self.values, self.config = keys, values, config
+
+    def __repr__(self):
+        return (f"HostJob(kind={self.kind!r}, n={self.n}, dtype={self.dtype!r}, "
+                f"value_bytes={self.value_bytes}, descending={self.descending}, "
+                f"stable={self.stable}, config={self.config!r})")
 
 
 def check_key_range(key_range, dtype: np.dtype):
@@ -201,11 +214,18 @@ def _verify_key_range(request: Request, keys: Operand, state) -> None:
 
 
 def _run_host(plugin, config, request, keys, values, targets, state):
-    job = HostJob(request.kind, keys.host(state), None if values is None else values.host(state),
-                  request.descending, request.stable,
-                  config or registry.call(plugin, "default_config"), request.segments)
+    job = HostJob(request, keys.host(state), None if values is None else values.host(state),
+                  config or registry.call(plugin, "default_config", request.dtype,
+                                              request.value_bytes))
+    # out= and values_out= are checked before the plugin runs and its results
+    # before either is written: the caller's arrays are written whole or not at all.
+    if request.kind != "argsort" and targets["out"] is not None:
+        check_out(targets["out"], keys.n, keys.dtype, "out")
+    if request.kind == "pairs" and targets["values_out"] is not None:
+        check_out(targets["values_out"], values.n, values.dtype, "values_out")
     with registry.guarded(plugin, "run", expected=RUN_ERRORS):
-        sorted_keys, sorted_values = plugin.run(job)
+        result = plugin.run(job)
+    sorted_keys, sorted_values = _host_results(plugin, job, result)
     k = v = None
     if request.kind != "argsort":
         k = deliver_host(keys, sorted_keys, targets["out"], "out", state)
@@ -214,6 +234,42 @@ def _run_host(plugin, config, request, keys, values, targets, state):
     elif request.kind == "pairs":
         v = deliver_host(values, sorted_values, targets["values_out"], "values_out", state)
     return k, v
+
+
+def _host_results(plugin, job: HostJob, result) -> tuple:
+    """(keys, values) from what a CPU plugin's run(job) returned, checked
+    against the contract (docs/plugins.md): a pair of 1-D NumPy arrays of
+    job.n, keys of job.keys' dtype (sort, pairs), values of job.values'
+    dtype (pairs), argsort's indices of an integer dtype; the part a kind
+    does not use is not looked at. Anything else is the plugin's fault: it
+    is taken out of service (registry.fault) and PluginError names it."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise registry.fault(plugin, f"run returned {type(result).__name__}, "
+                                     "not a (keys, values) pair")
+    keys, values = result
+    if job.kind != "argsort":
+        _check_result(plugin, job, keys, "keys", job.keys.dtype)
+    if job.kind == "argsort":
+        _check_result(plugin, job, values, "argsort indices", None)
+    elif job.kind == "pairs":
+        _check_result(plugin, job, values, "values", job.values.dtype)
+    return keys, values
+
+
+def _check_result(plugin, job, array, what: str, dtype) -> None:
+    """One result of a CPU plugin: a NumPy array of shape (job.n,), of
+    `dtype` (None: any integer dtype)."""
+    if not isinstance(array, np.ndarray):
+        problem = f"{what} as {type(array).__name__}, not a NumPy array"
+    elif array.shape != (job.n,):
+        problem = f"{what} of shape {array.shape} for {job.n} keys"
+    elif dtype is None and array.dtype.kind not in "iu":
+        problem = f"{what} of dtype {array.dtype}, not an integer dtype"
+    elif dtype is not None and array.dtype != dtype:
+        problem = f"{what} of dtype {array.dtype} for {dtype} {what}"
+    else:
+        return
+    raise registry.fault(plugin, f"run returned {problem}")
 
 
 def deliver_host(like: Operand, result: np.ndarray, target: Operand | None, what: str, state):

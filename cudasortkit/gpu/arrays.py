@@ -7,9 +7,12 @@ into ``out``. The caller's input is never written unless it is also ``out``.
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
-from ..dtypes import SUPPORTED_TEXT, is_bfloat16, key_dtype, numpy_dtype
+from ..dtypes import (KEYS_RULE, VALUES_RULE, is_bfloat16, key_dtype, numpy_dtype,
+                      unsupported_values, value_bytes)
 from .streams import cupy_stream, current_stream, interface_stream
 
 #: Tests set this to fill fresh result buffers with a poison byte before any
@@ -54,8 +57,33 @@ def _unsupported_kind(what: str, a) -> TypeError:
                      f"pass one of {', '.join(SUPPORTED)}")
 
 
-def _unsupported_dtype(what: str, dtype) -> TypeError:
-    return TypeError(f"{what}: dtype {dtype} is not supported; keys must be one of {SUPPORTED_TEXT}")
+def not_an_array(what: str, a) -> TypeError:
+    """out= / values_out= that is no array: a list would be converted to a
+    new array, which the result could not reach."""
+    return TypeError(f"{what} must be an array to write the result into (one of "
+                     f"{', '.join(SUPPORTED)}), got {type(a).__module__}.{type(a).__name__}")
+
+
+def _unsupported_dtype(what: str, dtype, role: str = "keys") -> TypeError:
+    """`what`'s dtype refused, naming the dtypes its role (keys, values or
+    out) takes."""
+    if role == "values":
+        return unsupported_values(what, dtype)
+    if role == "out":
+        return TypeError(f"{what}: dtype {dtype} is not supported")
+    return TypeError(f"{what}: dtype {dtype} is not supported; {KEYS_RULE}")
+
+
+def _unsupported_object(what: str, original, converted: np.ndarray, role: str) -> TypeError:
+    """A non-array that NumPy converts to dtype object: a sequence or number
+    it holds only as Python objects (integers beyond 64 bits, mixed types)
+    has an unsupported dtype; anything else is no array at all."""
+    if converted.ndim == 0 and not isinstance(original, numbers.Number):
+        return _unsupported_kind(what, original)
+    rule = VALUES_RULE if role == "values" else KEYS_RULE
+    return TypeError(f"{what}: a {type(original).__name__} that NumPy converts to dtype object "
+                     "(integers beyond 64 bits, or values of mixed types) is not supported; "
+                     f"{rule}")
 
 
 # ------------------------------------------------------------------ PyTorch
@@ -64,7 +92,9 @@ def _torch_dtypes() -> dict:
 
     table = {torch.bool: np.dtype(np.bool_), torch.float16: np.dtype(np.float16),
              torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
-    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+    # (complex: values only; float8 and complex32 have no NumPy dtype)
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "complex64", "complex128"):
         if hasattr(torch, name):
             table[getattr(torch, name)] = np.dtype(name)
     return table
@@ -73,8 +103,8 @@ def _torch_dtypes() -> dict:
 _TORCH_DTYPES: dict = {}
 
 
-def torch_to_numpy_dtype(tdtype, what: str = "a") -> np.dtype:
-    """The NumPy dtype of a torch dtype; TypeError for ones cudasortkit cannot sort."""
+def torch_to_numpy_dtype(tdtype, what: str = "a", role: str = "keys") -> np.dtype:
+    """The NumPy dtype of a torch dtype; TypeError for ones without one."""
     import torch
 
     if not _TORCH_DTYPES:
@@ -84,7 +114,7 @@ def torch_to_numpy_dtype(tdtype, what: str = "a") -> np.dtype:
         return dt
     if tdtype == torch.bfloat16:
         return numpy_dtype("bfloat16")
-    raise _unsupported_dtype(what, tdtype)
+    raise _unsupported_dtype(what, tdtype, role)
 
 
 def numpy_to_torch_dtype(dt: np.dtype):
@@ -93,20 +123,20 @@ def numpy_to_torch_dtype(dt: np.dtype):
     return torch.bool if dt == np.bool_ else getattr(torch, dt.name)
 
 
-def _torch_interface(t, what: str) -> dict:
+def _torch_interface(t, what: str, role: str = "keys") -> dict:
     """What __cuda_array_interface__ would say of a CUDA tensor, read from the
     tensor itself (PyTorch's interface refuses bfloat16 and float8)."""
-    dt = torch_to_numpy_dtype(t.dtype, what)
+    dt = torch_to_numpy_dtype(t.dtype, what, role)
     return {"shape": tuple(t.shape), "strides": tuple(s * dt.itemsize for s in t.stride()),
             "data": (t.data_ptr(), False), "dtype": dt}
 
 
-def _torch_cpu_numpy(t, what: str) -> np.ndarray:
+def _torch_cpu_numpy(t, what: str, role: str = "keys") -> np.ndarray:
     """A NumPy view of a CPU tensor (bfloat16 through its bits)."""
     import torch
 
     t = t.detach().resolve_conj().resolve_neg()
-    dt = torch_to_numpy_dtype(t.dtype, what)
+    dt = torch_to_numpy_dtype(t.dtype, what, role)
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(dt)
     return t.numpy()
@@ -122,21 +152,26 @@ def _torch_cpu_tensor(result: np.ndarray):
 
 # ------------------------------------------------------------------ Operand
 class Operand:
-    """One caller array, 1-D, on the host or on a device."""
+    """One caller array, 1-D, on the host or on a device. `role`: "keys"
+    (a key dtype), "values" (a value dtype: dtypes.value_bytes) or "out"
+    (an array to write a result into; check_out checks its dtype)."""
 
-    def __init__(self, a, what: str = "a"):
+    def __init__(self, a, what: str = "a", role: str = "keys"):
         self.what = what
         self.library = library = library_of(a)
         if library == "masked":
             raise TypeError(f"{what}: masked arrays are not supported (the mask would be lost); "
                             "sort a.compressed(), or use numpy.ma.sort")
         if library == "other":
+            if role == "out":
+                raise not_an_array(what, a)
+            original = a
             try:
                 a = np.asarray(a)
             except Exception as exc:
-                raise _unsupported_kind(what, a) from exc
+                raise _unsupported_kind(what, original) from exc
             if a.dtype == object:
-                raise _unsupported_kind(what, a if a.ndim else a.item())
+                raise _unsupported_object(what, original, a, role)
             self.library = library = "numpy"
             self._converted = True  # a new array: never the caller's memory
         else:
@@ -146,10 +181,10 @@ class Operand:
         self.interface_stream = None
         self._cai = None
         if library == "torch-cpu":
-            a = _torch_cpu_numpy(a, what)
+            a = _torch_cpu_numpy(a, what, role)
         elif library == "torch":
             a = a.detach()
-            self._cai = _torch_interface(a, what)
+            self._cai = _torch_interface(a, what, role)
         elif library in ("cupy", "gpuarray", "cai"):
             # Built anew by CuPy on every access (microseconds): read once,
             # reused by _contiguous and device_ptr.
@@ -168,13 +203,16 @@ class Operand:
                     try:
                         dtype = np.dtype(typestr)
                     except TypeError:
-                        raise _unsupported_dtype(what, typestr) from None
+                        raise _unsupported_dtype(what, typestr, role) from None
             self.dtype = np.dtype(dtype)
         else:
             shape, self.dtype = a.shape, a.dtype
         if len(shape) != 1:
             raise ValueError(f"{what}: only 1-D arrays are supported, got shape {shape}")
-        if not is_bfloat16(self.dtype) and (self.dtype.kind not in "biuf" or self.dtype.hasobject):
+        if role == "values":
+            value_bytes(self.dtype, what)  # TypeError naming the value dtypes
+        elif role == "keys" and not is_bfloat16(self.dtype) and (
+                self.dtype.kind not in "biuf" or self.dtype.hasobject):
             raise _unsupported_dtype(what, self.dtype)
         self.n = int(shape[0])
         self.array = self._contiguous(a)
@@ -273,7 +311,12 @@ class Operand:
         return int(self._upload)
 
     def wrap_host(self, result: np.ndarray):
-        """A host result as the caller's library would return it."""
+        """A host result as the caller's library would return it: C order
+        with positive strides. (NumPy calls a reversed view of one key
+        contiguous, as a plugin's descending sort may return it;
+        torch.from_numpy refuses its negative stride.)"""
+        if result.strides and result.strides[0] < 0:
+            result = result.copy()
         if self.library == "numpy":
             return result
         if self.library == "torch-cpu":
@@ -316,7 +359,7 @@ class Result:
         self._host = None  # Operand or None: where a host result is downloaded to
         self._wrap = None
         if out is not None:
-            target = out if isinstance(out, Operand) else Operand(out, what)
+            target = out if isinstance(out, Operand) else Operand(out, what, "out")
             check_out(target, self.n, self.dtype, what)
             self.value = target.original
             if target.on_device:
@@ -386,3 +429,57 @@ def _torch_empty(n, dtype, device, stream: int):
 
 def overlaps(ptr_a: int, nbytes_a: int, ptr_b: int, nbytes_b: int) -> bool:
     return nbytes_a > 0 and nbytes_b > 0 and ptr_a < ptr_b + nbytes_b and ptr_b < ptr_a + nbytes_a
+
+
+def memory_span(x) -> tuple | None:
+    """(lowest address, bytes up to the highest) of the memory a caller's
+    array of any shape and strides spans, host or device; None for objects
+    that are not arrays (a list is converted to a new array: never shared)."""
+    library = library_of(x)
+    if library == "other":
+        return None
+    if library in ("numpy", "masked"):
+        ptr, shape, strides, itemsize = (x.__array_interface__["data"][0], x.shape, x.strides,
+                                         x.itemsize)
+    elif library in ("torch", "torch-cpu"):
+        itemsize = x.element_size()
+        ptr, shape = x.data_ptr(), tuple(x.shape)
+        strides = tuple(s * itemsize for s in x.stride())
+    else:
+        cai = x.__cuda_array_interface__
+        ptr, shape = int(cai["data"][0]), tuple(cai["shape"])
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        strides = cai.get("strides") or c_strides(shape, itemsize)
+    if 0 in shape:
+        return ptr, 0
+    low = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
+    high = sum((d - 1) * s for d, s in zip(shape, strides) if s > 0) + itemsize
+    return ptr + low, high - low
+
+
+def c_strides(shape, itemsize) -> tuple:
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
+def check_outputs_apart(keys, values, out, values_out) -> None:
+    """sort_by_key's rule, host and device, any shape: out may be the keys
+    (in place) and values_out the values, but no output shares memory with
+    the other output or the other input (the sort would overwrite what it
+    still reads, or one result the other). Memory spans are compared, so
+    outputs interleaved in one buffer count as overlapping."""
+    for (what, x), (other, y) in ((("out", out), ("values_out", values_out)),
+                                  (("out", out), ("the input values", values)),
+                                  (("values_out", values_out), ("the input keys", keys))):
+        if x is None or y is None:
+            continue
+        a, b = memory_span(x), memory_span(y)
+        if a is not None and b is not None and overlaps(*a, *b):
+            if other == "values_out":
+                raise ValueError("out and values_out overlap: one result would overwrite the "
+                                 "other; pass separate arrays")
+            raise ValueError(f"{what} overlaps {other}, which the sort still reads; sort in "
+                             "place (out=keys, values_out=values) or into separate arrays")

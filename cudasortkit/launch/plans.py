@@ -94,34 +94,38 @@ def replayable(plugin_cls) -> bool:
     return verdict
 
 
-def run(plugin, job) -> None:
-    """plugin.run(job), or the recorded plan of the job's shape if it has one."""
+def run(plugin, job):
+    """plugin.run(job), or the recorded plan of the job's shape if it has
+    one; what run() returned (None from a plan: the core refuses anything
+    else, cudasortkit/devicesort.py)."""
     request = job.request
     if not replayable(type(plugin)) or (request is not None and request.segments is not None
                                         and not request.segments.uniform):
-        plugin.run(job)
-        return
+        return plugin.run(job)
     key = plan_key(plugin, job)
     plan = _plans.get(key)
     if plan is None:
-        _record(plugin, job, key)
-    elif type(plan) is LaunchPlan:
+        return _record(plugin, job, key)
+    if type(plan) is LaunchPlan:
         plan.replay(job)
-    else:
-        plugin.run(job)
+        return None
+    return plugin.run(job)
 
 
-def _record(plugin, job, key) -> None:
+def _record(plugin, job, key):
     recorder = job.recorder = Recorder(job)
     try:
-        plugin.run(job)
+        returned = plugin.run(job)
     finally:
         job.recorder = None
     outcome = recorder.outcome()
-    if outcome is not None:
+    # Only a run() that returns None, as the contract says, is ever replayed:
+    # devicesort refuses one that hands something back.
+    if outcome is not None and returned is None:
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = outcome
+    return returned
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,9 @@ def reserve(budget: int) -> int:
 
 def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out,
             expected) -> None:
-    """plugin sorts n keys keys_in -> keys_out (values too) on the state's stream."""
+    """plugin sorts n keys keys_in -> keys_out (values too) on the state's
+    stream. Its run() writes the outputs and returns None: anything else is
+    a fault (PluginError, the plugin taken out of service)."""
     if n <= 1:
         from ..dtypes import itemsize
 
@@ -46,6 +48,9 @@ def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, val
               descending=request.descending, config=config, request=request)
     try:
         with registry.guarded(plugin, "run", expected=expected):
-            launchplan.run(plugin, job)
+            returned = launchplan.run(plugin, job)
+        if returned is not None:  # its own arrays instead of job.keys_out: nothing to deliver
+            raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU plugin "
+                                         "writes job.keys_out (and job.values_out) and returns None")
     finally:
         job.finish()

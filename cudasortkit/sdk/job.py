@@ -53,6 +53,26 @@ class Job:
     def key_bits(self) -> int:
         return 8 * self.key_bytes
 
+    # The request's settings, by the names a CPU plugin's HostJob uses too.
+    # They come from job.request: a replayable plugin must not decide on them.
+    @property
+    def kind(self) -> str:
+        """"sort", "argsort" or "pairs"; without a request (a plugin's own
+        sub-job), "pairs" when the job moves values, else "sort"."""
+        if self.request is not None:
+            return self.request.kind
+        return "pairs" if self.value_bytes else "sort"
+
+    @property
+    def stable(self) -> bool:
+        """Whether the caller asked for a stable order (False without a request)."""
+        return self.request is not None and self.request.stable
+
+    @property
+    def segments(self):
+        """The request's segments (cudasortkit/segments.py), None for one array."""
+        return self.request.segments if self.request is not None else None
+
     @property
     def desc_mask(self) -> int:
         """Kernel argument for csk_encode/csk_decode: all ones if descending."""

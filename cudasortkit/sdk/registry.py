@@ -161,9 +161,18 @@ def guarded(plugin, what: str, expected: tuple = ()):
     except expected:
         raise
     except (Exception, SystemExit) as exc:
-        reason = _reason(what, exc)
-        mark_broken(plugin.name, reason)
-        raise PluginError(plugin.name, reason) from exc
+        raise fault(plugin, _reason(what, exc)) from exc
+
+
+def fault(plugin, reason: str) -> PluginError:
+    """Take `plugin` out of service for `reason`, a fault of its code found
+    without an exception (run() returned a wrong result, say), and return
+    the PluginError to raise: what guarded does for an exception.
+
+        raise registry.fault(plugin, "run returned 1 keys for 6")
+    """
+    mark_broken(plugin.name, reason)
+    return PluginError(plugin.name, reason)
 
 
 def call(plugin, method: str, *args, **kwargs):
