@@ -13,14 +13,15 @@ import math
 
 import numpy as np
 
-from .calls import axes as batched
-from .sdk import registry
-from .gpu.arrays import Operand, check_outputs_apart
-from .errors import PluginError
-from .dispatch.execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
-from .sdk.plugin import REQUEST_KINDS
+from .calls import axes
 from .calls.prepared import PreparedCalls
+from .dispatch.execute import execute
+from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
+                               make_request)
 from .dispatch.select import Selector, usable
+from .gpu.arrays import Operand, check_outputs_apart
+from .sdk import registry
+from .sdk.plugin import REQUEST_KINDS
 from .tuning.measured import MeasuredPolicy
 
 #: How every call chooses its plugin: this device's measurements, else what
@@ -45,7 +46,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     if stable is None:
         stable = False
     if progress is not False:
-        _check_progress(progress)
+        check_progress(progress)
     if axis == -1 and out is None and key_range is None and stream is None:
         if (type(a) is np.ndarray and algorithm == "auto" and descending is False
                 and a.ndim == 1 and type(stable) is bool):
@@ -57,10 +58,10 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
         call = prepared.find("sort", a, descending, stable, algorithm)
         if call is not None:
             return call(a)[0]
-    _check_flags(descending, stable, algorithm)
+    check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
-        return batched.sort_along(_execute, "sort", a, None, axis, descending, stable, algorithm,
-                                  out, None, key_range, stream, progress)
+        return _along("sort", a, None, axis, descending, stable, algorithm, out, None, key_range,
+                      stream, progress)
     keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
                        key_range, stream, progress=progress, caller=a)
     return keys
@@ -77,7 +78,7 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     if stable is None:
         stable = False
     if progress is not False:
-        _check_progress(progress)
+        check_progress(progress)
     if index_dtype is np.int64:
         index_dtype = INDEX_DTYPE
     else:
@@ -87,11 +88,10 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
         call = prepared.find("argsort", a, descending, stable, algorithm, index_dtype)
         if call is not None:
             return call(a)[1]
-    _check_flags(descending, stable, algorithm)
+    check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
-        return batched.sort_along(_execute, "argsort", a, None, axis, descending, stable,
-                                  algorithm, None, None, key_range, stream, progress,
-                                  index_dtype)
+        return _along("argsort", a, None, axis, descending, stable, algorithm, None, None,
+                      key_range, stream, progress, index_dtype)
     _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
                         key_range, stream, progress=progress, caller=a, index_dtype=index_dtype)
     return order
@@ -103,14 +103,14 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     are 4- or 8-byte numbers (complex64 too) of the keys' shape; out= may be
     the keys and values_out the values (in place), no output another's
     memory."""
-    _check_flags(descending, True, algorithm)
+    check_flags(descending, True, algorithm)
     if progress is not False:
-        _check_progress(progress)
+        check_progress(progress)
     if out is not None or values_out is not None:
         check_outputs_apart(keys, values, out, values_out)
     if axis != -1 or getattr(keys, "ndim", None) != 1 or getattr(values, "ndim", None) != 1:
-        return batched.sort_along(_execute, "pairs", keys, values, axis, descending, True,
-                                  algorithm, out, values_out, key_range, stream, progress)
+        return _along("pairs", keys, values, axis, descending, True, algorithm, out, values_out,
+                      key_range, stream, progress)
     k, v = Operand(keys, "keys"), Operand(values, "values", "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
@@ -126,10 +126,12 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     a stable key-value sort per segment. stable=None is the default (False)."""
     if stable is None:
         stable = False
-    _check_flags(descending, stable, algorithm)
+    check_flags(descending, stable, algorithm)
     kind = "sort" if values is None else "pairs"
-    return batched.segmented(_execute, kind, keys, offsets, values, descending,
-                             stable or values is not None, algorithm, stream)
+    k, v, segments = axes.ragged(keys, offsets, values, algorithm, stream)
+    ks, vs = _execute(kind, k, v, descending, stable or values is not None, algorithm, None, None,
+                      None, stream, segments)
+    return ks if kind == "sort" else (ks, vs)
 
 
 def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorithm="auto",
@@ -139,9 +141,10 @@ def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorith
     default (False)."""
     if stable is None:
         stable = False
-    _check_flags(descending, stable, algorithm)
-    return batched.segmented(_execute, "argsort", keys, offsets, None, descending, stable,
-                             algorithm, stream)
+    check_flags(descending, stable, algorithm)
+    k, _, segments = axes.ragged(keys, offsets, None, algorithm, stream)
+    return _execute("argsort", k, None, descending, stable, algorithm, None, None, None, stream,
+                    segments)[1]
 
 
 def algorithms() -> list:
@@ -167,66 +170,35 @@ def algorithms() -> list:
 
 
 # ------------------------------------------------------------ argument checks
-def _check_flags(descending, stable, algorithm) -> None:
-    """descending and stable are bools (stable=None was made False by the
-    caller: NumPy's and PyTorch's default), algorithm a name."""
-    if not isinstance(descending, (bool, np.bool_)):
-        raise TypeError(f"descending must be True or False, got {descending!r}")
-    if not isinstance(stable, (bool, np.bool_)):
-        raise TypeError(f"stable must be True, False or None (the default), got {stable!r}")
-    if not isinstance(algorithm, str):
-        raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
 
 
-def _check_progress(progress) -> None:
-    """One rule on every path, first call or repeat: progress is a bool, and
-    True needs tqdm (the bar itself shows only while a host array takes the
-    pipeline, docs/host.md)."""
-    if not isinstance(progress, (bool, np.bool_)):
-        raise TypeError(f"progress must be True or False, got {progress!r}")
-    if progress:
-        try:
-            import tqdm  # noqa: F401
-        except ImportError:
-            raise ImportError("progress=True needs the tqdm package: pip install tqdm "
-                              "(or pip install cudasortkit[tune])") from None
 
 
 # ------------------------------------------------------------------ execution
 def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
              values_out, key_range=None, stream=None, segments=None, progress=False, caller=None,
              index_dtype=INDEX_DTYPE):
-    """Choose a plugin (auto chooses again if the chosen one turns out
-    broken) and run it, in the caller's stream. `caller`: the caller's array
-    when the result takes its shape (1-D, or sorted along its last axis
-    without a copy): a plain call of it is then prepared for repeats."""
-    targets = {"out": None, "values_out": None}
-    for name, value in (("out", out), ("values_out", values_out)):
-        if value is not None:
-            targets[name] = Operand(value, name, "out")
-    state, ordering = caller_ordering(stream, (keys, values, *targets.values()))
-    if ordering is not None:
-        ordering.begin()
-    try:
-        request = make_request(kind, keys, values, descending, stable, key_range, segments,
-                               index_dtype, **({"progress": True} if progress else {}))
-        while True:
-            plugin, config = selector.choose(request, algorithm)
-            try:
-                result = run(plugin, config, request, keys, values, targets, state,
-                             ordering.caller if ordering else None)
-            except PluginError:
-                if algorithm != "auto":
-                    raise  # auto chooses again: the broken plugin is out of service
-                continue
-            if (caller is not None and values is None and out is None and key_range is None
-                    and stream is None):
-                prepared.note(kind, caller, keys, descending, stable, algorithm, request, plugin,
-                              config, state)
-            return result
-    finally:
-        if ordering is not None:
-            ordering.end()
+    """The call run by the selector (dispatch/execute.py). `caller`: the
+    caller's array when the result takes its shape (1-D, or sorted along its
+    last axis without a copy): a plain call of it is then prepared for
+    repeats."""
+    done = execute(selector, kind, keys, values, descending, stable, algorithm, out, values_out,
+                   key_range, stream, segments, progress, index_dtype)
+    if (caller is not None and values is None and out is None and key_range is None
+            and stream is None):
+        prepared.note(kind, caller, keys, descending, stable, algorithm, done.request, done.plugin,
+                      done.config, done.state)
+    return done.result
+
+
+def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out, key_range,
+           stream, progress, index_dtype=INDEX_DTYPE):
+    """A sort along an axis (or of an N-D array) as one segmented request."""
+    along = axes.Along(kind, a, values, axis, stream, out, values_out, algorithm, index_dtype)
+    keys, vals = _execute(kind, along.keys, along.values, descending, stable, algorithm, None, None,
+                          key_range, stream, along.segments, progress, caller=along.caller,
+                          index_dtype=index_dtype)
+    return along.results(keys, vals, out, values_out)
 
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
@@ -246,8 +218,8 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     if kind == "pairs" and values is None:
         raise ValueError("kind='pairs' needs values= (the payload sorted along with the keys); "
                          "without values, kind is 'sort' or 'argsort'")
-    _check_flags(descending, stable, algorithm)
-    keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm, kind)
+    check_flags(descending, stable, algorithm)
+    keys, vals, segments = axes.request_parts(a, axis, values, offsets, algorithm, kind)
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
                            segments)
     if algorithm != "auto":

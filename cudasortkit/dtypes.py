@@ -27,8 +27,12 @@ SUPPORTED_TEXT = "bool, " + ", ".join(KEY_DTYPES) + " (native byte order)"
 
 KIND_UNSIGNED, KIND_SIGNED, KIND_FLOAT = 0, 1, 2
 
-#: argsort's default index dtype (dispatch/execute.py has int32 beside it).
+#: argsort's default index dtype.
 INDEX_DTYPE = np.dtype(np.int64)
+#: argsort's index dtypes: int64 (the default) and int32 (n < 2^31, half the
+#: index traffic). The request carries the choice as its value_bytes.
+INDEX_DTYPES = {8: INDEX_DTYPE, 4: np.dtype(np.int32)}
+INT32_INDEX_LIMIT = 1 << 31
 
 #: Width in bytes of the value payloads kernels move (argsort uses int64).
 VALUE_BYTES = (4, 8)

@@ -186,7 +186,7 @@ def test_int32_indices_on_the_host(rng):
 
 
 def test_unsupported_index_dtypes_are_refused():
-    from cudasortkit.dispatch.execute import check_index_dtype
+    from cudasortkit.dispatch.request import check_index_dtype
 
     a = np.arange(10)
     for bad in (np.float32, np.uint32, np.int16, "i1"):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.dispatch import execute
+from cudasortkit.dispatch import request as dispatch_request
 from cudasortkit.gpu.arrays import Operand
 from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.sdk.plugin import Request
@@ -69,20 +69,20 @@ def test_unknown_range_and_tiny_requests():
 
 def test_probe_runs_once_per_call_and_not_for_narrow_keys(monkeypatch):
     calls = []
-    measure = execute._RangeProbe._measure
+    measure = dispatch_request.RangeProbe._measure
 
     def counting_measure(self):
         calls.append(1)
         return measure(self)
 
-    monkeypatch.setattr(execute._RangeProbe, "_measure", counting_measure)
+    monkeypatch.setattr(dispatch_request.RangeProbe, "_measure", counting_measure)
     a = np.arange(-3, 997, dtype=np.int32)
-    r = execute.make_request("sort", Operand(a), None, False, False)
+    r = dispatch_request.make_request("sort", Operand(a), None, False, False)
     assert r.keys_range() == (-3, 996) and r.keys_range() == (-3, 996)
     assert PLUGIN.unsupported(r) is None and len(calls) == 1
-    r16 = execute.make_request("sort", Operand(a.astype(np.int16)), None, False, False)
+    r16 = dispatch_request.make_request("sort", Operand(a.astype(np.int16)), None, False, False)
     assert PLUGIN.unsupported(r16) is None and len(calls) == 1
-    given = execute.make_request("sort", Operand(a), None, False, False, key_range=(-3, 996))
+    given = dispatch_request.make_request("sort", Operand(a), None, False, False, key_range=(-3, 996))
     assert given.keys_range() == (-3, 996) and len(calls) == 1
 
 
@@ -91,9 +91,9 @@ def test_probe_is_not_part_of_request_equality():
 
 
 def test_host_probe_handles_bool_and_empty():
-    assert execute._RangeProbe(Operand(np.array([True, False, True])))() == (0, 1)
-    assert execute._RangeProbe(Operand(np.zeros(0, np.int32)))() is None
-    assert execute._RangeProbe(Operand(np.zeros(3, np.float32)))() is None
+    assert dispatch_request.RangeProbe(Operand(np.array([True, False, True])))() == (0, 1)
+    assert dispatch_request.RangeProbe(Operand(np.zeros(0, np.int32)))() is None
+    assert dispatch_request.RangeProbe(Operand(np.zeros(3, np.float32)))() is None
 
 
 def test_by_name_wide_range_is_a_clear_value_error():

@@ -92,7 +92,7 @@ def test_algorithms_lists_builtins():
 
 
 def test_make_request_builds_the_request_the_dataclass_would():
-    from cudasortkit.dispatch.execute import make_request
+    from cudasortkit.dispatch.request import make_request
     from cudasortkit.gpu.arrays import Operand
 
     keys, values = Operand(np.arange(5, dtype=np.int16)), Operand(np.zeros(5, np.float32))

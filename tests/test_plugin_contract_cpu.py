@@ -15,7 +15,7 @@ from cudasortkit.gpu import device
 from cudasortkit.sdk import registry
 from cudasortkit.build import render
 from cudasortkit.errors import PluginError
-from cudasortkit.dispatch.execute import HostJob
+from cudasortkit.sdk.job import HostJob
 from cudasortkit.sdk.job import Job
 from cudasortkit.sdk.plugin import Request
 from cudasortkit.plugins.numpy_sort import NumpySort

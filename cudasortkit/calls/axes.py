@@ -12,8 +12,8 @@ Ragged segments come as CUB-style offsets, checked before anything is
 sorted: on the keys' device when they are there (one pass; only its
 statistics come back to the host), else on the host.
 
-`execute` is the public API's runner (api._execute's signature): this
-module only shapes the caller's arrays and the request around it.
+This module only shapes the caller's arrays and the request around the
+sort, which the public API runs (dispatch/execute.py).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 from ..sdk import registry
 from ..gpu.arrays import Operand, c_strides, library_of, not_an_array, torch_to_numpy_dtype
 from ..dtypes import INDEX_DTYPE
-from ..dispatch.execute import caller_ordering
+from ..dispatch.request import caller_ordering
 from ..sdk.segments import Segments, check_offsets
 from ..gpu.streams import cupy_stream, handle_of
 
@@ -231,54 +231,59 @@ def _write(target, result, like: Rows):
 
 
 # ------------------------------------------------------------- entry points
-def sort_along(execute, kind: str, a, values, axis, descending, stable, algorithm, out,
-               values_out, key_range, stream, progress=False, index_dtype=INDEX_DTYPE):
-    """sort / argsort / sort_by_key of `a` along `axis` (api's arguments;
-    `execute` is api._execute). Returns what the public function returns.
-    argsort's int32 indices (index_dtype) come from one 1-D sort only: a
-    1-D array along its axis, axis=None, or a single row."""
-    rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream, kind == "argsort")
-    if index_dtype != INDEX_DTYPE and rows.rows != 1:
-        raise ValueError(f"index_dtype=int32 is supported where argsort sorts one 1-D array (a "
-                         f"1-D array, axis=None, or a single row); this sorts {rows.rows} rows "
-                         f"along axis {rows.axis}: use int64 indices")
-    vrows = None
-    if values is not None:
-        vrows = Rows(values, axis, "values", stream, role="values")
-        if vrows.shape != rows.shape:
-            raise ValueError(f"keys and values differ in shape: {rows.shape} != {vrows.shape}")
-    keys = Operand(rows.flat, rows.what)
-    vals = Operand(vrows.flat, "values", "values") if vrows is not None else None
-    if kind != "argsort":
-        _check_target(out, rows, keys.dtype, "out")
-    if vals is not None:
-        _check_target(values_out, vrows, vals.dtype, "values_out")
-    k, v = execute(kind, keys, vals, descending, stable, algorithm, None, None, key_range, stream,
-                   rows.segments(algorithm), progress,
-                   caller=rows.original if rows.in_place_rows else None, index_dtype=index_dtype)
-    if kind == "sort":
-        return _write(out, rows.restore(k), rows)
-    if kind == "argsort":
-        return rows.restore(v)
-    return _write(out, rows.restore(k), rows), _write(values_out, vrows.restore(v), vrows)
+class Along:
+    """sort / argsort / sort_by_key of an array along an axis as one request:
+    the rows are the segments of one 1-D sort of the flattened array (no
+    copy where the rows lie in place). Made before the sort (every argument
+    check), results() after it. argsort's int32 indices (index_dtype) come
+    from one 1-D sort only: a 1-D array along its axis, axis=None, or a
+    single row."""
+
+    def __init__(self, kind: str, a, values, axis, stream, out, values_out, algorithm: str,
+                 index_dtype=INDEX_DTYPE):
+        rows = Rows(a, axis, "a" if kind != "pairs" else "keys", stream, kind == "argsort")
+        if index_dtype != INDEX_DTYPE and rows.rows != 1:
+            raise ValueError(f"index_dtype=int32 is supported where argsort sorts one 1-D array (a "
+                             f"1-D array, axis=None, or a single row); this sorts {rows.rows} rows "
+                             f"along axis {rows.axis}: use int64 indices")
+        vrows = None
+        if values is not None:
+            vrows = Rows(values, axis, "values", stream, role="values")
+            if vrows.shape != rows.shape:
+                raise ValueError(f"keys and values differ in shape: {rows.shape} != {vrows.shape}")
+        self.kind, self.rows, self.vrows = kind, rows, vrows
+        self.keys = Operand(rows.flat, rows.what)
+        self.values = Operand(vrows.flat, "values", "values") if vrows is not None else None
+        if kind != "argsort":
+            _check_target(out, rows, self.keys.dtype, "out")
+        if self.values is not None:
+            _check_target(values_out, vrows, self.values.dtype, "values_out")
+        self.segments = rows.segments(algorithm)
+        #: The caller's array where the result takes its shape (a plain call
+        #: of it can be prepared for repeats), else None.
+        self.caller = rows.original if rows.in_place_rows else None
+
+    def results(self, keys, values, out, values_out):
+        """What the public function returns, from the flat sort's results."""
+        if self.kind == "sort":
+            return _write(out, self.rows.restore(keys), self.rows)
+        if self.kind == "argsort":
+            return self.rows.restore(values)
+        return (_write(out, self.rows.restore(keys), self.rows),
+                _write(values_out, self.vrows.restore(values), self.vrows))
 
 
-def segmented(execute, kind: str, keys, offsets, values, descending, stable, algorithm, stream):
-    """segmented_sort / segmented_argsort: `keys` 1-D, ragged CUB-style
-    `offsets` (checked before anything is sorted)."""
+def ragged(keys, offsets, values, algorithm: str, stream):
+    """segmented_sort / segmented_argsort's (keys Operand, values Operand or
+    None, Segments or None): `keys` 1-D, ragged CUB-style `offsets`,
+    checked before anything is sorted."""
     k = Operand(keys, "keys")
     v = None
     if values is not None:
         v = Operand(values, "values", "values")
         if v.n != k.n:
             raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
-    segments = _ragged(k, v, offsets, algorithm, stream)
-    ks, vs = execute(kind, k, v, descending, stable, algorithm, None, None, None, stream, segments)
-    if kind == "sort":
-        return ks
-    if kind == "argsort":
-        return vs
-    return ks, vs
+    return k, v, _ragged(k, v, offsets, algorithm, stream)
 
 
 def _ragged(keys: Operand, values, offsets, algorithm: str, stream) -> Segments | None:

@@ -20,7 +20,9 @@ import numpy as np
 
 from .. import order
 from ..sdk import registry
-from ..dispatch.execute import RUN_ERRORS, caller_ordering, deliver_host
+from ..dispatch.request import caller_ordering
+from ..launch.run import deliver_host
+from ..sdk.plugin import RUN_ERRORS
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, overlaps
 from ..dtypes import key_dtype

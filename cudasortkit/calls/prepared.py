@@ -30,7 +30,7 @@ from ..launch import plans as launchplan
 from ..sdk import registry
 from ..build.corekernels import iota64
 from ..dtypes import is_bfloat16
-from ..dispatch.execute import INDEX_DTYPE, INDEX_DTYPES
+from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
 from ..gpu.streams import LEGACY, current_stream
 

@@ -1,6 +1,6 @@
 """Large host (NumPy) arrays sorted by a GPU plugin at PCIe speed.
 
-execute.run hands a GPU plugin's host request here when `takes()` says so:
+dispatch.execute.run hands a GPU plugin's host request here when `takes()` says so:
 host keys (and values, and out=/values_out= targets) of at least
 MIN_BYTES, or too many to sort on the device in one piece. The plugin and
 config are the ones the selector chose; this module only moves the data.
@@ -69,8 +69,8 @@ def takes(request, keys, values, targets, state) -> bool:
 
 def run(plugin, config, request, keys, values, targets, state, expected, progress=None):
     """Sort the host request with `plugin`; (keys result, values result) as
-    execute.run returns them. `expected` are the errors a plugin's run() may
-    raise (execute.RUN_ERRORS). `progress`: True for a tqdm bar."""
+    dispatch.execute.run returns them. `expected` are the errors a plugin's run() may
+    raise (sdk.plugin.RUN_ERRORS). `progress`: True for a tqdm bar."""
     progress = request.options.get("progress", False) if progress is None else progress
     outputs = Outputs(request, keys, values, targets)
     with outputs.prefault, Progress(progress, outputs.traffic(request, keys), request) as bar:

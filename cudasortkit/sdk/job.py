@@ -201,3 +201,30 @@ class Job:
         for buf in self._temporaries:
             buf.free()
         self._temporaries.clear()
+
+
+class HostJob:
+    """What a CPU plugin's run() gets: the keys (and values) as NumPy arrays
+    and the request's settings, under the names a GPU plugin's Job uses for
+    the same things (n, dtype, value_bytes, kind, descending, stable,
+    config, segments, request). run() returns (sorted keys, sorted values or
+    argsort's indices, or None): docs/plugins.md, "A CPU plugin's run(job)"."""
+
+    __slots__ = ("request", "kind", "n", "dtype", "value_bytes", "descending", "stable",
+                 "segments", "keys", "values", "config")
+
+    def __init__(self, request: Request, keys: np.ndarray, values: np.ndarray | None,
+                 config: dict):
+        self.request = request
+        self.kind, self.n, self.dtype = request.kind, request.n, request.dtype
+        #: 0 for sort, the caller's index width for argsort (8: int64, 4: int32)
+        self.value_bytes = request.value_bytes
+        self.descending, self.stable = request.descending, request.stable
+        #: The request's segments (cudasortkit/segments.py), None for one array.
+        self.segments = request.segments
+        self.keys, self.values, self.config = keys, values, config
+
+    def __repr__(self):
+        return (f"HostJob(kind={self.kind!r}, n={self.n}, dtype={self.dtype!r}, "
+                f"value_bytes={self.value_bytes}, descending={self.descending}, "
+                f"stable={self.stable}, config={self.config!r})")

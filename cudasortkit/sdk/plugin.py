@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
 from ..dtypes import KEY_DTYPES
+from ..errors import KernelError
 
 
 @dataclass(frozen=True)
@@ -278,3 +279,9 @@ def check_plugin_class(cls, entry_point_name: str | None = None) -> None:
             template_path(cls.template_package, template)  # raises FileNotFoundError
     if cls.run is SortPlugin.run:
         raise TypeError(f"{cls.name}: does not implement run()")
+
+
+#: What a plugin's run() may raise as part of its contract (the caller's
+#: input, the GPU's memory, a kernel that fails for this config); anything
+#: else takes the plugin out of service (registry.guarded).
+RUN_ERRORS = (MemoryError, KernelError, ValueError)

@@ -1,0 +1,144 @@
+"""Running one chosen plugin on operands that are already checked: a CPU
+plugin on NumPy arrays (its results checked, then delivered as the caller's
+kind or into out=), or a GPU plugin on device buffers through a Job: the
+result buffers, argsort's indices, and an in-place sort's backup (restored
+if anything fails). dispatch/execute.py decides which of the two runs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import INDEX_DTYPES
+from ..gpu.arrays import Operand, Result, check_out, overlaps
+from ..sdk import registry
+from ..sdk.job import HostJob
+from ..sdk.plugin import RUN_ERRORS
+from .sort_job import run_job
+
+
+def run_host(plugin, config, request, keys, values, targets, state):
+    job = HostJob(request, keys.host(state), None if values is None else values.host(state),
+                  config or registry.call(plugin, "default_config", request.dtype,
+                                              request.value_bytes))
+    # out= and values_out= are checked before the plugin runs and its results
+    # before either is written: the caller's arrays are written whole or not at all.
+    if request.kind != "argsort" and targets["out"] is not None:
+        check_out(targets["out"], keys.n, keys.dtype, "out")
+    if request.kind == "pairs" and targets["values_out"] is not None:
+        check_out(targets["values_out"], values.n, values.dtype, "values_out")
+    with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+        result = plugin.run(job)
+    sorted_keys, sorted_values = _host_results(plugin, job, result)
+    k = v = None
+    if request.kind != "argsort":
+        k = deliver_host(keys, sorted_keys, targets["out"], "out", state)
+    if request.kind == "argsort":
+        v = keys.wrap_host(np.ascontiguousarray(sorted_values, INDEX_DTYPES[request.value_bytes]))
+    elif request.kind == "pairs":
+        v = deliver_host(values, sorted_values, targets["values_out"], "values_out", state)
+    return k, v
+
+
+def _host_results(plugin, job: HostJob, result) -> tuple:
+    """(keys, values) from what a CPU plugin's run(job) returned, checked
+    against the contract (docs/plugins.md): a pair of 1-D NumPy arrays of
+    job.n, keys of job.keys' dtype (sort, pairs), values of job.values'
+    dtype (pairs), argsort's indices of an integer dtype; the part a kind
+    does not use is not looked at. Anything else is the plugin's fault: it
+    is taken out of service (registry.fault) and PluginError names it."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise registry.fault(plugin, f"run returned {type(result).__name__}, "
+                                     "not a (keys, values) pair")
+    keys, values = result
+    if job.kind != "argsort":
+        _check_result(plugin, job, keys, "keys", job.keys.dtype)
+    if job.kind == "argsort":
+        _check_result(plugin, job, values, "argsort indices", None)
+    elif job.kind == "pairs":
+        _check_result(plugin, job, values, "values", job.values.dtype)
+    return keys, values
+
+
+def _check_result(plugin, job, array, what: str, dtype) -> None:
+    """One result of a CPU plugin: a NumPy array of shape (job.n,), of
+    `dtype` (None: any integer dtype)."""
+    if not isinstance(array, np.ndarray):
+        problem = f"{what} as {type(array).__name__}, not a NumPy array"
+    elif array.shape != (job.n,):
+        problem = f"{what} of shape {array.shape} for {job.n} keys"
+    elif dtype is None and array.dtype.kind not in "iu":
+        problem = f"{what} of dtype {array.dtype}, not an integer dtype"
+    elif dtype is not None and array.dtype != dtype:
+        problem = f"{what} of dtype {array.dtype} for {dtype} {what}"
+    else:
+        return
+    raise registry.fault(plugin, f"run returned {problem}")
+
+
+def deliver_host(like: Operand, result: np.ndarray, target: Operand | None, what: str, state):
+    """A host result as the caller's kind, or written into `target` (out=)."""
+    result = np.ascontiguousarray(result, like.dtype)
+    if target is None:
+        return like.wrap_host(result)
+    check_out(target, len(result), like.dtype, what)
+    if target.on_device:
+        if len(result):
+            state.cuda.memcpy_htod_async(target.device_ptr(state), result, state.stream)
+            state.stream.synchronize()  # `result` is pageable host memory
+    else:
+        target.write_host(result)
+    return target.original
+
+
+def run_device(plugin, config, request, keys, values, out, values_out, state, caller):
+    n = keys.n
+    keys_in = keys.device_ptr(state)
+    if request.kind == "argsort":
+        key_result = None
+        keys_out_buf = state.allocate(keys.nbytes, f"{plugin.name}: sorted keys of argsort")
+        keys_out = int(keys_out_buf)
+    else:
+        key_result = Result(keys, keys.dtype, state, out, "out", caller)
+        keys_out = key_result.ptr
+    values_in = values_out_ptr = 0
+    value_result = None
+    saved = []  # (pointer, backup buffer, nbytes) for in-place outputs
+    if request.kind == "argsort":
+        index_dtype = INDEX_DTYPES[request.value_bytes]
+        if not plugin.makes_indices:
+            from ..build.corekernels import iota64
+
+            iota = state.allocate(n * index_dtype.itemsize, f"{plugin.name}: argsort indices")
+            saved.append((None, iota, 0))  # keeps the buffer alive
+            iota64(state, int(iota), n, index_bytes=index_dtype.itemsize)
+            values_in = int(iota)
+        value_result = Result(keys, index_dtype, state, stream=caller)
+        values_out_ptr = value_result.ptr
+    elif request.kind == "pairs":
+        values_in = values.device_ptr(state)
+        value_result = Result(values, values.dtype, state, values_out, "values_out", caller)
+        values_out_ptr = value_result.ptr
+
+    # In place (out overlaps the input): sort from a backup, restore it on failure.
+    def detach(src, dst, nbytes, what):
+        if not overlaps(src, nbytes, dst, nbytes):
+            return src
+        backup = state.allocate(nbytes, f"{plugin.name}: copy of {what} for an in-place sort")
+        state.cuda.memcpy_dtod_async(int(backup), src, nbytes, state.stream)
+        saved.append((dst, backup, nbytes))
+        return int(backup)
+
+    keys_in = detach(keys_in, keys_out, keys.nbytes, "keys")
+    if values is not None:
+        values_in = detach(values_in, values_out_ptr, values.nbytes, "values")
+    try:
+        run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out_ptr,
+                RUN_ERRORS)
+    except BaseException:
+        for dst, backup, nbytes in saved:
+            if dst is not None:
+                state.cuda.memcpy_dtod_async(dst, int(backup), nbytes, state.stream)
+        raise
+    k = key_result.finish() if key_result is not None else None
+    v = value_result.finish() if value_result is not None else None
+    return k, v
+
