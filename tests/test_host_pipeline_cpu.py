@@ -570,7 +570,7 @@ def test_in_place_host_memory_is_bounded(fake, monkeypatch, kind, dist):
     copy of the data."""
     import tracemalloc
 
-    from cudasortkit.launch.sort_job import bytes_per_key
+    from cudasortkit.launch.run import bytes_per_key
 
     n, cap = 2_000_003, 4 * CAP
     keys = make_keys(dist, "uint32", n, np.random.default_rng(28))

@@ -6,7 +6,7 @@ import numpy as np
 
 import pytest
 
-from cudasortkit.gpu import device, libcuda
+from cudasortkit.gpu import caches, device, libcuda
 
 from cudasortkit.build import compiler
 from cudasortkit.launch import graphs
@@ -232,10 +232,10 @@ def test_plugins_that_are_not_replayable_never_record():
     assert plugin.runs == 2 and launchplan._plans == {}
 
 
-def test_forget_modules_drops_plans():
+def test_clearing_context_caches_drops_plans():
     run_job(FakeSort())
     assert launchplan._plans
-    device.clear_context_caches()
+    caches.clear_all()
     assert launchplan._plans == {}
 
 

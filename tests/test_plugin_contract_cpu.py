@@ -327,7 +327,7 @@ def test_a_gpu_plugin_that_returns_a_result_is_disabled(cls, fresh_registry):
     instead never reaches the caller, and its run is never replayed."""
     from test_launchplan import StubState
 
-    from cudasortkit.launch import sort_job as devicesort
+    from cudasortkit.launch import run as devicesort
     from cudasortkit.launch import plans as launchplan
 
     registry.register(cls)

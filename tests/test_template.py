@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cudasortkit.gpu import device
+from cudasortkit.gpu import caches
 
 from cudasortkit.build import compiler
 from cudasortkit.sdk import registry
@@ -85,9 +85,9 @@ def nvcc(monkeypatch):
 
     monkeypatch.setattr(template, "compile_module", compile_module)
     monkeypatch.setattr(template, "prepared_function", prepared_function)
-    device.clear_context_caches()
+    caches.clear_all()
     yield seen
-    device.clear_context_caches()
+    caches.clear_all()
 
 
 def test_job_kernel_prepares_with_the_letters_of_the_prototype(nvcc):
@@ -118,7 +118,7 @@ def test_job_kernel_and_kernel_template_share_one_cache_entry(nvcc):
     held = KernelTemplate("radix.cu", type(radix).template_package, {"offset_bytes": 4})
     assert held.kernel(state, "uint64", 8, job.config, "radix_downsweep", owner="radix") is kernel
     assert len(template._kernels) == 1 and len(nvcc["prepared"]) == 1
-    device.clear_context_caches()
+    caches.clear_all()
     assert template._kernels == {}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from ..gpu.device import register_context_cache
+from ..gpu import caches
 from ..errors import KernelCompileError
 
 _lock = threading.Lock()
@@ -52,7 +52,7 @@ def forget_modules() -> None:
         _modules.clear()
 
 
-register_context_cache(forget_modules)
+caches.register(forget_modules)
 
 
 def prepared_function(module, name: str, signature: str):

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from .. import settings
 from .compiler import compile_module, prepared_function
 from ..errors import KernelError, describe
-from ..gpu.device import register_context_cache
+from ..gpu import caches
 from .prototype import argument_letters
 from .render import CORE_PACKAGE, include_dirs, render as render_source, template_path
 
@@ -68,7 +68,7 @@ def forget_kernels() -> None:
         _kernels.clear()
 
 
-register_context_cache(forget_kernels)
+caches.register(forget_kernels)
 
 
 class Kernel:

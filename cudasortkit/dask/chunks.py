@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import cudasortkit as csk
+from .. import api as csk
 
-from .splitters import END, Bounds, sample_positions
+from .bounds import END, Bounds, sample_positions
 
 
 def array_module(a):

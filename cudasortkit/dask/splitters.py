@@ -28,18 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-import cudasortkit as csk
-
-#: chunk index of a bound that lies after every element (no upper sample).
-END = -1
-
-
-class Bounds(NamedTuple):
-    """One element per boundary: (key, chunk, position); chunk END = past the end."""
-    keys: np.ndarray
-    chunk: np.ndarray
-    pos: np.ndarray
-
+from .. import api as csk
+from .bounds import END, Bounds
 
 class Brackets(NamedTuple):
     lower: Bounds
@@ -50,12 +40,6 @@ def samples_per_chunk(total: int, n_in: int, n_out: int) -> int:
     """Samples taken from each chunk: sqrt(2 * total * n_out / n_in) balances
     the samples gathered (n_in * s) against the window keys (2 * n_out * total / s)."""
     return int(min(max(math.isqrt(2 * total * max(n_out, 1) // max(n_in, 1)), 16), 1 << 16))
-
-
-def sample_positions(n: int, count: int) -> np.ndarray:
-    """Regular positions in a sorted chunk of n keys; the first is 0."""
-    s = min(n, count)
-    return (np.arange(s, dtype=np.int64) * n) // max(s, 1)
 
 
 def output_boundaries(out_chunks) -> np.ndarray:

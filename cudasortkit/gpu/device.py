@@ -11,6 +11,7 @@ import atexit
 import threading
 from dataclasses import dataclass
 
+from . import caches
 from .. import settings
 from .streams import Joiner
 
@@ -18,22 +19,6 @@ _lock = threading.Lock()
 _thread = threading.local()
 _devices: dict = {}
 _limits: dict = {}  # ordinal -> DeviceLimits
-#: clear() of every cache of things made on a context (compiled modules,
-#: prepared functions, launch plans): each layer that keeps one registers it
-#: here, and all are cleared before a context goes away (the model is
-#: pycuda.tools.clear_context_caches), so nothing below calls up to clear.
-_context_caches: list = []
-
-
-def register_context_cache(clear) -> None:
-    """Have clear_context_caches() call `clear` (once per registration)."""
-    _context_caches.append(clear)
-
-
-def clear_context_caches() -> None:
-    """Drop everything made on a context that the registered caches hold."""
-    for clear in list(_context_caches):
-        clear()
 
 
 class GPUUnavailable(RuntimeError):
@@ -270,7 +255,7 @@ def get_device(ordinal: int | None = None) -> DeviceState:
 def _release_all() -> None:
     """At exit: free pooled memory and compiled modules while the context is
     still current, then pop it (pycuda aborts if a context is left pushed)."""
-    clear_context_caches()
+    caches.clear_all()
     for state in _devices.values():
         state.pool.stop_holding()
     if getattr(_thread, "ordinal", None) is not None:

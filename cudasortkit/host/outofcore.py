@@ -59,7 +59,7 @@ from ..dtypes import itemsize
 from .pinned import pool as pinned_pool
 from .placement import Placement, SpillFull, estimates
 from .kernels import MAX_SPLITTERS, bucket_count, encode_words, iota64_from
-from ..launch.sort_job import bytes_per_key, reserve, run_job
+from ..launch.run import bytes_per_key, reserve, run_job
 from .transfer import Pipe, as_bytes, mode_chosen, parallel_copy, parallel_take, transfer_mode
 
 #: The fewest keys one in-core piece may hold before the budget is called too small.

@@ -23,7 +23,7 @@ from ..gpu.arrays import check_out
 from .. import settings
 from ..dtypes import INDEX_DTYPE
 from .memlimit import device_memory_limit
-from ..launch.sort_job import bytes_per_key, reserve, run_job
+from ..launch.run import bytes_per_key, reserve, run_job
 from .memory import Prefault
 from .transfer import Pipe
 

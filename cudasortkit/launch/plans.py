@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..gpu.device import register_context_cache
+from ..gpu import caches
 from .graphs import PlanGraphs
 
 #: key -> LaunchPlan or Unreplayable; cleared with every other context cache
-#: (gpu.device.clear_context_caches), since plans hold prepared functions.
+#: (gpu.caches.clear_all), since plans hold prepared functions.
 _plans: dict = {}
 _MAX_PLANS = 4096
 _replayable: dict = {}  # plugin class -> replayable(plugin class)
@@ -40,7 +40,7 @@ def forget() -> None:
     generation += 1
 
 
-register_context_cache(forget)
+caches.register(forget)
 
 
 def plan_key(plugin, job) -> tuple:
@@ -97,7 +97,7 @@ def replayable(plugin_cls) -> bool:
 def run(plugin, job):
     """plugin.run(job), or the recorded plan of the job's shape if it has
     one; what run() returned (None from a plan: the core refuses anything
-    else, cudasortkit/devicesort.py)."""
+    else, launch/run.py's run_job)."""
     request = job.request
     if not replayable(type(plugin)) or (request is not None and request.segments is not None
                                         and not request.segments.uniform):
@@ -120,7 +120,7 @@ def _record(plugin, job, key):
         job.recorder = None
     outcome = recorder.outcome()
     # Only a run() that returns None, as the contract says, is ever replayed:
-    # devicesort refuses one that hands something back.
+    # run_job refuses one that hands something back.
     if outcome is not None and returned is None:
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()

@@ -2,17 +2,21 @@
 plugin on NumPy arrays (its results checked, then delivered as the caller's
 kind or into out=), or a GPU plugin on device buffers through a Job: the
 result buffers, argsort's indices, and an in-place sort's backup (restored
-if anything fails). dispatch/execute.py decides which of the two runs."""
+if anything fails). dispatch/execute.py decides which of the two runs.
+
+`run_job` is the one launch of a plugin on device buffers: the in-core
+host path (host/pipeline.py) and the out-of-core one (host/outofcore.py)
+sort their pieces with it too."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import INDEX_DTYPES
+from ..dtypes import INDEX_DTYPES, itemsize
 from ..gpu.arrays import Operand, Result, check_out, overlaps
 from ..sdk import registry
-from ..sdk.job import HostJob
+from ..sdk.job import HostJob, Job
 from ..sdk.plugin import RUN_ERRORS
-from .sort_job import run_job
+from . import plans as launchplan
 
 
 def run_host(plugin, config, request, keys, values, targets, state):
@@ -142,3 +146,46 @@ def run_device(plugin, config, request, keys, values, out, values_out, state, ca
     v = value_result.finish() if value_result is not None else None
     return k, v
 
+
+#: Device bytes per key a sort of one piece needs: keys and values in and
+#: out, and as much again for a plugin's temporaries.
+DEVICE_COPIES = 3
+
+
+def bytes_per_key(request) -> int:
+    """Device bytes one key of the request needs in an in-core sort."""
+    return DEVICE_COPIES * (itemsize(request.dtype) + request.value_bytes)
+
+
+def reserve(budget: int) -> int:
+    """Device bytes kept back from a budget for small temporaries."""
+    return min(64 << 20, budget // 8)
+
+
+def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out,
+            expected) -> None:
+    """plugin sorts n keys keys_in -> keys_out (values too) on the state's
+    stream. Its run() writes the outputs and returns None: anything else is
+    a fault (PluginError, the plugin taken out of service)."""
+    if n <= 1:
+        if n:
+            state.cuda.memcpy_dtod_async(keys_out, keys_in, itemsize(request.dtype), state.stream)
+            if values_out:
+                if values_in:
+                    state.cuda.memcpy_dtod_async(values_out, values_in, request.value_bytes,
+                                                 state.stream)
+                else:
+                    state.cuda.memset_d32_async(values_out, 0, request.value_bytes // 4,
+                                                state.stream)
+        return
+    job = Job(plugin, state, dtype=request.dtype, n=n, keys_in=keys_in, keys_out=keys_out,
+              values_in=values_in, values_out=values_out, value_bytes=request.value_bytes,
+              descending=request.descending, config=config, request=request)
+    try:
+        with registry.guarded(plugin, "run", expected=expected):
+            returned = launchplan.run(plugin, job)
+        if returned is not None:  # its own arrays instead of job.keys_out: nothing to deliver
+            raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU plugin "
+                                         "writes job.keys_out (and job.values_out) and returns None")
+    finally:
+        job.finish()
