@@ -24,6 +24,8 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from . import libcuda
+
 #: The legacy default stream's CUstream handle (the driver API's
 #: CU_STREAM_LEGACY; 0 means it too). Other handles, the per-thread default
 #: stream's 2 among them, are joined with events.
@@ -115,8 +117,6 @@ class Joiner:
     """
 
     def __init__(self, state):
-        from . import libcuda  # here, not at the top: it would lengthen the import chain
-
         self._driver = libcuda.driver  # loads libcuda on the first join
         self.own = int(state.stream.handle)
         self._event = None
