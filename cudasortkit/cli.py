@@ -2,40 +2,159 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import glob
+import os
 import shutil
 import subprocess
 import sys
 import time
 
 
-def cmd_info(args) -> int:
-    import numpy as np
+#: The CUDA toolkit headers pycuda's build compiles against (its cuda.hpp and
+#: curand.hpp include them).
+PYCUDA_BUILD_HEADERS = ("cuda.h", "curand.h")
+#: pycuda's build configuration files, read in this order (a later one wins);
+#: pycuda's build takes CUDA_ROOT from here, not from the environment.
+AKSETUP_FILES = ("/etc/aksetup-defaults.py", "~/.aksetup-defaults.py")
+#: Where a CUDA toolkit is looked for to suggest one (after $CUDA_HOME,
+#: $CUDA_PATH and $CUDA_ROOT); glob patterns.
+TOOLKIT_GUESSES = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda")
 
-    from .version import __version__
-    from .device import driver_version, get_device, unavailable_reason
-    from .tuning.cache import cache_dir
 
-    print(f"cudasortkit {__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+def _pycuda_version() -> str | None:
     try:
         import pycuda
-
-        print(f"pycuda {pycuda.VERSION_TEXT}")
     except ImportError:
-        print("pycuda: not installed")
+        return None
+    return pycuda.VERSION_TEXT
+
+
+def _find_nvcc() -> str | None:
+    """The first nvcc on PATH, as pycuda's build finds it (not resolved:
+    a wrapper script stays the wrapper)."""
     nvcc = shutil.which("nvcc")
+    return os.path.abspath(nvcc) if nvcc else None
+
+
+def _nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()
+    return out.splitlines()[-1] if out else "?"
+
+
+def _aksetup_config() -> dict:
+    """CUDA_ROOT and CUDA_INC_DIR as pycuda's build reads them from
+    AKSETUP_FILES (literal assignments only): name -> (value, file)."""
+    found = {}
+    for name in AKSETUP_FILES:
+        try:
+            with open(os.path.expanduser(name)) as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id in ("CUDA_ROOT", "CUDA_INC_DIR")):
+                try:
+                    found[node.targets[0].id] = (ast.literal_eval(node.value), name)
+                except ValueError:
+                    pass
+    return found
+
+
+def pycuda_build_include_dirs(nvcc: str | None) -> tuple[list, str]:
+    """Where pycuda's build looks for the CUDA headers, and why there (as
+    pycuda's setup.py decides): CUDA_INC_DIR from its config files, else
+    CUDA_ROOT/include, CUDA_ROOT from its config files or else the folder
+    above the first nvcc on PATH."""
+    conf = _aksetup_config()
+    inc, where = conf.get("CUDA_INC_DIR", (None, None))
+    if inc:
+        return ([inc] if isinstance(inc, str) else list(inc)), f"CUDA_INC_DIR in {where}"
+    root, where = conf.get("CUDA_ROOT", (None, None))
+    if isinstance(root, str) and root:
+        return [os.path.join(root, "include")], f"CUDA_ROOT = {root!r} in {where}"
     if nvcc:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-        print(f"nvcc: {nvcc} ({out.strip().splitlines()[-1] if out.strip() else '?'})")
-    else:
-        print("nvcc: not found")
-    reason = unavailable_reason()
+        root = os.path.normpath(os.path.join(os.path.dirname(nvcc), ".."))
+        return [os.path.join(root, "include")], f"CUDA_ROOT/include, CUDA_ROOT being the folder above {nvcc}"
+    return [], "no nvcc on PATH and no CUDA_ROOT in ~/.aksetup-defaults.py"
+
+
+def _headers_missing(dirs) -> list:
+    return [h for h in PYCUDA_BUILD_HEADERS if not any(os.path.isfile(os.path.join(d, h)) for d in dirs)]
+
+
+def _toolkit_with_headers(exclude) -> str | None:
+    """A CUDA toolkit folder holding every PYCUDA_BUILD_HEADERS, to suggest."""
+    candidates = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    candidates += [p for pattern in TOOLKIT_GUESSES for p in sorted(glob.glob(pattern))]
+    for root in filter(None, candidates):
+        inc = os.path.join(root, "include")
+        if inc not in exclude and not _headers_missing([inc]):
+            return root
+    return None
+
+
+def cmd_info(args) -> int:
+    """Versions, the GPU, the cache dir and, for GPU sorting, what is missing
+    here and how to get it (each probe a function of its own, so that tests
+    can stand in for a machine)."""
+    import numpy as np
+
+    from . import device
+    from .version import __version__
+    from .tuning.cache import cache_dir
+
+    missing = []  # (what, what to do)
+    print(f"cudasortkit {__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+    pycuda_version = _pycuda_version()
+    nvcc = _find_nvcc()
+    print(f"pycuda: {pycuda_version or 'not installed'}")
+    if pycuda_version is None:
+        missing.append(("pycuda", 'pip install "cudasortkit[cuda]" builds it from source (PyPI has no '
+                        "Linux wheels of pycuda); the build needs the CUDA toolkit's headers "
+                        f"({', '.join(PYCUDA_BUILD_HEADERS)}) where it looks for them (see CUDA headers)"))
+    print(f"nvcc: {nvcc} ({_nvcc_version(nvcc)})" if nvcc else "nvcc: not found on PATH")
+    if nvcc is None:
+        missing.append(("nvcc", "install the CUDA toolkit and put its bin/ on PATH: "
+                        "GPU plugins compile their kernels with nvcc at run time"))
+    if pycuda_version is None:  # the headers matter for building pycuda only
+        dirs, why = pycuda_build_include_dirs(nvcc)
+        absent = _headers_missing(dirs)
+        where = ", ".join(dirs) or "nowhere"
+        print(f"CUDA headers: {'not found' if absent else 'found'} where pycuda's build looks: "
+              f"{where} ({why})" + (f"; missing: {', '.join(absent)}" if absent else ""))
+        if absent:
+            toolkit = _toolkit_with_headers(dirs)
+            if toolkit is None:
+                fix = ("install the CUDA toolkit (its include/ holds them) and point pycuda's build "
+                       "at it: its bin/ first on PATH, or CUDA_ROOT = '<toolkit>' in ~/.aksetup-defaults.py")
+            else:
+                bindir = os.path.join(toolkit, "bin")
+                fix = (f"the toolkit at {toolkit} has them; point pycuda's build there: "
+                       + (f"PATH={bindir}:$PATH pip install ..., or "
+                          if os.path.isfile(os.path.join(bindir, "nvcc")) else "")
+                       + f"echo \"CUDA_ROOT = '{toolkit}'\" >> ~/.aksetup-defaults.py")
+            missing.append((f"CUDA headers ({', '.join(absent)})", fix + " (README: The cuda extra)"))
+        problem = device.driver_library_problem()
+        print(f"CUDA driver: {problem or 'ok'}")
+        if problem:
+            missing.append(("CUDA driver", "a machine with an NVIDIA GPU and its driver"))
+    reason = device.unavailable_reason()
     if reason:
         print(f"GPU: unavailable ({reason})")
+        if pycuda_version is not None:
+            missing.append(("GPU", reason))
     else:
-        s = get_device()
+        s = device.get_device()
         print(f"GPU {s.ordinal}: {s.name}, compute capability {s.compute_capability[0]}.{s.compute_capability[1]}, "
-              f"{s.sm_count} SMs, {s.total_memory / 2**30:.1f} GiB, driver CUDA {driver_version()}")
+              f"{s.sm_count} SMs, {s.total_memory / 2**30:.1f} GiB, driver CUDA {device.driver_version()}")
     print(f"cache dir: {cache_dir()}")  # where the tuner reads and writes ($CUDASORTKIT_CACHE_DIR)
+    if missing:
+        print("\nMissing for sorting on the GPU (sorting on the CPU with NumPy works without it):")
+        for what, fix in missing:
+            print(f"  {what}: {fix}")
     return 0
 
 
