@@ -1,7 +1,8 @@
 """python -m cudasortkit info, list and demo as a new user meets them
 (issue 26), CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
 is stood in for by monkeypatching the probes cli.py and device.py use."""
-import os
+import subprocess
+import sys
 
 import pytest
 
@@ -123,3 +124,44 @@ def test_driver_probe_names_a_missing_driver_library(monkeypatch):
     monkeypatch.setattr(device, "DRIVER_LIBRARY", "libcudasortkit-no-such-driver.so.1")
     assert device.driver_library_problem() == (
         "libcudasortkit-no-such-driver.so.1 not found: no NVIDIA driver is installed")
+
+
+# ----------------------------------------------------------------------- demo
+@pytest.mark.parametrize("n, message", [("-5", "must be at least 1, got -5"),
+                                        ("0", "must be at least 1, got 0"),
+                                        ("ten", "expected a whole number of keys, got 'ten'")])
+def test_demo_refuses_a_size_below_one_with_a_usage_error(n, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["demo", "-n", n])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(message)
+
+
+def test_demo_command_with_a_negative_size_prints_no_traceback():
+    done = subprocess.run([sys.executable, "-m", "cudasortkit", "demo", "-n", "-5"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "python -m cudasortkit demo: error: argument -n: the number of keys must be at least 1, got -5")
+
+
+def test_demo_without_a_gpu_says_it_sorted_on_the_cpu_and_why(machine, capsys):
+    assert cli.main(["demo", "-n", "1000"]) == 0
+    captured = capsys.readouterr()
+    first, why = captured.out.splitlines()
+    assert first.startswith("sorted 1,000 random float32 keys on the CPU with algorithm='numpy' "
+                            "(NumPy's sort, chosen by auto): ")
+    assert first.endswith("matches NumPy: True")
+    assert why == ("on the CPU because there is no GPU here: pycuda is not installed (No module named "
+                   "'pycuda'); install cudasortkit[cuda] (python -m cudasortkit info says what is missing)")
+    assert "host<->device" not in captured.out and "compil" not in captured.out
+    assert captured.err == ""  # the library's own CPU warning is not repeated
+
+
+@pytest.mark.gpu
+def test_demo_on_a_gpu_times_a_gpu_sort(capsys):
+    assert cli.main(["demo", "-n", str(1 << 20)]) == 0
+    out = capsys.readouterr().out
+    assert "including host<->device copies; matches NumPy: True" in out
+    assert "on the CPU" not in out
