@@ -159,18 +159,35 @@ def cmd_info(args) -> int:
 
 
 def cmd_list(args) -> int:
+    """One line per plugin (name, status, device, flags, summary) with its
+    dtypes and tunables indented below; the name and status columns are as
+    wide as their longest entry. A working GPU plugin's status is "ok, needs
+    a GPU" where there is no GPU to run it."""
+    from . import device
     from .api import algorithms
 
-    for row in algorithms():
-        if row["status"] == "ok":
-            flags = ", ".join(f for f, on in (("stable", row["stable"]), ("pairs", row["pairs"])) if on)
-            tun = " ".join(f"{k}={v['default']}{list(v['values'])}" for k, v in row["tunables"].items())
-            print(f"{row['name']:12} ok     {row['device']:3}  [{flags}]  {row['summary']}")
-            print(f"{'':12}        dtypes: {' '.join(row['dtypes'])}")
-            if tun:
-                print(f"{'':12}        tunables: {tun}")
-        else:
-            print(f"{row['name']:12} ERROR  {row['target']}: {row['error']}")
+    rows = algorithms()
+    gpu = device.gpu_available()
+
+    def status(row) -> str:
+        if row["status"] != "ok":
+            return "ERROR"
+        return "ok" if gpu or row["device"] != "gpu" else "ok, needs a GPU"
+
+    name_width = max((len(row["name"]) for row in rows), default=0)
+    status_width = max((len(status(row)) for row in rows), default=0)
+    indent = " " * (name_width + 1 + status_width + 2)
+    for row in rows:
+        head = f"{row['name']:{name_width}} {status(row):{status_width}}  "
+        if row["status"] != "ok":
+            print(f"{head}{row['target']}: {row['error']}")
+            continue
+        flags = ", ".join(f for f, on in (("stable", row["stable"]), ("pairs", row["pairs"])) if on)
+        tun = " ".join(f"{k}={v['default']}{list(v['values'])}" for k, v in row["tunables"].items())
+        print(f"{head}{row['device']:3}  [{flags}]  {row['summary']}")
+        print(f"{indent}dtypes: {' '.join(row['dtypes'])}")
+        if tun:
+            print(f"{indent}tunables: {tun}")
     return 0
 
 

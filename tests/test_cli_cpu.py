@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from cudasortkit import cli, device
+import cudasortkit as csk
+from cudasortkit import SortPlugin, cli, device, registry
 
 
 @pytest.fixture
@@ -165,3 +166,68 @@ def test_demo_on_a_gpu_times_a_gpu_sort(capsys):
     out = capsys.readouterr().out
     assert "including host<->device copies; matches NumPy: True" in out
     assert "on the CPU" not in out
+
+
+# ----------------------------------------------------------------------- list
+class LongNamed(SortPlugin):
+    """A CPU plugin whose name is longer than the 12 columns list once had."""
+
+    name = "a_plugin_with_a_long_name"
+    dtypes = ("int32",)
+    device = "cpu"
+    summary = "long-named test plugin"
+
+    def run(self, job):
+        raise AssertionError("never run")
+
+
+@pytest.fixture
+def long_named():
+    registry.register(LongNamed)
+    yield LongNamed.name
+    registry.refresh()
+
+
+def listing(capsys):
+    """{name: (its line, the indented lines below it)} of `list`."""
+    assert cli.main(["list"]) == 0
+    table = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith(" "):
+            table[name][1].append(line)
+        else:
+            name = line.split()[0]
+            table[name] = (line, [])
+    return table
+
+
+def test_list_columns_are_as_wide_as_the_longest_name(machine, long_named, capsys):
+    table = listing(capsys)
+    width = len(long_named)
+    assert width > 12 and set(table) == {row["name"] for row in csk.algorithms()}
+    for name, (line, below) in table.items():
+        # name, padded to the longest, one space, then the status column
+        assert line[:width].rstrip() == name and line[width] == " " and line[width + 1] != " ", line
+        assert all(len(b) - len(b.lstrip()) == len(below[0]) - len(below[0].lstrip()) for b in below)
+    device_column = {line.index(" cpu ") if " cpu " in line else line.index(" gpu ")
+                     for line, _ in table.values()}
+    assert len(device_column) == 1  # every row's device in one column
+    indents = {len(b) - len(b.lstrip()) for _, below in table.values() for b in below}
+    assert indents == {device_column.pop() + 1}  # dtypes and tunables start under the device
+
+
+def test_list_without_a_gpu_says_gpu_plugins_need_one(machine, capsys):
+    table = listing(capsys)
+    gpu_plugins = [row["name"] for row in csk.algorithms() if row["device"] == "gpu" and row["status"] == "ok"]
+    assert gpu_plugins
+    for name in gpu_plugins:
+        assert table[name][0].split(None, 1)[1].startswith("ok, needs a GPU  gpu  ["), table[name][0]
+    assert table["numpy"][0].split(None, 1)[1].split()[:2] == ["ok", "cpu"]
+
+
+def test_list_with_a_gpu_says_plain_ok(machine, monkeypatch, capsys):
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    table = listing(capsys)
+    for row in csk.algorithms():
+        if row["status"] == "ok":
+            assert table[row["name"]][0].split()[1:3] == ["ok", row["device"]]
