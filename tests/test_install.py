@@ -30,7 +30,9 @@ PACKAGE_FILES = ("*.py", "*.cu", "*.cuh")
 
 def _run(args, cwd, what, timeout=300):
     """Run a command; its failure fails the test with everything it printed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_", "VIRTUAL_ENV"))}
+    # pip's own settings (index, certificates) stay, as for the user's install;
+    # what would put another Python's packages on sys.path goes.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
