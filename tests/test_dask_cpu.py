@@ -145,3 +145,31 @@ def test_bad_input_is_refused():
         cskd.sort_by_key(x, x.astype(np.int16))
     with pytest.raises(ValueError, match="differ in length"):
         cskd.sort_by_key(x, da.arange(11))
+
+
+@pytest.mark.parametrize("chunks, error, message", [
+    (0, ValueError, "chunks=0: a chunk length must be at least 1"),
+    (-3, ValueError, "chunks=-3: a chunk length must be at least 1"),
+    ((0,), ValueError, "a chunk length must be at least 1"),
+    ((4, -1, 7), ValueError, r"chunk lengths must be >= 0 and add up to the 10 keys"),
+    ((3, 3), ValueError, r"add up to the 10 keys"),
+    (2.5, TypeError, "is not a chunk spec"),
+    (4.0, TypeError, "is not a chunk spec"),
+    (True, TypeError, "is not a chunk spec"),
+    ((5.0, 5.0), TypeError, "chunk lengths must be ints"),
+])
+def test_bad_chunks_are_refused_naming_what_is_accepted(chunks, error, message):
+    x = da.arange(10)
+    for call in (cskd.sort, cskd.argsort, lambda k, chunks: cskd.sort_by_key(k, k, chunks=chunks)):
+        with pytest.raises(error, match=message) as exc:
+            call(x, chunks=chunks)
+        assert "a chunk length (an int >= 1), -1 (one chunk)" in str(exc.value)
+
+
+@pytest.mark.parametrize("chunks, expected", [
+    (3, (3, 3, 3, 1)), (np.int64(5), (5, 5)), (-1, (10,)), ((4,), (4, 4, 2)), ("auto", (10,)),
+    ((0, 10), (0, 10)), ([4, 6], (4, 6)), (((2, 8),), (2, 8)), (None, (4, 4, 2)),
+])
+def test_chunk_specs_dask_reads_give_those_chunks(chunks, expected):
+    x = da.arange(10, chunks=4)
+    assert cskd.sort(x, chunks=chunks).chunks == (expected,)  # known up front: nothing computed

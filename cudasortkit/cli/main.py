@@ -2,80 +2,247 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import glob
+import os
 import shutil
 import subprocess
 import sys
 import time
 
 
-def cmd_info(args) -> int:
-    import numpy as np
+#: The CUDA toolkit headers pycuda's build compiles against (its cuda.hpp and
+#: curand.hpp include them).
+PYCUDA_BUILD_HEADERS = ("cuda.h", "curand.h")
+#: pycuda's build configuration files, read in this order (a later one wins);
+#: pycuda's build takes CUDA_ROOT from here, not from the environment.
+AKSETUP_FILES = ("/etc/aksetup-defaults.py", "~/.aksetup-defaults.py")
+#: Where a CUDA toolkit is looked for to suggest one (after $CUDA_HOME,
+#: $CUDA_PATH and $CUDA_ROOT); glob patterns.
+TOOLKIT_GUESSES = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda")
 
-    from ..version import __version__
-    from ..gpu.device import driver_version, get_device, unavailable_reason
-    from ..tuning.cache import cache_dir
 
-    print(f"cudasortkit {__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+def _pycuda_version() -> str | None:
     try:
         import pycuda
-
-        print(f"pycuda {pycuda.VERSION_TEXT}")
     except ImportError:
-        print("pycuda: not installed")
+        return None
+    return pycuda.VERSION_TEXT
+
+
+def _find_nvcc() -> str | None:
+    """The first nvcc on PATH, as pycuda's build finds it (not resolved:
+    a wrapper script stays the wrapper)."""
     nvcc = shutil.which("nvcc")
+    return os.path.abspath(nvcc) if nvcc else None
+
+
+def _nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()
+    return out.splitlines()[-1] if out else "?"
+
+
+def _aksetup_config() -> dict:
+    """CUDA_ROOT and CUDA_INC_DIR as pycuda's build reads them from
+    AKSETUP_FILES (literal assignments only): name -> (value, file)."""
+    found = {}
+    for name in AKSETUP_FILES:
+        try:
+            with open(os.path.expanduser(name)) as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id in ("CUDA_ROOT", "CUDA_INC_DIR")):
+                try:
+                    found[node.targets[0].id] = (ast.literal_eval(node.value), name)
+                except ValueError:
+                    pass
+    return found
+
+
+def pycuda_build_include_dirs(nvcc: str | None) -> tuple[list, str]:
+    """Where pycuda's build looks for the CUDA headers, and why there (as
+    pycuda's setup.py decides): CUDA_INC_DIR from its config files, else
+    CUDA_ROOT/include, CUDA_ROOT from its config files or else the folder
+    above the first nvcc on PATH."""
+    conf = _aksetup_config()
+    inc, where = conf.get("CUDA_INC_DIR", (None, None))
+    if inc:
+        return ([inc] if isinstance(inc, str) else list(inc)), f"CUDA_INC_DIR in {where}"
+    root, where = conf.get("CUDA_ROOT", (None, None))
+    if isinstance(root, str) and root:
+        return [os.path.join(root, "include")], f"CUDA_ROOT = {root!r} in {where}"
     if nvcc:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-        print(f"nvcc: {nvcc} ({out.strip().splitlines()[-1] if out.strip() else '?'})")
-    else:
-        print("nvcc: not found")
-    reason = unavailable_reason()
+        root = os.path.normpath(os.path.join(os.path.dirname(nvcc), ".."))
+        return [os.path.join(root, "include")], f"CUDA_ROOT/include, CUDA_ROOT being the folder above {nvcc}"
+    return [], "no nvcc on PATH and no CUDA_ROOT in ~/.aksetup-defaults.py"
+
+
+def _headers_missing(dirs) -> list:
+    return [h for h in PYCUDA_BUILD_HEADERS if not any(os.path.isfile(os.path.join(d, h)) for d in dirs)]
+
+
+def _toolkit_with_headers(exclude) -> str | None:
+    """A CUDA toolkit folder holding every PYCUDA_BUILD_HEADERS, to suggest."""
+    candidates = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    candidates += [p for pattern in TOOLKIT_GUESSES for p in sorted(glob.glob(pattern))]
+    for root in filter(None, candidates):
+        inc = os.path.join(root, "include")
+        if inc not in exclude and not _headers_missing([inc]):
+            return root
+    return None
+
+
+def cmd_info(args) -> int:
+    """Versions, the GPU, the cache dir and, for GPU sorting, what is missing
+    here and how to get it (each probe a function of its own, so that tests
+    can stand in for a machine)."""
+    import numpy as np
+
+    from ..gpu import device
+    from ..version import __version__
+    from ..tuning.cache import cache_dir
+
+    missing = []  # (what, what to do)
+    print(f"cudasortkit {__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+    pycuda_version = _pycuda_version()
+    nvcc = _find_nvcc()
+    print(f"pycuda: {pycuda_version or 'not installed'}")
+    if pycuda_version is None:
+        missing.append(("pycuda", 'pip install "cudasortkit[cuda]" builds it from source (PyPI has no '
+                        "Linux wheels of pycuda); the build needs the CUDA toolkit's headers "
+                        f"({', '.join(PYCUDA_BUILD_HEADERS)}) where it looks for them (see CUDA headers)"))
+    print(f"nvcc: {nvcc} ({_nvcc_version(nvcc)})" if nvcc else "nvcc: not found on PATH")
+    if nvcc is None:
+        missing.append(("nvcc", "install the CUDA toolkit and put its bin/ on PATH: "
+                        "GPU plugins compile their kernels with nvcc at run time"))
+    if pycuda_version is None:  # the headers matter for building pycuda only
+        dirs, why = pycuda_build_include_dirs(nvcc)
+        absent = _headers_missing(dirs)
+        where = ", ".join(dirs) or "nowhere"
+        print(f"CUDA headers: {'not found' if absent else 'found'} where pycuda's build looks: "
+              f"{where} ({why})" + (f"; missing: {', '.join(absent)}" if absent else ""))
+        if absent:
+            toolkit = _toolkit_with_headers(dirs)
+            if toolkit is None:
+                fix = ("install the CUDA toolkit (its include/ holds them) and point pycuda's build "
+                       "at it: its bin/ first on PATH, or CUDA_ROOT = '<toolkit>' in ~/.aksetup-defaults.py")
+            else:
+                bindir = os.path.join(toolkit, "bin")
+                fix = (f"the toolkit at {toolkit} has them; point pycuda's build there: "
+                       + (f"PATH={bindir}:$PATH pip install ..., or "
+                          if os.path.isfile(os.path.join(bindir, "nvcc")) else "")
+                       + f"echo \"CUDA_ROOT = '{toolkit}'\" >> ~/.aksetup-defaults.py")
+            missing.append((f"CUDA headers ({', '.join(absent)})", fix + " (README: The cuda extra)"))
+        problem = device.driver_library_problem()
+        print(f"CUDA driver: {problem or 'ok'}")
+        if problem:
+            missing.append(("CUDA driver", "a machine with an NVIDIA GPU and its driver"))
+    reason = device.unavailable_reason()
     if reason:
         print(f"GPU: unavailable ({reason})")
+        if pycuda_version is not None:
+            missing.append(("GPU", reason))
     else:
-        s = get_device()
+        s = device.get_device()
         print(f"GPU {s.ordinal}: {s.name}, compute capability {s.compute_capability[0]}.{s.compute_capability[1]}, "
-              f"{s.sm_count} SMs, {s.total_memory / 2**30:.1f} GiB, driver CUDA {driver_version()}")
+              f"{s.sm_count} SMs, {s.total_memory / 2**30:.1f} GiB, driver CUDA {device.driver_version()}")
     print(f"cache dir: {cache_dir()}")  # where the tuner reads and writes ($CUDASORTKIT_CACHE_DIR)
+    if missing:
+        print("\nMissing for sorting on the GPU (sorting on the CPU with NumPy works without it):")
+        for what, fix in missing:
+            print(f"  {what}: {fix}")
     return 0
 
 
 def cmd_list(args) -> int:
+    """One line per plugin (name, status, device, flags, summary) with its
+    dtypes and tunables indented below; the name and status columns are as
+    wide as their longest entry. A working GPU plugin's status is "ok, needs
+    a GPU" where there is no GPU to run it."""
+    from ..gpu import device
     from ..api import algorithms
 
-    for row in algorithms():
-        if row["status"] == "ok":
-            flags = ", ".join(f for f, on in (("stable", row["stable"]), ("pairs", row["pairs"])) if on)
-            tun = " ".join(f"{k}={v['default']}{list(v['values'])}" for k, v in row["tunables"].items())
-            print(f"{row['name']:12} ok     {row['device']:3}  [{flags}]  {row['summary']}")
-            print(f"{'':12}        dtypes: {' '.join(row['dtypes'])}")
-            if tun:
-                print(f"{'':12}        tunables: {tun}")
-        else:
-            print(f"{row['name']:12} ERROR  {row['target']}: {row['error']}")
+    rows = algorithms()
+    gpu = device.gpu_available()
+
+    def status(row) -> str:
+        if row["status"] != "ok":
+            return "ERROR"
+        return "ok" if gpu or row["device"] != "gpu" else "ok, needs a GPU"
+
+    name_width = max((len(row["name"]) for row in rows), default=0)
+    status_width = max((len(status(row)) for row in rows), default=0)
+    indent = " " * (name_width + 1 + status_width + 2)
+    for row in rows:
+        head = f"{row['name']:{name_width}} {status(row):{status_width}}  "
+        if row["status"] != "ok":
+            print(f"{head}{row['target']}: {row['error']}")
+            continue
+        flags = ", ".join(f for f, on in (("stable", row["stable"]), ("pairs", row["pairs"])) if on)
+        tun = " ".join(f"{k}={v['default']}{list(v['values'])}" for k, v in row["tunables"].items())
+        print(f"{head}{row['device']:3}  [{flags}]  {row['summary']}")
+        print(f"{indent}dtypes: {' '.join(row['dtypes'])}")
+        if tun:
+            print(f"{indent}tunables: {tun}")
     return 0
+
+
+def demo_size(text: str) -> int:
+    """demo's -n: a whole number of keys, at least 1 (argparse reports the
+    error, no traceback)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of keys, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"the number of keys must be at least 1, got {n}")
+    return n
 
 
 def cmd_demo(args) -> int:
     """Sort n random float32 keys with auto, check against NumPy, and time a
-    second call: the first one also compiles kernels and may tune (once per
-    device, cached), which is not what a sort costs afterwards."""
+    second call: on the GPU the first one also compiles kernels and may tune
+    (once per device, cached), which is not what a sort costs afterwards.
+    Where auto sorts on the CPU, it says so and why, and speaks of no GPU work."""
+    import warnings
+
     import numpy as np
 
+    from ..gpu import device
+    from ..sdk import registry
     from ..api import explain, sort
 
     n = args.n
+    gpu = device.gpu_available()
     rng = np.random.default_rng()
     first, second = (rng.random(n, dtype=np.float32) for _ in range(2))
-    t0 = time.perf_counter()
-    sort(first)
-    t1 = time.perf_counter()
-    got = sort(second)
-    t2 = time.perf_counter()
+    with warnings.catch_warnings():
+        if not gpu:  # the warning that auto sorts on the CPU: said below instead
+            warnings.filterwarnings("ignore", message="cudasortkit is sorting on the CPU")
+        t0 = time.perf_counter()
+        sort(first)
+        t1 = time.perf_counter()
+        got = sort(second)
+        t2 = time.perf_counter()
+        decision = explain(second)
     ok = np.array_equal(got, np.sort(second))
-    name = explain(second).name
-    print(f"sorted {n:,} random float32 keys (NumPy in, NumPy out) with algorithm={name!r} (auto): "
-          f"{(t2 - t1) * 1e3:.1f} ms including host<->device copies; matches NumPy: {ok}")
-    print(f"(first call, with kernel compilation and tuning for this size: {(t1 - t0) * 1e3:.0f} ms)")
+    name = decision.name
+    plugin = registry.plugins().get(name)
+    if plugin is not None and plugin.device == "gpu":
+        print(f"sorted {n:,} random float32 keys (NumPy in, NumPy out) with algorithm={name!r} (auto): "
+              f"{(t2 - t1) * 1e3:.1f} ms including host<->device copies; matches NumPy: {ok}")
+        print(f"(first call, with kernel compilation and tuning for this size: {(t1 - t0) * 1e3:.0f} ms)")
+    else:
+        what = "NumPy's sort" if name == "numpy" else "a CPU plugin"
+        why = (f"there is no GPU here: {device.unavailable_reason()} "
+               "(python -m cudasortkit info says what is missing)" if not gpu else decision.reason)
+        print(f"sorted {n:,} random float32 keys on the CPU with algorithm={name!r} ({what}, chosen by "
+              f"auto): {(t2 - t1) * 1e3:.2f} ms; matches NumPy: {ok}")
+        print(f"on the CPU because {why}")
     return 0 if ok else 1
 
 
@@ -85,7 +252,7 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="device, compute capability, versions, cache dir").set_defaults(func=cmd_info)
     sub.add_parser("list", help="plugins with status and errors").set_defaults(func=cmd_list)
     demo = sub.add_parser("demo", help="sort ten million random keys with algorithm='auto'")
-    demo.add_argument("-n", type=int, default=10_000_000)
+    demo.add_argument("-n", type=demo_size, default=10_000_000, help="how many keys (at least 1)")
     demo.set_defaults(func=cmd_demo)
     from . import bench
 

@@ -154,9 +154,8 @@ def _plan(x, descending, chunks, *names) -> SortPlan:
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {descending!r}")
     sizes = tuple(int(n) for n in x.chunks[0])
-    out = sizes if chunks is None else normalize_chunks(chunks, shape=x.shape, dtype=x.dtype)[0]
-    return SortPlan(sizes, tuple(int(n) for n in out), bool(descending),
-                    tokenize(x.name, bool(descending), out, *names))
+    out = sizes if chunks is None else _out_chunks(chunks, x)
+    return SortPlan(sizes, out, bool(descending), tokenize(x.name, bool(descending), out, *names))
 
 
 # ------------------------------------------------------------ argument checks
@@ -170,6 +169,34 @@ def _check_keys(x) -> None:
         raise ValueError("chunk sizes are unknown; call x.compute_chunk_sizes() first")
     if np.dtype(x.dtype).kind not in "biuf":
         raise TypeError(f"dtype {x.dtype} is not supported: keys are bool, integers or floats")
+
+
+CHUNKS_ACCEPTED = ("a chunk length (an int >= 1), -1 (one chunk), a byte size or 'auto' (a str), "
+                   "or the chunk lengths (ints >= 0 adding up to the number of keys)")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _out_chunks(chunks, x) -> tuple:
+    """The output chunk lengths `chunks` asks for, read as dask.array reads a
+    1-D chunk spec (CHUNKS_ACCEPTED; a one-item sequence is that item, as in
+    dask), after checking it: dask itself divides by zero for a length of 0
+    and makes negative lengths of one below -1."""
+    spec = chunks[0] if isinstance(chunks, (tuple, list)) and len(chunks) == 1 else chunks
+    if isinstance(spec, (tuple, list)):
+        if not all(_is_int(c) for c in spec):
+            raise TypeError(f"chunks={chunks!r}: chunk lengths must be ints; chunks is {CHUNKS_ACCEPTED}")
+        if any(c < 0 for c in spec) or sum(spec) != x.shape[0]:
+            raise ValueError(f"chunks={chunks!r}: chunk lengths must be >= 0 and add up to the "
+                             f"{x.shape[0]} keys; chunks is {CHUNKS_ACCEPTED}")
+    elif _is_int(spec):
+        if spec < 1 and spec != -1:
+            raise ValueError(f"chunks={chunks!r}: a chunk length must be at least 1; chunks is {CHUNKS_ACCEPTED}")
+    elif not isinstance(spec, str):
+        raise TypeError(f"chunks={chunks!r} is not a chunk spec; chunks is {CHUNKS_ACCEPTED}")
+    return tuple(int(n) for n in normalize_chunks(chunks, shape=x.shape, dtype=x.dtype)[0])
 
 
 def _check_values(values, keys):

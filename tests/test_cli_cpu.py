@@ -1,0 +1,236 @@
+"""python -m cudasortkit info, list and demo as a new user meets them
+(issue 26), CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
+is stood in for by monkeypatching the probes cli.py and device.py use."""
+import subprocess
+import sys
+
+import pytest
+
+import cudasortkit as csk
+from cudasortkit import SortPlugin
+from cudasortkit.cli import main as cli
+from cudasortkit.gpu import device
+from cudasortkit.sdk import registry
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A machine with nothing CUDA: no pycuda, no nvcc, no driver, no
+    pycuda build config, no toolkit anywhere cli.py guesses. Tests add what
+    they need with monkeypatch."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(cli, "AKSETUP_FILES", ("~/.aksetup-defaults.py",))
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(cli, "TOOLKIT_GUESSES", (str(tmp_path / "cuda-*"),))
+    monkeypatch.setattr(cli, "_pycuda_version", lambda: None)
+    monkeypatch.setattr(cli, "_find_nvcc", lambda: None)
+    monkeypatch.setattr(cli, "_nvcc_version", lambda nvcc: "Build cuda_13.0")
+    monkeypatch.setattr(device, "driver_library_problem",
+                        lambda: "libcuda.so.1 not found: no NVIDIA driver is installed")
+    monkeypatch.setattr(device, "unavailable_reason",
+                        lambda: "pycuda is not installed (No module named 'pycuda'); install cudasortkit[cuda]")
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    return tmp_path
+
+
+def toolkit(root, headers=("cuda.h", "curand.h")):
+    """A CUDA toolkit folder: bin/nvcc and include/ with `headers`."""
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (root / "include").mkdir()
+    for h in headers:
+        (root / "include" / h).write_text("")
+    return root
+
+
+def info(capsys):
+    """(the lines before the 'Missing' section, {what: what to do} in it)."""
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    head, _, tail = out.partition("\nMissing for sorting on the GPU")
+    missing = dict(line.strip().split(": ", 1) for line in tail.splitlines()[1:] if line.strip())
+    return head.splitlines(), missing
+
+
+# ----------------------------------------------------------------------- info
+def test_info_names_everything_missing_on_a_bare_machine(machine, capsys):
+    lines, missing = info(capsys)
+    assert "pycuda: not installed" in lines
+    assert "nvcc: not found on PATH" in lines
+    assert "CUDA driver: libcuda.so.1 not found: no NVIDIA driver is installed" in lines
+    assert any(l.startswith("CUDA headers: not found where pycuda's build looks: nowhere") for l in lines)
+    assert sorted(missing) == ["CUDA driver", "CUDA headers (cuda.h, curand.h)", "nvcc", "pycuda"]
+    assert 'pip install "cudasortkit[cuda]" builds it from source' in missing["pycuda"]
+    assert "cuda.h, curand.h" in missing["pycuda"]
+    assert "PATH" in missing["nvcc"]
+
+
+def test_info_sees_through_a_wrapper_nvcc_and_names_the_toolkit_to_use(machine, monkeypatch, capsys):
+    # nvcc on PATH is a wrapper in <tmp>/wrapper/bin; the toolkit with the
+    # headers is <tmp>/cuda-13.0, which pycuda's build would not look in.
+    wrapper = toolkit(machine / "wrapper", headers=())
+    real = toolkit(machine / "cuda-13.0")
+    monkeypatch.setattr(cli, "_find_nvcc", lambda: str(wrapper / "bin" / "nvcc"))
+    lines, missing = info(capsys)
+    assert (f"CUDA headers: not found where pycuda's build looks: {wrapper / 'include'} "
+            f"(CUDA_ROOT/include, CUDA_ROOT being the folder above {wrapper / 'bin' / 'nvcc'}); "
+            "missing: cuda.h, curand.h") in lines
+    fix = missing["CUDA headers (cuda.h, curand.h)"]
+    assert f"the toolkit at {real} has them" in fix
+    assert f"PATH={real / 'bin'}:$PATH pip install" in fix
+    assert f"CUDA_ROOT = '{real}'" in fix and "~/.aksetup-defaults.py" in fix
+    assert "nvcc" not in missing
+
+
+def test_info_reads_cuda_root_from_pycudas_build_config(machine, monkeypatch, capsys):
+    real = toolkit(machine / "toolkit", headers=("cuda.h",))
+    monkeypatch.setattr(cli, "_find_nvcc", lambda: "/somewhere/else/bin/nvcc")
+    (machine / "home" / ".aksetup-defaults.py").write_text(f"CUDA_ROOT = {str(real)!r}\n")
+    lines, missing = info(capsys)
+    assert (f"CUDA headers: not found where pycuda's build looks: {real / 'include'} "
+            f"(CUDA_ROOT = {str(real)!r} in ~/.aksetup-defaults.py); missing: curand.h") in lines
+    assert "CUDA headers (curand.h)" in missing
+    (real / "include" / "curand.h").write_text("")
+    lines, missing = info(capsys)
+    assert any(l.startswith(f"CUDA headers: found where pycuda's build looks: {real / 'include'}")
+               for l in lines)
+    assert sorted(missing) == ["CUDA driver", "pycuda"]
+
+
+def test_info_with_pycuda_names_a_missing_gpu_and_nothing_else(machine, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_pycuda_version", lambda: "2026.1")
+    monkeypatch.setattr(cli, "_find_nvcc", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr(device, "unavailable_reason", lambda: "the CUDA driver sees no device")
+    lines, missing = info(capsys)
+    assert "pycuda: 2026.1" in lines and "nvcc: /usr/local/cuda/bin/nvcc (Build cuda_13.0)" in lines
+    assert not any(l.startswith(("CUDA headers", "CUDA driver")) for l in lines)  # pycuda is built
+    assert missing == {"GPU": "the CUDA driver sees no device"}
+
+
+def test_info_with_everything_there_has_nothing_missing(machine, monkeypatch, capsys):
+    class State:
+        ordinal, name, compute_capability, sm_count, total_memory = 0, "Fake H100", (9, 0), 132, 80 * 2**30
+
+    monkeypatch.setattr(cli, "_pycuda_version", lambda: "2026.1")
+    monkeypatch.setattr(cli, "_find_nvcc", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr(device, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(device, "get_device", lambda: State())
+    monkeypatch.setattr(device, "driver_version", lambda: "13.0")
+    lines, missing = info(capsys)
+    assert missing == {}
+    assert "GPU 0: Fake H100, compute capability 9.0, 132 SMs, 80.0 GiB, driver CUDA 13.0" in lines
+
+
+def test_driver_probe_names_a_missing_driver_library(monkeypatch):
+    monkeypatch.setattr(device, "DRIVER_LIBRARY", "libcudasortkit-no-such-driver.so.1")
+    assert device.driver_library_problem() == (
+        "libcudasortkit-no-such-driver.so.1 not found: no NVIDIA driver is installed")
+
+
+# ----------------------------------------------------------------------- demo
+@pytest.mark.parametrize("n, message", [("-5", "must be at least 1, got -5"),
+                                        ("0", "must be at least 1, got 0"),
+                                        ("ten", "expected a whole number of keys, got 'ten'")])
+def test_demo_refuses_a_size_below_one_with_a_usage_error(n, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["demo", "-n", n])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(message)
+
+
+def test_demo_command_with_a_negative_size_prints_no_traceback():
+    done = subprocess.run([sys.executable, "-m", "cudasortkit", "demo", "-n", "-5"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "python -m cudasortkit demo: error: argument -n: the number of keys must be at least 1, got -5")
+
+
+def test_demo_without_a_gpu_says_it_sorted_on_the_cpu_and_why(machine, capsys):
+    assert cli.main(["demo", "-n", "1000"]) == 0
+    captured = capsys.readouterr()
+    first, why = captured.out.splitlines()
+    assert first.startswith("sorted 1,000 random float32 keys on the CPU with algorithm='numpy' "
+                            "(NumPy's sort, chosen by auto): ")
+    assert first.endswith("matches NumPy: True")
+    assert why == ("on the CPU because there is no GPU here: pycuda is not installed (No module named "
+                   "'pycuda'); install cudasortkit[cuda] (python -m cudasortkit info says what is missing)")
+    assert "host<->device" not in captured.out and "compil" not in captured.out
+    assert captured.err == ""  # the library's own CPU warning is not repeated
+
+
+@pytest.mark.gpu
+def test_demo_on_a_gpu_times_a_gpu_sort(capsys):
+    assert cli.main(["demo", "-n", str(1 << 20)]) == 0
+    out = capsys.readouterr().out
+    assert "including host<->device copies; matches NumPy: True" in out
+    assert "on the CPU" not in out
+
+
+# ----------------------------------------------------------------------- list
+class LongNamed(SortPlugin):
+    """A CPU plugin whose name is longer than the 12 columns list once had."""
+
+    name = "a_plugin_with_a_long_name"
+    dtypes = ("int32",)
+    device = "cpu"
+    summary = "long-named test plugin"
+
+    def run(self, job):
+        raise AssertionError("never run")
+
+
+@pytest.fixture
+def long_named():
+    registry.register(LongNamed)
+    yield LongNamed.name
+    registry.refresh()
+
+
+def listing(capsys):
+    """{name: (its line, the indented lines below it)} of `list`."""
+    assert cli.main(["list"]) == 0
+    table = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith(" "):
+            table[name][1].append(line)
+        else:
+            name = line.split()[0]
+            table[name] = (line, [])
+    return table
+
+
+def test_list_columns_are_as_wide_as_the_longest_name(machine, long_named, capsys):
+    table = listing(capsys)
+    width = len(long_named)
+    assert width > 12 and set(table) == {row["name"] for row in csk.algorithms()}
+    for name, (line, below) in table.items():
+        # name, padded to the longest, one space, then the status column
+        assert line[:width].rstrip() == name and line[width] == " " and line[width + 1] != " ", line
+        assert all(len(b) - len(b.lstrip()) == len(below[0]) - len(below[0].lstrip()) for b in below)
+    device_column = {line.index(" cpu ") if " cpu " in line else line.index(" gpu ")
+                     for line, _ in table.values()}
+    assert len(device_column) == 1  # every row's device in one column
+    indents = {len(b) - len(b.lstrip()) for _, below in table.values() for b in below}
+    assert indents == {device_column.pop() + 1}  # dtypes and tunables start under the device
+
+
+def test_list_without_a_gpu_says_gpu_plugins_need_one(machine, capsys):
+    table = listing(capsys)
+    gpu_plugins = [row["name"] for row in csk.algorithms() if row["device"] == "gpu" and row["status"] == "ok"]
+    assert gpu_plugins
+    for name in gpu_plugins:
+        assert table[name][0].split(None, 1)[1].startswith("ok, needs a GPU  gpu  ["), table[name][0]
+    assert table["numpy"][0].split(None, 1)[1].split()[:2] == ["ok", "cpu"]
+
+
+def test_list_with_a_gpu_says_plain_ok(machine, monkeypatch, capsys):
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    table = listing(capsys)
+    for row in csk.algorithms():
+        if row["status"] == "ok":
+            assert table[row["name"]][0].split()[1:3] == ["ok", row["device"]]

@@ -1,0 +1,111 @@
+"""cudasortkit installed the way a user installs it: a wheel built from this
+checkout, installed (not editable) into a fresh venv, used from a folder
+outside the checkout.
+
+An editable install, or running from the checkout, imports the source tree
+and so cannot notice a package or a kernel source missing from the wheel;
+this test can. It needs PyPI (build isolation fetches setuptools, the venv
+fetches numpy and platformdirs; pip's cache makes repeats fast) and fails,
+never skips, when anything of the install fails.
+"""
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+#: What the build needs from the checkout is copied first: building in the
+#: checkout itself would reuse its build/ folder, whose stale files from an
+#: earlier build could hide a package missing from setup.cfg.
+_IGNORED = shutil.ignore_patterns(".git", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache",
+                                  ".hypothesis", ".gpu", "tests", "docs", "examples", "tools", ".ci")
+
+
+def IGNORED(folder, names):
+    """What the copy leaves out; build/ and dist/ only at the top (the
+    package has a build/ subpackage of its own)."""
+    top = {"build", "dist"} if Path(folder) == CHECKOUT else set()
+    return set(_IGNORED(folder, names)) | (top & set(names))
+PACKAGE_FILES = ("*.py", "*.cu", "*.cuh")
+
+
+def _run(args, cwd, what, timeout=300):
+    """Run a command; its failure fails the test with everything it printed."""
+    # pip's own settings (index, certificates) stay, as for the user's install;
+    # what would put another Python's packages on sys.path goes.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(f"{what} failed (exit {proc.returncode}): {' '.join(map(str, args))}\n"
+                    f"--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}")
+    return proc.stdout
+
+
+def _entry_point_names() -> list:
+    cfg = configparser.ConfigParser()
+    cfg.read(CHECKOUT / "setup.cfg")
+    text = cfg["options.entry_points"]["cudasortkit.algorithms"]
+    return [line.split("=")[0].strip() for line in text.strip().splitlines()]
+
+
+def _install(root):
+    """(venv's python, venv's bin folder, wheel path, a folder outside the checkout)."""
+    source, wheels, venv, work = root / "src", root / "wheels", root / "venv", root / "work"
+    shutil.copytree(CHECKOUT, source, ignore=IGNORED)
+    work.mkdir()
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, source], work,
+         "building the wheel")
+    (wheel,) = wheels.glob("cudasortkit-*.whl")
+    _run([sys.executable, "-m", "venv", venv], work, "creating the venv")
+    bindir = venv / "bin"
+    python = bindir / "python"
+    _run([python, "-m", "pip", "install", "-q", wheel], work, "installing the wheel")
+    return python, bindir, wheel, work
+
+
+def test_wheel_installs_and_works_outside_the_checkout(tmp_path):
+    # One test, not several sharing a fixture: under pytest-xdist each
+    # worker would build and install its own copy.
+    python, bindir, wheel, work = _install(tmp_path)
+
+    # -I: neither the cwd nor PYTHON* variables reach sys.path, so only the
+    # venv's copy can be imported (the check below says so too).
+    where = _run([python, "-I", "-c", "import cudasortkit, cudasortkit.tuning; print(cudasortkit.__file__)"],
+                 work, "import cudasortkit")
+    assert Path(where.strip()).is_relative_to(python.parent.parent), where
+    assert not Path(where.strip()).is_relative_to(CHECKOUT), where
+
+    names = _entry_point_names()
+    assert "numpy" in names and len(names) >= 2
+    for listing in (_run([python, "-I", "-m", "cudasortkit", "list"], work, "python -m cudasortkit list"),
+                    _run([bindir / "cudasortkit", "list"], work, "the cudasortkit console script")):
+        status = {line.split()[0]: line.split(None, 1)[1] for line in listing.splitlines()
+                  if line.strip() and not line.startswith(" ")}
+        assert sorted(status) == sorted(names), listing
+        for name in names:
+            assert status[name].startswith("ok"), listing
+
+    code = ("import numpy as np, cudasortkit as csk\n"
+            "a = np.random.default_rng(1).integers(-1000, 1000, 5000).astype(np.int32)\n"
+            "assert np.array_equal(csk.sort(a), np.sort(a))\n"
+            "assert np.array_equal(a[csk.argsort(a, stable=True)], np.sort(a))\n"
+            "f = np.array([3.5, np.nan, -1.0, 2.0], dtype=np.float32)\n"
+            "assert np.array_equal(csk.sort(f), np.sort(f), equal_nan=True)\n"
+            "print('sorted')\n")
+    assert _run([python, "-I", "-c", code], work, "sorting a NumPy array").strip() == "sorted"
+
+    # Every module and kernel source of the package is in the wheel (the GPU
+    # plugins compile theirs at run time, which no CPU check above does).
+    package = CHECKOUT / "cudasortkit"
+    wanted = {p.relative_to(CHECKOUT).as_posix() for pattern in PACKAGE_FILES
+              for p in package.rglob(pattern) if "__pycache__" not in p.parts}
+    with zipfile.ZipFile(wheel) as zf:
+        missing = sorted(wanted - set(zf.namelist()))
+    assert missing == [], f"missing from {wheel.name}: {missing}"
