@@ -2,6 +2,7 @@
 is checked is the path from Job.kernel / the core's primitives to
 prepare(): the letters read from the prototype, memoising per context, the
 kernel's attributes, and errors naming the plugin whose job asked."""
+import os
 import struct
 import sys
 
@@ -177,3 +178,41 @@ def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, m
     assert "plugin 'badtypes'" in text and "kernel 'scale'" in text and "block_size=128" in text
     assert "parameter 2" in text and "float2" in text
     assert nvcc["compiled"] == []  # refused before nvcc runs
+
+
+# Layout: kernels/ holds the *.cu entry points, kernels/include/ the shared
+# device code, which is on every template's include path.
+SHARED_HEADERS = {"keys.cuh", "merge.cuh", "onesweep.cuh", "passplan.cuh", "peers.cuh",
+                  "scan.cuh"}
+
+
+def test_shared_headers_live_in_kernels_include_on_every_include_path():
+    import glob
+    import os
+
+    from cudasortkit.build import render
+
+    include = os.path.join(render.KERNEL_DIR, "include")
+    assert glob.glob(os.path.join(render.KERNEL_DIR, "*.cuh")) == []
+    assert SHARED_HEADERS <= {os.path.basename(p) for p in glob.glob(os.path.join(include, "*.cuh"))}
+    for package in ("cudasortkit.kernels", "cudasortkit.plugins"):  # core's, a plugin's
+        dirs = render.include_dirs(package)
+        assert dirs[0] == render.template_dir(package) and include in dirs
+        for header in SHARED_HEADERS:
+            assert any(os.path.isfile(os.path.join(d, header)) for d in dirs), (package, header)
+
+
+def test_plugin_hash_covers_the_shared_headers(tmp_path, monkeypatch):
+    import shutil
+
+    from cudasortkit.build import render
+    from cudasortkit.plugins.bitonic import BitonicSort
+    from cudasortkit.tuning import cache
+
+    copy = tmp_path / "include"
+    shutil.copytree(os.path.join(render.KERNEL_DIR, "include"), copy)
+    monkeypatch.setattr(render, "KERNEL_INCLUDE_DIR", str(copy))
+    before = cache.plugin_hash(type("HashedBitonic1", (BitonicSort,), {})())
+    with open(copy / "keys.cuh", "a") as f:
+        f.write("// changed\n")
+    assert cache.plugin_hash(type("HashedBitonic2", (BitonicSort,), {})()) != before

@@ -15,10 +15,13 @@ import numpy as np
 
 from ..dtypes import is_bfloat16, itemsize, key_kind
 
-#: Package of cudasortkit's own kernels (keys.cuh, scan.cuh, util.cu, ...).
+#: Package of cudasortkit's own kernels (util.cu, scan.cu, radix.cu, ...).
 CORE_PACKAGE = "cudasortkit.kernels"
-#: Directory of cudasortkit's own kernels.
+#: Directory of cudasortkit's own kernels: the *.cu entry points.
 KERNEL_DIR = os.path.dirname(importlib.import_module(CORE_PACKAGE).__file__)
+#: Shared device code (keys.cuh, scan.cuh, ...): on every template's include
+#: path, so `#include "keys.cuh"` works in cudasortkit's and plugins' kernels.
+KERNEL_INCLUDE_DIR = os.path.join(KERNEL_DIR, "include")
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,11 +39,8 @@ def template_path(package: str, template: str) -> str:
 
 
 def include_dirs(package: str) -> list:
-    """The package's directory, then cudasortkit's kernels/."""
-    dirs = [template_dir(package)]
-    if KERNEL_DIR not in dirs:
-        dirs.append(KERNEL_DIR)
-    return dirs
+    """The package's directory, then cudasortkit's shared headers (kernels/include/)."""
+    return [template_dir(package), KERNEL_INCLUDE_DIR]
 
 
 def _macro_value(value: Any) -> str:
