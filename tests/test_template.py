@@ -142,12 +142,33 @@ def _raise(*args, **kwargs):
 def test_core_iota_launches_without_a_job(nvcc):
     state = StubState()
     iota64(state, 0x5000, 1000)
-    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
-    assert kernel.signature == "Pq" and kernel.function.launches == [
-        ((4, 1), (256, 1, 1), (0x5000, 1000), 0)]
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota")
+    assert kernel.signature == "Pqqi" and kernel.function.launches == [
+        ((4, 1), (256, 1, 1), (0x5000, 1000, 0, 8), 0)]
     kernel.function._launch_kernel = _raise
-    with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota64'"):
+    with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota'"):
         iota64(state, 0x5000, 1000)
+
+
+def test_one_iota_kernel_serves_argsort_int32_and_the_host_pipeline(nvcc):
+    """argsort's int64 and int32 indices and the host pipeline's chunk
+    indices (start + i) all launch util.cu's one csk_iota; each caller keeps
+    its grid (the core's at most 65535 blocks, the pipeline's 16 per SM)."""
+    from cudasortkit.host import kernels as host_kernels
+
+    state = StubState()
+    iota64(state, 0x5000, 1000, index_bytes=4)
+    host_kernels.iota64_from(state, 0x6000, 10 ** 6, 7 * 10 ** 6)
+    host_kernels.iota64_from(state, 0x6000, 0, 5)  # nothing to fill: no launch
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota")
+    sms = state.limits.sm_count
+    assert kernel.function.launches == [
+        ((4, 1), (256, 1, 1), (0x5000, 1000, 0, 4), 0),
+        ((min(3907, 16 * sms), 1), (256, 1, 1), (0x6000, 10 ** 6, 7 * 10 ** 6, 8), 0)]
+    assert [name for name, _ in nvcc["prepared"]] == ["csk_iota"]
+    source = UTIL.render("uint32", 0, {"block_size": 256})
+    hostpipe = host_kernels.HOSTPIPE.render("uint32", 0, host_kernels.CONFIG)
+    assert source.count("__global__ void csk_iota") == 1 and "void csk_iota" not in hostpipe
 
 
 def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, monkeypatch, nvcc):
