@@ -237,3 +237,43 @@ def test_plugin_hash_covers_the_shared_headers(tmp_path, monkeypatch):
     with open(copy / "keys.cuh", "a") as f:
         f.write("// changed\n")
     assert cache.plugin_hash(type("HashedBitonic2", (BitonicSort,), {})()) != before
+
+
+# The segmented kernels share include/segments.cuh (segment search, value
+# writes) and take their value modes from Python through the prelude.
+SEGMENT_KERNELS = ("rows.cu", "block_radix.cu", "segmented.cu", "hostpipe.cu")
+
+
+def test_value_modes_are_defined_once_in_python_and_reach_every_kernel_as_macros():
+    import re
+
+    from cudasortkit.build import render
+    from cudasortkit.sdk import segmented
+
+    assert (segmented.MODE_KEYS, segmented.MODE_LOCAL, segmented.MODE_GLOBAL,
+            segmented.MODE_PAIRS) == tuple(render.VALUE_MODES[f"CSK_MODE_{m}"]
+                                           for m in ("KEYS", "LOCAL", "GLOBAL", "PAIRS"))
+    for name in ("rows.cu", "block_radix.cu", "segmented.cu"):
+        source = KernelTemplate(name).render("uint32", 8, {"block_size": 256})
+        for macro, value in render.VALUE_MODES.items():
+            assert f"#define {macro} {value}\n" in source, (name, macro)
+        with open(KernelTemplate(name).path, encoding="utf-8") as f:
+            body = f.read()
+        assert not re.search(r"#define \w*MODE\w* \d", body), name  # no numbers of their own
+        assert not re.search(r"mode == \d", body), name
+
+
+def test_segmented_kernels_share_segments_cuh_for_search_and_value_writes():
+    from cudasortkit.build import render
+
+    with open(os.path.join(render.KERNEL_INCLUDE_DIR, "segments.cuh"), encoding="utf-8") as f:
+        header = f.read()
+    assert "csk_count_at_most" in header and "csk_segment_of" in header
+    assert "csk_write_value" in header
+    for name in SEGMENT_KERNELS:
+        with open(KernelTemplate(name).path, encoding="utf-8") as f:
+            body = f.read()
+        assert '#include "segments.cuh"' in body, name
+        # the binary search and the per-mode value stores live in segments.cuh only
+        assert "(lo + hi) >> 1" not in body, name
+        assert "values_out[" not in body, name

@@ -43,6 +43,15 @@ def include_dirs(package: str) -> list:
     return [template_dir(package), KERNEL_INCLUDE_DIR]
 
 
+#: The value modes of the segmented kernels (their `mode` argument; the SDK
+#: names them cudasortkit.sdk.segmented.MODE_*): keys only; argsort, int64
+#: index in the segment (rows); argsort, int64 position in the whole array
+#: (ragged); pairs, the caller's values. Every prelude defines them, so
+#: kernels (include/segments.cuh) use the names, never the numbers.
+VALUE_MODES = {"CSK_MODE_KEYS": 0, "CSK_MODE_LOCAL": 1, "CSK_MODE_GLOBAL": 2, "CSK_MODE_PAIRS": 3}
+_MODE_LINES = [f"#define {name} {value}" for name, value in VALUE_MODES.items()]
+
+
 def _macro_value(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -62,6 +71,7 @@ def prelude(dtype, value_bytes: int, config: Mapping[str, Any], defines: Mapping
         f"#define CSK_KEY_KIND {key_kind(name)}",
         f"#define CSK_KEY_BFLOAT {int(is_bfloat16(name))}",
         f"#define CSK_VALUE_BYTES {int(value_bytes)}",
+        *_MODE_LINES,
     ]
     for name, value in sorted({**config, **(defines or {})}.items()):
         lines.append(f"#define {name.upper()} {_macro_value(value)}")

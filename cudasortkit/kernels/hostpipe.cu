@@ -6,6 +6,7 @@
 // unsigned order is the requested order (NumPy's, NaNs last both ways), so
 // buckets cut at splitter words are ranges of that order.
 #include "keys.cuh"
+#include "segments.cuh"
 
 #ifndef CSK_MAX_SPLITTERS
 #define CSK_MAX_SPLITTERS 1023
@@ -39,12 +40,7 @@ extern "C" __global__ void csk_bucket_count(const csk_bits_t* __restrict__ keys,
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
         const unsigned long long w = (unsigned long long)csk_encode(keys[i], mask);
-        int lo = 0, hi = nsplit;  // first splitter > w
-        while (lo < hi) {
-            const int mid = (lo + hi) >> 1;
-            if (split[mid] <= w) lo = mid + 1; else hi = mid;
-        }
-        atomicAdd(&local[lo], 1u);
+        atomicAdd(&local[csk_count_at_most(split, nsplit, w)], 1u);  // first splitter > w
     }
     __syncthreads();
     for (int i = threadIdx.x; i <= nsplit; i += blockDim.x)
