@@ -1,7 +1,7 @@
 """Key and value dtypes cudasortkit sorts, and how kernels see them.
 
 Kernels move keys as unsigned words and compare an order-preserving transform
-of them (kernels/keys.cuh), so a key dtype is fully described to a kernel by
+of them (kernels/include/keys.cuh), so a key dtype is fully described to a kernel by
 its width and its kind (unsigned, signed or float; 2-byte floats are IEEE
 half or bfloat16).
 

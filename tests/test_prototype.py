@@ -151,7 +151,7 @@ HAND_WRITTEN = {
         "seg_gather": "PPPPPqqPqi"},
 }
 #: The core's own kernels (cudasortkit/corekernels.py, cudasortkit/scan.py).
-CORE_HAND_WRITTEN = {"csk_iota64": "Pq", "csk_minmax_ordered": "PqP"}
+CORE_HAND_WRITTEN = {"csk_iota": "Pqqi", "csk_minmax_ordered": "PqP"}
 SCAN_HAND_WRITTEN = {"csk_scan_tiles": "PPPqi", "csk_scan_add": "PPq"}
 #: The example plugin's kernel (examples/csk_ranksort).
 RANKSORT_HAND_WRITTEN = {"ranksort_scatter": "PPPPqQ"}

@@ -2,6 +2,7 @@
 is checked is the path from Job.kernel / the core's primitives to
 prepare(): the letters read from the prototype, memoising per context, the
 kernel's attributes, and errors naming the plugin whose job asked."""
+import os
 import struct
 import sys
 
@@ -153,11 +154,11 @@ def _raise(*args, **kwargs):
 def test_core_iota_launches_without_a_job(nvcc):
     state = StubState()
     iota64(state, 0x5000, 1000)
-    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
-    assert kernel.signature == "Pq" and kernel.function.launches == [
-        ((4, 1), (256, 1, 1), (0x5000, 1000), 0)]
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota")
+    assert kernel.signature == "Pqqi" and kernel.function.launches == [
+        ((4, 1), (256, 1, 1), (0x5000, 1000, 0, 8), 0)]
     kernel.function._launch_kernel = _raise
-    with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota64'"):
+    with pytest.raises(KernelError, match="plugin 'core', kernel 'csk_iota'"):
         iota64(state, 0x5000, 1000)
 
 
@@ -166,19 +167,40 @@ def test_core_and_job_launch_errors_read_alike(nvcc):
     same way: who, kernel, keys, config, then the geometry and the cause."""
     state = StubState()
     iota64(state, 0x5000, 1000)
-    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota64")
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota")
     kernel.function._launch_kernel = _raise
     with pytest.raises(KernelError) as core:
         iota64(state, 0x5000, 1000)
-    assert str(core.value) == ("plugin 'core', kernel 'csk_iota64': launch grid=(4, 1) "
+    assert str(core.value) == ("plugin 'core', kernel 'csk_iota': launch grid=(4, 1) "
                                "block=(256, 1, 1) shared=0 failed: launch failed (stub)")
     counting = registry.plugins()["counting"]
     job = Job(counting, state, dtype="int32", n=1000, keys_in=0, keys_out=0)
     with pytest.raises(KernelError) as planned:
-        job.launch(kernel, 4, 256, 0x5000, 1000)
-    assert str(planned.value) == (describe("counting", "csk_iota64", "int32", job.config)
+        job.launch(kernel, 4, 256, 0x5000, 1000, 0, 8)
+    assert str(planned.value) == (describe("counting", "csk_iota", "int32", job.config)
                                   + ": launch grid=(4, 1) block=(256, 1, 1) shared=0 failed: "
                                   "launch failed (stub)")
+
+
+def test_one_iota_kernel_serves_argsort_int32_and_the_host_pipeline(nvcc):
+    """argsort's int64 and int32 indices and the host pipeline's chunk
+    indices (start + i) all launch util.cu's one csk_iota; each caller keeps
+    its grid (the core's at most 65535 blocks, the pipeline's 16 per SM)."""
+    from cudasortkit.host import kernels as host_kernels
+
+    state = StubState()
+    iota64(state, 0x5000, 1000, index_bytes=4)
+    host_kernels.iota64_from(state, 0x6000, 10 ** 6, 7 * 10 ** 6)
+    host_kernels.iota64_from(state, 0x6000, 0, 5)  # nothing to fill: no launch
+    kernel = UTIL.kernel(state, "uint32", 0, {"block_size": 256}, "csk_iota")
+    sms = state.limits.sm_count
+    assert kernel.function.launches == [
+        ((4, 1), (256, 1, 1), (0x5000, 1000, 0, 4), 0),
+        ((min(3907, 16 * sms), 1), (256, 1, 1), (0x6000, 10 ** 6, 7 * 10 ** 6, 8), 0)]
+    assert [name for name, _ in nvcc["prepared"]] == ["csk_iota"]
+    source = UTIL.render("uint32", 0, {"block_size": 256})
+    hostpipe = host_kernels.HOSTPIPE.render("uint32", 0, host_kernels.CONFIG)
+    assert source.count("__global__ void csk_iota") == 1 and "void csk_iota" not in hostpipe
 
 
 def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, monkeypatch, nvcc):
@@ -209,3 +231,81 @@ def test_an_unknown_parameter_type_names_plugin_kernel_and_parameter(tmp_path, m
     assert "plugin 'badtypes'" in text and "kernel 'scale'" in text and "block_size=128" in text
     assert "parameter 2" in text and "float2" in text
     assert nvcc["compiled"] == []  # refused before nvcc runs
+
+
+# Layout: kernels/ holds the *.cu entry points, kernels/include/ the shared
+# device code, which is on every template's include path.
+SHARED_HEADERS = {"keys.cuh", "merge.cuh", "onesweep.cuh", "passplan.cuh", "peers.cuh",
+                  "scan.cuh"}
+
+
+def test_shared_headers_live_in_kernels_include_on_every_include_path():
+    import glob
+    import os
+
+    from cudasortkit.build import render
+
+    include = os.path.join(render.KERNEL_DIR, "include")
+    assert glob.glob(os.path.join(render.KERNEL_DIR, "*.cuh")) == []
+    assert SHARED_HEADERS <= {os.path.basename(p) for p in glob.glob(os.path.join(include, "*.cuh"))}
+    for package in ("cudasortkit.kernels", "cudasortkit.plugins"):  # core's, a plugin's
+        dirs = render.include_dirs(package)
+        assert dirs[0] == render.template_dir(package) and include in dirs
+        for header in SHARED_HEADERS:
+            assert any(os.path.isfile(os.path.join(d, header)) for d in dirs), (package, header)
+
+
+def test_plugin_hash_covers_the_shared_headers(tmp_path, monkeypatch):
+    import shutil
+
+    from cudasortkit.build import render
+    from cudasortkit.plugins.bitonic import BitonicSort
+    from cudasortkit.tuning import cache
+
+    copy = tmp_path / "include"
+    shutil.copytree(os.path.join(render.KERNEL_DIR, "include"), copy)
+    monkeypatch.setattr(render, "KERNEL_INCLUDE_DIR", str(copy))
+    before = cache.plugin_hash(type("HashedBitonic1", (BitonicSort,), {})())
+    with open(copy / "keys.cuh", "a") as f:
+        f.write("// changed\n")
+    assert cache.plugin_hash(type("HashedBitonic2", (BitonicSort,), {})()) != before
+
+
+# The segmented kernels share include/segments.cuh (segment search, value
+# writes) and take their value modes from Python through the prelude.
+SEGMENT_KERNELS = ("rows.cu", "block_radix.cu", "segmented.cu", "hostpipe.cu")
+
+
+def test_value_modes_are_defined_once_in_python_and_reach_every_kernel_as_macros():
+    import re
+
+    from cudasortkit.build import render
+    from cudasortkit.sdk import segmented
+
+    assert (segmented.MODE_KEYS, segmented.MODE_LOCAL, segmented.MODE_GLOBAL,
+            segmented.MODE_PAIRS) == tuple(render.VALUE_MODES[f"CSK_MODE_{m}"]
+                                           for m in ("KEYS", "LOCAL", "GLOBAL", "PAIRS"))
+    for name in ("rows.cu", "block_radix.cu", "segmented.cu"):
+        source = KernelTemplate(name).render("uint32", 8, {"block_size": 256})
+        for macro, value in render.VALUE_MODES.items():
+            assert f"#define {macro} {value}\n" in source, (name, macro)
+        with open(KernelTemplate(name).path, encoding="utf-8") as f:
+            body = f.read()
+        assert not re.search(r"#define \w*MODE\w* \d", body), name  # no numbers of their own
+        assert not re.search(r"mode == \d", body), name
+
+
+def test_segmented_kernels_share_segments_cuh_for_search_and_value_writes():
+    from cudasortkit.build import render
+
+    with open(os.path.join(render.KERNEL_INCLUDE_DIR, "segments.cuh"), encoding="utf-8") as f:
+        header = f.read()
+    assert "csk_count_at_most" in header and "csk_segment_of" in header
+    assert "csk_write_value" in header
+    for name in SEGMENT_KERNELS:
+        with open(KernelTemplate(name).path, encoding="utf-8") as f:
+            body = f.read()
+        assert '#include "segments.cuh"' in body, name
+        # the binary search and the per-mode value stores live in segments.cuh only
+        assert "(lo + hi) >> 1" not in body, name
+        assert "values_out[" not in body, name

@@ -17,15 +17,16 @@ MINMAX_BLOCK = 256
 UTIL_CONFIG = {"block_size": 256}
 
 
-def iota64(state, ptr: int, n: int, owner: str = "core", index_bytes: int = 8) -> None:
-    """Fill n int64 (index_bytes 4: int32) at ptr with 0..n-1 on the device's stream."""
+def iota64(state, ptr: int, n: int, owner: str = "core", index_bytes: int = 8, *,
+           start: int = 0, max_grid: int = 65535) -> None:
+    """Fill n int64 (index_bytes 4: int32) at ptr with start, start + 1, ...
+    on the device's stream, with at most `max_grid` blocks (util.cu's csk_iota)."""
     if n <= 0:
         return
-    name = "csk_iota64" if index_bytes == 8 else "csk_iota32"
-    kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, name, owner=owner)
-    grid = min(-(-int(n) // IOTA_BLOCK), 65535)
-    kernel.launch(state, state.stream, (grid, 1), (IOTA_BLOCK, 1, 1), (int(ptr), int(n)),
-                  owner=owner)
+    kernel = UTIL.kernel(state, "uint32", 0, UTIL_CONFIG, "csk_iota", owner=owner)
+    grid = min(-(-int(n) // IOTA_BLOCK), max_grid)
+    kernel.launch(state, state.stream, (grid, 1), (IOTA_BLOCK, 1, 1),
+                  (int(ptr), int(n), int(start), int(index_bytes)), owner=owner)
 
 
 def _reduce(state, kernel, grid: int, args, words: int, ones: int, owner: str, dtype,

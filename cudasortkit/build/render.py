@@ -15,10 +15,13 @@ import numpy as np
 
 from ..dtypes import is_bfloat16, itemsize, key_kind
 
-#: Package of cudasortkit's own kernels (keys.cuh, scan.cuh, util.cu, ...).
+#: Package of cudasortkit's own kernels (util.cu, scan.cu, radix.cu, ...).
 CORE_PACKAGE = "cudasortkit.kernels"
-#: Directory of cudasortkit's own kernels.
+#: Directory of cudasortkit's own kernels: the *.cu entry points.
 KERNEL_DIR = os.path.dirname(importlib.import_module(CORE_PACKAGE).__file__)
+#: Shared device code (keys.cuh, scan.cuh, ...): on every template's include
+#: path, so `#include "keys.cuh"` works in cudasortkit's and plugins' kernels.
+KERNEL_INCLUDE_DIR = os.path.join(KERNEL_DIR, "include")
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,11 +39,17 @@ def template_path(package: str, template: str) -> str:
 
 
 def include_dirs(package: str) -> list:
-    """The package's directory, then cudasortkit's kernels/."""
-    dirs = [template_dir(package)]
-    if KERNEL_DIR not in dirs:
-        dirs.append(KERNEL_DIR)
-    return dirs
+    """The package's directory, then cudasortkit's shared headers (kernels/include/)."""
+    return [template_dir(package), KERNEL_INCLUDE_DIR]
+
+
+#: The value modes of the segmented kernels (their `mode` argument; the SDK
+#: names them cudasortkit.sdk.segmented.MODE_*): keys only; argsort, int64
+#: index in the segment (rows); argsort, int64 position in the whole array
+#: (ragged); pairs, the caller's values. Every prelude defines them, so
+#: kernels (include/segments.cuh) use the names, never the numbers.
+VALUE_MODES = {"CSK_MODE_KEYS": 0, "CSK_MODE_LOCAL": 1, "CSK_MODE_GLOBAL": 2, "CSK_MODE_PAIRS": 3}
+_MODE_LINES = [f"#define {name} {value}" for name, value in VALUE_MODES.items()]
 
 
 def _macro_value(value: Any) -> str:
@@ -62,6 +71,7 @@ def prelude(dtype, value_bytes: int, config: Mapping[str, Any], defines: Mapping
         f"#define CSK_KEY_KIND {key_kind(name)}",
         f"#define CSK_KEY_BFLOAT {int(is_bfloat16(name))}",
         f"#define CSK_VALUE_BYTES {int(value_bytes)}",
+        *_MODE_LINES,
     ]
     for name, value in sorted({**config, **(defines or {})}.items()):
         lines.append(f"#define {name.upper()} {_macro_value(value)}")

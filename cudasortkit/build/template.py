@@ -182,7 +182,7 @@ class KernelTemplate:
     @property
     def include_dirs(self) -> list:
         """Include path of its compilation: the package's directory, then
-        cudasortkit's kernels/."""
+        cudasortkit's shared headers (kernels/include/)."""
         return include_dirs(self.package)
 
     def render(self, dtype, value_bytes: int = 0, config: Mapping[str, Any] | None = None) -> str:

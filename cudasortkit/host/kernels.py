@@ -1,9 +1,10 @@
-"""The host pipeline's own kernels (kernels/hostpipe.cu): argsort indices of
-one piece of a bigger array, encoded words of sampled keys, and per-bucket
-counts against splitters. Launched on the device state's stream; errors
-name the kernel and "core (host pipeline)"."""
+"""The host pipeline's own kernels (kernels/hostpipe.cu): encoded words of
+sampled keys and per-bucket counts against splitters; and argsort indices of
+one piece of a bigger array (the core's iota, kernels/util.cu). Launched on
+the device state's stream; errors name the kernel and "core (host pipeline)"."""
 from __future__ import annotations
 
+from ..build.corekernels import iota64
 from ..build.template import KernelTemplate
 
 HOSTPIPE = KernelTemplate("hostpipe.cu")
@@ -22,8 +23,7 @@ def _launch(state, dtype, name: str, n: int, args) -> None:
 
 def iota64_from(state, ptr: int, n: int, start: int) -> None:
     """n int64 at ptr = start, start + 1, ..."""
-    if n > 0:
-        _launch(state, "uint32", "csk_iota64_from", n, (int(ptr), int(n), int(start)))
+    iota64(state, ptr, n, OWNER, start=start, max_grid=state.limits.sm_count * 16)
 
 
 def encode_words(state, dtype: str, keys: int, n: int, mask: int, out: int) -> None:

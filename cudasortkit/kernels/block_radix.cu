@@ -30,12 +30,13 @@
 //                      one is another kernel's); all of them lie within
 //                      BR_TILE keys of the first one's start.
 //
-// Values by `mode`: 0 keys only; 1 argsort, int64 index in the segment;
-// 2 argsort, int64 position in the whole array; 3 pairs, the caller's
-// values gathered by position.
+// Values by `mode` (segments.cuh's csk_write_value): keys only; argsort,
+// int64 index in the segment or position in the whole array; pairs, the
+// caller's values gathered by position.
 #include "keys.cuh"
 #include "peers.cuh"
 #include "scan.cuh"
+#include "segments.cuh"
 
 #ifndef ITEMS_PER_THREAD
 #define ITEMS_PER_THREAD 16
@@ -58,11 +59,6 @@
 #if BR_TILE > 65536
 #error "tile positions are 16 bits"
 #endif
-
-#define BR_MODE_KEYS 0
-#define BR_MODE_LOCAL 1
-#define BR_MODE_GLOBAL 2
-#define BR_MODE_PAIRS 3
 
 struct BrShared {
     csk_bits_t keys[BR_TILE];
@@ -182,16 +178,9 @@ block_radix_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict_
     br_sort<CSK_HAS_VALUES != 0>(&s, key, aux, CSK_KEY_BYTES, ie);
     for (int i = t; i < len; i += BLOCK_SIZE) {
         keys_out[base + i] = csk_decode(s.keys[i], mask);
-#if CSK_HAS_VALUES
-        const long long at = s.aux[i];
-        if (mode == BR_MODE_LOCAL) values_out[base + i] = (csk_value_t)at;
-        else if (mode == BR_MODE_GLOBAL) values_out[base + i] = (csk_value_t)(base + at);
-        else values_out[base + i] = values_in[base + at];
-#endif
+        csk_write_value(values_out, values_in, base + i, base + s.aux[i], mode,
+                        [&] { return base; });
     }
-    (void)values_in;
-    (void)values_out;
-    (void)mode;
 }
 
 __device__ __forceinline__ long long br_offset(const long long* __restrict__ offsets,
@@ -307,34 +296,18 @@ block_radix_tiles(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict
     br_sort<true>(&s, key, aux, CSK_KEY_BYTES + seg_passes, ie);
     for (int i = t; i < c; i += BLOCK_SIZE) {
         keys_out[start + i] = csk_decode(s.keys[i], mask);
-#if CSK_HAS_VALUES
         const unsigned a = s.aux[i];
-        const long long at = start + (long long)(a & 0xFFFFu);
-        if (mode == BR_MODE_LOCAL)  // uniform rows: no empty segment, ordinal = row - s0
-            values_out[start + i] = (csk_value_t)(at - (s0 + (a >> 16)) * row_len);
-        else if (mode == BR_MODE_GLOBAL) values_out[start + i] = (csk_value_t)at;
-        else values_out[start + i] = values_in[at];
-#endif
+        // LOCAL: uniform rows, no empty segment, so ordinal = row - s0.
+        csk_write_value(values_out, values_in, start + i, start + (long long)(a & 0xFFFFu), mode,
+                        [&] { return (s0 + (a >> 16)) * row_len; });
     }
-    (void)values_in;
-    (void)values_out;
-    (void)mode;
 }
 
 // Ragged segments too long for a block go through one global radix sort of
 // their keys alone, compacted in block_radix_classify's order: long_at[0..m] are the
 // compact starts of the m long segments (long_at[m] = L keys in all),
-// long_start[j] long segment j's start in the key array.
-__device__ __forceinline__ long long br_long_of(const long long* __restrict__ long_at, long long m,
-                                                long long c)
-{
-    long long lo = 0, hi = m;  // the last j with long_at[j] <= c
-    while (hi - lo > 1) {
-        const long long mid = (lo + hi) >> 1;
-        if (long_at[mid] <= c) lo = mid; else hi = mid;
-    }
-    return lo;
-}
+// long_start[j] long segment j's start in the key array. Compact position c
+// belongs to long segment csk_segment_of(long_at, m, c) (segments.cuh).
 
 // Ragged segments too long for block_radix_tiles, listed from the device
 // offsets (no host round trip): those of step < length <= max_row in
@@ -374,7 +347,7 @@ block_radix_long_pack(const csk_bits_t* __restrict__ keys, unsigned long long* _
 {
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long c = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; c < total; c += stride) {
-        const long long j = br_long_of(long_at, m, c);
+        const long long j = csk_segment_of(long_at, m, c);
         packed[c] = (unsigned long long)j << CSK_KEY_BITS |
                     (unsigned long long)csk_encode(keys[long_start[j] + (c - long_at[j])], (csk_bits_t)mask64);
         if (positions != nullptr) positions[c] = (unsigned)c;
@@ -385,7 +358,9 @@ block_radix_long_pack(const csk_bits_t* __restrict__ keys, unsigned long long* _
 // (argsort's sort leaves the sorted words unwritten: its keys are never read);
 // index[c] (the sort's 32-bit compact position of the key, when values are
 // wanted) gives its position in the array, within the same segment. Values
-// by mode: 2 argsort positions, 3 the caller's values gathered.
+// by mode (segments.cuh's csk_write_value): argsort positions, or the
+// caller's values gathered (LOCAL, never asked here since long segments are
+// ragged, would give the index in the segment).
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 block_radix_long_unpack(const unsigned long long* __restrict__ packed,
                         const unsigned* __restrict__ index, csk_bits_t* __restrict__ keys_out,
@@ -396,13 +371,13 @@ block_radix_long_unpack(const unsigned long long* __restrict__ packed,
 {
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long c = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; c < total; c += stride) {
-        const long long j = br_long_of(long_at, m, c);
+        const long long j = csk_segment_of(long_at, m, c);
         const long long out = long_start[j] + (c - long_at[j]);
         keys_out[out] = csk_decode((csk_bits_t)packed[c], (csk_bits_t)mask64);
 #if CSK_HAS_VALUES
-        const long long at = long_start[j] + ((long long)index[c] - long_at[j]);
-        if (mode == BR_MODE_GLOBAL) values_out[out] = (csk_value_t)at;
-        else if (mode == BR_MODE_PAIRS) values_out[out] = values_in[at];
+        csk_write_value(values_out, values_in, out,
+                        long_start[j] + ((long long)index[c] - long_at[j]), mode,
+                        [&] { return long_start[j]; });
 #endif
     }
     (void)index;

@@ -1,24 +1,16 @@
-// Kernels of the host pipeline (cudasortkit/hostpipe.py, cudasortkit/outofcore.py):
-// global argsort indices for one chunk, the encoded words of sampled keys, and
-// per-bucket counts of a chunk against sorted splitters.
+// Kernels of the host pipeline (cudasortkit/host/pipeline.py, cudasortkit/host/outofcore.py):
+// the encoded words of sampled keys, and per-bucket counts of a chunk against
+// sorted splitters (a chunk's global argsort indices come from util.cu's csk_iota).
 //
 // "Encoded word" is keys.cuh's csk_encode(key, mask), widened to 64 bits: its
 // unsigned order is the requested order (NumPy's, NaNs last both ways), so
 // buckets cut at splitter words are ranges of that order.
 #include "keys.cuh"
+#include "segments.cuh"
 
 #ifndef CSK_MAX_SPLITTERS
 #define CSK_MAX_SPLITTERS 1023
 #endif
-
-// out[i] = start + i: one chunk's indices into the whole array.
-extern "C" __global__ void csk_iota64_from(long long* __restrict__ out, long long n,
-                                           long long start)
-{
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = start + i;
-}
 
 // out[i] = encoded word of keys[i] (the order the sort is asked for).
 extern "C" __global__ void csk_encode_words(const csk_bits_t* __restrict__ keys, long long n,
@@ -48,12 +40,7 @@ extern "C" __global__ void csk_bucket_count(const csk_bits_t* __restrict__ keys,
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
         const unsigned long long w = (unsigned long long)csk_encode(keys[i], mask);
-        int lo = 0, hi = nsplit;  // first splitter > w
-        while (lo < hi) {
-            const int mid = (lo + hi) >> 1;
-            if (split[mid] <= w) lo = mid + 1; else hi = mid;
-        }
-        atomicAdd(&local[lo], 1u);
+        atomicAdd(&local[csk_count_at_most(split, nsplit, w)], 1u);  // first splitter > w
     }
     __syncthreads();
     for (int i = threadIdx.x; i <= nsplit; i += blockDim.x)

@@ -8,7 +8,7 @@
 // Phase 2: log2(n / TILE) passes, each merging pairs of sorted runs of
 // `width` keys from one buffer into the other (merge_sort_partition finds
 // every block's co-rank, one warp per block, merge_sort_pass merges;
-// kernels/merge.cuh).
+// kernels/include/merge.cuh).
 //
 // Keys are ordered words (keys.cuh) from the first load to the last store,
 // which decodes (`decode`). Padding past n in the last tile is the largest

@@ -25,7 +25,7 @@
 //                        block b's keys of digit d start in the output
 //   radix_downsweep      per tile: rank keys stably inside the tile (warp-
 //                        private digit counters filled in key order with
-//                        peer masks of kernels/peers.cuh), reorder the tile by
+//                        peer masks of kernels/include/peers.cuh), reorder the tile by
 //                        digit in shared memory, then write each digit's run
 //                        to consecutive addresses (coalesced); values follow
 //                        the same permutation through the same buffer.

@@ -14,10 +14,11 @@
 // smaller slot at the lower position, so each aligned run of P slots is
 // sorted ascending on its own.
 //
-// Values by `mode`: 0 keys only; 1 argsort, int64 index in the segment;
-// 2 argsort, int64 position in the whole array; 3 pairs, the caller's
-// values gathered by index.
+// Values by `mode` (segments.cuh's csk_write_value): keys only; argsort,
+// int64 index in the segment or position in the whole array; pairs, the
+// caller's values gathered by index.
 #include "keys.cuh"
+#include "segments.cuh"
 
 #ifndef TILE
 #define TILE 2048
@@ -25,11 +26,6 @@
 #if (TILE & (TILE - 1)) != 0 || TILE > 65536
 #error "TILE must be a power of two, at most 65536 (indices are 16 bits)"
 #endif
-
-#define ROWS_MODE_KEYS 0
-#define ROWS_MODE_LOCAL 1
-#define ROWS_MODE_GLOBAL 2
-#define ROWS_MODE_PAIRS 3
 
 __device__ __forceinline__ int rows_lo(int c, int j)
 {
@@ -98,14 +94,7 @@ rows_sort(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_
         if (j >= seg_len || row >= rows) continue;
         const long long base = offsets != nullptr ? seg_start : row * row_len;
         keys_out[base + j] = csk_decode(s_keys[s], mask);
-#if CSK_HAS_VALUES
-        const long long i = s_idx[s];
-        if (mode == ROWS_MODE_LOCAL) values_out[base + j] = (csk_value_t)i;
-        else if (mode == ROWS_MODE_GLOBAL) values_out[base + j] = (csk_value_t)(base + i);
-        else values_out[base + j] = values_in[base + i];
-#endif
+        csk_write_value(values_out, values_in, base + j, base + s_idx[s], mode,
+                        [&] { return base; });
     }
-    (void)values_in;
-    (void)values_out;
-    (void)mode;
 }

@@ -8,17 +8,12 @@
 //
 // Tunables: BLOCK_SIZE threads (grid-stride loops).
 #include "keys.cuh"
+#include "segments.cuh"
 
 __device__ __forceinline__ long long seg_of(long long i, long long row_len,
                                             const long long* __restrict__ offsets, long long count)
 {
-    if (offsets == nullptr) return i / row_len;
-    long long lo = 0, hi = count;  // the last s with offsets[s] <= i
-    while (hi - lo > 1) {
-        const long long mid = (lo + hi) >> 1;
-        if (offsets[mid] <= i) lo = mid; else hi = mid;
-    }
-    return lo;
+    return offsets == nullptr ? i / row_len : csk_segment_of(offsets, count, i);
 }
 
 __device__ __forceinline__ long long seg_start(long long s, long long row_len,
@@ -78,8 +73,8 @@ seg_ids_of(const unsigned* __restrict__ index, unsigned* __restrict__ segkey, lo
 }
 
 // Final gather of the two-sort form: keys_out[i] = keys_in[index[i]]; values
-// by mode: 0 none, 1 argsort in the segment, 2 argsort in the whole array,
-// 3 pairs (values_in gathered).
+// by mode (segments.cuh's csk_write_value): argsort in the segment or in the
+// whole array, or pairs (values_in gathered).
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 seg_gather(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
            const csk_value_t* __restrict__ values_in, csk_value_t* __restrict__ values_out,
@@ -90,14 +85,8 @@ seg_gather(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys
     for (long long i = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; i < n; i += stride) {
         const long long at = index[i];
         keys_out[i] = keys_in[at];
-#if CSK_HAS_VALUES
-        if (mode == 1)
-            values_out[i] = (csk_value_t)(at - seg_start(seg_of(i, row_len, offsets, count), row_len, offsets));
-        else if (mode == 2) values_out[i] = (csk_value_t)at;
-        else if (mode == 3) values_out[i] = values_in[at];
-#endif
+        csk_write_value(values_out, values_in, i, at, mode, [&] {
+            return seg_start(seg_of(i, row_len, offsets, count), row_len, offsets);
+        });
     }
-    (void)values_in;
-    (void)values_out;
-    (void)mode;
 }

@@ -1,20 +1,26 @@
 // Small kernels the core itself launches (not tied to one algorithm).
 #include "keys.cuh"
 
-// out[i] = i: the payload that turns a pair sort into an argsort (int64
-// indices, or int32 ones for argsort(index_dtype=np.int32), n < 2^31).
-extern "C" __global__ void csk_iota64(long long* __restrict__ out, long long n)
+// out[i] = start + i, for i < n: argsort's index payload (start 0), or one
+// chunk's indices into a whole array (the host pipeline). The indices are
+// int64, or int32 when index_bytes is 4 (argsort(index_dtype=np.int32): every
+// start + i < 2^31). One kernel for both widths: the branch on index_bytes is
+// the same for every thread and taken once, outside the loop.
+template <typename Index>
+__device__ __forceinline__ void csk_iota_fill(Index* __restrict__ out, long long n, long long start)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = i;
+        out[i] = (Index)(start + i);
 }
 
-extern "C" __global__ void csk_iota32(int* __restrict__ out, long long n)
+extern "C" __global__ void csk_iota(void* __restrict__ out, long long n, long long start,
+                                    int index_bytes)
 {
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = (int)i;
+    if (index_bytes == 4)
+        csk_iota_fill((int*)out, n, start);
+    else
+        csk_iota_fill((long long*)out, n, start);
 }
 
 // Block-wide minimum of `lo` and maximum of `hi` over every thread of the

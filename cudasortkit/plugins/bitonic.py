@@ -8,20 +8,18 @@ tile as one shared-memory launch.
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.tiles import TiledSortPlugin
 
 GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
 MAX_FUSED = 4  # half-cleaner steps done per register pass (bitonic_global_steps2..4)
-#: Tile blocks that must fit on one SM together: a valid config's tile takes
-#: at most this share of the SM's shared memory.
-TILE_BLOCKS_PER_SM = 2
 #: The widest block a one-launch sort uses (a 1024-thread tile was slower
 #: than the tiles-and-merges path: docs/algorithms/bitonic.md).
 ONE_LAUNCH_BLOCK = 512
 
 
-class BitonicSort(SortPlugin):
+class BitonicSort(TiledSortPlugin):
     name = "bitonic"
     summary = "bitonic network, shared-memory tiles + global merge steps (unstable)"
     dtypes = KEY_DTYPES
@@ -37,27 +35,10 @@ class BitonicSort(SortPlugin):
                               f"{ONE_LAUNCH_BLOCK} threads) holds is sorted in one launch"),
     }
     templates = ("bitonic.cu",)
-
-    def tile(self, config) -> int:
-        return config["block_size"] * config["items_per_thread"]
-
-    def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
-        return self.tile(config) * (key_bytes + value_bytes)
-
-    def valid_config(self, config, dtype, value_bytes, limits):
-        """The tile fits in shared memory with room for TILE_BLOCKS_PER_SM
-        blocks on one SM of the device."""
-        return (config["block_size"] <= limits.max_threads_per_block
-                and self.shared_bytes(config, itemsize(dtype), value_bytes)
-                <= limits.shared_for_resident(TILE_BLOCKS_PER_SM))
+    one_launch_block = ONE_LAUNCH_BLOCK
 
     def run(self, job):
-        cfg = job.config
-        if cfg.get("one_launch", 1) and job.n > self.tile(cfg):
-            wide = job.one_block(cfg["items_per_thread"], job.key_bytes + job.value_bytes,
-                                 ONE_LAUNCH_BLOCK)
-            if wide is not None:
-                cfg = dict(cfg, block_size=wide)
+        cfg = self.launch_config(job)
         block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         shared = self.shared_bytes(cfg, job.key_bytes, job.value_bytes)
         sort_tiles = job.kernel("bitonic.cu", "bitonic_sort_tiles", config=cfg)

@@ -8,20 +8,18 @@ work in every step. The same kernels serve cudasortkit.merge (`merge` below).
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.tiles import TiledSortPlugin
 
 TEMPLATE = "merge_sort.cu"
 PARTITION_BLOCK = 128  # threads of the co-rank search kernels (a thread per split)
-#: Tile blocks that must fit on one SM together: a valid config's tile takes
-#: at most this share of the SM's shared memory.
-TILE_BLOCKS_PER_SM = 2
 #: The widest block a one-launch sort uses (ITEMS_PER_THREAD keys in registers
 #: per thread: wider blocks would cap registers below what a thread holds).
 ONE_LAUNCH_BLOCK = 512
 
 
-class MergeSort(SortPlugin):
+class MergeSort(TiledSortPlugin):
     name = "merge_sort"
     summary = "merge sort: register + shared-memory tile sort, merge-path global passes (stable)"
     dtypes = KEY_DTYPES
@@ -43,27 +41,11 @@ class MergeSort(SortPlugin):
                               f"{ONE_LAUNCH_BLOCK} threads) holds is sorted in one launch"),
     }
     templates = (TEMPLATE,)
-
-    def tile(self, config) -> int:
-        return config["block_size"] * config["items_per_thread"]
-
-    def shared_bytes(self, config, key_bytes: int, value_bytes: int) -> int:
-        return self.tile(config) * (key_bytes + value_bytes)
-
-    def valid_config(self, config, dtype, value_bytes, limits):
-        """The tile fits in shared memory with room for TILE_BLOCKS_PER_SM
-        blocks on one SM of the device."""
-        return (config["block_size"] <= limits.max_threads_per_block
-                and self.shared_bytes(config, itemsize(dtype), value_bytes)
-                <= limits.shared_for_resident(TILE_BLOCKS_PER_SM))
+    one_launch_block = ONE_LAUNCH_BLOCK
 
     def run(self, job):
-        cfg = job.config
+        cfg = self.launch_config(job)
         kb, vb = job.key_bytes, job.value_bytes
-        if cfg.get("one_launch", 1) and job.n > self.tile(cfg):
-            wide = job.one_block(cfg["items_per_thread"], kb + vb, ONE_LAUNCH_BLOCK)
-            if wide is not None:
-                cfg = dict(cfg, block_size=wide)
         block, tile, n = cfg["block_size"], self.tile(cfg), job.n
         shared = self.shared_bytes(cfg, kb, vb)
         passes, width = 0, tile

@@ -8,7 +8,7 @@ every pass without waiting for anything: the kernels of a skipped pass return
 at once. The first active pass reuses the histogram's block counts. Each
 active pass: block digit counts (upsweep), a scan of the digit x block table
 (one launch: a block per digit row, with the shared block scan of
-kernels/scan.cuh and the digit totals), and a scatter that ranks keys stably
+kernels/include/scan.cuh and the digit totals), and a scatter that ranks keys stably
 in shared memory and writes each digit's run coalesced. Key transforms
 (signed, float, descending) happen in the first active pass's load and the
 last one's store; buffers ping-pong so the last active pass lands in

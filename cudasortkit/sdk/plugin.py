@@ -163,7 +163,8 @@ class SortPlugin:
     #: Kernel template file names, found in `template_package`.
     templates: ClassVar[tuple] = ()
     #: Importable package whose directory holds the templates. Its directory
-    #: and cudasortkit's kernels/ (keys.cuh, scan.cuh, ...) are on the include path.
+    #: and cudasortkit's kernels/include/ (keys.cuh, scan.cuh, ...) are on the
+    #: include path.
     template_package: ClassVar[str] = "cudasortkit.kernels"
     #: One-line description for listings.
     summary: ClassVar[str] = ""

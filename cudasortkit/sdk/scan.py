@@ -19,7 +19,7 @@ buffers are freed with the job. The kernels are the core's own
 
 How: scan-then-propagate. kernels/scan.cu scans tiles of
 block_size * items_per_thread counts (per-thread serial scans + a padded
-Blelloch scan of the thread totals, kernels/scan.cuh) and writes each tile's
+Blelloch scan of the thread totals, kernels/include/scan.cuh) and writes each tile's
 total; the totals are scanned the same way, recursively, and added back.
 All levels' total buffers are one allocation made in the constructor.
 """

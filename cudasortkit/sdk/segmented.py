@@ -22,13 +22,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..build.render import VALUE_MODES
 from .plugin import SortPlugin
 from .segments import Segments
 
 #: The `mode` argument of the segmented kernels: what the values are. Keys
 #: only; argsort, int64 index in the segment (rows); argsort, int64 position
-#: in the whole array (ragged); pairs, the caller's values.
-MODE_KEYS, MODE_LOCAL, MODE_GLOBAL, MODE_PAIRS = 0, 1, 2, 3
+#: in the whole array (ragged); pairs, the caller's values. The numbers are
+#: build.render's VALUE_MODES, which every kernel gets as CSK_MODE_* macros.
+MODE_KEYS, MODE_LOCAL, MODE_GLOBAL, MODE_PAIRS = (
+    VALUE_MODES[f"CSK_MODE_{m}"] for m in ("KEYS", "LOCAL", "GLOBAL", "PAIRS"))
 
 
 class SegmentedSortPlugin(SortPlugin):

@@ -1,4 +1,4 @@
-"""Chained-scan LSD radix passes (kernels/onesweep.cuh) on a job's stream.
+"""Chained-scan LSD radix passes (kernels/include/onesweep.cuh) on a job's stream.
 
 The onesweep plugin is these passes over the whole key; the counting plugin
 uses them for pairs and argsort over the bits of its bins (ordered key minus
@@ -29,17 +29,17 @@ from dataclasses import dataclass
 NARROW_STATUS_MAX = (1 << 30) - 1
 #: Keys per thread per histogram step, threads of a histogram block, and its
 #: dynamic shared memory where the device gives a block that much
-#: (kernels/onesweep.cuh).
+#: (kernels/include/onesweep.cuh).
 HIST_ITEMS = 8
 HIST_BLOCK = 1024
 HIST_SHARED_BYTES = 65536
-#: Widest digit (kernels/onesweep.cuh), and the tile size its 16-bit per-warp
+#: Widest digit (kernels/include/onesweep.cuh), and the tile size its 16-bit per-warp
 #: counters stay below.
 MAX_RADIX_BITS = 11
 TILE_LIMIT = 1 << 16
-#: value_mode of onesweep_pass (kernels/onesweep.cuh).
+#: value_mode of onesweep_pass (kernels/include/onesweep.cuh).
 VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
-#: The kernels of a sweep template (declared in kernels/onesweep.cuh).
+#: The kernels of a sweep template (declared in kernels/include/onesweep.cuh).
 SWEEP_KERNELS = ("onesweep_histogram", "onesweep_plan", "onesweep_pass")
 
 
@@ -59,7 +59,7 @@ class SweepGeometry:
 
     @property
     def counter_bytes(self) -> int:
-        """Bytes of a per-warp digit counter (kernels/onesweep.cuh, OS_PACK)."""
+        """Bytes of a per-warp digit counter (kernels/include/onesweep.cuh, OS_PACK)."""
         return 2 if self.radix_bits > 8 else 4
 
     def passes(self, key_bytes: int) -> int:
@@ -101,7 +101,7 @@ def sweep_defines(job) -> dict:
 
 
 def status_word(job) -> int:
-    """Bytes of a tile status word (kernels/onesweep.cuh, WIDE_STATUS)."""
+    """Bytes of a tile status word (kernels/include/onesweep.cuh, WIDE_STATUS)."""
     return 8 if job.n > NARROW_STATUS_MAX else 4
 
 
