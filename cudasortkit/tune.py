@@ -92,10 +92,15 @@ def build_parser(parser=None):
 def _table(args):
     """[(table, path)] for --show/--plot: --cache-file, else this device's
     cache, else (no GPU) every cache file. A file that is not a cache is
-    named "corrupt" on stderr (SystemExit when no other table is left)."""
+    named "corrupt" on stderr, one that is not a regular file (a FIFO, a
+    folder) is skipped saying so (SystemExit when no table is left)."""
     from .tuning import cache
     from .device import gpu_available
 
+    if not args.cache_file:
+        problem = cache.folder_problem(cache.cache_dir())
+        if problem:
+            raise SystemExit(problem)
     if not args.cache_file and gpu_available():
         from .tuning.runtime import context
 
@@ -108,6 +113,9 @@ def _table(args):
             table = cache.load_any(path)
         except cache.CorruptCache as exc:
             problems.append(f"{path}: corrupt tuning cache ({exc})")
+            continue
+        except cache.NotRegularFile as exc:
+            problems.append(f"{path}: {exc}; skipped")
             continue
         except OSError as exc:
             problems.append(f"{path}: cannot read it ({exc})")

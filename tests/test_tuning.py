@@ -524,3 +524,35 @@ def test_plot_from_cache_file(tmp_path):
     png = tmp_path / "p.png"
     assert tune.main(["--plot", str(png), "--cache-file", str(path)]) == 0
     assert png.stat().st_size > 1000
+
+
+# ------------------------------------------------------------------ docs
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "tuning.md")
+
+
+def _json_examples(path):
+    """The ```json blocks of a Markdown file, in order."""
+    import re
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return re.findall(r"^[ \t]*```json[ \t]*\n(.*?)^[ \t]*```", text, re.S | re.M)
+
+
+def test_the_cache_examples_in_docs_tuning_md_load_as_caches(tmp_path, capsys):
+    """Every JSON example of docs/tuning.md is a cache the loader accepts,
+    and tune --show reads it (as a user would check one)."""
+    from cudasortkit import tune
+
+    examples = _json_examples(DOCS)
+    assert examples, "docs/tuning.md has no ```json example"
+    for i, text in enumerate(examples):
+        data = cache.parse(text.encode())
+        assert data["schema"] == cache.SCHEMA and data["plugins"]
+        path = tmp_path / f"example{i}.json"
+        path.write_text(text)
+        assert tune.main(["--show", "-v", "--cache-file", str(path)]) == 0
+        out = capsys.readouterr()
+        assert "corrupt" not in out.out + out.err
+        for name in data["plugins"]:
+            assert name in out.out
