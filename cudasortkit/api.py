@@ -19,7 +19,7 @@ from .errors import PluginError
 from .execute import INDEX_DTYPE, caller_ordering, check_index_dtype, make_request, run
 from .plugin import REQUEST_KINDS
 from .prepared import PreparedCalls
-from .select import Selector, usable
+from .select import Selector
 from .tuning.measured import MeasuredPolicy
 
 #: How every call chooses its plugin: this device's measurements, else what
@@ -238,8 +238,6 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     """
     if stable is None:
         stable = False
-    from .tuning.policy import Decision
-
     if kind not in REQUEST_KINDS:
         raise ValueError(f"kind must be one of {', '.join(map(repr, REQUEST_KINDS))}, got {kind!r}")
     if kind == "pairs" and values is None:
@@ -249,12 +247,4 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     keys, vals, segments = batched.request_parts(a, axis, values, offsets, algorithm, kind)
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
                            segments)
-    if algorithm != "auto":
-        choice = selector.decide(request, algorithm)
-        return Decision(choice.plugin.name, choice.config, None,
-                        "asked for by name; " + ("tuned config of the nearest measured size"
-                                                 if choice.config else "default config"))
-    candidates = usable(request)
-    if not candidates:
-        selector.decide(request)  # raises ValueError naming what could serve it
-    return selector.policy.explain(request, candidates)
+    return selector.explain(request, algorithm)

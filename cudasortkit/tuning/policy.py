@@ -158,9 +158,14 @@ class Decision:
     reason: str
     estimates: list = field(default_factory=list)  # Estimate, fastest first
     unmeasured: list = field(default_factory=list)
+    #: What was asked for: "auto" or a plugin's name. `name` is None where
+    #: that plugin cannot run here (a GPU plugin on a machine without one).
+    algorithm: str = "auto"
 
     def __str__(self) -> str:
-        lines = [f"auto -> {self.name} {self.config or '(default config)'}: {self.reason}"]
+        chosen = "(cannot run here)" if self.name is None else \
+            f"{self.name} {self.config or '(default config)'}"
+        lines = [f"{self.algorithm} -> {chosen}: {self.reason}"]
         for e in self.estimates:
             cfg = "" if e.config is None else f" {e.config}"
             lines.append(f"  {e.name:14} ~{e.ms:10.4f} ms{cfg}{('  ' + e.note) if e.note else ''}")
