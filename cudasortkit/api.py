@@ -18,7 +18,7 @@ from .calls.prepared import PreparedCalls
 from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
                                make_request)
-from .dispatch.select import Selector, usable
+from .dispatch.select import Selector
 from .gpu.arrays import Operand, check_outputs_apart
 from .sdk import registry
 from .sdk.plugin import REQUEST_KINDS
@@ -204,15 +204,13 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
             algorithm: str = "auto", key_range=None, axis=-1, offsets=None):
     """Which plugin and config `algorithm` would use for `a`, and why (a
-    cudasortkit.tuning.policy.Decision; print it). Nothing is sorted.
+    cudasortkit.dispatch.select.Decision; print it). Nothing is sorted.
 
     kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
     sort, or `offsets` for a ragged segmented sort of 1-D `a`.
     """
     if stable is None:
         stable = False
-    from .tuning.policy import Decision
-
     if kind not in REQUEST_KINDS:
         raise ValueError(f"kind must be one of {', '.join(map(repr, REQUEST_KINDS))}, got {kind!r}")
     if kind == "pairs" and values is None:
@@ -222,12 +220,4 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
     keys, vals, segments = axes.request_parts(a, axis, values, offsets, algorithm, kind)
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
                            segments)
-    if algorithm != "auto":
-        choice = selector.decide(request, algorithm)
-        return Decision(choice.plugin.name, choice.config, None,
-                        "asked for by name; " + ("tuned config of the nearest measured size"
-                                                 if choice.config else "default config"))
-    candidates = usable(request)
-    if not candidates:
-        selector.decide(request)  # raises ValueError naming what could serve it
-    return selector.policy.explain(request, candidates)
+    return selector.explain(request, algorithm)

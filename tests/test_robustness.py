@@ -305,6 +305,14 @@ CORRUPT = {
     "entry-no-config": _table(a={"ms": 0.1}),
     "entry-ms-text": _table(a=dict(GOOD, ms="fast")),
     "entry-ms-nan": _table(a=dict(GOOD, ms=float("nan"))),
+    "entry-ms-inf": _table(a=dict(GOOD, ms=float("inf"))),
+    "entry-ms-zero": _table(a=dict(GOOD, ms=0)),
+    "entry-ms-negative": _table(a=dict(GOOD, ms=-0.5)),
+    "entry-default-ms-zero": _table(a=dict(GOOD, default_ms=0.0)),
+    "entry-default-ms-negative": _table(a=dict(GOOD, default_ms=-1)),
+    "entry-sweep-ms-inf": _table(a=dict(GOOD, sweep_ms=float("inf"))),
+    "host-extra-negative": dict(_table(), host={"sort": {"uint32": {"12": {"extra_ms": -0.1}}}}),
+    "host-extra-zero": dict(_table(), host={"sort": {"uint32": {"12": {"extra_ms": 0}}}}),
     "entry-config-list": _table(a=dict(GOOD, config=[256])),
     "entry-config-nested": _table(a=dict(GOOD, config={"block_size": {"x": 1}})),
     "entry-failed-number": _table(a={"failed": 1}),
@@ -388,6 +396,86 @@ def test_tune_show_says_corrupt_with_the_path(tmp_path, monkeypatch, content):
     assert str(exc.value.code).startswith(f"{path}: corrupt tuning cache (")
     assert "no tuning cache" not in str(exc.value.code)
     assert os.path.exists(path)  # --show reads; it moves nothing
+
+
+@pytest.mark.parametrize("ms", [0, -0.05, float("inf"), float("nan")], ids=["zero", "negative", "inf", "nan"])
+def test_a_time_that_is_not_positive_and_finite_is_corrupt_and_never_selected(tmp_path, ms):
+    """Such an entry would win selection (or poison estimates): the whole
+    file is corrupt, set aside on load and named corrupt by tune --show."""
+    from cudasortkit.cli import tune
+
+    table = _table(bad=dict(GOOD, ms=ms), good=dict(GOOD, ms=0.3))
+    text = json.dumps(table)  # NaN and Infinity as Python's json writes them
+    with pytest.raises(cache.CorruptCache, match="positive"):
+        cache.parse(text.encode())
+    path = str(tmp_path / "fake-gpu-sm90-0123456789ab.json")
+    _write(path, text)
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["--show", "--cache-file", path])
+    assert str(exc.value.code).startswith(f"{path}: corrupt tuning cache (")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes (POSIX)")
+def test_tune_show_skips_a_fifo_named_json_with_a_message_instead_of_hanging(tmp_path, monkeypatch):
+    """A FIFO's open() waits for a writer: --show must not open it that way.
+    Run in a child process with a timeout, so a regression fails, not hangs."""
+    os.mkfifo(tmp_path / "a-fifo-sm90-0123456789ab.json")
+    good = tmp_path / "fake-gpu-sm90-0123456789ab.json"
+    good.write_text(json.dumps(_table(bitonic=GOOD)))
+    os.mkdir(tmp_path / "folder-sm90-0123456789ab.json")
+    code = ("import sys; from cudasortkit import device, tune; device.gpu_available = lambda: False; "
+            "sys.exit(tune.main(['--show']))")
+    env = dict(os.environ, **{cache.ENV_DIR: str(tmp_path)})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr
+    assert "bitonic" in done.stdout  # the real cache is still shown
+    fifo_line = next(l for l in done.stderr.splitlines() if "a-fifo-sm90" in l)
+    assert "not a regular file" in fifo_line and "FIFO" in fifo_line and "skipped" in fifo_line
+    folder_line = next(l for l in done.stderr.splitlines() if "folder-sm90" in l)
+    assert "not a regular file" in folder_line and "folder" in folder_line
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes (POSIX)")
+def test_the_store_neither_hangs_on_nor_replaces_a_fifo_at_its_path(tmp_path):
+    """The device's own cache file being a FIFO: read nothing, warn once,
+    keep results in memory (the FIFO stays). In a child process with a
+    timeout, so a regression fails, not hangs."""
+    code = textwrap.dedent(f"""
+        import os, stat, sys, warnings
+        from cudasortkit.tuning import cache
+        INFO = {INFO!r}
+        GOOD = {GOOD!r}
+        path = cache.Store({str(tmp_path)!r}, INFO).path
+        os.mkfifo(path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            store = cache.Store({str(tmp_path)!r}, INFO)
+            store.put("a", "sort", "uint32", 12, GOOD)
+            assert store.save() is False
+        assert store.data["plugins"]["a"]["results"]["sort"]["uint32"]["12"] == GOOD
+        assert any("not a regular file" in str(w.message) for w in caught), [str(w.message) for w in caught]
+        assert stat.S_ISFIFO(os.stat(path).st_mode)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_tune_show_says_a_cache_path_that_is_a_file_is_not_a_folder(tmp_path, monkeypatch):
+    from cudasortkit.cli import tune
+
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("I am a file")
+    monkeypatch.setenv(cache.ENV_DIR, str(not_a_folder))
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["--show"])
+    message = str(exc.value.code)
+    assert "not a folder" in message and str(not_a_folder) in message
+    assert "no tuning cache" not in message
 
 
 # -------------------------------------------------------------- 4.7 explain

@@ -191,3 +191,99 @@ def test_first_run_measurement_fills_the_cache(tmp_cache, extra_plugins, monkeyp
     assert "float32" not in data["plugins"]["bitonic"]["results"]["sort"]
     print(csk.explain(h))
     assert csk.explain(h).name in registry.plugins()
+
+
+def test_configs_are_checked_in_parallel_on_shared_inputs(tmp_cache, extra_plugins):
+    """The sweep's checking: Cases take the first n keys of one dtype's
+    shared Inputs, NumPy's answer is computed once per Case, and every
+    (plugin, config) is checked once, in threads (compiling at once): right
+    configs pass, a wrong one is rejected with its reason, on every size."""
+    from cudasortkit.tuning.tuner import Case, Inputs, Tuner, configs_quick
+
+    state = get_device()
+    inputs = Inputs(state, "float32", 1 << 16)
+    tuner = Tuner(state, repeats=2, workers=8)
+    plugins = {n: extra_plugins[n] for n in ("bitonic", "bitonic_broken_ipt2")}
+    cases = [Case(state, "sort", "float32", n, shared=inputs) for n in (1 << 12, 1 << 16)]
+    try:
+        for case in cases:
+            assert int(case.keys[0].gpudata) == int(inputs.devices[0].gpudata)  # a view, not a copy
+            np.testing.assert_array_equal(case.expected, np.sort(inputs.hosts[0][:case.n]))
+        triples = [(case, p, c) for case in cases for p in plugins.values()
+                   for c in configs_quick(p, "float32", 0, state.limits)]
+        tuner.check_many(triples)
+        for case, plugin, config in triples:
+            reason = tuner.outcome(plugin, case, config)  # answered from case.verified
+            if plugin.name == "bitonic_broken_ipt2" and config["items_per_thread"] == 2:
+                assert reason and reason.startswith("wrong result: keys differ"), reason
+            else:
+                assert reason is None, (plugin.name, config, reason)
+        assert len(cases[0].verified) == len({(p.name, tuple(sorted(c.items())))
+                                              for case, p, c in triples if case is cases[0]})
+        ms = tuner.measure(plugins["bitonic"], cases[1], configs_quick(plugins["bitonic"], "float32", 0,
+                                                                          state.limits)[0])
+        assert ms > 0
+    finally:
+        for case in cases:
+            case.free()
+        inputs.free()
+
+
+@pytest.mark.slow
+def test_tune_quick_finishes_within_a_minute_saying_what_it_did(tmp_cache):
+    """`python -m cudasortkit.tune --quick` as a user runs it: under 60 s on
+    an H100, one progress bar, every entry at its tunable variations (no
+    "defaults only"), skips said once per plugin and reason. Prints the
+    wall time and the output's length (issue 26's closing note needs them)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, **{cache.ENV_DIR: str(tmp_cache)})
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "cudasortkit.tune", "--quick"], capture_output=True,
+                          text=True, env=env, timeout=600)
+    wall = time.monotonic() - t0
+    print(done.stdout)
+    print(f"tune --quick: {wall:.1f} s wall, {len(done.stdout.splitlines())} lines on stdout, "
+          f"{len(done.stderr)} characters on stderr")
+    assert done.returncode == 0, done.stderr[-3000:]
+    import importlib.util
+
+    if importlib.util.find_spec("tqdm") is not None:
+        assert done.stderr.count("tuning:   0%") == 1, done.stderr[-3000:]  # one bar
+    assert "defaults only" not in done.stdout and "default config only" not in done.stdout
+    skips = [line for line in done.stdout.splitlines() if line.strip().startswith("skipped ")]
+    assert len(skips) <= 10, skips
+    assert "0 entries failed" in done.stdout
+    data = cache.load_any(cache.cache_files(str(tmp_cache))[0])
+    e = data["plugins"]["onesweep"]["results"]["sort"]["float32"]["20"]
+    assert e["complete"] and e["strategy"] == "quick" and e["arbitrated"]
+    assert wall < 60, f"tune --quick took {wall:.1f} s"
+
+
+class BitonicWritesInput(BitonicSort):
+    """Breaks the plugin contract: overwrites its input with the sorted keys."""
+
+    name = "bitonic_writes_input"
+
+    def run(self, job):
+        super().run(job)
+        job.copy(job.keys_in, job.keys_out, job.n * job.key_bytes)
+
+
+def test_a_plugin_that_writes_its_shared_input_is_named_and_the_input_restored(tmp_cache):
+    """A sweep's inputs are shared by every size and plugin of a dtype: one
+    that writes its input is reported and the inputs uploaded again."""
+    registry.register(BitonicWritesInput)
+    try:
+        plugin = registry.plugins()["bitonic_writes_input"]
+        lines = []
+        summary = runtime.sweep({plugin.name: plugin}, ["uint32"], [10, 12], ["sort"],
+                                strategy="default", repeats=2, host_max_bucket=None, log=lines.append)
+        assert summary["entries"] == 2, summary
+        assert sum("wrote its input (restored)" in line for line in lines) == 2, lines
+    finally:
+        registry.entries().pop(BitonicWritesInput.name, None)
+        runtime.reset()

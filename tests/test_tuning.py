@@ -470,12 +470,59 @@ def test_the_learner_measures_rows_by_row_length(fake_context, monkeypatch):
 def test_cpu_only_still_sorts_and_explains():
     import cudasortkit as csk
 
-    a = np.random.default_rng(1).integers(0, 100, 1000).astype(np.int32)
+    a = np.random.default_rng(1).integers(0, 100, 10_000).astype(np.int32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert np.array_equal(csk.sort(a), np.sort(a))
+        assert "the GPU is not asked" in csk.explain(a[:1000]).reason  # (tiny host arrays)
         if not select.gpu_available():
             assert "no GPU" in csk.explain(a).reason
+
+
+NO_GPU = "pycuda is not installed (No module named 'pycuda'); install cudasortkit[cuda]"
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """This machine as one without a GPU, whatever it has."""
+    from cudasortkit.gpu import device
+
+    for module in (device, select):
+        monkeypatch.setattr(module, "gpu_available", lambda: False)
+        monkeypatch.setattr(module, "unavailable_reason", lambda: NO_GPU)
+    monkeypatch.setattr(select, "_warned_cpu", True)  # (the sorting-on-the-CPU warning)
+
+
+def test_explain_reports_on_a_machine_without_a_gpu(no_gpu):
+    """docs/tuning.md's explain() examples give reports there, not errors:
+    auto names the CPU plugin and the GPU plugins that would serve the
+    request with a GPU, and why there is none; a GPU plugin asked for by
+    name that could serve it is reported as not runnable here."""
+    import cudasortkit as csk
+
+    a = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
+    d = csk.explain(a)
+    assert d.name == "numpy" and "no GPU here" in d.reason and NO_GPU in d.reason
+    for name in ("radix", "onesweep", "merge_sort", "bitonic"):
+        assert name in d.reason
+    assert "counting" not in d.reason  # floats: it could not serve them with a GPU either
+    assert str(d).startswith("auto -> numpy")
+    assert csk.explain(a, kind="argsort", stable=True).name == "numpy"
+    d = csk.explain(a, algorithm="merge_sort")
+    assert d.name is None and d.config is None
+    assert "merge_sort needs a GPU" in d.reason and NO_GPU in d.reason
+    assert "sort(algorithm='merge_sort') raises ValueError here" in d.reason
+    assert "auto sorts it with numpy" in d.reason
+    assert str(d).startswith("merge_sort -> (cannot run here): merge_sort needs a GPU")
+    assert csk.explain(a, algorithm="numpy").name == "numpy"
+    # what no plugin could serve, GPU or not, is still refused as sort() refuses it
+    with pytest.raises(ValueError, match="no rows or segments"):
+        csk.explain(np.zeros((100, 5000), np.float32), axis=1, algorithm="radix")
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        csk.explain(a, algorithm="nope")
+    # and the sort itself still refuses the GPU plugin by name, saying why
+    with pytest.raises(ValueError, match="merge_sort needs a GPU"):
+        csk.sort(a, algorithm="merge_sort")
 
 
 def test_importing_cudasortkit_does_not_import_pycuda_or_tuner():
@@ -524,3 +571,35 @@ def test_plot_from_cache_file(tmp_path):
     png = tmp_path / "p.png"
     assert tune.main(["--plot", str(png), "--cache-file", str(path)]) == 0
     assert png.stat().st_size > 1000
+
+
+# ------------------------------------------------------------------ docs
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "tuning.md")
+
+
+def _json_examples(path):
+    """The ```json blocks of a Markdown file, in order."""
+    import re
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return re.findall(r"^[ \t]*```json[ \t]*\n(.*?)^[ \t]*```", text, re.S | re.M)
+
+
+def test_the_cache_examples_in_docs_tuning_md_load_as_caches(tmp_path, capsys):
+    """Every JSON example of docs/tuning.md is a cache the loader accepts,
+    and tune --show reads it (as a user would check one)."""
+    from cudasortkit.cli import tune
+
+    examples = _json_examples(DOCS)
+    assert examples, "docs/tuning.md has no ```json example"
+    for i, text in enumerate(examples):
+        data = cache.parse(text.encode())
+        assert data["schema"] == cache.SCHEMA and data["plugins"]
+        path = tmp_path / f"example{i}.json"
+        path.write_text(text)
+        assert tune.main(["--show", "-v", "--cache-file", str(path)]) == 0
+        out = capsys.readouterr()
+        assert "corrupt" not in out.out + out.err
+        for name in data["plugins"]:
+            assert name in out.out

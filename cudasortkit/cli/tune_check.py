@@ -1,4 +1,4 @@
-"""`python -m cudasortkit.cli.tune --check`: the tuning bars measured through the
+"""`python -m cudasortkit.tune --check`: the tuning bars measured through the
 public API (auto against each plugin by name, tuned against default
 configs, tiny host arrays against numpy.sort), in one run. It sits above
 cudasortkit.api, which it measures; the tuning package never imports api.

@@ -15,7 +15,7 @@ choosing is taken out of service, and auto chooses again without it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -102,10 +102,15 @@ class DefaultPolicy:
         cpu = {n: p for n, p in candidates.items() if p.device == "cpu"}
         if cpu and (not gpu or (not request.on_device and request.n < HOST_CUTOFF)):
             name = min(cpu, key=lambda n: (priority_of(cpu[n], request), n))
-            if not gpu and _gpu_considered(request) and not gpu_available():
+            if gpu:
+                why = f"host array under {HOST_CUTOFF:,} keys (the default rule)"
+            elif not _gpu_considered(request):  # (asking would start the driver)
+                why = f"host array under {HOST_TINY:,} keys: sorted on the CPU, the GPU is not asked"
+            elif not gpu_available():
                 _warn_cpu()
-            why = "no GPU plugin can serve it here" if not gpu else \
-                f"host array under {HOST_CUTOFF:,} keys (the default rule)"
+                why = "no GPU here: sorted on the CPU"
+            else:
+                why = "no GPU plugin can serve it here"
             return Choice(cpu[name], None, why)
         pool = gpu or candidates
         name = min(pool, key=lambda n: (priority_of(pool[n], request), n))
@@ -129,6 +134,32 @@ class _Memo:
     observe: Callable[[], None] | None = None
     uses: int | None = None
     recheck: bool = False
+
+
+@dataclass
+class Decision:
+    """What auto picks and why (cudasortkit.explain shows it)."""
+
+    name: str | None
+    config: dict | None
+    ms: float | None
+    reason: str
+    estimates: list = field(default_factory=list)  # Estimate, fastest first
+    unmeasured: list = field(default_factory=list)
+    #: What was asked for: "auto" or a plugin's name. `name` is None where
+    #: that plugin cannot run here (a GPU plugin on a machine without one).
+    algorithm: str = "auto"
+
+    def __str__(self) -> str:
+        chosen = "(cannot run here)" if self.name is None else \
+            f"{self.name} {self.config or '(default config)'}"
+        lines = [f"{self.algorithm} -> {chosen}: {self.reason}"]
+        for e in self.estimates:
+            cfg = "" if e.config is None else f" {e.config}"
+            lines.append(f"  {e.name:14} ~{e.ms:10.4f} ms{cfg}{('  ' + e.note) if e.note else ''}")
+        if self.unmeasured:
+            lines.append(f"  not measured here: {', '.join(self.unmeasured)}")
+        return "\n".join(lines)
 
 
 class Selector:
@@ -262,6 +293,56 @@ class Selector:
             except PluginError as exc:  # a candidate failed while weighed: weigh the rest
                 if exc.plugin not in candidates or exc.plugin in registry.plugins():
                     raise
+
+    # ------------------------------------------------------------- explain
+    def explain(self, request: Request, algorithm: str = "auto"):
+        """What `algorithm` would run for the request and why, as a
+        a Decision (cudasortkit.explain); nothing is sorted or
+        measured. On a machine without a GPU it reports rather than
+        refuses: auto names its CPU plugin and the GPU plugins that would
+        serve the request with a GPU; a GPU plugin asked for by name that
+        could serve it gets a Decision without a plugin (name None) saying
+        that sort() refuses it here, why, and what auto runs instead. A
+        request the plugin cannot serve on any machine raises ValueError,
+        as sort() does."""
+        if algorithm != "auto":
+            if self._waits_for_gpu(request, algorithm):
+                auto = self.decide(request).plugin.name
+                return Decision(None, None, None,
+                                f"{algorithm} needs a GPU and there is none here ({unavailable_reason()}): "
+                                f"sort(algorithm={algorithm!r}) raises ValueError here; auto sorts it "
+                                f"with {auto}", algorithm=algorithm)
+            choice = self.decide(request, algorithm)
+            return Decision(choice.plugin.name, choice.config, None,
+                            "asked for by name; " + ("tuned config of the nearest measured size"
+                                                     if choice.config else "default config"),
+                            algorithm=algorithm)
+        candidates = usable(request)
+        if not candidates:
+            self.decide(request)  # raises ValueError naming what could serve it
+        explain = getattr(self.policy, "explain", None)
+        if explain is not None:
+            decision = explain(request, candidates)
+        else:
+            choice = self.policy.choose(request, candidates)
+            decision = Decision(choice.plugin.name, choice.config, None, choice.reason)
+        waiting = sorted(n for n in registry.plugins() if self._waits_for_gpu(request, n))
+        if waiting and _gpu_considered(request):
+            decision.reason += (f"; {', '.join(waiting)} would serve it on a GPU, and there is none "
+                                f"here ({unavailable_reason()})")
+        return decision
+
+    @staticmethod
+    def _waits_for_gpu(request: Request, name: str) -> bool:
+        """Whether working GPU plugin `name` would serve the request but
+        for the missing GPU."""
+        entry = registry.entries().get(name)
+        if entry is None or not entry.ok or entry.plugin.device != "gpu" or gpu_available():
+            return False
+        try:
+            return registry.call(entry.plugin, "unsupported", request) is None
+        except PluginError:
+            return False
 
     # ------------------------------------------------------ host fast path
     def host_sort_kind(self, dtype, stable: bool, n: int):

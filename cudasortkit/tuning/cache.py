@@ -33,6 +33,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -231,6 +232,12 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _time(v) -> bool:
+    """A measured time: a finite number above zero. A zero or negative time
+    would win selection; NaN and infinity would poison its estimates."""
+    return _number(v) and v > 0
+
+
 def _scalar(v) -> bool:
     return v is None or isinstance(v, (str, bool)) or _number(v)
 
@@ -243,11 +250,11 @@ def _result_problem(e) -> str | None:
         return "is not an object"
     if "failed" in e:
         return None if isinstance(e["failed"], str) else "'failed' is not text"
-    if not _number(e.get("ms")):
-        return "has no 'ms' time"
+    if not _time(e.get("ms")):
+        return "has no 'ms' time (a positive finite number)"
     for key in ("default_ms", "sweep_ms"):
-        if e.get(key) is not None and not _number(e[key]):
-            return f"{key!r} is not a number"
+        if e.get(key) is not None and not _time(e[key]):
+            return f"{key!r} is not a positive finite number"
     if "config" not in e:
         return "has no 'config'"
     config = e["config"]
@@ -257,8 +264,8 @@ def _result_problem(e) -> str | None:
 
 
 def _host_problem(e) -> str | None:
-    if not isinstance(e, dict) or not _number(e.get("extra_ms")):
-        return "has no 'extra_ms' time"
+    if not isinstance(e, dict) or not _time(e.get("extra_ms")):
+        return "has no 'extra_ms' time (a positive finite number)"
     return None
 
 
@@ -317,18 +324,59 @@ def parse(raw: bytes) -> dict:
     return validate(data)
 
 
+class NotRegularFile(OSError):
+    """A path that is a FIFO, a device, a socket or a folder, not a file."""
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a file"
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The bytes of the regular file at `path`, None if there is none;
+    NotRegularFile if something else is there. Opened without blocking: a
+    FIFO's ordinary open() waits for a writer, forever."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError as exc:  # (Windows)
+        raise NotRegularFile("not a regular file (a folder)") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(f"not a regular file ({_kind(mode)})")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _regular_or_missing(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+
+
 def read_file(path: str) -> dict | None:
     """The cache at `path`; None if there is none. Any content that is not
     a cache (bytes, JSON, types, fields) is reported once and moved aside
-    (to PATH.corrupt-TIME), so it is rebuilt."""
+    (to PATH.corrupt-TIME), so it is rebuilt; something that is not a
+    regular file (a FIFO, a folder) is reported once and left alone."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        raw = read_bytes(path)
     except OSError as exc:
         warn_once("read:" + path, f"cudasortkit: cannot read tuning cache {path} ({exc}); "
                                   "tuning again in memory")
+        return None
+    if raw is None:
         return None
     try:
         return parse(raw)
@@ -427,6 +475,8 @@ class Store:
                 return True
             try:
                 os.makedirs(self.directory, exist_ok=True)
+                if not _regular_or_missing(self.path):  # never replaced: not ours
+                    raise NotRegularFile(f"{self.path} is not a regular file")
                 with FileLock(self.path + ".lock"):
                     on_disk = read_file(self.path) or empty(self.info)
                     merged = self._drop_stale(merge(on_disk, self._pending))
@@ -459,14 +509,19 @@ class Store:
 
 def load_any(path: str) -> dict | None:
     """A cache file by path (for --show/--plot without a GPU), never moved:
-    None if there is none, CorruptCache if it is not a cache (OSError if
-    it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return parse(raw)
+    None if there is none, CorruptCache if it is not a cache, OSError if
+    it cannot be read (NotRegularFile: a FIFO, a folder)."""
+    raw = read_bytes(path)
+    return None if raw is None else parse(raw)
+
+
+def folder_problem(directory: str) -> str | None:
+    """Why `directory` cannot hold tuning caches because something other
+    than a folder is there, or None (a folder, or nothing yet)."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        return (f"the tuning cache folder {directory} is not a folder (a file is there); "
+                f"remove it or set {ENV_DIR} to a folder")
+    return None
 
 
 def cache_files(directory: str | None = None) -> list:

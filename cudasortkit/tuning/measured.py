@@ -15,7 +15,7 @@ to that shape's credit, and once the credit covers the estimated cost of measuri
 one missing plugin (its default config, compiles included), that one is
 measured. So first-run measurement costs at most about 10% of what the
 caller's own sorts of that shape have cost, amortised; `python -m
-cudasortkit.cli.tune` measures a whole machine at once.
+cudasortkit.tune` measures a whole machine at once.
 """
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ class MeasuredPolicy:
 
     def explain(self, request, candidates: dict):
         """policy.Decision for explain(): every estimate and the reason."""
-        from .policy import Decision
+        from ..dispatch.select import Decision
 
         choice = self.choose(request, candidates)
         if measured_shape(request) is not None and any(p.device == "gpu" for p in candidates.values()):

@@ -10,10 +10,10 @@ its measured time, so the CPU/GPU crossover comes from measurements.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..sdk import registry
-from ..dispatch.select import HOST_CUTOFF
+from ..dispatch.select import HOST_CUTOFF, Decision
 from ..gpu.device import current_limits
 from ..sdk.plugin import config_is_valid
 from .cache import warn_once
@@ -32,7 +32,7 @@ OP_SHAPE = {"sort": ("sort", 0), "argsort": ("argsort", 8), "pairs": ("pairs", 4
 #: chosen by the plugins' declarations.
 ROWS = "@rows"
 ROWS_TOTAL_BUCKET = 22
-#: Row-length buckets of `python -m cudasortkit.cli.tune --rows` by default.
+#: Row-length buckets of `python -m cudasortkit.tune --rows` by default.
 ROW_BUCKETS = (1, 4, 7, 10, 12, 14, 17, 20)
 
 
@@ -147,27 +147,6 @@ class Estimate:
     ms: float
     config: dict | None
     note: str = ""
-
-
-@dataclass
-class Decision:
-    """What auto picks and why (cudasortkit.explain shows it)."""
-
-    name: str | None
-    config: dict | None
-    ms: float | None
-    reason: str
-    estimates: list = field(default_factory=list)  # Estimate, fastest first
-    unmeasured: list = field(default_factory=list)
-
-    def __str__(self) -> str:
-        lines = [f"auto -> {self.name} {self.config or '(default config)'}: {self.reason}"]
-        for e in self.estimates:
-            cfg = "" if e.config is None else f" {e.config}"
-            lines.append(f"  {e.name:14} ~{e.ms:10.4f} ms{cfg}{('  ' + e.note) if e.note else ''}")
-        if self.unmeasured:
-            lines.append(f"  not measured here: {', '.join(self.unmeasured)}")
-        return "\n".join(lines)
 
 
 def plugin_results(table: dict, name: str) -> dict:

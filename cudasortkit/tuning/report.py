@@ -1,4 +1,4 @@
-"""What `python -m cudasortkit.cli.tune` prints and draws: the cached table
+"""What `python -m cudasortkit.tune` prints and draws: the cached table
 (--show), throughput plots (--plot) and the bar check (--check)."""
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
 """The tuning tables of this process: one Context (cache store) per device
 and cache directory, the generation that changes with them, and the sweeps
-that fill them (`python -m cudasortkit.cli.tune`). The measured policy
+that fill them (`python -m cudasortkit.tune`). The measured policy
 (measured.py) reads them.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
+from dataclasses import dataclass, field
 
 from .. import settings
 from ..sdk import registry
@@ -147,167 +149,413 @@ def case_shape(op: str, b: int, rows: bool):
     return op, 1 << b, None
 
 
-def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
-          budget_s: float | None = None, host_max_bucket: int = 22, repeats: int = 5,
-          inputs: int = 3, progress=None, log=print, state=None, rows: bool = False) -> dict:
-    """Tune every (op, dtype, bucket, plugin) and the host costs; save as it goes.
-    With `rows`, the buckets are row lengths of uniform rows (case_shape):
-    the segmented plugins are measured, and no host costs.
+@dataclass
+class Cell:
+    """One (op, dtype, size) of a sweep and what is measured there: `work`
+    maps a plugin's name to (plugin, strategy, configs)."""
 
-    Past `budget_s` seconds the remaining entries are measured with the
-    default config only (so the table stays complete). Returns a summary.
-    """
+    op: str
+    dtype: str
+    b: int
+    rows: bool
+    work: dict
+
+    @property
+    def shape(self):
+        return case_shape(self.op, self.b, self.rows)
+
+    def units(self, name=None) -> int:
+        """Progress units of its configs (one plugin's, or all)."""
+        return sum(len(configs) for n, (_, _, configs) in self.work.items() if name in (None, n))
+
+
+@dataclass
+class Plan:
+    """A sweep worked out before anything runs: the cells, and what was
+    skipped there, (plugin, op, dtype, bucket, reason) (skip_lines says
+    it once per plugin and reason)."""
+
+    cells: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    broken: dict = field(default_factory=dict)  # name -> reason (PluginError)
+
+    def __add__(self, other: "Plan") -> "Plan":
+        order = {}
+        for c in self.cells + other.cells:  # dtype by dtype (Inputs are per dtype)
+            order.setdefault(c.dtype, len(order))
+        cells = sorted(self.cells + other.cells, key=lambda c: (order[c.dtype], c.op, c.rows, c.b))
+        return Plan(cells, self.skipped + other.skipped, {**self.broken, **other.broken})
+
+    def plugins(self) -> dict:
+        return {n: p for c in self.cells for n, (p, _, _) in c.work.items()}
+
+    def units(self, name=None, finish: bool = True) -> int:
+        """Progress units: one per config to measure (of one plugin, or all),
+        and with `finish` one per cell (comparison, host costs, saving)."""
+        return sum(c.units(name) for c in self.cells) + (len(self.cells) if finish else 0)
+
+    def only(self, names) -> "Plan":
+        """The plan restricted to some plugins (a child process's share)."""
+        cells = [Cell(c.op, c.dtype, c.b, c.rows, {n: w for n, w in c.work.items() if n in names})
+                 for c in self.cells]
+        return Plan([c for c in cells if c.work], [s for s in self.skipped if s[0] in names],
+                    {n: r for n, r in self.broken.items() if n in names})
+
+
+def plan(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy: str = "quick", limits=None,
+         rows: bool = False) -> Plan:
+    """Which GPU plugins are measured at which (op, dtype, bucket), with
+    which configs (tuner.configs_for), and which decline and why (their
+    unsupported()). A plugin whose own code fails here is left out
+    (Plan.broken). With `rows`, buckets are row lengths (case_shape)."""
     from ..sdk.plugin import Request
     from ..sdk.segments import Segments
+    from .tuner import configs_for
+
+    if limits is None:
+        from ..gpu.device import current_limits
+
+        limits = current_limits()
+    out = Plan()
+    gpu = {n: p for n, p in sorted(plugins.items()) if p.device == "gpu"}
+    for dtype in dtypes:
+        for op in ops:
+            kind, vb = OP_SHAPE[op]
+            for b in sorted(buckets):
+                top, n, row_len = case_shape(op, b, rows)
+                req = Request(kind=kind, dtype=dtype, n=n, value_bytes=vb,
+                              segments=None if row_len is None else Segments.rows(n // row_len, row_len))
+                work = {}
+                for name, p in list(gpu.items()):
+                    try:
+                        reason = registry.call(p, "unsupported", req)
+                        if reason is None:
+                            work[name] = (p, strategy, configs_for(p, dtype, vb, limits, strategy))
+                    except PluginError as exc:
+                        out.broken[name] = exc.reason
+                        del gpu[name]
+                        continue
+                    if reason is not None:
+                        out.skipped.append((name, top, dtype, b, reason))
+                if work:
+                    out.cells.append(Cell(op, dtype, b, rows, work))
+    for cell in out.cells:  # found broken in a later cell: out of the earlier ones too
+        for name in out.broken:
+            cell.work.pop(name, None)
+    out.cells = [c for c in out.cells if c.work]
+    return out
+
+
+def skip_lines(skipped) -> list:
+    """One line per plugin and reason for (plugin, op, dtype, bucket,
+    reason) skips: where it applied, and the reason with what differs
+    between those places (numbers, the dtype's name) listed, or "..."
+    where more than three values differ."""
+    groups = {}
+    for name, top, dtype, b, reason in skipped:
+        variable = r"(\d[\d,]*" + (f"|{re.escape(dtype)}" if dtype != "*" else "") + ")"
+        parts = re.split(variable, reason)  # fixed words at even indices, variable at odd
+        g = groups.setdefault((name, tuple(parts[0::2])),
+                              {"parts": [[p] for p in parts], "where": {}, "count": 0})
+        for seen, p in zip(g["parts"], parts):
+            if p not in seen:
+                seen.append(p)
+        dtypes, bs = g["where"].setdefault(top, ({}, set()))
+        dtypes.setdefault(dtype, None)
+        if b is not None:
+            bs.add(b)
+        g["count"] += 1
+    lines = []
+    for (name, _), g in groups.items():
+        where = []
+        for top, (dtypes, bs) in g["where"].items():
+            bs = sorted(bs)
+            span = "" if not bs else f" 2^{bs[0]}" if len(bs) == 1 else \
+                " " + ", ".join(f"2^{b}" for b in bs) if len(bs) <= 3 else f" 2^{bs[0]}..2^{bs[-1]}"
+            if top != "*":  # (a plugin out of service: everywhere from then on)
+                where.append(f"{top} {','.join(dtypes)}{span}")
+        entries = "1 entry" if g["count"] == 1 else f"{g['count']} entries"
+        reason = "".join(v[0] if len(v) == 1 else "/".join(v) if len(v) <= 3 else "..."
+                         for v in g["parts"])
+        lines.append(f"skipped {name} on {'; '.join(where)} ({entries}): {reason}" if where
+                     else f"skipped {name}: {reason}")
+    return lines
+
+
+def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
+          budget_s: float | None = None, host_max_bucket: int | None = 22, repeats: int = 5,
+          inputs: int = 3, progress=None, log=print, state=None, rows: bool = False,
+          compare: bool = False) -> dict:
+    """Tune every (op, dtype, bucket, plugin) and the host costs; save as it
+    goes (plan, then run_plan). With `rows`, the buckets are row lengths of
+    uniform rows (case_shape): the segmented plugins are measured, and no
+    host costs. Returns run_plan's summary."""
+    ctx = context(state)
+    work = plan(plugins, dtypes, buckets, ops, strategy=strategy, limits=ctx.state.limits, rows=rows)
+    return run_plan(work, budget_s=budget_s, host_max_bucket=None if rows else host_max_bucket,
+                    repeats=repeats, inputs=inputs, progress=progress, log=log, state=state,
+                    compare=compare)
+
+
+def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int | None = 22,
+             repeats: int = 5, inputs: int = 3, progress=None, log=print, state=None,
+             compare: bool = True) -> dict:
+    """Measure a Plan cell by cell, in this process; save after each cell.
+
+    Per cell: one Case on the dtype's shared Inputs; every plugin's configs
+    (Tuner.tune_cell); with `compare`, the plugins' best configs timed
+    again against each other in alternating rounds (their entries' `ms`;
+    `sweep_ms` keeps the sweep's time); host costs up to `host_max_bucket`
+    (None: none) via the fastest plugin. `progress` (update(n), grow(n))
+    gets Plan.units(finish=compare or host costs) in all.
+
+    Past `budget_s` seconds (None: no budget) a (plugin, op, dtype) group
+    not yet started measures its default config only, so the table stays
+    complete; each plugin's first group is tuned regardless. Returns a
+    summary: seconds, entries, rejected, failed, defaults_only, skipped
+    (skip_lines), path, saved.
+    """
     from .tuner import Case, Tuner
 
     ctx = context(state)
-    ctx.know(plugins)
+    ctx.know(work.plugins())
     tuner = Tuner(ctx.state, repeats=repeats, warmup=2)
+    finish = int(compare or host_max_bucket is not None)
     start = time.monotonic()
-    summary = {"entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0, "skipped": []}
-    gpu = {n: p for n, p in plugins.items() if p.device == "gpu"}
-    plan = {}
+    summary = {"entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0}
+    skipped = list(work.skipped)
+    broken = dict(work.broken)
+    groups = {}
+    shared = _SharedInputs(ctx.state, work, inputs)
+    ahead = {}  # id(cell) -> its Case, made and checked ahead (_check_ahead)
+    numpy_plugin = registry.plugins().get("numpy")
 
-    def broken(name, exc: PluginError) -> None:
-        """A plugin whose own code failed is tuned no further."""
-        del gpu[name]
-        summary["skipped"].append(f"{name}: {exc.reason}")
+    def tick(n):
+        if progress is not None and n:
+            progress.update(n)
 
     with ctx.lock, tuning_now():
-        for op in ops:
-            kind, vb = OP_SHAPE[op]
-            for dtype in dtypes:
-                for b in sorted(buckets):
-                    top, n, row_len = case_shape(op, b, rows)
-                    req = Request(kind=kind, dtype=dtype, n=n, value_bytes=vb,
-                                  segments=None if row_len is None else
-                                  Segments.rows(n // row_len, row_len))
-                    todo = {}
-                    for name, p in list(gpu.items()):
-                        try:
-                            reason = registry.call(p, "unsupported", req)
-                        except PluginError as exc:
-                            broken(name, exc)
-                            continue
-                        if reason is None:
-                            todo[name] = p
-                        else:
-                            summary["skipped"].append(f"{name} {top} {dtype}: {reason}")
-                    if not todo:
-                        if progress:
-                            progress.update(len(gpu))
+        try:
+            for cell in work.cells:
+                top, n, row_len = cell.shape
+                todo = {}
+                for name, (plugin, strategy, configs) in sorted(cell.work.items()):
+                    if name in broken:
+                        tick(len(configs))
                         continue
-                    need = n * (itemsize(dtype) + vb) * (inputs + 4)
-                    if ctx.state.free_memory() < need:
-                        summary["skipped"].append(f"{top} {dtype} 2^{b}: not enough GPU memory")
-                        if progress:
-                            progress.update(len(gpu))
-                        continue
-                    case = Case(ctx.state, op, dtype, n, inputs=inputs, row_len=row_len)
-                    parts = []
-                    try:
-                        for name, plugin in sorted(todo.items()):
-                            # The budget decides per (plugin, op, dtype) group, at its
-                            # first size: compiles happen there, later sizes reuse them.
-                            # A plugin's first group is always tuned, so every plugin
-                            # gets tuned configs for at least one operation and dtype.
-                            group = (name, top, dtype)
-                            if group not in plan:
-                                first = not any(g[0] == name for g in plan)
-                                over = (budget_s is not None and not first
-                                        and time.monotonic() - start > budget_s)
-                                plan[group] = "default" if over else strategy
-                            over = plan[group] == "default" and strategy != "default"
-                            try:
-                                entry = tuner.tune(plugin, case, plan[group])
-                            except PluginError as exc:
-                                broken(name, exc)
-                                continue
-                            summary["defaults_only"] += over
-                            summary["entries"] += 1
-                            summary["rejected"] += entry.get("rejected_count", 0)
-                            if "failed" in entry:
-                                summary["failed"] += 1
-                                parts.append(f"{name} FAILED ({entry['failed'][:80]})")
-                            else:
-                                parts.append(f"{name} {entry['ms']:.4f} ms {entry['config']}")
-                            ctx.store.put(name, top, dtype, b, entry)
-                            if progress:
-                                progress.update(1)
-                    finally:
+                    group = (name, top, cell.dtype)
+                    if group not in groups:  # decided at a group's first size (compiles happen there)
+                        first = not any(g[0] == name for g in groups)
+                        over = budget_s is not None and not first and time.monotonic() - start > budget_s
+                        groups[group] = over and strategy != "default"
+                    if groups[group]:
+                        summary["defaults_only"] += 1
+                        tick(len(configs) - 1)
+                        strategy, configs = "default", configs[:1]
+                    todo[name] = (plugin, strategy, configs)
+                if cell.dtype != shared.dtype:
+                    for case in ahead.values():
                         case.free()
-                    ctx.changed()
-                    if "numpy" in plugins and b <= host_max_bucket and not rows:
-                        try:
-                            _measure_host_bucket(ctx, op, dtype, b, todo)
-                            h = ctx.table["host"][op][dtype][str(b)]
-                            parts.append(f"| host: numpy {plugin_results(ctx.table, 'numpy')[op][dtype][str(b)]['ms']:.4f} ms, "
-                                         f"gpu overhead {h['extra_ms']:.4f} ms")
-                        except Exception as exc:
-                            parts.append(f"| host measurement failed: {type(exc).__name__}: {exc}")
-                    if log:
-                        log(f"{top:7} {dtype:8} 2^{b:<2}  " + "; ".join(parts))
-                    ctx.store.save()  # a crash later loses nothing measured so far
-                    ctx.changed()
+                    ahead = _check_ahead(ctx.state, tuner, work, cell.dtype, shared.get(cell.dtype),
+                                         inputs)
+                pool = shared.get(cell.dtype)
+                own = 0 if pool is not None and pool.serves(cell.dtype, n, inputs) else inputs
+                need = n * (itemsize(cell.dtype) + OP_SHAPE[cell.op][1]) * (own + 4)
+                case = ahead.pop(id(cell), None)
+                if not todo or (case is None and ctx.state.free_memory() < need):
+                    for name, (_, _, configs) in todo.items():
+                        skipped.append((name, top, cell.dtype, cell.b, "not enough GPU memory"))
+                        tick(len(configs))
+                    tick(finish)
+                    if case is not None:
+                        case.free()
+                    continue
+                if case is None:
+                    case = Case(ctx.state, cell.op, cell.dtype, n, inputs=inputs, row_len=row_len,
+                                shared=pool)
+                parts, failed = [], []
+                try:
+                    entries = tuner.tune_cell(case, todo, progress)
+                    best = {}
+                    for name, entry in sorted(entries.items()):
+                        if isinstance(entry, PluginError):
+                            broken[name] = entry.reason
+                            continue
+                        summary["entries"] += 1
+                        summary["rejected"] += entry.get("rejected_count", 0)
+                        if "failed" in entry:
+                            summary["failed"] += 1
+                            failed.append(f"{name} FAILED ({entry['failed'][:80]})")
+                        else:
+                            parts.append(f"{name} {entry['ms']:.4f} ms {entry['config']}")
+                            best[name] = entry
+                        ctx.store.put(name, top, cell.dtype, cell.b, entry)
+                    if compare and len(best) > 1:
+                        parts = [_compare_cell(ctx, tuner, case, cell, best, todo)[0]]
+                    parts += failed
+                    if not case.intact():  # (the next cells read the same inputs)
+                        case.restore()
+                        parts.append(f"WARNING: one of {', '.join(sorted(todo))} wrote its input "
+                                     "(restored); this size's times may be off")
+                finally:
+                    case.free()
+                ctx.changed()
+                if host_max_bucket is not None and numpy_plugin is not None and not cell.rows \
+                        and cell.b <= host_max_bucket:
+                    parts.append(_host_part(ctx, cell, todo, numpy_plugin))
+                tick(finish)
+                if log:
+                    log(f"{top:7} {cell.dtype:8} 2^{cell.b:<2}  " + "; ".join(parts))
+                ctx.store.save()  # a crash later loses nothing measured so far
+                ctx.changed()
+        finally:
+            for case in ahead.values():
+                case.free()
+            shared.free()
+    skipped += [(name, "*", "*", None, f"failed and is out of service: {reason}")
+                for name, reason in broken.items()]
+    summary["skipped"] = skip_lines(skipped)
     summary["seconds"] = time.monotonic() - start
     summary["path"] = ctx.store.path
     summary["saved"] = not ctx.store.read_only
     return summary
 
 
-def arbitrate(plugins: dict, dtypes, buckets, ops=("sort",), *, rounds: int = 3, repeats: int = 5,
-              inputs: int = 3, log=print, state=None, rows: bool = False) -> int:
-    """Final word between plugins: per (op, dtype, bucket), time every GPU
-    plugin's cached best config again, in one process, in alternating rounds
-    (tuner.race), and store those times as the entries' `ms`. Sweeps tune
-    plugins one after another (in child processes by default), and drift
-    between them (clocks, host load) was as large as the 10-30% by which
-    plugins differ at 2^16-2^22 keys. Returns the number of entries updated."""
-    from .tuner import Case, Rejected, Tuner, race
+#: Cells of at most this many keys are checked ahead (_check_ahead).
+CHECK_AHEAD_MAX_BUCKET = 22
+
+
+def _check_ahead(state, tuner, work: Plan, dtype: str, pool, inputs: int) -> dict:
+    """Cases of a dtype's cells of up to 2^CHECK_AHEAD_MAX_BUCKET keys, on
+    its shared inputs, with every planned config checked on them in one
+    parallel batch (Tuner.check_many): the kernels of every config and
+    every variant (row lengths make their own) compile at once, across all
+    the CPUs, instead of a few at a time cell by cell. Returns id(cell) ->
+    Case (run_plan times them, then frees them)."""
+    from .tuner import Case
+
+    if pool is None:
+        return {}
+    cases = {}
+    for cell in work.cells:
+        _, n, row_len = cell.shape
+        if cell.dtype == dtype and n <= 1 << CHECK_AHEAD_MAX_BUCKET and pool.serves(dtype, n, inputs):
+            cases[id(cell)] = (cell, Case(state, cell.op, dtype, n, inputs=inputs, row_len=row_len,
+                                          shared=pool))
+    tuner.check_many((case, plugin, config) for cell, case in cases.values()
+                     for plugin, _, configs in cell.work.values() for config in configs)
+    return {key: case for key, (_, case) in cases.items()}
+
+
+class _SharedInputs:
+    """The tuner.Inputs of the dtype being measured (a plan measures one
+    dtype after another): as large as that dtype's largest cell that fits
+    the GPU's free memory with its results and temporaries. None where none
+    fits or they cannot be allocated: Cases then make their own."""
+
+    def __init__(self, state, work: Plan, count: int):
+        self.state, self.work, self.count = state, work, count
+        self.dtype, self.inputs = None, None
+
+    def get(self, dtype: str):
+        from .tuner import Inputs
+
+        if dtype != self.dtype:
+            self.free()
+            self.dtype = dtype
+            free = self.state.free_memory()
+            sizes = [c.shape[1] for c in self.work.cells if c.dtype == dtype
+                     and c.shape[1] * (itemsize(dtype) + OP_SHAPE[c.op][1]) * (self.count + 4) <= free]
+            if sizes:
+                try:
+                    self.inputs = Inputs(self.state, dtype, max(sizes), self.count)
+                except MemoryError:
+                    self.inputs = None
+        return self.inputs
+
+    def free(self):
+        if self.inputs is not None:
+            self.inputs.free()
+        self.dtype, self.inputs = None, None
+
+
+def _compare_cell(ctx, tuner, case, cell, best: dict, todo: dict) -> str:
+    """Time the plugins' best configs of a cell against each other
+    (Tuner.compare) and store those times as their entries' `ms`. Returns
+    (its log line's part, entries updated)."""
+    top = cell.shape[0]
+    times, left_out = tuner.compare(case, {n: (todo[n][0], e["config"]) for n, e in best.items()})
+    for name, ms in times.items():
+        e = best[name]  # sweep_ms: the time the config was chosen by
+        ctx.store.put(name, top, cell.dtype, cell.b,
+                      dict(e, ms=ms, sweep_ms=e.get("sweep_ms", e["ms"]), arbitrated=True))
+    text = ", ".join(f"{k} {v:.4f}" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
+    for name, reason in left_out.items():
+        text += f"; {name} left out of the comparison: {reason[:80]}"
+    if not times:  # fewer than two survived: the sweep's times stand
+        text = "; ".join(f"{n} {e['ms']:.4f}" for n, e in sorted(best.items())) + text
+    return text, len(times)
+
+
+def _host_part(ctx, cell, todo, numpy_plugin) -> str:
+    """Host costs of a cell (_measure_host_bucket), as its log line's part."""
+    try:
+        if not _measure_host_bucket(ctx, cell.op, cell.dtype, cell.b, todo):
+            return "| host: no GPU time measured here"
+        h = ctx.table["host"][cell.op][cell.dtype][str(cell.b)]
+        numpy_ms = plugin_results(ctx.table, "numpy")[cell.op][cell.dtype][str(cell.b)]["ms"]
+        return f"| host: numpy {numpy_ms:.4f} ms, gpu overhead {h['extra_ms']:.4f} ms"
+    except Exception as exc:
+        return f"| host measurement failed: {type(exc).__name__}: {exc}"
+
+
+def compare(work: Plan, *, host_max_bucket: int | None = 22, repeats: int = 5, inputs: int = 3,
+            progress=None, log=print, state=None) -> int:
+    """What run_plan(compare=True) does after measuring a cell, for a plan
+    measured elsewhere (one child process per plugin): per cell, every
+    plugin's cached best config timed again against the others, in one
+    process, in alternating rounds, stored as the entries' `ms`; then the
+    host costs. Drift between processes (clocks, host load) was as large as
+    the 10-30% by which plugins differ at 2^16-2^22 keys. One progress
+    unit per cell; returns the number of entries updated."""
+    from .tuner import Case, Tuner
 
     ctx = context(state)
-    ctx.know(plugins)
-    gpu = {n: p for n, p in plugins.items() if p.device == "gpu"}
+    ctx.know(work.plugins())
     tuner = Tuner(ctx.state, repeats=repeats, warmup=2)
+    numpy_plugin = registry.plugins().get("numpy")
     updated = 0
+    shared = _SharedInputs(ctx.state, work, inputs)
     with ctx.lock, tuning_now():
-        for op in ops:
-            for dtype in dtypes:
-                for b in sorted(buckets):
-                    top, n, row_len = case_shape(op, b, rows)
-                    entries = {}
-                    for name in sorted(gpu):
-                        e = plugin_results(ctx.table, name).get(top, {}).get(dtype, {}).get(str(b))
-                        if (isinstance(e, dict) and e.get("ms") and not e.get("failed")
-                                and isinstance(e.get("config"), dict) and fits(e["config"], gpu[name])):
-                            entries[name] = e
-                    if len(entries) < 2:
-                        continue
-                    case = Case(ctx.state, op, dtype, n, inputs=inputs, row_len=row_len)
+        try:
+            for cell in work.cells:
+                top, n, row_len = cell.shape
+                best = {}
+                for name, (plugin, _, _) in cell.work.items():
+                    e = plugin_results(ctx.table, name).get(top, {}).get(cell.dtype, {}).get(str(cell.b))
+                    if (isinstance(e, dict) and e.get("ms") and not e.get("failed")
+                            and isinstance(e.get("config"), dict) and fits(e["config"], plugin)):
+                        best[name] = e
+                parts = []
+                if len(best) > 1:
+                    case = Case(ctx.state, cell.op, cell.dtype, n, inputs=inputs, row_len=row_len,
+                                shared=shared.get(cell.dtype))
                     try:
-                        runners = {}
-                        for name, e in entries.items():
-                            try:
-                                tuner.verify(gpu[name], case, e["config"])  # compiles, checks once
-                            except Rejected as exc:
-                                if log:
-                                    log(f"  arbitration: {name} {top} {dtype} 2^{b} skipped: {exc}")
-                                continue
-                            runners[name] = (lambda plg, cfg: lambda i: case.run(plg, cfg, i))(
-                                gpu[name], e["config"])
-                        times = race(runners, inputs=inputs, rounds=rounds, repeats=repeats)
+                        text, count = _compare_cell(ctx, tuner, case, cell, best, cell.work)
+                        parts.append(text)
+                        updated += count
                     finally:
                         case.free()
-                    for name, ms in times.items():
-                        e = entries[name]  # sweep_ms: the time the config was chosen by
-                        entry = dict(e, ms=ms, sweep_ms=e.get("sweep_ms", e["ms"]), arbitrated=True)
-                        ctx.store.put(name, top, dtype, b, entry)
-                        updated += 1
-                    if log:
-                        log(f"{top:7} {dtype:8} 2^{b:<2}  " + ", ".join(
-                            f"{k} {v:.4f}" for k, v in sorted(times.items(), key=lambda kv: kv[1])))
                     ctx.changed()
+                if host_max_bucket is not None and numpy_plugin is not None and not cell.rows \
+                        and cell.b <= host_max_bucket:
+                    parts.append(_host_part(ctx, cell, cell.work, numpy_plugin))
+                if progress is not None:
+                    progress.update(1)
+                if log and parts:
+                    log(f"{top:7} {cell.dtype:8} 2^{cell.b:<2}  " + "; ".join(parts))
             ctx.store.save()
+        finally:
+            shared.free()
     ctx.changed()
     return updated

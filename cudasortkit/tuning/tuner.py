@@ -1,6 +1,6 @@
-"""Measurements on the GPU: run a plugin's configs on fresh random inputs,
-check each config's output once against NumPy, time the survivors with
-cudasortkit.gpu.timing (CUDA events, warm-up, median, rotating inputs).
+"""Measurements on the GPU: run plugins' configs on random inputs, check
+each config's output once against NumPy, time the survivors with
+cudasortkit.timing (CUDA events, warm-up, median, rotating inputs).
 
 A config that fails to compile, fails to launch or sorts wrongly is rejected
 (listed in the entry with its reason), never chosen; a plugin whose own
@@ -8,17 +8,29 @@ declarations (default_config, config_space, valid_config) fail is out of
 service (registry.guarded: PluginError). The tuner runs plugins
 with an explicit config through execute.run_plugin (the public call's path minus
 selection), so it times what callers pay and cannot recurse into lazy tuning.
+
+Where a sweep's time goes, and what keeps it short: NumPy's answer for a
+Case is computed once (not once per config), the random inputs of a dtype
+are generated and uploaded once per sweep (Inputs) and shared by its sizes
+and plugins, and every config of a (size, dtype) is checked before any is
+timed, in parallel threads (Tuner.verify_all): a config's first run
+compiles its kernels, and nvcc (and pycuda's cache lookup, which runs the
+preprocessor) are subprocesses that threads overlap. Timing itself runs one
+config at a time, with nothing else on the GPU.
 """
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 import time
 
 import numpy as np
 
 from .. import order as host_order
 from ..sdk import registry
-from ..dtypes import numpy_dtype
+from ..dtypes import is_bfloat16, itemsize, numpy_dtype
+from ..errors import PluginError
 from ..sdk.plugin import config_is_valid
 from .policy import OP_SHAPE
 
@@ -27,6 +39,11 @@ VALUE_DTYPES = {4: np.int32, 8: np.int64}
 #: Prefer the default unless another config is faster by more than this (noise:
 #: whole-call times of 0.1-0.3 ms vary by a few percent between runs on an H100).
 NOISE = 0.03
+
+#: Threads that check configs at once (each first run compiles: nvcc is a
+#: process of its own). At most this many, one per CPU, and as many as
+#: the GPU's free memory holds runs of the Case's size (Case.run_bytes).
+MAX_VERIFY_WORKERS = 16
 
 
 class Rejected(Exception):
@@ -42,89 +59,177 @@ def random_keys(dtype: str, n: int, rng) -> np.ndarray:
     return rng.standard_normal(n, dtype=np.float32 if dt.itemsize <= 4 else np.float64).astype(dt)
 
 
+def _upload(state, host, bufs: list, what: str):
+    from pycuda import gpuarray
+
+    buf = state.allocate(max(host.nbytes, 1), what)
+    bufs.append(buf)
+    arr = gpuarray.GPUArray(host.shape, host.dtype, gpudata=buf)
+    if host.size:
+        arr.set(host)
+    return arr
+
+
+class Inputs:
+    """`count` independent sets of `n_max` random keys of one dtype
+    (random_keys), each generated and uploaded once and shared by the
+    Cases of a sweep: a Case of n keys uses the first n of each set.
+    Plugins never write their input (Job.keys_in), so the sets stay as
+    generated across sizes, plugins and configs."""
+
+    def __init__(self, state, dtype: str, n_max: int, count: int = 3, rng=None):
+        self.state, self.dtype, self.n_max = state, dtype, int(n_max)
+        rng = rng or np.random.default_rng()
+        self.hosts = [random_keys(dtype, self.n_max, rng) for _ in range(count)]
+        self._bufs = []
+        what = f"tuner inputs, {self.n_max:,} {dtype} keys"
+        self.devices = [_upload(state, h, self._bufs, what) for h in self.hosts]
+
+    def serves(self, dtype: str, n: int, count: int) -> bool:
+        return dtype == self.dtype and n <= self.n_max and count <= len(self.hosts)
+
+    def take(self, n: int, count: int):
+        """(host arrays, device arrays) of the first n keys of `count` sets."""
+        return [h[:n] for h in self.hosts[:count]], [d[:n] for d in self.devices[:count]]
+
+    def free(self):
+        self.devices = []
+        for buf in self._bufs:
+            buf.free()
+        self._bufs.clear()
+
+
+def _config_key(config) -> tuple:
+    return tuple(sorted(config.items()))
+
+
+def _first_difference(got: np.ndarray, want: np.ndarray) -> int | None:
+    """Index of the first key that differs (NaNs equal each other), or None."""
+    if np.array_equal(got, want):
+        return None
+    eq = got == want
+    if got.dtype.kind == "f" or is_bfloat16(got.dtype):
+        eq |= np.isnan(got) & np.isnan(want)
+    return None if eq.all() else int(np.argmax(~eq))
+
+
 class Case:
     """Device inputs for one (op, dtype, n), shared by every plugin; with
     `row_len`, n keys in uniform rows of that length (a sort along the last
-    axis, for the segmented plugins).
+    axis, for the segmented plugins). With `shared` (Inputs of this dtype
+    and at least n keys) the inputs are its first n keys, else its own.
 
-    Runs go through cudasortkit.dispatch.execute.run_plugin: the same path as a public
+    Runs go through cudasortkit.execute.run_plugin: the same path as a public
     call on a device array (result allocation, argsort's index setup, the
     final synchronization), so a plugin's host-side costs count in its time
     just as they count for the caller. Comparing plugins by device time
     alone had auto pick ones that lost by 1.4x at 2^16-2^18 keys.
+
+    NumPy's answer for input 0 is computed once (expected), so checking a
+    config costs one download and one comparison. `verified` holds each
+    checked (plugin, config)'s outcome: None (right) or why it was rejected.
     """
 
     def __init__(self, state, op: str, dtype: str, n: int, inputs: int = 3, rng=None,
-                 row_len: int | None = None):
-        from pycuda import gpuarray
-
+                 row_len: int | None = None, shared: Inputs | None = None):
         from ..sdk.segments import Segments
 
         self.state, self.op, self.dtype, self.n = state, op, dtype, int(n)
         self.row_len = row_len
         self.segments = None if row_len is None else Segments.rows(self.n // row_len, row_len)
         self.kind, self.value_bytes = OP_SHAPE[op]
-        rng = rng or np.random.default_rng()
-        self.hosts = [random_keys(dtype, self.n, rng) for _ in range(inputs)]
         self._bufs = []
-        self.keys = [self._upload(gpuarray, h) for h in self.hosts]
+        if shared is not None and shared.serves(dtype, self.n, inputs):
+            self.hosts, self.keys = shared.take(self.n, inputs)
+        else:
+            rng = rng or np.random.default_rng()
+            self.hosts = [random_keys(dtype, self.n, rng) for _ in range(inputs)]
+            what = f"tuner inputs, {self.n:,} {dtype} keys"
+            self.keys = [_upload(state, h, self._bufs, what) for h in self.hosts]
         self.values = None
         if self.kind == "pairs":
-            self.values = self._upload(gpuarray, np.arange(self.n, dtype=VALUE_DTYPES[self.value_bytes]))
+            self.values = _upload(state, np.arange(self.n, dtype=VALUE_DTYPES[self.value_bytes]),
+                                  self._bufs, f"tuner values, {self.n:,}")
         state.cuda.Context.synchronize()
         self._order = None
+        self._expected = None
+        self._lock = threading.RLock()  # (expected reads order)
+        self.verified: dict = {}
         self.result = None
 
-    def _upload(self, gpuarray, host):
-        buf = self.state.allocate(max(host.nbytes, 1), f"tuner inputs, {self.n:,} {self.dtype} keys")
-        self._bufs.append(buf)
-        arr = gpuarray.GPUArray(host.shape, host.dtype, gpudata=buf)
-        if host.size:
-            arr.set(host)
-        return arr
+    @property
+    def run_bytes(self) -> int:
+        """Device memory one run may hold: its result and temporaries."""
+        return 4 * max(self.n, 1) * (itemsize(self.dtype) + self.value_bytes)
 
     @property
     def order(self):
         """NumPy's stable order of input 0 (within each row, for rows)."""
-        if self._order is None:
-            h = self.hosts[0]
-            if self.row_len is None:
-                self._order = host_order.argsort(h)
-            else:  # the tuner's keys hold no NaN: NumPy's own row order is cudasortkit's
-                rows = np.argsort(h.reshape(-1, self.row_len), axis=-1, kind="stable")
-                self._order = (rows + np.arange(0, self.n, self.row_len)[:, None]).reshape(-1)
-        return self._order
+        with self._lock:
+            if self._order is None:
+                h = self.hosts[0]
+                if self.row_len is None:
+                    self._order = host_order.argsort(h)
+                else:  # the tuner's keys hold no NaN: NumPy's own row order is cudasortkit's
+                    rows = np.argsort(h.reshape(-1, self.row_len), axis=-1, kind="stable")
+                    self._order = (rows + np.arange(0, self.n, self.row_len)[:, None]).reshape(-1)
+            return self._order
+
+    @property
+    def expected(self) -> np.ndarray:
+        """Input 0's keys as NumPy sorts them (each row on its own, for rows)."""
+        with self._lock:  # one thread computes it; the others wait for it
+            if self._expected is None:
+                h = self.hosts[0]
+                if self.kind != "sort" or (self.row_len is not None and is_bfloat16(h.dtype)):
+                    self._expected = h[self.order]
+                elif self.row_len is None:
+                    self._expected = host_order.sort(h)  # far cheaper than a stable argsort
+                else:
+                    self._expected = np.sort(h.reshape(-1, self.row_len), axis=-1).reshape(-1)
+            return self._expected
 
     def run(self, plugin, config, i: int = 0) -> None:
+        """One run on input i (what timing repeats); its result is kept
+        until the next run."""
         from ..dispatch.execute import run_plugin
 
         self.result = None  # the previous result's buffers go back to the pool first
         self.result = run_plugin(plugin, config, self.kind, self.keys[i], self.values,
                                  segments=self.segments)
 
-    def check(self, plugin) -> str | None:
-        """Why the last run (on input 0) is wrong, or None."""
-        keys, values = self.result
-        h = self.hosts[0]
+    def outcome(self, plugin, config) -> str | None:
+        """Run `config` once on input 0 and say why its result is wrong, or
+        None. Threads may call it at once: the result is this call's own."""
+        from ..dispatch.execute import run_plugin
+
+        keys, values = run_plugin(plugin, config, self.kind, self.keys[0], self.values,
+                                  segments=self.segments)
+        return self._wrong(plugin, keys, values)
+
+    def _wrong(self, plugin, keys, values) -> str | None:
+        h, want = self.hosts[0], self.expected
+        v = None
         if self.kind == "argsort":
             v = values.get()
+            if v.shape != (self.n,):
+                return f"{v.size} indices for {self.n} keys"
             if self.row_len is not None:  # indices within each row, as numpy.argsort(axis=-1)
                 v = v + np.repeat(np.arange(0, self.n, self.row_len), self.row_len)
             if v.min(initial=0) < 0 or v.max(initial=0) >= self.n:
                 return "indices out of range"
-            got, want = h[v], h[self.order]
-        elif self.kind == "pairs":
-            got, v = keys.get(), values.get()
-            want = h[self.order]
-        elif self.row_len is not None:
-            got, v, want = keys.get(), None, h[self.order]
-        else:  # keys only: NumPy's sort is far cheaper than a stable argsort of n keys
-            got, v, want = keys.get(), None, host_order.sort(h)
-        eq = got == want
-        if got.dtype.kind == "f":
-            eq |= np.isnan(got) & np.isnan(want)
-        if not eq.all():
-            return f"keys differ from numpy.sort at index {int(np.argmax(~eq))}"
+            got = h[v]
+        else:
+            got = keys.get()
+            if self.kind == "pairs":
+                v = values.get()
+                if v.shape != (self.n,):
+                    return f"{v.size} values for {self.n} keys"
+        if got.shape != want.shape:
+            return f"{got.size} keys for {self.n}"
+        i = _first_difference(got, want)
+        if i is not None:
+            return f"keys differ from numpy.sort at index {i}"
         if v is not None:
             if plugin.stable:
                 if not np.array_equal(v, self.order):
@@ -132,6 +237,18 @@ class Case:
             elif not np.array_equal(h[v], want) or np.bincount(v, minlength=self.n).max(initial=0) > 1:
                 return "values do not follow their keys"
         return None
+
+    def intact(self) -> bool:
+        """Whether the device inputs still hold the keys generated. Plugins
+        never write their input (Job.keys_in), and the inputs are shared by
+        every plugin and size of a dtype: one that did would skew every
+        later measurement. One download of each input set."""
+        return all(np.array_equal(d.get(), h) for d, h in zip(self.keys, self.hosts))
+
+    def restore(self) -> None:
+        """Upload the generated keys again (after intact() said no)."""
+        for d, h in zip(self.keys, self.hosts):
+            d.set(h)
 
     def free(self):
         self.result = None
@@ -165,6 +282,16 @@ def configs_full(plugin, dtype: str, value_bytes: int, limits) -> list:
     return [c for c in out if _valid(plugin, c, dtype, value_bytes, limits)]
 
 
+def configs_for(plugin, dtype: str, value_bytes: int, limits, strategy: str) -> list:
+    """The configs a strategy tries first: "quick" (configs_quick; the
+    winners combined come after), "full" (configs_full) or "default" (the
+    first valid of configs_quick: the default config where it is valid)."""
+    if strategy == "full":
+        return configs_full(plugin, dtype, value_bytes, limits)
+    configs = configs_quick(plugin, dtype, value_bytes, limits)
+    return configs[:1] if strategy == "default" else configs
+
+
 def _valid(plugin, config, dtype, value_bytes, limits) -> bool:
     """The plugin's valid_config() on a device with `limits`; if that fails,
     the plugin is out of service (PluginError), not the config invalid."""
@@ -177,43 +304,88 @@ def _short(exc: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
-class Tuner:
-    """Times configs of plugins on Cases; `repeats`/`warmup` as cudasortkit.gpu.timing."""
+def _tick(progress, n: int = 1) -> None:
+    if progress is not None and n:
+        progress.update(n)
 
-    def __init__(self, state, *, repeats: int = 5, warmup: int = 2):
+
+class Tuner:
+    """Times configs of plugins on Cases; `repeats`/`warmup` as
+    cudasortkit.timing; `workers`: threads that check configs at once
+    (None: MAX_VERIFY_WORKERS, at most one per CPU)."""
+
+    def __init__(self, state, *, repeats: int = 5, warmup: int = 2, workers: int | None = None):
         self.state = state
         self.repeats = repeats
         self.warmup = warmup
+        self.workers = workers or max(1, min(MAX_VERIFY_WORKERS, os.cpu_count() or 1))
         self._uncompilable: dict = {}  # (plugin, dtype, value_bytes, config) -> reason
 
-    def measure(self, plugin, case: Case, config) -> float:
-        """Median ms of one config; Rejected if it fails or sorts wrongly."""
+    # ------------------------------------------------------------ checking
+    def outcome(self, plugin, case: Case, config) -> str | None:
+        """Why `config` must not be used on this case (compile or launch
+        failure, wrong result), or None; found once per case and config
+        (case.verified), a compile failure once per dtype and config."""
         from ..errors import KernelCompileError
 
-        key = (plugin.name, case.dtype, case.value_bytes, tuple(sorted(config.items())))
-        if key in self._uncompilable:
-            raise Rejected(self._uncompilable[key])
-        try:
-            return self._measure(plugin, case, config)
-        except Rejected as exc:
-            if isinstance(exc.__cause__, KernelCompileError):
-                self._uncompilable[key] = str(exc)
-            raise
+        key = (plugin.name, _config_key(config))
+        if key in case.verified:
+            return case.verified[key]
+        compile_key = (plugin.name, case.dtype, case.value_bytes, key[1])
+        reason = self._uncompilable.get(compile_key)
+        if reason is None:
+            try:
+                wrong = case.outcome(plugin, config)
+                reason = None if wrong is None else f"wrong result: {wrong}"
+            except Exception as exc:
+                reason = _short(exc)
+                if isinstance(exc, KernelCompileError):
+                    self._uncompilable[compile_key] = reason
+        case.verified[key] = reason
+        return reason
 
     def verify(self, plugin, case: Case, config) -> None:
-        """Run config once on input 0 (compiling it); Rejected if it fails or sorts wrongly."""
-        try:
-            case.run(plugin, config, 0)
-        except Exception as exc:
-            raise Rejected(_short(exc)) from exc
-        wrong = case.check(plugin)
-        if wrong:
-            raise Rejected(f"wrong result: {wrong}")
+        """Run config once on input 0 (compiling it); Rejected if it fails or
+        sorts wrongly (once per case and config: later calls are free)."""
+        reason = self.outcome(plugin, case, config)
+        if reason is not None:
+            raise Rejected(reason)
 
-    def _measure(self, plugin, case: Case, config) -> float:
+    def verify_all(self, case: Case, pairs) -> None:
+        """Check (plugin, config) pairs on `case` before any is timed, in
+        parallel threads (check_many)."""
+        self.check_many((case, plugin, config) for plugin, config in pairs)
+
+    def check_many(self, triples) -> None:
+        """Check (case, plugin, config) triples not checked yet, in parallel
+        threads: a config's first run compiles its kernels, and the
+        compiler runs as processes of its own, which threads overlap. As
+        many threads as there are CPUs (MAX_VERIFY_WORKERS at most) and as
+        the GPU's free memory holds runs of the largest case's size."""
+        todo, seen = [], set()
+        for case, plugin, config in triples:
+            key = (id(case), plugin.name, _config_key(config))
+            if (plugin.name, key[2]) not in case.verified and key not in seen:
+                seen.add(key)
+                todo.append((case, plugin, config))
+        workers = min(self.workers, len(todo))
+        if workers > 1:
+            largest = max(case.run_bytes for case, _, _ in todo)
+            workers = min(workers, max(1, self.state.free_memory() // (2 * largest)))
+        if workers <= 1:
+            for case, plugin, config in todo:
+                self.outcome(plugin, case, config)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="csk-tune-check") as pool:
+            list(pool.map(lambda t: self.outcome(t[1], t[0], t[2]), todo))
+
+    # -------------------------------------------------------------- timing
+    def time(self, plugin, case: Case, config) -> float:
+        """Median ms of `config`'s runs (after warm-up) on the case's inputs."""
         from ..gpu.timing import time_gpu
 
-        self.verify(plugin, case, config)
         try:
             stats = time_gpu(lambda i: case.run(plugin, config, i), inputs=len(case.keys),
                              warmup=self.warmup, repeats=self.repeats)
@@ -221,51 +393,99 @@ class Tuner:
             raise Rejected(_short(exc)) from exc
         return float(stats["median_ms"])
 
-    def tune(self, plugin, case: Case, strategy: str = "quick", deadline: float | None = None) -> dict:
+    def measure(self, plugin, case: Case, config) -> float:
+        """Median ms of one config; Rejected if it fails or sorts wrongly."""
+        self.verify(plugin, case, config)
+        return self.time(plugin, case, config)
+
+    # -------------------------------------------------------------- tuning
+    def tune(self, plugin, case: Case, strategy: str = "quick") -> dict:
         """The cache entry of one (plugin, op, dtype, size): best config and its time.
 
         strategy "quick": default, each tunable alone, then the per-tunable
         winners combined; "full": every valid combination; "default": only the
-        default. Past `deadline` (time.monotonic()) no further config is tried
-        once one has been measured; the entry is then marked incomplete.
+        default. PluginError if the plugin's own declarations fail.
         """
-        dtype, vb = case.dtype, case.value_bytes
-        limits = self.state.limits
-        if strategy == "full":
-            configs = configs_full(plugin, dtype, vb, limits)
-        elif strategy == "default":
-            configs = configs_quick(plugin, dtype, vb, limits)[:1]
-        else:
-            configs = configs_quick(plugin, dtype, vb, limits)
-        default = registry.call(plugin, "default_config", dtype, vb)
-        tried, rejected = [], []
-        complete = True
-        t0 = time.monotonic()
+        configs = configs_for(plugin, case.dtype, case.value_bytes, self.state.limits, strategy)
+        entry = self.tune_cell(case, {plugin.name: (plugin, strategy, configs)})[plugin.name]
+        if isinstance(entry, PluginError):
+            raise entry
+        return entry
 
-        def attempt(cfg) -> bool:
-            if deadline is not None and (tried or rejected) and time.monotonic() > deadline:
-                return False
+    def tune_cell(self, case: Case, work: dict, progress=None) -> dict:
+        """Entries of several plugins on one Case. `work` maps a plugin's
+        name to (plugin, strategy, configs) (configs_for); returns name ->
+        entry, or the PluginError of a plugin whose declarations failed.
+
+        Every config is checked first (verify_all: in parallel), then the
+        survivors are timed one after another; with "quick" each plugin's
+        per-tunable winners are combined, checked together and timed; a
+        config faster than the default by more than NOISE is confirmed
+        against it in alternating rounds. `progress.update(1)` per config
+        timed or rejected; `progress.grow(n)` for the n combinations."""
+        self.verify_all(case, [(plugin, c) for plugin, _, configs in work.values() for c in configs])
+        tried = {name: [] for name in work}
+        rejected = {name: [] for name in work}
+        seconds = dict.fromkeys(work, 0.0)
+        out = {}
+
+        def attempt(name, plugin, config):
+            t0 = time.monotonic()
             try:
-                tried.append((cfg, self.measure(plugin, case, cfg)))
+                tried[name].append((config, self.measure(plugin, case, config)))
             except Rejected as exc:
-                rejected.append({"config": cfg, "reason": str(exc)})
-            return True
+                rejected[name].append({"config": config, "reason": str(exc)})
+            seconds[name] += time.monotonic() - t0
+            _tick(progress)
 
-        for cfg in configs:
-            if not attempt(cfg):
-                complete = False
-                break
-        if complete and strategy == "quick" and len(tried) > 2:
-            combo = dict(default)
-            for name in registry.call(plugin, "config_space"):
-                alone = [(c, ms) for c, ms in tried
-                         if all(c[k] == default[k] for k in c if k != name)]
-                if alone:
-                    combo[name] = min(alone, key=lambda t: t[1])[0][name]
-            if combo not in [c for c, _ in tried] and _valid(plugin, combo, dtype, vb, limits):
-                complete = attempt(combo)
-        entry = {"n": case.n, "strategy": strategy, "complete": complete and strategy != "default",
-                 "tried": len(tried), "seconds": round(time.monotonic() - t0, 3),
+        for name, (plugin, _, configs) in sorted(work.items()):
+            for config in configs:
+                attempt(name, plugin, config)
+        combos = {}
+        for name, (plugin, strategy, _) in sorted(work.items()):
+            if strategy == "quick" and len(tried[name]) > 2:
+                try:
+                    combo = self._combination(plugin, case, tried[name])
+                except PluginError as exc:
+                    out[name] = exc
+                    continue
+                if combo is not None:
+                    combos[name] = combo
+        if combos:
+            if progress is not None:
+                progress.grow(len(combos))
+            self.verify_all(case, [(work[name][0], c) for name, c in combos.items()])
+            for name, combo in sorted(combos.items()):
+                attempt(name, work[name][0], combo)
+        for name, (plugin, strategy, _) in sorted(work.items()):
+            if name in out:
+                continue
+            try:
+                out[name] = self._entry(plugin, case, strategy, tried[name], rejected[name],
+                                        seconds[name])
+            except PluginError as exc:
+                out[name] = exc
+        return out
+
+    def _combination(self, plugin, case: Case, tried: list) -> dict | None:
+        """The default with each tunable at its fastest value measured alone,
+        if valid and not measured already."""
+        dtype, vb = case.dtype, case.value_bytes
+        default = registry.call(plugin, "default_config", dtype, vb)
+        combo = dict(default)
+        for name in registry.call(plugin, "config_space"):
+            alone = [(c, ms) for c, ms in tried if all(c[k] == default[k] for k in c if k != name)]
+            if alone:
+                combo[name] = min(alone, key=lambda t: t[1])[0][name]
+        if combo in [c for c, _ in tried] or not _valid(plugin, combo, dtype, vb, self.state.limits):
+            return None
+        return combo
+
+    def _entry(self, plugin, case: Case, strategy: str, tried: list, rejected: list,
+               seconds: float) -> dict:
+        default = registry.call(plugin, "default_config", case.dtype, case.value_bytes)
+        entry = {"n": case.n, "strategy": strategy, "complete": strategy != "default",
+                 "tried": len(tried), "seconds": round(seconds, 3),
                  "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         if rejected:
             entry["rejected"] = rejected[:8]
@@ -278,6 +498,7 @@ class Tuner:
         if default_ms is not None and best_cfg != default and best_ms < default_ms * (1 - NOISE):
             # Confirm: both again, in alternating rounds in this process (race);
             # only a config that still wins there replaces the default.
+            t0 = time.monotonic()
             try:
                 won = race({"best": lambda i: case.run(plugin, best_cfg, i),
                             "default": lambda i: case.run(plugin, default, i)},
@@ -286,10 +507,27 @@ class Tuner:
                 entry["confirmed"] = True
             except Exception:  # the sweep's own numbers stand
                 pass
+            entry["seconds"] = round(seconds + time.monotonic() - t0, 3)
         if default_ms is not None and best_ms >= default_ms * (1 - NOISE):
             best_cfg, best_ms = default, default_ms  # not faster beyond noise
         entry.update(ms=best_ms, config=best_cfg, default_ms=default_ms)
         return entry
+
+    def compare(self, case: Case, best: dict, rounds: int = 3):
+        """The final word between plugins on one case: name -> (plugin,
+        config) timed again in alternating rounds (race). Returns (name ->
+        ms, name -> why it was left out)."""
+        self.verify_all(case, list(best.values()))
+        runners, left_out = {}, {}
+        for name, (plugin, config) in sorted(best.items()):
+            reason = self.outcome(plugin, case, config)
+            if reason is not None:
+                left_out[name] = reason
+                continue
+            runners[name] = (lambda plg, cfg: lambda i: case.run(plg, cfg, i))(plugin, config)
+        if len(runners) < 2:
+            return {}, left_out
+        return race(runners, inputs=len(case.keys), rounds=rounds, repeats=self.repeats), left_out
 
 
 def race(runners: dict, *, inputs: int, rounds: int = 3, repeats: int = 10,
@@ -323,7 +561,7 @@ def wall_ms(fn, min_s: float = 0.05, min_reps: int = 5, max_reps: int = 200) -> 
 
 def call_by_name(op: str, keys, values, algorithm: str):
     """A call of plugin `algorithm` (default config) on host arrays, through
-    the public call's path (cudasortkit.dispatch.execute.run_plugin)."""
+    the public call's path (cudasortkit.execute.run_plugin)."""
     from ..sdk import registry
     from ..dispatch.execute import run_plugin
 
