@@ -265,7 +265,7 @@ def format_table(rows) -> str:
 
 
 def build_parser(parser=None):
-    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit.cli.bench", description=__doc__)
+    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit bench", description=__doc__)
     parser.add_argument("--algorithms", default=None,
                         help="comma-separated plugin names (default: every GPU plugin)")
     parser.add_argument("--ops", default="sort", help=f"comma-separated, of {', '.join(OPS)}")
