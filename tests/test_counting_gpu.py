@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.dispatch import request
+from cudasortkit.dispatch.request import make_request
 from cudasortkit.dispatch import select
 from cudasortkit.gpu.arrays import Operand
 from cudasortkit.plugins.counting import RANGE_LIMIT
@@ -113,7 +113,7 @@ def test_wide_range_is_declined_clearly(cupy, dtype, rng):
         csk.sort(cupy.asarray(a), algorithm=NAME)
     with pytest.raises(ValueError, match="keys span"):
         csk.argsort(cupy.asarray(a), algorithm=NAME, stable=True)
-    request = request.make_request("sort", Operand(cupy.asarray(a)), None, False, False)
+    request = make_request("sort", Operand(cupy.asarray(a)), None, False, False)
     assert NAME not in select.usable(request)
 
 
@@ -241,7 +241,7 @@ def test_large(cupy, rng):
 def test_auto_picks_counting_when_it_applies(cupy, rng):
     for dtype, a in (("uint8", rng.integers(0, 256, 1 << 23).astype(np.uint8)),
                      ("int32", rng.integers(0, 1000, 1 << 23).astype(np.int32))):
-        request = request.make_request("sort", Operand(cupy.asarray(a)), None, False, False)
+        request = make_request("sort", Operand(cupy.asarray(a)), None, False, False)
         assert select.DefaultPolicy().choose(request, select.usable(request)).plugin.name == NAME, dtype
         assert_keys_equal(csk.sort(cupy.asarray(a)), np.sort(a), f"auto {dtype}")
     f = rng.random(1000).astype(np.float32)

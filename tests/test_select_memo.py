@@ -6,7 +6,7 @@ policy generation is never answered from the cache."""
 import numpy as np
 import pytest
 
-from cudasortkit.dispatch import request
+from cudasortkit.dispatch.request import make_request
 from cudasortkit.sdk import registry
 from cudasortkit.dispatch import select
 from cudasortkit.gpu.arrays import Operand
@@ -72,7 +72,7 @@ def sort_request(n, spread=10, key_range=None, descending=False, on_device=True)
     """A request as for device keys (host arrays this short stay on the CPU
     plugin without asking GPU plugins); its range probe reads host keys."""
     keys = Operand((np.arange(n, dtype=np.int32) % 7) * spread, "a")
-    return as_device(request.make_request("sort", keys, None, descending, True, key_range),
+    return as_device(make_request("sort", keys, None, descending, True, key_range),
                      on_device)
 
 
@@ -119,7 +119,7 @@ def test_a_choice_the_range_turned_away_is_reused_for_a_while(fake_gpu):
 def test_key_range_options_and_unsettled_choices_are_not_memoised(fake_gpu, algorithm):
     assert asks(fake_gpu, algorithm, sort_request(50, key_range=(0, 9)),
                 sort_request(50, key_range=(0, 9))) == 2
-    with_options = as_device(request.make_request("sort", Operand(np.zeros(50, np.int32)), None,
+    with_options = as_device(make_request("sort", Operand(np.zeros(50, np.int32)), None,
                                                   False, True, None, hint=1))
     assert asks(fake_gpu, algorithm, with_options, with_options) == 2
     if algorithm == "auto":
