@@ -3,7 +3,7 @@
 Each call checks its arguments, becomes a Request, a plugin is chosen
 (cudasortkit.dispatch.select), and the plugin runs either on NumPy arrays (CPU
 plugins) or on device buffers through a Job, ordered in the caller's stream
-(cudasortkit/streams.py). Ordering is NumPy 2.5's: NaNs last in both
+(cudasortkit/gpu/streams.py). Ordering is NumPy 2.5's: NaNs last in both
 directions, -0.0 == +0.0, and a stable sort keeps equal keys in input order
 ascending and descending.
 """
@@ -25,10 +25,10 @@ from .sdk.plugin import REQUEST_KINDS
 from .tuning.measured import MeasuredPolicy
 
 #: How every call chooses its plugin: this device's measurements, else what
-#: plugins declare (cudasortkit/select.py, cudasortkit/tuning/measured.py).
+#: plugins declare (cudasortkit/dispatch/select.py, cudasortkit/tuning/measured.py).
 selector = Selector(MeasuredPolicy())
 #: Repeated plain device calls of one exact shape, made without the general
-#: path while the selector's decision stands (cudasortkit/prepared.py).
+#: path while the selector's decision stands (cudasortkit/calls/prepared.py).
 prepared = PreparedCalls(selector)
 
 def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,

@@ -36,7 +36,7 @@ class KernelCompileError(KernelError):
 class KernelSignatureError(KernelCompileError):
     """A kernel's prototype cannot give pycuda's argument letters: the kernel
     is not declared, its declarations disagree, or a parameter's type has no
-    letter (cudasortkit/prototype.py)."""
+    letter (cudasortkit/build/prototype.py)."""
 
 
 def warn_caller(message: str, category=RuntimeWarning) -> None:

@@ -1,4 +1,4 @@
-"""Prepared calls (cudasortkit/prepared.py): a repeated device call of one
+"""Prepared calls (cudasortkit/calls/prepared.py): a repeated device call of one
 exact shape skips the general path. Each test makes a call twice or more so
 the later ones are prepared, with new data each time (a stale plan or a
 stale address shows as a wrong result) and checks the prepared path served."""
@@ -162,7 +162,7 @@ def test_a_new_decision_drops_the_prepared_call():
 @pytest.mark.parametrize("non_blocking", [False, True])
 def test_sorts_replayed_as_graphs_read_new_data_and_write_every_key(non_blocking):
     """The same buffers sorted again and again: from the third call the plan
-    runs as a CUDA graph (cudasortkit/graphs.py); each call has new keys,
+    runs as a CUDA graph (cudasortkit/launch/graphs.py); each call has new keys,
     written on the caller's stream just before, and a poisoned output."""
     from cudasortkit.launch import plans as launchplan
 

@@ -1,5 +1,5 @@
 """Kernel argument letters read from `__global__` prototypes
-(cudasortkit/prototype.py): many prototype shapes, the errors, and every
+(cudasortkit/build/prototype.py): many prototype shapes, the errors, and every
 built-in kernel's letters equal to the signature that used to be typed by
 hand beside it."""
 import os
@@ -150,7 +150,7 @@ HAND_WRITTEN = {
         "seg_pack": "PPqqPqQ", "seg_unpack": "PPPPqqPqiQ", "seg_ids_of": "PPqqPq",
         "seg_gather": "PPPPPqqPqi"},
 }
-#: The core's own kernels (cudasortkit/corekernels.py, cudasortkit/scan.py).
+#: The core's own kernels (cudasortkit/build/corekernels.py, cudasortkit/sdk/scan.py).
 CORE_HAND_WRITTEN = {"csk_iota": "Pqqi", "csk_minmax_ordered": "PqP"}
 SCAN_HAND_WRITTEN = {"csk_scan_tiles": "PPPqi", "csk_scan_add": "PPq"}
 #: The example plugin's kernel (examples/csk_ranksort).

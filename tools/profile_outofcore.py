@@ -1,5 +1,5 @@
 """Where an out-of-core host sort spends its time: the phases of
-cudasortkit/outofcore.py timed on the host (each ends synchronised), the
+cudasortkit/host/outofcore.py timed on the host (each ends synchronised), the
 device sorts inside them timed with CUDA events, and the host pieces the
 phases are made of (pinned DMA both ways, host copy and first-touch rates,
 page-locking the caller's memory) measured alone.

@@ -1,5 +1,5 @@
 """Where the issue's ragged case's time goes (bench --batched's ragged case,
-cudasortkit/bench_batched.py): the whole call with int64/int32 device and
+cudasortkit/cli/bench_batched.py): the whole call with int64/int32 device and
 host offsets, argsort, the short (<= 40 keys) and long segments alone, the
 offsets' device check alone, the call's host time, against one CuPy sort of
 the packed 64-bit keys in the same run; then a cProfile of 30 calls.

@@ -7,11 +7,11 @@ one kernel cache (`kernel`; cleared with the context, gpu.device)::
     SCAN = KernelTemplate("scan.cu", defines={"scan_count_bytes": 4})
     kernel = SCAN.kernel(state, "uint32", 0, {"block_size": 256, ...}, "csk_scan_tiles")
 
-Rendering (cudasortkit/render.py: prelude + file text) is kept apart from
-compiling (cudasortkit/compiler.py), so CI compiles `template.render(...)`,
+Rendering (cudasortkit/build/render.py: prelude + file text) is kept apart from
+compiling (cudasortkit/build/compiler.py), so CI compiles `template.render(...)`,
 the very text the runtime compiles, with plain nvcc. A kernel's pycuda
 argument letters come from its own `__global__` prototype in that text
-(cudasortkit/prototype.py), so nobody types them.
+(cudasortkit/build/prototype.py), so nobody types them.
 
 Plugins get their templates through Job.kernel (which asks `kernel` here);
 the core's own primitives (scan, iota, min/max) hold KernelTemplates of

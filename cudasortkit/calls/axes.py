@@ -3,7 +3,7 @@
 An N-D sort along `axis` becomes one segmented request: the axis is moved
 last (a transposed contiguous copy made by the array's own library, on the
 caller's stream; no copy when it is already last and the array contiguous),
-the array is seen as rows x row length keys (cudasortkit/segments.py), a
+the array is seen as rows x row length keys (cudasortkit/sdk/segments.py), a
 segmented plugin sorts every row, and the result is reshaped and the axis
 moved back. `axis=None` sorts the flattened array (one row). A single row
 is an ordinary 1-D request, so every 1-D plugin can serve it.

@@ -1,7 +1,7 @@
 """merge and merge_by_key: stable merge of two sorted arrays on the GPU.
 
 The kernels belong to a plugin that declares `merges` (the built-in
-merge_sort: merge path partitioning, kernels/merge.cuh); this module turns caller arrays into one of its Jobs the
+merge_sort: merge path partitioning, kernels/include/merge.cuh); this module turns caller arrays into one of its Jobs the
 way api.py does for sorts, ordered in the caller's stream. Inputs must
 already be sorted in NumPy's order (NaNs last, -0.0 == +0.0), or with
 descending=True in NumPy 2.5's descending order (NaNs still last); on equal

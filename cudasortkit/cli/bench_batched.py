@@ -3,7 +3,7 @@ rows x cols arrays, cudasortkit (auto) against cupy.sort(axis=-1) and
 torch.sort(dim=-1), argsort against torch.argsort(dim=-1, stable=True),
 and a ragged segmented sort against one global CuPy sort of 64-bit keys
 with the segment id packed above the key. Medians of CUDA-event timings
-(cudasortkit/timing.py) after warm-up; every cudasortkit result is checked
+(cudasortkit/gpu/timing.py) after warm-up; every cudasortkit result is checked
 against NumPy first."""
 from __future__ import annotations
 

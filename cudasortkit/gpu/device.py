@@ -187,7 +187,7 @@ class DeviceState:
     """One device's primary context, stream, memory pool and properties.
 
     Everything cudasortkit queues runs on `stream`, joined to the caller's
-    stream by `joiner` (cudasortkit/streams.py). The pool's blocks are only
+    stream by `joiner` (cudasortkit/gpu/streams.py). The pool's blocks are only
     ever used on `stream`, so a block freed while kernels still use it is
     safe to hand out again: its next user is queued after them.
     """

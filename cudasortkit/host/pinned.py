@@ -2,13 +2,13 @@
 
 Host-to-device and device-to-host copies run at full PCIe speed, and
 asynchronously, only from and to page-locked memory; allocating it costs
-milliseconds per megabyte, so the host pipeline (cudasortkit/transfer.py)
+milliseconds per megabyte, so the host pipeline (cudasortkit/host/transfer.py)
 takes fixed-size slots from this pool and gives them back, and a sort never
 allocates pinned memory of its own after the first. The pool never holds
 more than `limit_bytes` (CUDASORTKIT_PINNED_LIMIT, default 512 MiB); what it
 holds is freed by `release()`, at interpreter exit, and when the pool object
 is collected. Slots are allocated in the current CUDA context, so the
-primary context the device state holds (cudasortkit/device.py) must be the
+primary context the device state holds (cudasortkit/gpu/device.py) must be the
 current one when `take` first allocates.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where an out-of-core sort's buckets lie on the host between its two
-passes when no count pass told it their sizes (cudasortkit/outofcore.py).
+passes when no count pass told it their sizes (cudasortkit/host/outofcore.py).
 
 The distribution pass places each bucket by the sample's estimate: bucket b
 owns the region out[R_b, R_b + est_b) of the result array (regions tile it);

@@ -8,7 +8,7 @@ Two ways to move the bytes (CUDASORTKIT_HOST_TRANSFER, default "auto":
 `transfer_mode` picks staged in core and registered out of core):
 
 - "staged": through a ring of page-locked slots from the pinned pool
-  (cudasortkit/pinned.py). Worker threads copy the caller's pageable memory
+  (cudasortkit/host/pinned.py). Worker threads copy the caller's pageable memory
   into a slot (NumPy copies release the GIL) while earlier slots are in
   flight to the device, and copy slots that came down into the result while
   later ones still come down. Each byte crosses host memory three times.

@@ -175,7 +175,7 @@ __device__ __forceinline__ void bitonic_global_steps(csk_bits_t* __restrict__ ke
 }
 
 // One entry point per fused step count; each is written out so its
-// prototype gives the kernel's argument types (cudasortkit/prototype.py).
+// prototype gives the kernel's argument types (cudasortkit/build/prototype.py).
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 bitonic_global_steps2(csk_bits_t* __restrict__ keys, csk_value_t* __restrict__ values,
                       csk_index_t n, csk_index_t groups, csk_index_t j)

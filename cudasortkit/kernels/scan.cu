@@ -1,4 +1,4 @@
-// Device-wide prefix sum, scan-then-propagate (cudasortkit/scan.py drives it).
+// Device-wide prefix sum, scan-then-propagate (cudasortkit/sdk/scan.py drives it).
 //
 // csk_scan_tiles scans each tile of TILE = BLOCK_SIZE * ITEMS_PER_THREAD counts
 // and writes the tile's total to sums[tile]; the host scans `sums` the same way

@@ -1,7 +1,7 @@
 """CUDA graphs of launch plans: a plan replayed on the same buffers again runs
 as one graph launch.
 
-A launch plan's replay (cudasortkit/launchplan.py) issues its memsets,
+A launch plan's replay (cudasortkit/launch/plans.py) issues its memsets,
 copies and launches one driver call at a time, several microseconds of host
 time each, and the GPU idles between the first of them while the host
 queues the next. When a plan comes back with the same buffers (pools hand

@@ -30,7 +30,7 @@ _MAX_PLANS = 4096
 _replayable: dict = {}  # plugin class -> replayable(plugin class)
 
 
-#: Counts forget()s: what holds a plan (cudasortkit/prepared.py) checks it.
+#: Counts forget()s: what holds a plan (cudasortkit/calls/prepared.py) checks it.
 generation = 0
 
 
@@ -77,7 +77,7 @@ def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_
 
 
 def graphs_held() -> int:
-    """CUDA graphs the recorded plans hold (cudasortkit/graphs.py)."""
+    """CUDA graphs the recorded plans hold (cudasortkit/launch/graphs.py)."""
     return sum(len(plan.graphs) for plan in list(_plans.values()) if type(plan) is LaunchPlan)
 
 
@@ -191,7 +191,7 @@ class LaunchPlan:
         self.temporaries = temporaries
         self.ops = ops
         self._resolved = (None, ())  # (slot addresses, each op's arguments) of the last replay
-        #: The plan's CUDA graphs, by buffer addresses (cudasortkit/graphs.py).
+        #: The plan's CUDA graphs, by buffer addresses (cudasortkit/launch/graphs.py).
         self.graphs = PlanGraphs()
 
     def replay(self, job) -> None:

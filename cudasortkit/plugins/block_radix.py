@@ -12,7 +12,7 @@ from a list made on the device; the rest (few, long) compacted with their
 segment's number above the key and sorted by one global radix sort (the
 onesweep passes over the key's bits and log2(long segments) bits only),
 then stored back. How many segments each kernel gets comes from the
-segments' length buckets (cudasortkit/segments.py), so no list or length
+segments' length buckets (cudasortkit/sdk/segments.py), so no list or length
 comes back to the host.
 """
 from __future__ import annotations

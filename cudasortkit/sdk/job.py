@@ -6,7 +6,7 @@ temporaries from the device's memory pool (out of memory becomes MemoryError
 naming plugin and size), and `launch` runs a prepared kernel on the job's
 stream, turning CUDA errors and argument-count mistakes into KernelError
 naming plugin, kernel and configuration. While a launch plan is being
-recorded (cudasortkit/launchplan.py), `recorder` sees every temporary,
+recorded (cudasortkit/launch/plans.py), `recorder` sees every temporary,
 memset, copy and launch the job issues.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Job:
 
     @property
     def segments(self):
-        """The request's segments (cudasortkit/segments.py), None for one array."""
+        """The request's segments (cudasortkit/sdk/segments.py), None for one array."""
         return self.request.segments if self.request is not None else None
 
     @property
@@ -85,7 +85,7 @@ class Job:
     @property
     def graphable(self) -> bool:
         """Whether a launch plan may capture this job's work into a CUDA
-        graph (cudasortkit/graphs.py): not while every launch waits."""
+        graph (cudasortkit/launch/graphs.py): not while every launch waits."""
         return not _template.SYNC_EVERY_LAUNCH
 
     @property
@@ -220,7 +220,7 @@ class HostJob:
         #: 0 for sort, the caller's index width for argsort (8: int64, 4: int32)
         self.value_bytes = request.value_bytes
         self.descending, self.stable = request.descending, request.stable
-        #: The request's segments (cudasortkit/segments.py), None for one array.
+        #: The request's segments (cudasortkit/sdk/segments.py), None for one array.
         self.segments = request.segments
         self.keys, self.values, self.config = keys, values, config
 

@@ -5,7 +5,7 @@ registered under the entry-point group ``cudasortkit.algorithms``. The core
 validates the declaration, renders and compiles the plugin's kernel templates
 for each key dtype and configuration, and calls `run` with a `Job` that holds
 device buffers, the configuration, a stream and the helpers for temporaries
-and launches (cudasortkit/job.py).
+and launches (cudasortkit/sdk/job.py).
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class SortPlugin:
     #: pointers only inside a buffer (not one past its end). Ragged segments
     #: are never replayed.
     #: The core may then record its work once per shape and replay it
-    #: (cudasortkit/launchplan.py), which skips run()'s Python on later calls.
+    #: (cudasortkit/launch/plans.py), which skips run()'s Python on later calls.
     #: A subclass that overrides run() must say it again (it is not inherited
     #: past a new run()).
     replayable: ClassVar[bool] = False
@@ -151,7 +151,7 @@ class SortPlugin:
     decides_on_key_range: ClassVar[bool] = False
     #: True if the plugin sorts segmented requests (request.segments not
     #: None: rows of an N-D array or ragged segments, see
-    #: cudasortkit/segments.py); a plugin without it never sees one.
+    #: cudasortkit/sdk/segments.py); a plugin without it never sees one.
     segmented: ClassVar[bool] = False
     #: For segmented requests: (max_row_len, priority) pairs, first match on
     #: the longest segment wins; else `priority`.

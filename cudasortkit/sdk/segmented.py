@@ -1,6 +1,6 @@
 """SegmentedSortPlugin: the base of plugins that sort segmented requests
 only (rows of an N-D array sorted along an axis, ragged segments; see
-cudasortkit/segments.py), in-tree or third-party.
+cudasortkit/sdk/segments.py), in-tree or third-party.
 
 A subclass declares its limits as data and writes run(); this class turns
 the declarations into unsupported() reasons and auto's priority, and gives

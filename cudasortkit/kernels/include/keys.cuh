@@ -1,7 +1,7 @@
 // Key and value types, and the order-preserving key transform shared by every
 // cudasortkit kernel.
 //
-// The rendered prelude (cudasortkit/render.py) defines, before this header:
+// The rendered prelude (cudasortkit/build/render.py) defines, before this header:
 //   CSK_KEY_BYTES    1, 2, 4 or 8     width of a key
 //   CSK_KEY_KIND     0, 1 or 2        CSK_KIND_UNSIGNED / _SIGNED / _FLOAT
 //   CSK_KEY_BFLOAT   0 or 1           2-byte floats are bfloat16, not IEEE half
