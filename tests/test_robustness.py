@@ -423,7 +423,7 @@ def test_tune_show_skips_a_fifo_named_json_with_a_message_instead_of_hanging(tmp
     good = tmp_path / "fake-gpu-sm90-0123456789ab.json"
     good.write_text(json.dumps(_table(bitonic=GOOD)))
     os.mkdir(tmp_path / "folder-sm90-0123456789ab.json")
-    code = ("import sys; from cudasortkit import device, tune; device.gpu_available = lambda: False; "
+    code = ("import sys; from cudasortkit.gpu import device; from cudasortkit.cli import tune; device.gpu_available = lambda: False; "
             "sys.exit(tune.main(['--show']))")
     env = dict(os.environ, **{cache.ENV_DIR: str(tmp_path)})
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
