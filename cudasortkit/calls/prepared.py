@@ -25,10 +25,9 @@ the rows' shape (launchplan.rows_of).
 from __future__ import annotations
 
 
-from ..gpu import arrays
 from ..launch import plans as launchplan
+from ..launch.outputs import free_all, index_buffer, poison, temporary
 from ..sdk import registry
-from ..build.corekernels import iota64
 from ..dtypes import is_bfloat16
 from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
@@ -101,7 +100,7 @@ class PreparedCall:
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
-                 "index_dtype")
+                 "index_dtype", "key_bytes", "index_bytes")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -112,6 +111,7 @@ class PreparedCall:
         self.descending, self.memo, self.stamps = descending, memo, stamps
         self.iota = kind == "argsort" and not plugin.makes_indices
         self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
+        self.key_bytes, self.index_bytes = n * dtype.itemsize, n * index_dtype.itemsize
 
     def __call__(self, a):
         """(sorted keys or None, indices or None), in the caller's library."""
@@ -129,22 +129,12 @@ class PreparedCall:
                 keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
             else:
                 keys = None
-                keys_buf = state.allocate(n * self.dtype.itemsize, "sorted keys of argsort")
-                temporaries.append(keys_buf)
-                keys_out = int(keys_buf)
+                keys_out = temporary(state, temporaries, self.key_bytes, "sorted keys of argsort")
                 indices = adapter.empty(a, self.shape, self.index_dtype)
                 values_out = adapter.pointer(indices)
-                values_in = 0
-                if self.iota:
-                    iota = state.allocate(n * INDEX_DTYPE.itemsize, "argsort indices")
-                    temporaries.append(iota)
-                    iota64(state, int(iota), n)
-                    values_in = int(iota)
-            if arrays.POISON_BYTE is not None:  # tests: unwritten results show
-                for ptr, nbytes in ((keys_out, n * self.dtype.itemsize),
-                                    (values_out, n * self.index_dtype.itemsize)):
-                    if ptr:
-                        state.cuda.memset_d8_async(ptr, arrays.POISON_BYTE, nbytes, state.stream)
+                values_in = (index_buffer(state, temporaries, n, "argsort indices")
+                             if self.iota else 0)
+            poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
             job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,
                       keys_out=keys_out, values_in=values_in, values_out=values_out,
                       value_bytes=self.value_bytes, descending=self.descending,
@@ -154,8 +144,7 @@ class PreparedCall:
             finally:
                 job.finish()
         finally:
-            for buf in temporaries:  # the pool's blocks are reused in our stream's order
-                buf.free()
+            free_all(temporaries)
             if joins:
                 state.joiner.signal((caller,))
         observe = self.memo.observe

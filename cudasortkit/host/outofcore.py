@@ -59,6 +59,7 @@ from ..dtypes import itemsize
 from .pinned import pool as pinned_pool
 from .placement import Placement, SpillFull, estimates
 from .kernels import MAX_SPLITTERS, bucket_count, encode_words, iota64_from
+from ..launch.outputs import free_all, poison, temporary
 from ..launch.run import bytes_per_key, reserve, run_job
 from .transfer import Pipe, as_bytes, mode_chosen, parallel_copy, parallel_take, transfer_mode
 
@@ -317,15 +318,14 @@ class _Piece:
             self.kout = self.alloc(piece * self.kb, "sorted keys")
             self.vin = self.alloc(piece * self.vb, "values") if self.vb else 0
             self.vout = self.alloc(piece * self.vb, "sorted values") if self.vb else 0
+            poison(state, self.kout, piece * self.kb, self.vout, piece * self.vb)
         except BaseException:
             self._free()
             raise
 
     def alloc(self, nbytes, what) -> int:
-        buf = self.state.allocate(nbytes, f"{self.plugin.name}: {what} of an out-of-core piece "
-                                          f"of {self.piece:,} keys")
-        self._bufs.append(buf)
-        return int(buf)
+        return temporary(self.state, self._bufs, nbytes, f"{self.plugin.name}: {what} of an "
+                                                         f"out-of-core piece of {self.piece:,} keys")
 
     def up(self, keys, values, at: int = 0) -> None:
         """Host keys (None: argsort's, gathered by the indices in `values`)
@@ -371,9 +371,7 @@ class _Piece:
             self.pipe.download(values, self.vout + at * self.vb)
 
     def _free(self):
-        for buf in self._bufs:
-            buf.free()
-        self._bufs.clear()
+        free_all(self._bufs)
 
     def __enter__(self):
         return self

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gpu import arrays
 from ..gpu.arrays import check_out
 from .. import settings
 from ..dtypes import INDEX_DTYPE
 from .memlimit import device_memory_limit
+from ..launch.outputs import free_all, index_buffer, poison, temporary
 from ..launch.run import bytes_per_key, reserve, run_job
 from .memory import Prefault
 from .transfer import Pipe
@@ -160,28 +160,24 @@ def sort_in_core(plugin, config, request, state, pipe, sources, outputs, expecte
     kb, vb = itemsize(request.dtype), request.value_bytes
     bufs = []
     try:
-        def alloc(nbytes, what):
-            buf = state.allocate(nbytes, f"{plugin.name}: {what} of a host sort of {n:,} keys")
-            bufs.append(buf)
-            return int(buf)
+        def who(what):
+            return f"{plugin.name}: {what} of a host sort of {n:,} keys"
 
-        keys_in, keys_out = alloc(n * kb, "keys"), alloc(n * kb, "sorted keys")
+        keys_in = temporary(state, bufs, n * kb, who("keys"))
+        keys_out = temporary(state, bufs, n * kb, who("sorted keys"))
         values_in = values_out = 0
         if vb:
-            values_out = alloc(n * vb, "sorted values")
+            values_out = temporary(state, bufs, n * vb, who("sorted values"))
         pipe.upload(keys_in, host_keys)
         if request.kind == "pairs":
-            values_in = alloc(n * vb, "values")
+            values_in = temporary(state, bufs, n * vb, who("values"))
             pipe.upload(values_in, host_values)
         elif request.kind == "argsort" and (index_start is not None or not plugin.makes_indices):
             from .kernels import iota64_from
 
-            values_in = alloc(n * vb, "indices")
-            iota64_from(state, values_in, n, index_start or 0)
-        if arrays.POISON_BYTE is not None:
-            state.cuda.memset_d8_async(keys_out, arrays.POISON_BYTE, n * kb, state.stream)
-            if vb:
-                state.cuda.memset_d8_async(values_out, arrays.POISON_BYTE, n * vb, state.stream)
+            values_in = index_buffer(state, bufs, n, who("indices"), vb, index_start or 0,
+                                     fill=iota64_from)
+        poison(state, keys_out, n * kb, values_out, n * vb)
         run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out,
                 expected)
         pipe.after_device_work()
@@ -195,8 +191,7 @@ def sort_in_core(plugin, config, request, state, pipe, sources, outputs, expecte
         # them before the pool may hand the blocks to anyone.
         if bufs:
             pipe.settle()
-        for buf in bufs:
-            buf.free()
+        free_all(bufs)
 
 
 class Progress:

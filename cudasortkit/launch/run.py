@@ -17,6 +17,7 @@ from ..sdk import registry
 from ..sdk.job import HostJob, Job
 from ..sdk.plugin import RUN_ERRORS
 from . import plans as launchplan
+from .outputs import free_all, index_buffer, temporary
 
 
 def run_host(plugin, config, request, keys, values, targets, state):
@@ -94,12 +95,20 @@ def deliver_host(like: Operand, result: np.ndarray, target: Operand | None, what
 
 
 def run_device(plugin, config, request, keys, values, out, values_out, state, caller):
+    temps = []  # this job's pool buffers, freed together once it is queued (or failed)
+    try:
+        return _run_device(plugin, config, request, keys, values, out, values_out, state,
+                           caller, temps)
+    finally:
+        free_all(temps)
+
+
+def _run_device(plugin, config, request, keys, values, out, values_out, state, caller, temps):
     n = keys.n
     keys_in = keys.device_ptr(state)
     if request.kind == "argsort":
         key_result = None
-        keys_out_buf = state.allocate(keys.nbytes, f"{plugin.name}: sorted keys of argsort")
-        keys_out = int(keys_out_buf)
+        keys_out = temporary(state, temps, keys.nbytes, f"{plugin.name}: sorted keys of argsort")
     else:
         key_result = Result(keys, keys.dtype, state, out, "out", caller)
         keys_out = key_result.ptr
@@ -109,12 +118,8 @@ def run_device(plugin, config, request, keys, values, out, values_out, state, ca
     if request.kind == "argsort":
         index_dtype = INDEX_DTYPES[request.value_bytes]
         if not plugin.makes_indices:
-            from ..build.corekernels import iota64
-
-            iota = state.allocate(n * index_dtype.itemsize, f"{plugin.name}: argsort indices")
-            saved.append((None, iota, 0))  # keeps the buffer alive
-            iota64(state, int(iota), n, index_bytes=index_dtype.itemsize)
-            values_in = int(iota)
+            values_in = index_buffer(state, temps, n, f"{plugin.name}: argsort indices",
+                                     index_dtype.itemsize)
         value_result = Result(keys, index_dtype, state, stream=caller)
         values_out_ptr = value_result.ptr
     elif request.kind == "pairs":
@@ -126,10 +131,11 @@ def run_device(plugin, config, request, keys, values, out, values_out, state, ca
     def detach(src, dst, nbytes, what):
         if not overlaps(src, nbytes, dst, nbytes):
             return src
-        backup = state.allocate(nbytes, f"{plugin.name}: copy of {what} for an in-place sort")
-        state.cuda.memcpy_dtod_async(int(backup), src, nbytes, state.stream)
+        backup = temporary(state, temps, nbytes,
+                           f"{plugin.name}: copy of {what} for an in-place sort")
+        state.cuda.memcpy_dtod_async(backup, src, nbytes, state.stream)
         saved.append((dst, backup, nbytes))
-        return int(backup)
+        return backup
 
     keys_in = detach(keys_in, keys_out, keys.nbytes, "keys")
     if values is not None:
@@ -139,8 +145,7 @@ def run_device(plugin, config, request, keys, values, out, values_out, state, ca
                 RUN_ERRORS)
     except BaseException:
         for dst, backup, nbytes in saved:
-            if dst is not None:
-                state.cuda.memcpy_dtod_async(dst, int(backup), nbytes, state.stream)
+            state.cuda.memcpy_dtod_async(dst, backup, nbytes, state.stream)
         raise
     k = key_result.finish() if key_result is not None else None
     v = value_result.finish() if value_result is not None else None
