@@ -156,8 +156,8 @@ def fake(monkeypatch):
             values = _view(vin, n, vdt) if vin else np.arange(n, dtype=np.int64)
             _view(vout, n, vdt)[:] = values[order]
 
-    def iota(state, ptr, n, start):
-        _view(ptr, n, np.int64)[:] = np.arange(start, start + n)
+    def iota(state, ptr, n, start, index_bytes=8):
+        _view(ptr, n, np.int64 if index_bytes == 8 else np.int32)[:] = np.arange(start, start + n)
 
     def encode(state, dtype, keys, n, mask, out):
         _view(out, n, np.uint64)[:] = _words(_view(keys, n, dtypes["keys"]), mask != 0)

@@ -37,16 +37,16 @@ def test_temporaries_are_kept_and_freed_together():
     assert bufs == [] and state.log[-2:] == [("free", 0x1000), ("free", 0x2000)]
 
 
-def test_index_buffer_fills_from_start_with_its_index_width(monkeypatch):
+def test_index_buffer_fills_from_start_with_its_index_width():
     state, bufs, fills = _state(), [], []
-    monkeypatch.setattr(outputs, "_iota64", lambda st, ptr, n, index_bytes, start:
-                        fills.append((ptr, n, index_bytes, start)))
-    ptr = outputs.index_buffer(state, bufs, 10, "indices", 4, 7)
+
+    def fill(st, ptr, n, index_bytes, start):
+        fills.append((ptr, n, index_bytes, start))
+
+    ptr = outputs.index_buffer(state, bufs, 10, "indices", fill, 4, 7)
     assert state.log == [("alloc", 40, "indices")] and fills == [(ptr, 10, 4, 7)]
-    # a host sort's own fill (its launch shape) instead of core's
-    ptr = outputs.index_buffer(state, bufs, 5, "indices", 8, 3,
-                               fill=lambda st, p, n, start: fills.append(("host", p, n, start)))
-    assert fills[-1] == ("host", ptr, 5, 3) and len(bufs) == 2
+    ptr = outputs.index_buffer(state, bufs, 5, "indices", fill, 8, 3)
+    assert fills[-1] == (ptr, 5, 8, 3) and len(bufs) == 2
 
 
 def test_poison_only_when_tests_set_it(monkeypatch):

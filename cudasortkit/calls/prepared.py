@@ -25,6 +25,7 @@ the rows' shape (launchplan.rows_of).
 from __future__ import annotations
 
 
+from ..build.corekernels import iota64
 from ..launch import plans as launchplan
 from ..launch.outputs import free_all, index_buffer, poison, temporary
 from ..sdk import registry
@@ -132,7 +133,7 @@ class PreparedCall:
                 keys_out = temporary(state, temporaries, self.key_bytes, "sorted keys of argsort")
                 indices = adapter.empty(a, self.shape, self.index_dtype)
                 values_out = adapter.pointer(indices)
-                values_in = (index_buffer(state, temporaries, n, "argsort indices")
+                values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
             job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,

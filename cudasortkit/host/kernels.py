@@ -21,9 +21,9 @@ def _launch(state, dtype, name: str, n: int, args) -> None:
     kernel.launch(state, state.stream, (grid, 1), (BLOCK, 1, 1), args, owner=OWNER, dtype=dtype)
 
 
-def iota64_from(state, ptr: int, n: int, start: int) -> None:
-    """n int64 at ptr = start, start + 1, ..."""
-    iota64(state, ptr, n, OWNER, start=start, max_grid=state.limits.sm_count * 16)
+def iota64_from(state, ptr: int, n: int, start: int, index_bytes: int = 8) -> None:
+    """n int64 (index_bytes 4: int32) at ptr = start, start + 1, ..."""
+    iota64(state, ptr, n, OWNER, index_bytes, start=start, max_grid=state.limits.sm_count * 16)
 
 
 def encode_words(state, dtype: str, keys: int, n: int, mask: int, out: int) -> None:

@@ -175,8 +175,8 @@ def sort_in_core(plugin, config, request, state, pipe, sources, outputs, expecte
         elif request.kind == "argsort" and (index_start is not None or not plugin.makes_indices):
             from .kernels import iota64_from
 
-            values_in = index_buffer(state, bufs, n, who("indices"), vb, index_start or 0,
-                                     fill=iota64_from)
+            values_in = index_buffer(state, bufs, n, who("indices"), iota64_from, vb,
+                                     index_start or 0)
         poison(state, keys_out, n * kb, values_out, n * vb)
         run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out,
                 expected)

@@ -16,20 +16,6 @@ from __future__ import annotations
 
 from ..gpu import arrays
 
-#: build.corekernels.iota64 once first used: imported then, not at the top,
-#: which would make the longest chain of top-level imports one module longer;
-#: kept here so that later calls pay no import.
-_iota64 = None
-
-
-def _core_iota64():
-    global _iota64
-    from ..build.corekernels import iota64
-
-    _iota64 = iota64
-    return iota64
-
-
 def temporary(state, bufs: list, nbytes: int, who) -> int:
     """The device address of nbytes from the state's pool, the buffer kept
     in `bufs` (free_all frees it). `who` names it if memory runs out."""
@@ -46,16 +32,14 @@ def free_all(bufs: list) -> None:
     bufs.clear()
 
 
-def index_buffer(state, bufs: list, n: int, who, index_bytes: int = 8, start: int = 0,
-                 fill=None) -> int:
+def index_buffer(state, bufs: list, n: int, who, fill, index_bytes: int = 8,
+                 start: int = 0) -> int:
     """A temporary of n argsort indices (index_bytes each) = start,
-    start + 1, ... queued on the state's stream. `fill(state, ptr, n, start)`
-    fills it instead of core's iota64 (the host sorts' launch shape)."""
+    start + 1, ... queued on the state's stream by
+    `fill(state, ptr, n, index_bytes=, start=)`: the core's iota
+    (build.corekernels.iota64), or the host pipeline's launch of it."""
     ptr = temporary(state, bufs, n * index_bytes, who)
-    if fill is None:
-        (_iota64 or _core_iota64())(state, ptr, n, index_bytes=index_bytes, start=start)
-    else:
-        fill(state, ptr, n, start)
+    fill(state, ptr, n, index_bytes=index_bytes, start=start)
     return ptr
 
 

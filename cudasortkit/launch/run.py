@@ -17,6 +17,7 @@ from ..sdk import registry
 from ..sdk.job import HostJob, Job
 from ..sdk.plugin import RUN_ERRORS
 from . import plans as launchplan
+from ..build.corekernels import iota64
 from .outputs import free_all, index_buffer, temporary
 
 
@@ -118,7 +119,7 @@ def _run_device(plugin, config, request, keys, values, out, values_out, state, c
     if request.kind == "argsort":
         index_dtype = INDEX_DTYPES[request.value_bytes]
         if not plugin.makes_indices:
-            values_in = index_buffer(state, temps, n, f"{plugin.name}: argsort indices",
+            values_in = index_buffer(state, temps, n, f"{plugin.name}: argsort indices", iota64,
                                      index_dtype.itemsize)
         value_result = Result(keys, index_dtype, state, stream=caller)
         values_out_ptr = value_result.ptr
