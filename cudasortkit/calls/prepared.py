@@ -5,7 +5,7 @@ The general path (api -> select -> execute) spends tens of microseconds of
 Python per call reading the array interface, building a Request, choosing,
 wrapping results and looking up the launch plan. When a call of CuPy or
 PyTorch keys ran a replayable plugin through a recorded launch plan
-(cudasortkit/launchplan.py) on a decision its plugin need not make again
+(cudasortkit/launch/plans.py) on a decision its plugin need not make again
 for each call's keys (not a range-deciding one such as counting), the
 next call of the same (kind, array type, dtype, shape, flags, algorithm)
 needs none of that: it takes the input's address, allocates the result in

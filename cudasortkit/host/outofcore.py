@@ -11,7 +11,7 @@ says why this and not sorted runs merged in passes):
 2. Distribution pass: each chunk goes up (with its values, or its global
    indices for argsort), is sorted by the plugin, its keys are counted per
    bucket, and each bucket's part comes down to where the sample's estimate
-   put that bucket (cudasortkit/placement.py: a region of the result, and
+   put that bucket (cudasortkit/host/placement.py: a region of the result, and
    spill arrays for what the estimate did not foresee), parts of earlier
    chunks first, so equal keys keep input order.
 3. Bucket pass: runs of neighbouring buckets that fit one sort go up from

@@ -6,9 +6,9 @@ MIN_BYTES, or too many to sort on the device in one piece. The plugin and
 config are the ones the selector chose; this module only moves the data.
 
 - In core (the whole request fits the device budget): keys (and values)
-  go up through the pipe (cudasortkit/transfer.py), the plugin sorts them in
+  go up through the pipe (cudasortkit/host/transfer.py), the plugin sorts them in
   one Job, results come down through the pipe into the host result.
-- Out of core: cudasortkit/outofcore.py (splitters, buckets, in-core sorts).
+- Out of core: cudasortkit/host/outofcore.py (splitters, buckets, in-core sorts).
 
 The device budget is the device's free memory, capped by
 cudasortkit.host.memlimit (set_device_memory_limit, CUDASORTKIT_DEVICE_MEMORY_LIMIT).
@@ -95,7 +95,7 @@ class Outputs:
     """The host arrays a host sort writes: keys (None for argsort), values
     (indices for argsort, the caller's payload for pairs), fresh or the
     caller's out=/values_out=. Fresh ones are paged in from the start
-    (`prefault`, cudasortkit/hostmem.py), while the keys go up."""
+    (`prefault`, cudasortkit/host/memory.py), while the keys go up."""
 
     def __init__(self, request, keys, values, targets):
         n = keys.n
