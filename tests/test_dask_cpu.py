@@ -173,3 +173,17 @@ def test_bad_chunks_are_refused_naming_what_is_accepted(chunks, error, message):
 def test_chunk_specs_dask_reads_give_those_chunks(chunks, expected):
     x = da.arange(10, chunks=4)
     assert cskd.sort(x, chunks=chunks).chunks == (expected,)  # known up front: nothing computed
+
+
+def test_values_follow_sort_by_keys_rule_complex64_too():
+    """The dask sort_by_key takes the value dtypes cudasortkit.sort_by_key
+    takes (complex64 included) and refuses the others with the same rule."""
+    rng = np.random.default_rng()
+    keys = rng.integers(0, 50, 97, dtype=np.int32)
+    values = (rng.random(97) + 1j * rng.random(97)).astype(np.complex64)
+    k, v = cskd.sort_by_key(da.from_array(keys, chunks=20), da.from_array(values, chunks=20))
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(k.compute(), keys[order])
+    np.testing.assert_array_equal(v.compute(), values[order])
+    with pytest.raises(TypeError, match="values: dtype int16 is not supported; values must be"):
+        cskd.sort_by_key(da.from_array(keys, chunks=20), da.from_array(keys.astype(np.int16), chunks=20))
