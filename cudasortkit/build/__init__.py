@@ -1,0 +1,2 @@
+"""Kernel sources to device functions: templates, rendering, nvcc through pycuda
+(one cache), kernel prototypes, and the core kernels."""
