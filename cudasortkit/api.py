@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .calls import axes
+from .calls.plan import Plan
 from .calls.prepared import PreparedCalls
 from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
@@ -167,6 +168,29 @@ def algorithms() -> list:
             "summary": p.summary if p else "",
         })
     return rows
+
+
+def plan(*, like, op="sort", axis=-1, descending=False, stable=None, algorithm="auto",
+         index_dtype=np.int64, values_like=None):
+    """A reusable sort of device arrays like `like` (cudasortkit.calls.plan.Plan).
+
+    op is "sort", "argsort" or "sort_by_key" (with `values_like`). The plan
+    binds the array type, shape, dtype, device and C-contiguity, checks the
+    flags and chooses the plugin once; call it as p(a), p(a, out=b), or
+    p(keys, values) for sort_by_key. A call with other arrays raises
+    TypeError or ValueError naming the difference. p.explain() says what
+    was chosen and whether calls replay one launch plan (a CUDA graph)."""
+    general = {"sort": sort, "argsort": argsort, "sort_by_key": sort_by_key}
+    return Plan(like, op, axis=axis, descending=descending, stable=stable, algorithm=algorithm,
+                index_dtype=index_dtype, values_like=values_like, general=general,
+                prepared=prepared, decide=_decide)
+
+
+def _decide(like, values_like, axis, kind, descending, stable, algorithm):
+    """The selector's Decision for a plan (as explain() makes it)."""
+    keys, vals, segments = axes.request_parts(like, axis, values_like, None, algorithm, kind)
+    return selector.explain(make_request(kind, keys, vals, descending, stable, None, segments),
+                            algorithm)
 
 
 # ------------------------------------------------------------ argument checks

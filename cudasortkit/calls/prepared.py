@@ -114,8 +114,12 @@ class PreparedCall:
         self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
         self.key_bytes, self.index_bytes = n * dtype.itemsize, n * index_dtype.itemsize
 
-    def __call__(self, a):
-        """(sorted keys or None, indices or None), in the caller's library."""
+    def __call__(self, a, out=None):
+        """(sorted keys or None, indices or None), in the caller's library.
+        `out`: the result's array instead of a new one (sort's keys,
+        argsort's indices), checked by the caller (calls/plan.py) to be of
+        the result's type, shape, dtype and device, C-contiguous and apart
+        from `a`."""
         state = self.state.activate()
         adapter, n = self.adapter, self.n
         caller = adapter.stream(a)
@@ -126,12 +130,12 @@ class PreparedCall:
         try:
             keys_in = adapter.pointer(a)
             if self.kind == "sort":
-                keys = adapter.empty(a, self.shape, self.dtype)
+                keys = adapter.empty(a, self.shape, self.dtype) if out is None else out
                 keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
             else:
                 keys = None
                 keys_out = temporary(state, temporaries, self.key_bytes, "sorted keys of argsort")
-                indices = adapter.empty(a, self.shape, self.index_dtype)
+                indices = adapter.empty(a, self.shape, self.index_dtype) if out is None else out
                 values_out = adapter.pointer(indices)
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
@@ -172,13 +176,15 @@ class PreparedCalls:
             return None
         call = self._calls.get((kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
                                 index_dtype))
-        if call is None:
-            return None
-        if call.stamps != self.stamps() or not call.adapter.ready(a, call.state.ordinal):
-            return None
-        if not self.selector.reuse(call.memo):
+        if call is None or not self.holds(call, a):
             return None
         return call
+
+    def holds(self, call, a) -> bool:
+        """Whether prepared `call` still serves this call of `a`: its stamps
+        stand, `a` is ready for it, and the selector reuses its decision."""
+        return (call.stamps == self.stamps() and call.adapter.ready(a, call.state.ordinal)
+                and self.selector.reuse(call.memo))
 
     def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
              config, state) -> None:

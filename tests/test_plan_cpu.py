@@ -1,0 +1,147 @@
+"""cudasortkit.plan without a GPU: argument checks, mismatched calls, and the
+choice between replaying a prepared call and the general path (stubs)."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.calls.plan import Plan
+
+
+class Device:
+    """A device array by __cuda_array_interface__ only (never dereferenced)."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=0x1000):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
+                                         "data": (ptr, False), "version": 3, "strides": strides}
+
+
+def test_plan_is_public():
+    assert "plan" in csk.__all__ and csk.plan is not None
+
+
+def test_host_arrays_are_refused_naming_device_kinds():
+    with pytest.raises(TypeError, match="CuPy arrays, CUDA torch.Tensors"):
+        csk.plan(like=np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    ({"op": "merge"}, ValueError, "op must be one of"),
+    ({"op": "sort_by_key"}, ValueError, "values_like"),
+    ({"values_like": Device((8,))}, ValueError, "values_like= is for op='sort_by_key'"),
+    ({"descending": 1}, TypeError, "descending"),
+    ({"axis": 1}, Exception, "out of bounds"),
+    ({"op": "argsort", "index_dtype": np.int16}, TypeError, "index_dtype"),
+    ({"op": "sort_by_key", "values_like": Device((8,)), "stable": False}, ValueError, "stable"),
+    ({"op": "sort_by_key", "values_like": Device((9,))}, ValueError, "shape"),
+    ({"algorithm": "nosuch"}, ValueError, "nosuch"),
+])
+def test_arguments_are_checked_when_the_plan_is_made(kw, error, match):
+    with pytest.raises(error, match=match):
+        csk.plan(like=Device((8,)), **kw)
+
+
+def test_non_contiguous_like_is_refused():
+    with pytest.raises(ValueError, match="C-contiguous"):
+        csk.plan(like=Device((8,), strides=(8,)))
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (Device((7,)), ValueError, "shape \\(8,\\), got \\(7,\\)"),
+    (Device((8,), "<u4"), TypeError, "dtype float32, got uint32"),
+    (Device((8,), strides=(8,)), ValueError, "C-contiguous"),
+    (np.zeros(8, np.float32), TypeError, "numpy.ndarray"),
+])
+def test_mismatched_inputs_are_refused(bad, error, match):
+    p = csk.plan(like=Device((8,)))
+    with pytest.raises(error, match=match):
+        p(bad)
+
+
+def test_mismatched_out_and_values_are_refused():
+    p = csk.plan(like=Device((8,)), op="argsort")
+    with pytest.raises(TypeError, match="dtype int64, got float32"):
+        p(Device((8,)), out=Device((8,), ptr=0x9000))
+    q = csk.plan(like=Device((8,)), op="sort_by_key", values_like=Device((8,), "<i8"))
+    with pytest.raises(TypeError, match="dtype int64, got int32"):
+        q(Device((8,)), Device((8,), "<i4"))
+    with pytest.raises(TypeError, match="p\\(keys, values\\)"):
+        q(Device((8,)))
+    with pytest.raises(TypeError, match="p\\(a\\)"):
+        p(Device((8,)), Device((8,)))
+
+
+def test_explain_and_repr_say_why_the_general_path_runs():
+    p = csk.plan(like=Device((8,)))
+    assert "general path" in p.explain() and "replays cover CuPy and PyTorch" in repr(p)
+    q = csk.plan(like=Device((8,)), op="sort_by_key", values_like=Device((8,), "<i4"))
+    assert "sort_by_key runs the general path" in q.explain()
+
+
+# ------------------------------------------------ replay or general path (stubs)
+class Call:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, a, out=None):
+        self.calls.append((a, out))
+        return ("keys", "indices")
+
+
+class Prepared:
+    """PreparedCalls' two methods a plan uses; `holding` says whether the
+    prepared call still stands."""
+
+    def __init__(self):
+        self.call, self.holding, self.found = Call(), True, 0
+
+    def find(self, kind, a, descending, stable, algorithm, index_dtype):
+        self.found += 1
+        return self.call
+
+    def holds(self, call, a):
+        return self.holding
+
+
+class Decision:
+    name = "radix"
+
+    def __str__(self):
+        return "auto -> radix"
+
+
+def _replaying_plan(monkeypatch, general):
+    """A plan of a 1-D array that would replay (its why_general forced None:
+    stub arrays are no CuPy or torch arrays)."""
+    monkeypatch.setattr(Plan, "_why_general", lambda self, last, shape, dtype: None)
+    prepared = Prepared()
+    p = Plan(Device((8,)), "sort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, general=general, prepared=prepared,
+             decide=lambda *args: Decision())
+    return p, prepared
+
+
+def test_first_call_takes_the_general_path_then_replays(monkeypatch):
+    ran = []
+    general = {"sort": lambda a, **kw: ran.append(kw) or "general"}
+    p, prepared = _replaying_plan(monkeypatch, general)
+    assert "from its second call" in p.explain()
+    a = Device((8,))
+    assert p(a) == "general"
+    assert ran == [{"out": None, "axis": -1, "descending": False, "stable": False, "algorithm": "auto"}]
+    assert prepared.found == 1
+    assert p(a) == "keys" and p(a) == "keys"
+    assert len(ran) == 1 and prepared.call.calls == [(a, None), (a, None)]
+    assert "replays one prepared launch plan" in repr(p)
+    prepared.holding = False  # the decision moved: the general path again, and prepare anew
+    assert p(a) == "general" and len(ran) == 2 and prepared.found == 2
+
+
+def test_out_apart_from_the_input_is_replayed_into_and_in_place_takes_the_general_path(
+        monkeypatch):
+    ran = []
+    general = {"sort": lambda a, **kw: ran.append(kw) or "general"}
+    p, prepared = _replaying_plan(monkeypatch, general)
+    a, b = Device((8,)), Device((8,), ptr=0x9000)
+    p._call = prepared.call
+    assert p(a, out=b) == "keys" and prepared.call.calls == [(a, b)]
+    assert p(a, out=a) == "general" and ran[-1]["out"] is a  # in place: the general path's rule
