@@ -30,7 +30,7 @@ from .tuning.measured import MeasuredPolicy
 selector = Selector(MeasuredPolicy())
 #: Repeated plain device calls of one exact shape, made without the general
 #: path while the selector's decision stands (cudasortkit/calls/prepared.py).
-prepared = PreparedCalls(selector)
+prepared = PreparedCalls(selector, execute)
 
 def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False):
@@ -63,8 +63,8 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return _along("sort", a, None, axis, descending, stable, algorithm, out, None, key_range,
                       stream, progress)
-    keys, _ = _execute("sort", Operand(a, "a"), None, descending, stable, algorithm, out, None,
-                       key_range, stream, progress=progress, caller=a)
+    keys, _ = prepared.run("sort", Operand(a, "a"), None, descending, stable, algorithm, out,
+                           None, key_range, stream, progress=progress, caller=a)
     return keys
 
 
@@ -93,8 +93,9 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return _along("argsort", a, None, axis, descending, stable, algorithm, None, None,
                       key_range, stream, progress, index_dtype)
-    _, order = _execute("argsort", Operand(a, "a"), None, descending, stable, algorithm, None, None,
-                        key_range, stream, progress=progress, caller=a, index_dtype=index_dtype)
+    _, order = prepared.run("argsort", Operand(a, "a"), None, descending, stable, algorithm,
+                            None, None, key_range, stream, progress=progress, caller=a,
+                            index_dtype=index_dtype)
     return order
 
 
@@ -115,8 +116,8 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     k, v = Operand(keys, "keys"), Operand(values, "values", "values")
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
-    return _execute("pairs", k, v, descending, True, algorithm, out, values_out, key_range, stream,
-                    progress=progress)
+    return prepared.run("pairs", k, v, descending, True, algorithm, out, values_out, key_range,
+                        stream, progress=progress)
 
 
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False,
@@ -130,8 +131,8 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     check_flags(descending, stable, algorithm)
     kind = "sort" if values is None else "pairs"
     k, v, segments = axes.ragged(keys, offsets, values, algorithm, stream)
-    ks, vs = _execute(kind, k, v, descending, stable or values is not None, algorithm, None, None,
-                      None, stream, segments)
+    ks, vs = prepared.run(kind, k, v, descending, stable or values is not None, algorithm, None,
+                          None, None, stream, segments)
     return ks if kind == "sort" else (ks, vs)
 
 
@@ -144,8 +145,8 @@ def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorith
         stable = False
     check_flags(descending, stable, algorithm)
     k, _, segments = axes.ragged(keys, offsets, None, algorithm, stream)
-    return _execute("argsort", k, None, descending, stable, algorithm, None, None, None, stream,
-                    segments)[1]
+    return prepared.run("argsort", k, None, descending, stable, algorithm, None, None, None,
+                        stream, segments)[1]
 
 
 def algorithms() -> list:
@@ -180,17 +181,8 @@ def plan(*, like, op="sort", axis=-1, descending=False, stable=None, algorithm="
     p(keys, values) for sort_by_key. A call with other arrays raises
     TypeError or ValueError naming the difference. p.explain() says what
     was chosen and whether calls replay one launch plan (a CUDA graph)."""
-    general = {"sort": sort, "argsort": argsort, "sort_by_key": sort_by_key}
     return Plan(like, op, axis=axis, descending=descending, stable=stable, algorithm=algorithm,
-                index_dtype=index_dtype, values_like=values_like, general=general,
-                prepared=prepared, decide=_decide)
-
-
-def _decide(like, values_like, axis, kind, descending, stable, algorithm):
-    """The selector's Decision for a plan (as explain() makes it)."""
-    keys, vals, segments = axes.request_parts(like, axis, values_like, None, algorithm, kind)
-    return selector.explain(make_request(kind, keys, vals, descending, stable, None, segments),
-                            algorithm)
+                index_dtype=index_dtype, values_like=values_like, prepared=prepared)
 
 
 # ------------------------------------------------------------ argument checks
@@ -199,30 +191,12 @@ def _decide(like, values_like, axis, kind, descending, stable, algorithm):
 
 
 # ------------------------------------------------------------------ execution
-def _execute(kind, keys: Operand, values: Operand | None, descending, stable, algorithm, out,
-             values_out, key_range=None, stream=None, segments=None, progress=False, caller=None,
-             index_dtype=INDEX_DTYPE):
-    """The call run by the selector (dispatch/execute.py). `caller`: the
-    caller's array when the result takes its shape (1-D, or sorted along its
-    last axis without a copy): a plain call of it is then prepared for
-    repeats."""
-    done = execute(selector, kind, keys, values, descending, stable, algorithm, out, values_out,
-                   key_range, stream, segments, progress, index_dtype)
-    if (caller is not None and values is None and out is None and key_range is None
-            and stream is None):
-        prepared.note(kind, caller, keys, descending, stable, algorithm, done.request, done.plugin,
-                      done.config, done.state)
-    return done.result
-
-
 def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out, key_range,
            stream, progress, index_dtype=INDEX_DTYPE):
     """A sort along an axis (or of an N-D array) as one segmented request."""
     along = axes.Along(kind, a, values, axis, stream, out, values_out, algorithm, index_dtype)
-    keys, vals = _execute(kind, along.keys, along.values, descending, stable, algorithm, None, None,
-                          key_range, stream, along.segments, progress, caller=along.caller,
-                          index_dtype=index_dtype)
-    return along.results(keys, vals, out, values_out)
+    return along.sort(prepared, descending, stable, algorithm, out, values_out, key_range, stream,
+                      progress, index_dtype)
 
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,

@@ -87,12 +87,25 @@ class Call:
         return ("keys", "indices")
 
 
+class Selector:
+    def explain(self, request, algorithm):
+        return Decision()
+
+
 class Prepared:
-    """PreparedCalls' two methods a plan uses; `holding` says whether the
-    prepared call still stands."""
+    """What a plan uses of PreparedCalls: find and holds (`holding` says
+    whether the prepared call still stands), run (the general path, which
+    records its arguments in `ran`) and the selector."""
 
     def __init__(self):
-        self.call, self.holding, self.found = Call(), True, 0
+        self.call, self.holding, self.found, self.ran = Call(), True, 0, []
+        self.selector = Selector()
+
+    def run(self, kind, keys, values, descending, stable, algorithm, out=None, values_out=None,
+            **kw):
+        self.ran.append({"kind": kind, "out": out, "descending": descending, "stable": stable,
+                         "algorithm": algorithm, **kw})
+        return "general", None
 
     def find(self, kind, a, descending, stable, algorithm, index_dtype):
         self.found += 1
@@ -109,25 +122,24 @@ class Decision:
         return "auto -> radix"
 
 
-def _replaying_plan(monkeypatch, general):
+def _replaying_plan(monkeypatch):
     """A plan of a 1-D array that would replay (its why_general forced None:
     stub arrays are no CuPy or torch arrays)."""
     monkeypatch.setattr(Plan, "_why_general", lambda self, last, shape, dtype: None)
     prepared = Prepared()
     p = Plan(Device((8,)), "sort", axis=-1, descending=False, stable=None, algorithm="auto",
-             index_dtype=np.int64, values_like=None, general=general, prepared=prepared,
-             decide=lambda *args: Decision())
+             index_dtype=np.int64, values_like=None, prepared=prepared)
     return p, prepared
 
 
 def test_first_call_takes_the_general_path_then_replays(monkeypatch):
-    ran = []
-    general = {"sort": lambda a, **kw: ran.append(kw) or "general"}
-    p, prepared = _replaying_plan(monkeypatch, general)
+    p, prepared = _replaying_plan(monkeypatch)
+    ran = prepared.ran
     assert "from its second call" in p.explain()
     a = Device((8,))
     assert p(a) == "general"
-    assert ran == [{"out": None, "axis": -1, "descending": False, "stable": False, "algorithm": "auto"}]
+    assert ran == [{"kind": "sort", "out": None, "descending": False, "stable": False,
+                    "algorithm": "auto", "caller": a, "index_dtype": np.dtype(np.int64)}]
     assert prepared.found == 1
     assert p(a) == "keys" and p(a) == "keys"
     assert len(ran) == 1 and prepared.call.calls == [(a, None), (a, None)]
@@ -138,9 +150,8 @@ def test_first_call_takes_the_general_path_then_replays(monkeypatch):
 
 def test_out_apart_from_the_input_is_replayed_into_and_in_place_takes_the_general_path(
         monkeypatch):
-    ran = []
-    general = {"sort": lambda a, **kw: ran.append(kw) or "general"}
-    p, prepared = _replaying_plan(monkeypatch, general)
+    p, prepared = _replaying_plan(monkeypatch)
+    ran = prepared.ran
     a, b = Device((8,)), Device((8,), ptr=0x9000)
     p._call = prepared.call
     assert p(a, out=b) == "keys" and prepared.call.calls == [(a, b)]

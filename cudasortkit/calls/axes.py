@@ -263,6 +263,15 @@ class Along:
         #: of it can be prepared for repeats), else None.
         self.caller = rows.original if rows.in_place_rows else None
 
+    def sort(self, prepared, descending, stable, algorithm, out, values_out, key_range=None,
+             stream=None, progress=False, index_dtype=INDEX_DTYPE):
+        """Run the flat sort through `prepared` (calls.prepared.PreparedCalls:
+        the general path, preparing repeats) and return results()."""
+        keys, values = prepared.run(self.kind, self.keys, self.values, descending, stable,
+                                    algorithm, None, None, key_range, stream, self.segments,
+                                    progress, caller=self.caller, index_dtype=index_dtype)
+        return self.results(keys, values, out, values_out)
+
     def results(self, keys, values, out, values_out):
         """What the public function returns, from the flat sort's results."""
         if self.kind == "sort":

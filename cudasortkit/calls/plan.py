@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dispatch.request import check_flags, check_index_dtype
+from ..dispatch.request import check_flags, check_index_dtype, make_request
 from ..dtypes import INDEX_DTYPE
-from ..gpu.arrays import c_strides, library_of, memory_span, numpy_to_torch_dtype, overlaps
+from ..gpu.arrays import (Operand, c_strides, check_outputs_apart, library_of, memory_span,
+                          numpy_to_torch_dtype, overlaps)
 from ..launch import plans as launchplan
 from ..sdk import registry
-from .axes import normalize_axis
+from .axes import Along, normalize_axis, request_parts
 
 OPS = ("sort", "argsort", "sort_by_key")
 #: The array kinds a plan takes: device arrays.
@@ -63,11 +64,10 @@ class Plan:
     p(a, out=b), or p(keys, values) for op="sort_by_key"."""
 
     def __init__(self, like, op, *, axis, descending, stable, algorithm, index_dtype, values_like,
-                 general, prepared, decide):
-        """`general`: {"sort": ..., "argsort": ..., "sort_by_key": ...}, the
-        public functions (the general path); `prepared`: their
-        PreparedCalls; `decide(like, values_like, axis, kind, descending,
-        stable, algorithm)`: the selector's Decision."""
+                 prepared):
+        """`prepared`: the public functions' PreparedCalls (calls/prepared.py):
+        their selector chooses, its general path runs a call and prepares
+        its repeats."""
         if op not in OPS:
             raise ValueError(f"op must be one of {', '.join(map(repr, OPS))}, got {op!r}")
         library = library_of(like)
@@ -87,7 +87,7 @@ class Plan:
         check_flags(descending, stable, algorithm)
         self.op, self.library, self.type = op, library, type(like)
         self.descending, self.stable, self.algorithm = bool(descending), bool(stable), algorithm
-        self._general, self._prepared = general, prepared
+        self._prepared = prepared
         self.signature = _signature(like, library)
         shape, dtype = self.signature[0], self.signature[1]
         if not self.signature[3]:
@@ -108,9 +108,12 @@ class Plan:
             if self.values_signature[0] != shape:
                 raise ValueError(f"values_like: shape {self.values_signature[0]}, the keys' "
                                  f"{shape}")
-        kind = {"sort_by_key": "pairs"}.get(op, op)
-        self.decision = decide(like, values_like, self.axis, kind, self.descending, self.stable,
-                               algorithm)
+        self.kind = {"sort_by_key": "pairs"}.get(op, op)
+        keys, vals, segments = request_parts(like, self.axis, values_like, None, algorithm,
+                                             self.kind)
+        self.decision = prepared.selector.explain(
+            make_request(self.kind, keys, vals, self.descending, self.stable, None, segments),
+            algorithm)
         # The result's signature, which out= must have (argsort: the index dtype).
         out_dtype = dtype
         if op == "argsort":
@@ -180,10 +183,9 @@ class Plan:
                 self._check(out, self.signature, "out")
             if values_out is not None:
                 self._check(values_out, self.values_signature, "values_out", " (values)")
-            return self._general["sort_by_key"](a, values, axis=self._axis_arg,
-                                                descending=self.descending,
-                                                algorithm=self.algorithm, out=out,
-                                                values_out=values_out)
+            if out is not None or values_out is not None:
+                check_outputs_apart(a, values, out, values_out)
+            return self._general(a, values, out, values_out)
         if values is not None or values_out is not None:
             raise TypeError(f"a {op} plan is called as p(a) or p(a, out=b)")
         apart = True
@@ -198,19 +200,35 @@ class Plan:
             self._call = None  # its decision moved: the general path decides and prepares anew
         return self._run_general(a, out, apart)
 
+    def _general(self, a, values=None, out=None, values_out=None):
+        """The call through the public functions' general path (a plain call
+        of `a` prepares its repeats): what they return for this op."""
+        prepared = self._prepared
+        if self._axis_arg == -1 and len(self.signature[0]) == 1:  # one 1-D sort
+            keys = Operand(a, "a" if values is None else "keys")
+            vals = None if values is None else Operand(values, "values", "values")
+            k, v = prepared.run(self.kind, keys, vals, self.descending, self.stable,
+                                self.algorithm, out, values_out,
+                                caller=a if values is None else None,
+                                index_dtype=self.index_dtype)
+        else:
+            along = Along(self.kind, a, values, self._axis_arg, None, out, values_out,
+                          self.algorithm, self.index_dtype)
+            return along.sort(prepared, self.descending, self.stable, self.algorithm, out,
+                              values_out, index_dtype=self.index_dtype)
+        return {"sort": k, "argsort": v}.get(self.op, (k, v))
+
     def _run_general(self, a, out, apart):
-        kw = dict(axis=self._axis_arg, descending=self.descending, stable=self.stable,
-                  algorithm=self.algorithm)
         record = self.why_general is None and self._call is None
         if self.op == "sort" and (out is None or not (record and apart)):
-            result = self._general["sort"](a, out=out, **kw)
+            result = self._general(a, out=out)
             out = None  # written
         elif self.op == "sort":  # a plain call prepares the replay: then copy into out
-            result = self._general["sort"](a, **kw)
+            result = self._general(a)
         else:
             if out is not None and self.library not in ("cupy", "torch"):
                 raise TypeError("an argsort plan takes out= for CuPy and PyTorch arrays only")
-            result = self._general["argsort"](a, index_dtype=self.index_dtype, **kw)
+            result = self._general(a)
         if out is not None:
             if self.library == "torch":
                 out.copy_(result)

@@ -1,5 +1,6 @@
 """Prepared calls: a repeated device sort or argsort of one exact shape, made
-again without the general path.
+again without the general path; and the general path itself as the public
+functions and plans run it (`PreparedCalls.run`: dispatch, then prepare).
 
 The general path (api -> select -> execute) spends tens of microseconds of
 Python per call reading the array interface, building a Request, choosing,
@@ -159,12 +160,32 @@ class PreparedCall:
 
 
 class PreparedCalls:
-    """The prepared calls of one Selector's decisions, by exact call shape."""
+    """The prepared calls of one Selector's decisions, by exact call shape,
+    and the general path that makes them (`run`)."""
 
-    def __init__(self, selector):
+    def __init__(self, selector, execute):
+        """`execute`: dispatch.execute.execute, the general path (passed in,
+        so that a prepared call's module imports nothing above launch)."""
         self.selector = selector
+        self._execute = execute
         self._calls: dict = {}
         self._types: set = set()  # array types some prepared call was made for
+
+    def run(self, kind, keys, values, descending, stable, algorithm, out=None, values_out=None,
+            key_range=None, stream=None, segments=None, progress=False, caller=None,
+            index_dtype=INDEX_DTYPE):
+        """The call through the general path (the selector chooses, auto
+        chooses again if a plugin turns out broken). `caller`: the caller's
+        array when the result takes its shape (1-D, or sorted along its last
+        axis without a copy): a plain call of it is then prepared for
+        repeats (note)."""
+        done = self._execute(self.selector, kind, keys, values, descending, stable, algorithm,
+                             out, values_out, key_range, stream, segments, progress, index_dtype)
+        if (caller is not None and values is None and out is None and key_range is None
+                and stream is None):
+            self.note(kind, caller, keys, descending, stable, algorithm, done.request,
+                      done.plugin, done.config, done.state)
+        return done.result
 
     def stamps(self) -> tuple:
         return (registry.generation, self.selector.policy.generation, self.selector.epoch,
