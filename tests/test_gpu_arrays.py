@@ -112,7 +112,9 @@ def test_kernel_errors_name_plugin_and_config(rng, monkeypatch):
         def choose(self, request, candidates):
             return Choice(plugin, bad, "test")
 
-    monkeypatch.setattr(api, "selector", Selector(BadConfig()))
+    selector = Selector(BadConfig())
+    monkeypatch.setattr(api, "selector", selector)
+    monkeypatch.setattr(api.prepared, "selector", selector)  # the general path's
     with pytest.raises(KernelError, match=r"plugin 'bitonic'.*block_size=4096"):
         csk.sort(cupy.asarray(make_keys("uniform", "uint32", 1 << 16, rng)))
     assert registry.entries()[ALGO].ok  # a kernel error is the config's, not a broken plugin
