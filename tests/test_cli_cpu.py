@@ -234,3 +234,10 @@ def test_list_with_a_gpu_says_plain_ok(machine, monkeypatch, capsys):
     for row in csk.algorithms():
         if row["status"] == "ok":
             assert table[row["name"]][0].split()[1:3] == ["ok", row["device"]]
+
+
+def test_list_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    """`python -m cudasortkit list | head -1`: the reader leaves early."""
+    done = subprocess.run(f"{sys.executable} -m cudasortkit list | head -1", shell=True,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.stdout.strip() and "Traceback" not in done.stderr, done.stderr

@@ -268,7 +268,13 @@ def main(argv=None) -> int:
         tune.build_parser(t)
         t.set_defaults(func=lambda args: tune.main(args=args))
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # The reader left (`list | head`): stop quietly, as other command-line
+        # tools do; stdout goes to devnull so the exit flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
