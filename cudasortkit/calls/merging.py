@@ -26,7 +26,6 @@ from ..sdk.plugin import RUN_ERRORS
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, overlaps
 from ..dtypes import key_dtype
-from ..dtypes import value_bytes as _value_bytes
 
 
 def merge(a, b, *, descending=False, out=None, stream=None):

@@ -11,13 +11,18 @@ memset, copy and launch the job issues.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from . import registry
 from ..dtypes import itemsize
 from ..errors import KernelError, describe
 from ..build import template as _template
 from ..build.template import Kernel, kernel as template_kernel
+
+if TYPE_CHECKING:  # HostJob's annotations only
+    import numpy as np
+
+    from .plugin import Request
 
 
 class Job:
