@@ -98,6 +98,8 @@ class SortPlugin:
     mistake shows in ``python -m cudasortkit list`` instead of at sort time.
     """
 
+    #: The entry-point group plugins of this kind register under.
+    entry_point_group: ClassVar[str] = "cudasortkit.algorithms"
     #: Unique name, the same as the entry point's name.
     name: ClassVar[str] = ""
     #: Key dtypes the plugin sorts (a subset of cudasortkit.dtypes.KEY_DTYPES).
@@ -227,6 +229,14 @@ class SortPlugin:
         GPU plugins get a cudasortkit.sdk.job.Job; CPU plugins a HostJob.
         """
         raise NotImplementedError
+
+    @staticmethod
+    def check_declarations(cls, entry_point_name: str | None = None) -> None:
+        """Raise TypeError/ValueError saying what is wrong with plugin class
+        `cls`'s declarations (the registry calls it as the kind's base class's
+        rule, SortPlugin.check_declarations(cls, name), so a plugin cannot
+        loosen it; every plugin kind's base class has one)."""
+        check_plugin_class(cls, entry_point_name)
 
 
 def config_is_valid(plugin, config, dtype: str, value_bytes: int, limits) -> bool:

@@ -1,4 +1,9 @@
-"""Plugin discovery through the ``cudasortkit.algorithms`` entry-point group.
+"""Plugin discovery through entry points, one group per plugin kind.
+
+Sort plugins live in ``cudasortkit.algorithms``; every other kind of plugin
+(selection, ...) has its own group and base class, listed in `KINDS`. Every
+function here takes the group it works on (default: the sorts'); plugin
+objects carry theirs (`entry_point_group`), so faults find their table.
 
 Discovery is lazy and forgiving: every entry point is loaded and validated
 once, on first use; one that fails to import or declares itself wrongly is
@@ -17,9 +22,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from ..errors import PluginError
-from .plugin import SortPlugin, check_plugin_class
+from .plugin import SortPlugin
 
-GROUP = "cudasortkit.algorithms"
+GROUP = SortPlugin.entry_point_group
+
+#: Entry-point group -> the base class its plugins subclass. The base class
+#: checks a plugin's declarations (`check_declarations(cls, entry_point_name)`).
+KINDS: dict[str, type] = {GROUP: SortPlugin}
 
 
 @dataclass
@@ -41,7 +50,8 @@ class PluginEntry:
 
 
 _lock = threading.Lock()
-_entries: dict[str, PluginEntry] | None = None
+#: group -> name -> entry, each group loaded on first use.
+_entries: dict[str, dict[str, PluginEntry]] = {}
 #: Bumped by refresh(), register() and mark_broken(): memoised choices key on it.
 generation = 0
 
@@ -57,7 +67,22 @@ def _reason(what: str, exc: BaseException) -> str:
     return f"{what} raised {message[:200]}"
 
 
-def _load(ep) -> PluginEntry:
+def group_of(plugin) -> str:
+    """The entry-point group of a plugin instance or class (its kind's)."""
+    return getattr(plugin, "entry_point_group", GROUP)
+
+
+def check_class(cls, group: str = GROUP, entry_point_name: str | None = None) -> None:
+    """Raise TypeError/ValueError saying what is wrong with plugin class
+    `cls` of the kind registered under `group`."""
+    base = KINDS[group]
+    if not (isinstance(cls, type) and issubclass(cls, base)) or cls is base:
+        raise TypeError(f"{cls!r} is not a subclass of cudasortkit.{base.__name__} "
+                        f"(entry-point group {group})")
+    base.check_declarations(cls, entry_point_name)
+
+
+def _load(ep, group: str) -> PluginEntry:
     """The entry of one entry point. Nothing the plugin's module or class
     does (an exception, sys.exit) escapes: it becomes the entry's error."""
     dist = getattr(getattr(ep, "dist", None), "name", None)
@@ -66,7 +91,7 @@ def _load(ep) -> PluginEntry:
     try:
         cls = ep.load()
         step = "declaration check"
-        check_plugin_class(cls, ep.name)
+        check_class(cls, group, ep.name)
         step = "construction"
         entry.plugin = cls()
     except (Exception, SystemExit) as exc:  # a broken plugin must not break discovery
@@ -74,7 +99,7 @@ def _load(ep) -> PluginEntry:
     return entry
 
 
-def discover() -> dict[str, PluginEntry]:
+def discover(group: str = GROUP) -> dict[str, PluginEntry]:
     """Load every entry point; built-ins first, so a third-party plugin that
     reuses a taken name is the one listed as an error (under name@dist)."""
     def order(ep):
@@ -82,7 +107,7 @@ def discover() -> dict[str, PluginEntry]:
         return (dist != "cudasortkit", ep.name, ep.value)
 
     entries: dict[str, PluginEntry] = {}
-    for ep in sorted(metadata.entry_points(group=GROUP), key=order):
+    for ep in sorted(metadata.entry_points(group=group), key=order):
         if ep.name in entries:
             dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
             first = entries[ep.name]
@@ -91,42 +116,45 @@ def discover() -> dict[str, PluginEntry]:
                 error=f"ValueError: name {ep.name!r} is registered twice "
                       f"({first.target} and {ep.value}); this one is ignored")
             continue
-        entries[ep.name] = _load(ep)
+        entries[ep.name] = _load(ep, group)
     return entries
 
 
-def entries() -> dict[str, PluginEntry]:
-    """All entry points by name, loaded on first call."""
-    global _entries
+def entries(group: str = GROUP) -> dict[str, PluginEntry]:
+    """All entry points of `group` by name, loaded on first call."""
+    if group not in KINDS:
+        raise ValueError(f"no plugin kind has entry-point group {group!r}; "
+                         f"known: {', '.join(KINDS)}")
     with _lock:
-        if _entries is None:
-            _entries = discover()
-        return _entries
+        table = _entries.get(group)
+        if table is None:
+            table = _entries[group] = discover(group)
+        return table
 
 
 def refresh() -> None:
     """Forget what was discovered (after installing a plugin package)."""
-    global _entries, generation
+    global generation
     import importlib
 
     importlib.invalidate_caches()
     with _lock:
-        _entries = None
+        _entries.clear()
         generation += 1
 
 
-def plugins() -> dict[str, SortPlugin]:
-    """The working plugins by name."""
-    return {name: e.plugin for name, e in entries().items() if e.ok}
+def plugins(group: str = GROUP) -> dict[str, SortPlugin]:
+    """The working plugins of `group` by name."""
+    return {name: e.plugin for name, e in entries(group).items() if e.ok}
 
 
-def mark_broken(name: str, reason: str) -> None:
+def mark_broken(name: str, reason: str, group: str = GROUP) -> None:
     """Take plugin `name` out of service until refresh(): `list` and
     algorithms() show it as an error with `reason` (one line), auto skips
     it and asking for it by name raises ValueError naming it. Memoised
     choices key on `generation`, so none of them still picks it."""
     global generation
-    table = entries()
+    table = entries(group)
     with _lock:
         entry = table.get(name)
         if entry is None:
@@ -171,7 +199,7 @@ def fault(plugin, reason: str) -> PluginError:
 
         raise registry.fault(plugin, "run returned 1 keys for 6")
     """
-    mark_broken(plugin.name, reason)
+    mark_broken(plugin.name, reason, group_of(plugin))
     return PluginError(plugin.name, reason)
 
 
@@ -184,10 +212,15 @@ def call(plugin, method: str, *args, **kwargs):
 
 
 def register(plugin_cls) -> None:
-    """Add a plugin class at run time (tests, notebooks); validated as usual."""
+    """Add a plugin class at run time (tests, notebooks); validated as usual,
+    into the table of its kind (its `entry_point_group`)."""
     global generation
-    check_plugin_class(plugin_cls)
-    table = entries()
+    group = group_of(plugin_cls)
+    if group not in KINDS:
+        raise TypeError(f"{plugin_cls!r} is no cudasortkit plugin (known kinds: "
+                        f"{', '.join(b.__name__ for b in KINDS.values())})")
+    check_class(plugin_cls, group)
+    table = entries(group)
     with _lock:
         table[plugin_cls.name] = PluginEntry(name=plugin_cls.name, target=plugin_cls.__qualname__,
                                              plugin=plugin_cls())
