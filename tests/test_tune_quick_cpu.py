@@ -265,11 +265,13 @@ def test_quick_plan_of_the_builtin_plugins_skips_in_few_lines():
     lines = runtime.skip_lines(work.skipped)
     assert len(lines) <= 10, lines
     assert len({line.split(" on ")[0] for line in lines}) <= len(plugins)
-    # every cell is measured by every plugin that serves it, with all its quick configs
+    # every cell is measured by every plugin that serves it, with all its
+    # quick configs, starting from the default for the cell's size
     for cell in work.cells:
+        _, n, _ = runtime.case_shape(cell.op, cell.b, cell.rows)
         for name, (plugin, strategy, configs) in cell.work.items():
             assert strategy == "quick"
-            assert configs == tuner.configs_quick(plugin, cell.dtype, 0, FakeState.limits)
+            assert configs == tuner.configs_quick(plugin, cell.dtype, 0, FakeState.limits, n)
 
 
 def test_isolated_children_feed_the_one_bar(fake_gpu, monkeypatch, capsys):

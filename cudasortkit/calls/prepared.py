@@ -223,7 +223,8 @@ class PreparedCalls:
         if memo is None or memo.plugin is not plugin:
             return
         if config is None:
-            config = registry.call(plugin, "default_config", request.dtype, request.value_bytes)
+            config = registry.default_config(plugin, request.dtype, request.value_bytes,
+                                             request.n)
         plan = launchplan.recorded(state.ordinal, plugin, request.dtype, keys.n,
                                    request.value_bytes, config, request.descending,
                                    has_values_in=kind == "argsort" and not plugin.makes_indices,

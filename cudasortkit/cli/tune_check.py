@@ -87,7 +87,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
                 if (not isinstance(e, dict) or e.get("failed") or e.get("config") is None
                         or not fits(e["config"], gpu[name])):
                     continue
-                default = registry.call(gpu[name], "default_config", dtype)
+                default = registry.default_config(gpu[name], dtype, 0, 1 << b)
                 if e["config"] == default:
                     out["tuned"].append({"plugin": name, "dtype": dtype, "n": 1 << b, "ratio": 1.0,
                                          "ok": True, "same": True})

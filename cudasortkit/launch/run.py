@@ -23,8 +23,8 @@ from .outputs import free_all, index_buffer, temporary
 
 def run_host(plugin, config, request, keys, values, targets, state):
     job = HostJob(request, keys.host(state), None if values is None else values.host(state),
-                  config or registry.call(plugin, "default_config", request.dtype,
-                                              request.value_bytes))
+                  config or registry.default_config(plugin, request.dtype,
+                                                    request.value_bytes, request.n))
     # out= and values_out= are checked before the plugin runs and its results
     # before either is written: the caller's arrays are written whole or not at all.
     if request.kind != "argsort" and targets["out"] is not None:

@@ -44,7 +44,7 @@ class Job:
         self.values_in, self.values_out = int(values_in), int(values_out)
         self.value_bytes = value_bytes = int(value_bytes)
         self.descending = bool(descending)
-        self.config = dict(registry.call(plugin, "default_config", dtype, value_bytes)
+        self.config = dict(registry.default_config(plugin, dtype, value_bytes, self.n)
                            if config is None else config)
         self.request = request
         self.stream = state.stream

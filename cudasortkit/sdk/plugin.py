@@ -209,6 +209,14 @@ class SortPlugin:
         dtype None: the tunables' own defaults."""
         return {name: t.default for name, t in self.tunables.items()}
 
+    def size_config(self, config: dict, dtype: str, value_bytes: int, n: int) -> dict:
+        """The default config for a job of n keys (all rows together): the
+        defaults for dtype and payload (`config`, from default_config),
+        adjusted for the size, e.g. smaller tiles where few keys would leave
+        most SMs idle. The core asks it wherever no tuned config exists.
+        Default: `config` unchanged."""
+        return config
+
     def config_space(self) -> dict:
         """Values the tuner sweeps, per tunable."""
         return {name: t.values for name, t in self.tunables.items()}

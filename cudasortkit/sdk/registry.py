@@ -211,6 +211,16 @@ def call(plugin, method: str, *args, **kwargs):
         return getattr(plugin, method)(*args, **kwargs)
 
 
+def default_config(plugin, dtype: str, value_bytes: int = 0, n: int | None = None) -> dict:
+    """The plugin's default config for `dtype` and payload, adjusted for a
+    job of n keys (its size_config) when n is known; plugin code guarded
+    as in call()."""
+    config = call(plugin, "default_config", dtype, value_bytes)
+    if n is None:
+        return config
+    return call(plugin, "size_config", dict(config), dtype, value_bytes, n)
+
+
 def register(plugin_cls) -> None:
     """Add a plugin class at run time (tests, notebooks); validated as usual,
     into the table of its kind (its `entry_point_group`)."""

@@ -230,7 +230,7 @@ def plan(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy: str = "quic
                     try:
                         reason = registry.call(p, "unsupported", req)
                         if reason is None:
-                            work[name] = (p, strategy, configs_for(p, dtype, vb, limits, strategy))
+                            work[name] = (p, strategy, configs_for(p, dtype, vb, limits, strategy, n))
                     except PluginError as exc:
                         out.broken[name] = exc.reason
                         del gpu[name]

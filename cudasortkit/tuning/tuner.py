@@ -258,9 +258,10 @@ class Case:
         self._bufs.clear()
 
 
-def configs_quick(plugin, dtype: str, value_bytes: int, limits) -> list:
-    """Default first, then each tunable varied alone (others at default)."""
-    default = registry.call(plugin, "default_config", dtype, value_bytes)
+def configs_quick(plugin, dtype: str, value_bytes: int, limits, n: int | None = None) -> list:
+    """Default first (for n keys where n is given), then each tunable varied
+    alone (others at default)."""
+    default = registry.default_config(plugin, dtype, value_bytes, n)
     out = [default]
     for name, values in registry.call(plugin, "config_space").items():
         for v in values:
@@ -270,11 +271,12 @@ def configs_quick(plugin, dtype: str, value_bytes: int, limits) -> list:
     return [c for c in out if _valid(plugin, c, dtype, value_bytes, limits)]
 
 
-def configs_full(plugin, dtype: str, value_bytes: int, limits) -> list:
-    """Default first, then every combination of tunable values."""
+def configs_full(plugin, dtype: str, value_bytes: int, limits, n: int | None = None) -> list:
+    """Default first (for n keys where n is given), then every combination
+    of tunable values."""
     space = registry.call(plugin, "config_space")
     names = list(space)
-    out = [registry.call(plugin, "default_config", dtype, value_bytes)]
+    out = [registry.default_config(plugin, dtype, value_bytes, n)]
     for combo in itertools.product(*(space[n] for n in names)):
         cfg = dict(zip(names, combo))
         if cfg not in out:
@@ -282,13 +284,14 @@ def configs_full(plugin, dtype: str, value_bytes: int, limits) -> list:
     return [c for c in out if _valid(plugin, c, dtype, value_bytes, limits)]
 
 
-def configs_for(plugin, dtype: str, value_bytes: int, limits, strategy: str) -> list:
+def configs_for(plugin, dtype: str, value_bytes: int, limits, strategy: str,
+                n: int | None = None) -> list:
     """The configs a strategy tries first: "quick" (configs_quick; the
     winners combined come after), "full" (configs_full) or "default" (the
     first valid of configs_quick: the default config where it is valid)."""
     if strategy == "full":
-        return configs_full(plugin, dtype, value_bytes, limits)
-    configs = configs_quick(plugin, dtype, value_bytes, limits)
+        return configs_full(plugin, dtype, value_bytes, limits, n)
+    configs = configs_quick(plugin, dtype, value_bytes, limits, n)
     return configs[:1] if strategy == "default" else configs
 
 
@@ -406,7 +409,8 @@ class Tuner:
         winners combined; "full": every valid combination; "default": only the
         default. PluginError if the plugin's own declarations fail.
         """
-        configs = configs_for(plugin, case.dtype, case.value_bytes, self.state.limits, strategy)
+        configs = configs_for(plugin, case.dtype, case.value_bytes, self.state.limits, strategy,
+                              case.n)
         entry = self.tune_cell(case, {plugin.name: (plugin, strategy, configs)})[plugin.name]
         if isinstance(entry, PluginError):
             raise entry
@@ -471,7 +475,7 @@ class Tuner:
         """The default with each tunable at its fastest value measured alone,
         if valid and not measured already."""
         dtype, vb = case.dtype, case.value_bytes
-        default = registry.call(plugin, "default_config", dtype, vb)
+        default = registry.default_config(plugin, dtype, vb, case.n)
         combo = dict(default)
         for name in registry.call(plugin, "config_space"):
             alone = [(c, ms) for c, ms in tried if all(c[k] == default[k] for k in c if k != name)]
@@ -483,7 +487,7 @@ class Tuner:
 
     def _entry(self, plugin, case: Case, strategy: str, tried: list, rejected: list,
                seconds: float) -> dict:
-        default = registry.call(plugin, "default_config", case.dtype, case.value_bytes)
+        default = registry.default_config(plugin, case.dtype, case.value_bytes, case.n)
         entry = {"n": case.n, "strategy": strategy, "complete": strategy != "default",
                  "tried": len(tried), "seconds": round(seconds, 3),
                  "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

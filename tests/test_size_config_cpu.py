@@ -1,0 +1,62 @@
+"""A plugin's default config for a size (SortPlugin.size_config): the core's
+defaults for a job of n keys, and onesweep's smaller tiles for small sorts."""
+import pytest
+
+from cudasortkit.sdk import registry
+from cudasortkit.sdk.plugin import SortPlugin, Tunable
+
+
+class Sized(SortPlugin):
+    name = "sized_probe"
+    dtypes = ("float32",)
+    device = "cpu"
+    tunables = {"tile": Tunable(8, (2, 8))}
+
+    def size_config(self, config, dtype, value_bytes, n):
+        return dict(config, tile=2) if n <= 100 else config
+
+    def run(self, job):
+        raise AssertionError("not run here")
+
+
+def test_default_config_applies_size_config_only_when_n_is_known():
+    p = Sized()
+    assert registry.default_config(p, "float32", 0) == {"tile": 8}
+    assert registry.default_config(p, "float32", 0, 100) == {"tile": 2}
+    assert registry.default_config(p, "float32", 0, 101) == {"tile": 8}
+
+
+def test_a_failing_size_config_takes_the_plugin_out_of_service():
+    class Broken(Sized):
+        name = "sized_broken"
+
+        def size_config(self, config, dtype, value_bytes, n):
+            raise RuntimeError("boom")
+
+    registry.register(Broken)
+    try:
+        with pytest.raises(Exception, match="size_config raised RuntimeError: boom"):
+            registry.default_config(registry.entries()["sized_broken"].plugin, "float32", 0, 5)
+        assert not registry.entries()["sized_broken"].ok
+    finally:
+        registry.entries().pop("sized_broken", None)
+        registry.refresh()
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "float32", "int32"])
+def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
+    p = registry.plugins()["onesweep"]
+    big = registry.default_config(p, dtype, 0, 1 << 20)
+    assert (big["block_size"], big["items_per_thread"]) == (512, 20)
+    small = registry.default_config(p, dtype, 0, 1 << 16)
+    assert (small["block_size"], small["items_per_thread"], small["min_blocks"]) == (384, 8, 0)
+    mid = registry.default_config(p, dtype, 0, 1 << 18)
+    assert (mid["block_size"], mid["items_per_thread"]) == (384, 12)
+    from cudasortkit.gpu.device import DeviceLimits
+    assert all(p.valid_config(c, dtype, 0, DeviceLimits.sm90()) for c in (small, mid))
+
+
+def test_onesweep_keeps_its_defaults_where_nothing_was_measured():
+    p = registry.plugins()["onesweep"]
+    for dtype, vb in (("uint64", 0), ("uint32", 8), ("uint16", 0)):
+        assert registry.default_config(p, dtype, vb, 1 << 12) == p.default_config(dtype, vb)
