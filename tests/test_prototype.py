@@ -125,14 +125,14 @@ HAND_WRITTEN = {
     ("counting", "counting.cu"): {
         "counting_histogram": "PqQQQPPiIIq", "counting_fill": "PqPIQQ"},
     ("counting", "counting_sweep.cu"): {
-        "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
+        "onesweep_histogram": "PqQQQPPPPP",
         "onesweep_pass": "PPPPPPqQQiiiPPPPQ"},
     ("msd_local", "msd_local.cu"): {
-        "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
+        "onesweep_histogram": "PqQQQPPPPP",
         "onesweep_pass": "PPPPPPqQQiiiPPPPQ", "msd_plan": "PPqQPPPPP",
         "msd_cuts": "PqQPqP", "msd_local_sort": "PQPP", "msd_fallback": "PPP"},
     ("onesweep", "onesweep.cu"): {
-        "onesweep_histogram": "PqQQQPP", "onesweep_plan": "PqQPP",
+        "onesweep_histogram": "PqQQQPPPPP",
         "onesweep_pass": "PPPPPPqQQiiiPPPPQ"},
     ("bitonic", "bitonic.cu"): {
         "bitonic_sort_tiles": "PPPPqQi", "bitonic_merge_tiles": "PPqQi",

@@ -52,7 +52,7 @@ msd_plan(const csk_bits_t* __restrict__ keys, const unsigned long long* __restri
     __shared__ int trivial[PASSES];
     __shared__ unsigned sample[MSD_SAMPLES];
     __shared__ int repeat;
-    os_plan_offsets(hist, n, ~0ull, offsets, trivial);
+    os_plan_offsets<BLOCK_SIZE>(hist, n, ~0ull, offsets, trivial);
     const csk_index_t stride = n / MSD_SAMPLES;  // the driver guarantees n >= MSD_SAMPLES
     for (int i = threadIdx.x; i < MSD_SAMPLES; i += BLOCK_SIZE)
         sample[i] = msd_prefix(csk_encode(keys[(csk_index_t)i * stride], (csk_bits_t)mask));

@@ -14,8 +14,9 @@ The template must include onesweep.cuh and define the same geometry as
 macros (BLOCK_SIZE, ITEMS_PER_THREAD, RADIX_BITS); it is compiled for the
 job's dtype and config like any of the plugin's kernels.
 
-Launches: onesweep_histogram (every digit of every sorted pass), onesweep_plan
-(offsets; trivial passes skipped on the device), one onesweep_pass per digit.
+Launches: onesweep_histogram (every digit of every sorted pass; its last
+block plans the passes: offsets, trivial passes skipped on the device), one
+onesweep_pass per digit.
 For argsort (values_in == 0, the `makes_indices` contract) the first pass makes
 the indices, the passes in between keep them as 32-bit words (n < 2^32) and
 the last pass writes no keys (argsort's keys are never read).
@@ -33,6 +34,9 @@ NARROW_STATUS_MAX = (1 << 30) - 1
 HIST_ITEMS = 8
 HIST_BLOCK = 1024
 HIST_SHARED_BYTES = 65536
+#: Static shared memory the histogram's plan step takes beside the dynamic
+#: counts (an upper bound: a scan's warp sums and the trivial flags).
+HIST_STATIC_BYTES = 1024
 #: Widest digit (kernels/include/onesweep.cuh), and the tile size its 16-bit per-warp
 #: counters stay below.
 MAX_RADIX_BITS = 11
@@ -40,7 +44,7 @@ TILE_LIMIT = 1 << 16
 #: value_mode of onesweep_pass (kernels/include/onesweep.cuh).
 VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
 #: The kernels of a sweep template (declared in kernels/include/onesweep.cuh).
-SWEEP_KERNELS = ("onesweep_histogram", "onesweep_plan", "onesweep_pass")
+SWEEP_KERNELS = ("onesweep_histogram", "onesweep_pass")
 
 
 @dataclass(frozen=True)
@@ -83,10 +87,11 @@ class SweepGeometry:
 
 
 def histogram_shared_bytes(limits) -> int:
-    """The histogram's shared memory on a device with `limits`: 64 KiB, or
-    the largest power of two a block may opt into below that."""
-    optin = limits.shared_per_block_optin
-    return HIST_SHARED_BYTES if optin >= HIST_SHARED_BYTES else 1 << (optin.bit_length() - 1)
+    """The histogram's dynamic shared memory on a device with `limits`:
+    64 KiB, or the largest power of two below that which a block may opt
+    into beside the kernel's static shared memory."""
+    room = limits.shared_per_block_optin - HIST_STATIC_BYTES
+    return HIST_SHARED_BYTES if room >= HIST_SHARED_BYTES else 1 << (room.bit_length() - 1)
 
 
 def sweep_defines(job) -> dict:
@@ -105,16 +110,19 @@ def status_word(job) -> int:
     return 8 if job.n > NARROW_STATUS_MAX else 4
 
 
-def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: int = 0) -> None:
+def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: int = 0,
+                     plan_at: dict | None = None) -> None:
     """onesweep_histogram over job.keys_in into `hist` (zeroed): as many
     blocks as the GPU holds at once, each adding its shared counts to `hist`
     at the end (and before a 16-bit count could overflow, on inputs of
-    billions of keys)."""
+    billions of keys). With `plan_at` (the sweep's buffers: "done", a zeroed
+    word, "offsets" and "plan") the last block also plans the passes."""
     shared = histogram_shared_bytes(job.limits)
     resident = job.limits.sm_count * kernel.resident_blocks(job.limits, HIST_BLOCK, shared)
     grid = min(job.blocks(job.n, HIST_BLOCK * HIST_ITEMS), max(resident, 1))
+    plan = (plan_at["done"], plan_at["offsets"], plan_at["plan"]) if plan_at else (0, 0, 0)
     job.launch(kernel, grid, HIST_BLOCK, job.keys_in, job.n, job.desc_mask, base, limit, hist,
-               bad, shared=shared)
+               bad, *plan, shared=shared)
 
 
 def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_in=None,
@@ -146,17 +154,16 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     # half 0), then status half 1 (zeroed by the first pass), offsets, plan,
     # ping-pong keys and values.
     half_bytes = tiles * g.digits * status_word(job)
-    at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", passes * 4),
+    at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", (passes + 1) * 4),
                           ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
                           ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
     defines = sweep_defines(job)
     kernels = {name: job.kernel(template, name, defines=defines) for name in SWEEP_KERNELS}
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
+    at["done"] = at["counters"] + passes * 4  # zeroed with the counters
     launch_histogram(job, kernels["onesweep_histogram"], at["hist"], base=base, limit=limit,
-                     bad=bad)
-    job.launch(kernels["onesweep_plan"], 1, g.block_size, at["hist"], n, limit,
-               at["offsets"], at["plan"])
+                     bad=bad, plan_at=at)
 
     argsort = vb > 0 and job.values_in == 0  # the core gave no indices: make them
     if not argsort:

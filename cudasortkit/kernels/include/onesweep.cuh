@@ -19,11 +19,11 @@
 //
 // Kernels, in launch order (cudasortkit/sdk/sweep.py drives them, for
 // plugins/onesweep.py and plugins/msd_local.py):
-//   onesweep_histogram  counts of every digit of every sorted pass
-//   onesweep_plan       per pass: exclusive digit offsets; which passes are
-//                       trivial (one digit holds every key, or above
-//                       limit's bits) and are skipped; which buffer each
-//                       remaining pass reads and writes
+//   onesweep_histogram  counts of every digit of every sorted pass; its last
+//                       block then plans the passes: exclusive digit
+//                       offsets; which passes are trivial (one digit holds
+//                       every key, or above limit's bits) and are skipped;
+//                       which buffer each remaining pass reads and writes
 //   onesweep_pass       one digit: tile id from an atomic counter, ranking by
 //                       warp-level multisplit (peers.cuh) in shared memory,
 //                       status publish + look-back, staged scatter
@@ -239,15 +239,62 @@ __device__ __forceinline__ void os_hist_flush(unsigned* counts, unsigned long lo
     }
 }
 
+// ----------------------------------------------------------------------- plan
+// Called by a whole block of THREADS threads: offsets[pass * RADIX_DIGITS +
+// d] = keys with a smaller digit d in that pass, and trivial[pass] = 1 (a
+// __shared__ array of PASSES) for a pass that one digit holds every key of,
+// or above limit's bits. trivial[] is complete after the block's next
+// __syncthreads(). hist is read through L2 (ld.cg): in onesweep_histogram
+// other blocks have just added to it.
+template <int THREADS>
+__device__ __forceinline__ void os_plan_offsets(const unsigned long long* hist, csk_index_t n,
+                                                unsigned long long limit,
+                                                unsigned long long* __restrict__ offsets, int* trivial)
+{
+    // Thread t scans the consecutive digits t * PLAN_DIGITS ...
+    enum { PLAN_DIGITS = (RADIX_DIGITS + THREADS - 1) / THREADS };
+    __shared__ unsigned long long warp_sums[THREADS / 32 + 1];
+    const int used = os_passes_used(limit);
+    if (threadIdx.x < PASSES) trivial[threadIdx.x] = threadIdx.x >= used;
+    __syncthreads();
+    const int first = threadIdx.x * PLAN_DIGITS;
+    for (int p = 0; p < used; ++p) {
+        unsigned long long c[PLAN_DIGITS], mine = 0;
+#pragma unroll
+        for (int k = 0; k < PLAN_DIGITS; ++k) {
+            c[k] = first + k < RADIX_DIGITS ? __ldcg(hist + p * RADIX_DIGITS + first + k) : 0ull;
+            mine += c[k];
+        }
+        unsigned long long total;
+        unsigned long long before =
+            csk_block_exclusive_scan<unsigned long long, THREADS>(mine, warp_sums, &total);
+#pragma unroll
+        for (int k = 0; k < PLAN_DIGITS; ++k) {
+            if (first + k < RADIX_DIGITS) {
+                offsets[p * RADIX_DIGITS + first + k] = before;
+                if (c[k] == (unsigned long long)n) trivial[p] = 1;
+            }
+            before += c[k];
+        }
+    }
+}
+
 // hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
 // for the passes below os_passes_used(limit). A key whose sorted word is
 // above limit (outside the caller's promised range) sets *bad. Launched with
 // HIST_SHARED_BYTES of dynamic shared memory, HIST_BLOCK threads a block; any
 // grid (each block loops).
+// With `done` (a zeroed word; null: no plan) the last block to finish also
+// writes the passes' plan, which saves a launch: offsets as os_plan_offsets;
+// plan[pass]: -1 if skipped (trivial, or above limit's bits), else index |
+// (active passes << 8). If every pass is trivial (all keys equal) pass 0
+// still runs, as a stable copy that also canonicalises NaN and -0.0 like
+// every other result.
 extern "C" __global__ void __launch_bounds__(HIST_BLOCK)
 onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
                    unsigned long long base, unsigned long long limit, unsigned long long* __restrict__ hist,
-                   unsigned* __restrict__ bad)
+                   unsigned* __restrict__ bad, unsigned* __restrict__ done,
+                   unsigned long long* __restrict__ offsets, int* __restrict__ plan)
 {
     extern __shared__ unsigned os_hist_smem[];
     unsigned* counts = os_hist_smem;
@@ -292,55 +339,18 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     }
     if (check && (unsigned long long)largest > limit) atomicOr(bad, 1u);
     os_hist_flush(counts, hist, used, false);
-}
-
-// ----------------------------------------------------------------------- plan
-// Called by a whole block: offsets[pass * RADIX_DIGITS + d] = keys with a
-// smaller digit d in that pass, and trivial[pass] = 1 (a __shared__ array of
-// PASSES) for a pass that one digit holds every key of, or above limit's
-// bits. trivial[] is complete after the block's next __syncthreads().
-__device__ __forceinline__ void os_plan_offsets(const unsigned long long* __restrict__ hist, csk_index_t n,
-                                                unsigned long long limit,
-                                                unsigned long long* __restrict__ offsets, int* trivial)
-{
-    // Thread t scans the consecutive digits t * PLAN_DIGITS ...
-    enum { PLAN_DIGITS = (RADIX_DIGITS + BLOCK_SIZE - 1) / BLOCK_SIZE };
-    __shared__ unsigned long long warp_sums[WARPS + 1];
-    const int used = os_passes_used(limit);
-    if (threadIdx.x < PASSES) trivial[threadIdx.x] = threadIdx.x >= used;
+    if (done == nullptr) return;
+    // Last block done: every block's adds to hist are visible once its
+    // threads fenced them before it counted itself done.
+    __shared__ bool os_last;
+    __threadfence();
     __syncthreads();
-    const int first = threadIdx.x * PLAN_DIGITS;
-    for (int p = 0; p < used; ++p) {
-        unsigned long long c[PLAN_DIGITS], mine = 0;
-#pragma unroll
-        for (int k = 0; k < PLAN_DIGITS; ++k) {
-            c[k] = first + k < RADIX_DIGITS ? hist[p * RADIX_DIGITS + first + k] : 0ull;
-            mine += c[k];
-        }
-        unsigned long long total;
-        unsigned long long before =
-            csk_block_exclusive_scan<unsigned long long, BLOCK_SIZE>(mine, warp_sums, &total);
-#pragma unroll
-        for (int k = 0; k < PLAN_DIGITS; ++k) {
-            if (first + k < RADIX_DIGITS) {
-                offsets[p * RADIX_DIGITS + first + k] = before;
-                if (c[k] == (unsigned long long)n) trivial[p] = 1;
-            }
-            before += c[k];
-        }
-    }
-}
-
-// One block. offsets as os_plan_offsets; plan[pass]: -1 if skipped
-// (trivial, or above limit's bits), else index | (active passes << 8).
-// If every pass is trivial (all keys equal) pass 0 still runs, as a stable
-// copy that also canonicalises NaN and -0.0 like every other result.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-onesweep_plan(const unsigned long long* __restrict__ hist, csk_index_t n, unsigned long long limit,
-              unsigned long long* __restrict__ offsets, int* __restrict__ plan)
-{
+    if (threadIdx.x == 0) os_last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!os_last) return;
+    __threadfence();
     __shared__ int trivial[PASSES];
-    os_plan_offsets(hist, n, limit, offsets, trivial);
+    os_plan_offsets<HIST_BLOCK>(hist, n, limit, offsets, trivial);
     __syncthreads();
     if (threadIdx.x == 0) csk_write_plan(trivial, PASSES, plan);
 }
