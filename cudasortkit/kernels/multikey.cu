@@ -1,0 +1,47 @@
+// Multi-key order (plugins/multikey.py): keys packed into one 128-bit
+// ordered word, and gathers for sorts in passes.
+//
+// Rendered per key dtype (keys.cuh): csk_bits_t is the key's width. A key's
+// field in the packed word is its ordered word (csk_encode: NaNs all ones and
+// last in both directions, -0.0 == +0.0, descending folded in), cut to
+// `width` bits (bool keys: 1 bit). Fields of more significant keys sit in
+// higher bits, so unsigned order of the packed words is the keys' lexicographic
+// order, and a stable sort of them is the stable multi-key order.
+#include "keys.cuh"
+
+// Word i of the packed keys is hi[i]:lo[i] (hi may be null when every field
+// fits 64 bits). The key's field goes to bits [shift, shift + width); `first`
+// set writes the words (the first key packed), else ORs into them.
+extern "C" __global__ void csk_pack(const csk_bits_t* __restrict__ keys, long long n,
+                                    unsigned long long* __restrict__ lo,
+                                    unsigned long long* __restrict__ hi, int shift, int width,
+                                    unsigned long long mask64, int first)
+{
+    const csk_bits_t mask = (csk_bits_t)mask64;
+    const unsigned long long field_mask = width >= 64 ? ~0ull : ((1ull << width) - 1ull);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        const unsigned long long u = (unsigned long long)csk_encode(keys[i], mask) & field_mask;
+        const unsigned __int128 field = (unsigned __int128)u << shift;
+        const unsigned long long l = (unsigned long long)field;
+        const unsigned long long h = (unsigned long long)(field >> 64);
+        if (first) {
+            lo[i] = l;
+            if (hi != nullptr) hi[i] = h;
+        } else {
+            lo[i] |= l;
+            if (hi != nullptr) hi[i] |= h;
+        }
+    }
+}
+
+// dst[i] = src[order[i]]: a key put in the current order (sorts in passes,
+// the high words of 128-bit packed keys).
+extern "C" __global__ void csk_gather(const csk_bits_t* __restrict__ src,
+                                      const long long* __restrict__ order, long long n,
+                                      csk_bits_t* __restrict__ dst)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = src[order[i]];
+}
