@@ -21,6 +21,19 @@ from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
 
 GROUP = MultikeyPlugin.entry_point_group
+_selector = None
+
+
+def default_selector():
+    """A selector for callers that have none (unique_rows): measured policy,
+    as api.selector; made on first use."""
+    global _selector
+    if _selector is None:
+        from ..dispatch.select import Selector
+        from ..tuning.measured import MeasuredPolicy
+
+        _selector = Selector(MeasuredPolicy())
+    return _selector
 
 
 def choose(job: MultikeyJob, algorithm: str = "auto") -> MultikeyPlugin:

@@ -1,0 +1,98 @@
+"""Unique rows: numpy.unique(a, axis=0, ...) for host and device arrays.
+
+NumPy's rule, which this keeps exactly: rows are compared as structured
+records, field by field, first column most significant, NaNs sorting last
+and -0.0 == +0.0; the unique rows come back sorted, each the first of its
+run in a stable order (so return_index gives every row's first occurrence).
+Equal rows are equal value by value, so a row holding a NaN equals no other
+row: NumPy ignores equal_nan for axis=0 (NumPy 2.4 checked), and so does this.
+
+Device arrays: the rows' order is the multi-key order of the columns
+(cudasortkit/calls/multikey.py: ``packed`` when a row fits 128 bits, e.g.
+10 uint8 columns, else ``passes``), computed on the GPU in the caller's
+stream; the order and the rows are then downloaded and the runs marked and
+compacted on the host with NumPy, and the results return as arrays of a's
+library.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import order as host_order
+from ..gpu.arrays import Operand, library_of
+from .multikey import default_selector, order_of
+
+_DEVICE = ("cupy", "torch", "gpuarray", "cai")
+
+
+def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=False,
+                equal_nan=True, stream=None, selector=None):
+    """numpy.unique(a, axis=0, return_index=, return_inverse=, return_counts=,
+    equal_nan=): the unique rows (a bare array) or a tuple in NumPy's order
+    (unique, index, inverse, counts: those asked for), in a's array kind;
+    indices int64. `selector` chooses the sorts on the GPU (default: one
+    reading this device's measurements, as the public calls' does)."""
+    flags = (return_index, return_inverse, return_counts)
+    if library_of(a) not in _DEVICE:
+        host = _host_array(a)
+        return np.unique(host, return_index=return_index, return_inverse=return_inverse,
+                         return_counts=return_counts, axis=0, equal_nan=equal_nan)
+    shape = tuple(a.shape)
+    if not shape:
+        raise np.exceptions.AxisError(0, 0)
+    n, width = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+    rows = a.reshape(n, width) if len(shape) != 2 else a
+    flat = Operand(a.reshape(-1), "a")
+    if n == 0 or width == 0:  # nothing to sort: NumPy's answer for the shape
+        results = np.unique(np.empty(shape, flat.dtype), return_index=return_index,
+                            return_inverse=return_inverse, return_counts=return_counts, axis=0)
+        return _wrap(flat, results, any(flags))
+    if library_of(a) not in ("cupy", "torch"):
+        raise TypeError("unique_rows of device arrays takes CuPy arrays and CUDA tensors")
+    selector = selector or default_selector()
+    columns = [rows[:, j] for j in range(width)]
+
+    def finish(order, state, caller):
+        host_rows = flat.host(state).reshape(n, width)
+        return Operand(order, "order").host(state), host_rows
+
+    order, host_rows = order_of(columns, (False,) * width, selector, "auto", stream, then=finish)
+    return _wrap(flat, compact(host_rows, order, shape, return_index, return_inverse,
+                               return_counts), any(flags))
+
+
+def compact(rows: np.ndarray, order: np.ndarray, shape, return_index, return_inverse,
+            return_counts):
+    """numpy.unique's results from n rows (n x width) and their stable
+    order: runs of rows equal value by value, the first of each kept."""
+    ordered = rows[order]
+    comparable = host_order.comparable(ordered)
+    start = np.empty(len(order), bool)
+    start[:1] = True
+    start[1:] = np.any(comparable[1:] != comparable[:-1], axis=1)
+    firsts = np.flatnonzero(start)
+    results = [ordered[firsts].reshape((len(firsts), *shape[1:]))]
+    if return_index:
+        results.append(order[firsts].astype(np.int64, copy=False))
+    if return_inverse:
+        inverse = np.empty(len(order), np.int64)
+        inverse[order] = np.cumsum(start) - 1
+        results.append(inverse)
+    if return_counts:
+        results.append(np.diff(np.append(firsts, len(order))).astype(np.int64))
+    return tuple(results)
+
+
+def _host_array(a) -> np.ndarray:
+    if library_of(a) == "torch-cpu":
+        raise TypeError("unique_rows: pass a NumPy array or a device array (CuPy, PyTorch CUDA, "
+                        "pycuda), not a CPU tensor; a.numpy() is one")
+    return np.asarray(a)
+
+
+def _wrap(like: Operand, results, as_tuple: bool):
+    """NumPy results as arrays of like's library: a bare array or a tuple."""
+    if not isinstance(results, tuple):
+        results = (results,)
+    wrapped = tuple(like.wrap_host(np.ascontiguousarray(r)) for r in results)
+    return wrapped if as_tuple else wrapped[0]
