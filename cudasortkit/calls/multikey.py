@@ -12,6 +12,7 @@ sort), all in the caller's stream.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
 from ..dispatch.execute import run
 from ..dispatch.request import caller_ordering, make_request
@@ -154,7 +155,12 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     if not keys:
         raise TypeError("need sequence of keys with len > 0 in lexsort")
     if not any(library_of(k) in _DEVICE for k in keys):
-        host = [np.asarray(k) for k in reversed(keys)]  # numpy.lexsort checks shapes and axis
+        host = [np.asarray(k) for k in reversed(keys)]
+        # NumPy's checks, here: an error inside a plugin would mark it broken
+        if len({k.shape for k in host}) > 1:
+            raise ValueError("all keys need to be the same shape")
+        if host[0].ndim:
+            normalize_axis_index(axis, host[0].ndim)
         return _run(MultikeyJob(host, (False,) * len(host), host[0].size, axis=axis), algorithm)
     shapes = {tuple(getattr(k, "shape", ())) for k in keys}
     if len(shapes) > 1:

@@ -7,7 +7,9 @@ run in a stable order (so return_index gives every row's first occurrence).
 Equal rows are equal value by value, so a row holding a NaN equals no other
 row: NumPy ignores equal_nan for axis=0 (NumPy 2.4 checked), and so does this.
 
-Device arrays: the rows' order is the multi-key order of the columns
+Device arrays of 2 or more dimensions and dtypes other than float16 and
+bfloat16 (which, like 1-D and empty arrays, NumPy answers on the downloaded
+rows): the rows' order is the multi-key order of the columns
 (cudasortkit/calls/multikey.py: ``packed`` when a row fits 128 bits, e.g.
 10 uint8 columns, else ``passes``), computed on the GPU in the caller's
 stream; the order and the rows are then downloaded and the runs marked and
@@ -43,9 +45,15 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
     n, width = shape[0], int(np.prod(shape[1:], dtype=np.int64))
     rows = a.reshape(n, width) if len(shape) != 2 else a
     flat = Operand(a.reshape(-1), "a")
-    if n == 0 or width == 0:  # nothing to sort: NumPy's answer for the shape
-        results = np.unique(np.empty(shape, flat.dtype), return_index=return_index,
-                            return_inverse=return_inverse, return_counts=return_counts, axis=0)
+    if n == 0 or width == 0 or len(shape) == 1 or flat.dtype.kind == "f" and flat.dtype.itemsize == 2 \
+            or flat.dtype.kind == "V":
+        # NumPy's own answer, on the downloaded rows: empty shapes; 1-D arrays
+        # (NumPy treats them as axis=None: NaNs merge under equal_nan);
+        # float16 rows (NumPy's structured compare puts their NaNs first) and
+        # bfloat16 (whatever NumPy does with ml_dtypes)
+        results = np.unique(flat.host().reshape(shape), return_index=return_index,
+                            return_inverse=return_inverse, return_counts=return_counts, axis=0,
+                            equal_nan=equal_nan)
         return _wrap(flat, results, any(flags))
     if library_of(a) not in ("cupy", "torch"):
         raise TypeError("unique_rows of device arrays takes CuPy arrays and CUDA tensors")

@@ -1,0 +1,227 @@
+"""Multi-key order on the host: lexsort, structured order=, sort_by_key with
+a tuple of keys, unique rows; the plugin kind and the API's rules (NumPy's
+semantics, references from NumPy itself)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.calls import multikey
+from cudasortkit.calls.unique_rows import compact, unique_rows
+from cudasortkit.sdk import registry
+from cudasortkit.sdk.multikey import MultikeyJob, key_bits
+from helpers import DISTRIBUTIONS, as_dtype, comparable, dense_rank, make_keys
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]
+PADDED = np.dtype({"names": ["a", "b"], "formats": ["u1", "<f4"], "offsets": [0, 4],
+                   "itemsize": 12})
+
+
+def keys_of(dtype, dist, n, seed):
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.integers(0, 2, n).astype(bool)
+    return make_keys(dist, as_dtype(dtype), n, rng)
+
+
+def reference_order(keys, descending):
+    """Stable order by keys (first primary), each ascending or descending in
+    NumPy 2.5's order (NaNs last both ways), from dense ranks."""
+    ranks = []
+    for k, desc in zip(keys, descending):
+        r = dense_rank(np.asarray(k)).astype(np.int64)
+        if desc:
+            c = comparable(np.asarray(k))
+            nan = np.isnan(c) if c.dtype.kind == "f" else np.zeros(len(c), bool)
+            r = np.where(nan, np.iinfo(np.int64).max, -r)
+        ranks.append(r)
+    return np.lexsort(ranks[::-1])
+
+
+# ------------------------------------------------------------------ lexsort
+@pytest.mark.parametrize("dtype", DTYPES + ["bfloat16"])
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_lexsort_matches_numpy(dtype, dist):
+    a = keys_of(dtype, dist, 300, 1)
+    b = keys_of("int8", "few_unique", 300, 2)
+    got = csk.lexsort((a, b))
+    want = np.lexsort((comparable(a), b))
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_lexsort_nan_and_signed_zero():
+    a = np.array([np.nan, 0.0, -0.0, 1.0, np.nan, -0.0, -np.inf], np.float32)
+    b = np.zeros(7, np.int32)
+    np.testing.assert_array_equal(csk.lexsort((a, b)), np.lexsort((a, b)))
+    np.testing.assert_array_equal(csk.lexsort((b, a)), np.lexsort((b, a)))
+
+
+def test_lexsort_nd_axis_noncontiguous_2d_and_empty():
+    rng = np.random.default_rng(3)
+    k = rng.integers(0, 3, (3, 4, 10))
+    for axis in (-1, 0, 1):
+        np.testing.assert_array_equal(csk.lexsort(k, axis=axis), np.lexsort(k, axis=axis))
+    strided = [rng.integers(0, 4, 40)[::2], rng.random(40)[::-2]]
+    np.testing.assert_array_equal(csk.lexsort(strided), np.lexsort(strided))
+    empty = (np.array([], np.int32), np.array([], np.float32))
+    assert csk.lexsort(empty).shape == (0,)
+    np.testing.assert_array_equal(csk.lexsort(k[:, 0, :]), np.lexsort(k[:, 0, :]))  # 2-D: rows are keys
+
+
+def test_lexsort_bad_input():
+    with pytest.raises(TypeError, match="len > 0"):
+        csk.lexsort(())
+    with pytest.raises(ValueError, match="same shape"):
+        csk.lexsort([np.arange(3), np.arange(4)])
+    with pytest.raises(ValueError, match="no working multi-key plugin named 'nope'"):
+        csk.lexsort([np.arange(3)], algorithm="nope")
+    with pytest.raises(ValueError, match="cannot order"):
+        csk.lexsort([np.arange(3)], algorithm="packed")  # host keys: a GPU plugin refuses
+
+
+# ------------------------------------------------------- structured order=
+def padded(n=200, seed=4):
+    rng = np.random.default_rng(seed)
+    s = np.zeros(n, PADDED)
+    s["a"] = rng.integers(0, 4, n)
+    s["b"] = rng.choice(np.array([np.nan, -0.0, 0.0, 1.5, -2.0], np.float32), n)
+    s.view(np.uint8).reshape(n, 12)[:, 1:4] = rng.integers(0, 256, (n, 3))  # padding garbage
+    return s
+
+
+@pytest.mark.parametrize("order", [None, "a", "b", ["b", "a"], ["a"]])
+def test_structured_order_matches_numpy(order):
+    s = padded()
+    np.testing.assert_array_equal(csk.argsort(s, order=order),
+                                  np.argsort(s, order=order, kind="stable"))
+    got, want = csk.sort(s, order=order), np.sort(s, order=order, kind="stable")
+    assert got.dtype == s.dtype
+    for name in s.dtype.names:  # padding bytes are no part of the result
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_structured_nd_axis_and_none():
+    s = padded(60).reshape(3, 20)
+    for axis in (-1, 0, None):
+        np.testing.assert_array_equal(csk.argsort(s, order="b", axis=axis),
+                                      np.argsort(s, order="b", axis=axis, kind="stable"))
+        got = csk.sort(s, order=["b"], axis=axis)
+        want = np.sort(s, order=["b"], axis=axis, kind="stable")
+        for name in s.dtype.names:
+            np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_structured_order_errors_as_numpy():
+    s = padded(5)
+    with pytest.raises(ValueError, match="Cannot specify order"):
+        csk.argsort(np.arange(3), order="a")
+    with pytest.raises(ValueError, match="unknown field name: c"):
+        csk.sort(s, order="c")
+    with pytest.raises(ValueError, match="duplicate field name: b"):
+        csk.argsort(s, order=["b", "b"])
+    nested = np.zeros(3, [("a", "i4"), ("b", "f4", (2,))])
+    with pytest.raises(TypeError, match="not a scalar key"):
+        csk.argsort(nested)
+
+
+# ------------------------------------------------- multi-key sort_by_key
+@pytest.mark.parametrize("desc", [False, True, (True, False), (False, True)])
+@pytest.mark.parametrize("dtype", ["float32", "int16", "bool", "float64"])
+def test_sort_by_key_tuple(desc, dtype):
+    k1 = keys_of(dtype, "special", 400, 5)
+    k2 = keys_of("float32", "special", 400, 6)
+    v = np.arange(400, dtype=np.int64)
+    flags = (desc, desc) if isinstance(desc, bool) else desc
+    (s1, s2), sv = csk.sort_by_key((k1, k2), v, descending=desc)
+    want = reference_order([k1, k2], flags)
+    np.testing.assert_array_equal(sv, want)
+    np.testing.assert_array_equal(s1, k1[want])
+    np.testing.assert_array_equal(s2.view(np.uint32), k2[want].view(np.uint32))
+
+
+def test_sort_by_key_tuple_rules():
+    k = np.arange(4)
+    with pytest.raises(ValueError, match="differ in length"):
+        csk.sort_by_key((k, k), np.arange(5.0))
+    with pytest.raises(ValueError, match="sequence of 2 bools"):
+        csk.sort_by_key((k, k), np.arange(4.0), descending=(True,))
+    with pytest.raises(ValueError, match="no out="):
+        csk.sort_by_key((k, k), np.arange(4.0), out=k)
+    with pytest.raises(ValueError, match="same shape"):
+        csk.sort_by_key((k, np.arange(5)), np.arange(4.0))
+    with pytest.raises(TypeError, match="values"):
+        csk.sort_by_key((k, k), np.array(["x"] * 4))
+
+
+# ------------------------------------------------------------- plugin kind
+class _DeviceKey:
+    on_device = True
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+
+
+def test_multikey_kind_registered_and_auto_choice():
+    found = registry.plugins("cudasortkit.multikey")
+    assert {"numpy", "packed", "passes"} <= set(found)
+    host = MultikeyJob([np.arange(3)], (False,), 3)
+    assert multikey.choose(host).name == "numpy"
+    fits = MultikeyJob([_DeviceKey("int64"), _DeviceKey("float32"), _DeviceKey("int16"),
+                        _DeviceKey("bool")], (False,) * 4, 3)
+    assert fits.bits == 64 + 32 + 16 + 1 and multikey.choose(fits).name == "packed"
+    wide = MultikeyJob([_DeviceKey("float64")] * 3, (False,) * 3, 3)
+    assert wide.bits == 192 and multikey.choose(wide).name == "passes"
+    assert key_bits(np.bool_) == 1 and key_bits(np.int8) == 8
+
+
+# -------------------------------------------------------------- unique rows
+def _assert_unique_equal(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+FLAGS = [dict(), dict(return_index=True), dict(return_inverse=True, return_counts=True),
+         dict(return_index=True, return_inverse=True, return_counts=True)]
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_unique_rows_host_is_numpy(flags):
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 3, (500, 3)).astype(np.uint8)
+    _assert_unique_equal(unique_rows(a, **flags), np.unique(a, axis=0, **flags))
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != "float16"])
+@pytest.mark.parametrize("shape", [(300, 3), (200, 2, 2), (300, 1)])
+def test_compact_matches_numpy(dtype, shape):
+    """The device path's host half (run starts and compaction of the rows in
+    their multi-key order) against numpy.unique(axis=0) with every flag."""
+    n = int(np.prod(shape))
+    a = keys_of(dtype, "special", n, 8)
+    a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
+    rows = a.reshape(shape[0], -1)
+    order = np.lexsort(comparable(rows).T[::-1])
+    got = compact(rows, order, shape, True, True, True)
+    want = np.unique(a, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(comparable(got[0]), want[0])
+    for g, w in zip(got[1:], want[1:]):
+        assert g.dtype == np.int64
+        np.testing.assert_array_equal(g, w)
+
+
+def test_unique_rows_nan_rows_stay_apart_as_numpy():
+    a = np.array([[1, np.nan], [0, 1], [1, np.nan], [-0.0, 1], [np.nan, 0], [np.nan, 0]])
+    for equal_nan in (True, False):
+        flags = dict(return_index=True, return_inverse=True, return_counts=True)
+        want = np.unique(a, axis=0, equal_nan=equal_nan, **flags)
+        _assert_unique_equal(unique_rows(a, equal_nan=equal_nan, **flags), want)
+        order = np.lexsort(a.T[::-1])
+        for g, w in zip(compact(a, order, a.shape, True, True, True), want):
+            np.testing.assert_array_equal(g, w)
