@@ -127,9 +127,15 @@ def _device_order(operands, descending, n, selector, algorithm, state, caller):
             except PluginError:
                 continue
 
+    temporaries = []  # kept until the work on them is queued in the caller's order
+
     def empty(count, dtype):
         r = Result(like, dtype, state, None, "temporary", caller)
+        temporaries.append(r.value)
         return r.value, r.ptr
+
+    if n == 0:
+        return empty(0, np.int64)[0]
 
     job = MultikeyJob(operands, descending, n, state,
                       argsort=lambda a, desc: core("argsort", a, None, desc)[1],

@@ -21,7 +21,10 @@ extern "C" __global__ void csk_pack(const csk_bits_t* __restrict__ keys, long lo
     const unsigned long long field_mask = width >= 64 ? ~0ull : ((1ull << width) - 1ull);
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
-        const unsigned long long u = (unsigned long long)csk_encode(keys[i], mask) & field_mask;
+        // a 1-bit field is a bool: any nonzero byte is True (NumPy's rule)
+        const unsigned long long u = width == 1
+            ? (unsigned long long)((keys[i] != 0) ^ (int)(mask64 & 1ull))
+            : (unsigned long long)csk_encode(keys[i], mask) & field_mask;
         const unsigned __int128 field = (unsigned __int128)u << shift;
         const unsigned long long l = (unsigned long long)field;
         const unsigned long long h = (unsigned long long)(field >> 64);
