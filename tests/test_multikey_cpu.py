@@ -225,3 +225,14 @@ def test_unique_rows_nan_rows_stay_apart_as_numpy():
         order = np.lexsort(a.T[::-1])
         for g, w in zip(compact(a, order, a.shape, True, True, True), want):
             np.testing.assert_array_equal(g, w)
+
+
+# -------------------------------------------------------------------- bench
+def test_bench_family_flag_and_table():
+    from cudasortkit.cli import bench, bench_family
+
+    assert bench.build_parser().parse_args(["--family"]).family
+    assert bench_family.CASES == [bench_family.lexsort_rows, bench_family.unique_rows_rows]
+    table = bench_family.format_rows([{"case": "lexsort", "ok": True, "csk_ms": 2.0,
+                                       "cupy_ms": 5.0}, {"case": "wrong", "ok": False}])
+    assert "2.50" in table and "False" in table
