@@ -250,7 +250,7 @@ def test_multikey_kernels_compile_sm90():
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, "\n".join(failures[:3])
     for dtype, (_, _, ptx) in zip(KEY_DTYPES, results):
-        for name, count in (("csk_pack", 8), ("csk_gather", 4)):
+        for name, count in (("csk_pack", 10), ("csk_gather", 4)):
             signature = MULTIKEY.signature(name, dtype, 0, _CONFIG)
             assert len(signature) == count, f"{name}: {signature!r}"
             assert [LETTER_BYTES[c] for c in signature] == _ptx_params(ptx, name), name

@@ -236,3 +236,114 @@ def test_bench_family_flag_and_table():
     table = bench_family.format_rows([{"case": "lexsort", "ok": True, "csk_ms": 2.0,
                                        "cupy_ms": 5.0}, {"case": "wrong", "ok": False}])
     assert "2.50" in table and "False" in table
+
+
+# ------------------------------------ the device plugins' logic, emulated
+def _ordered(k: np.ndarray, desc: bool) -> np.ndarray:
+    """keys.cuh's csk_encode in NumPy: ordered unsigned words (NaNs all ones
+    and not flipped when descending, -0.0 as +0.0)."""
+    if k.dtype == np.bool_:
+        return (k != 0).astype(np.uint64) ^ np.uint64(desc)
+    bits = 8 * k.dtype.itemsize
+    ones = np.uint64((1 << bits) - 1)
+    u = k.view(f"u{k.dtype.itemsize}").astype(np.uint64)
+    sign = np.uint64(1 << (bits - 1))
+    if k.dtype.kind == "i":
+        u = u ^ sign
+    elif k.dtype.kind in "fV":
+        c = comparable(k)
+        u = np.where(c == 0, np.uint64(0), u)
+        u = np.where(u & sign != 0, ~u & ones, u | sign)
+        nan = np.isnan(c)
+        u = np.where(nan, ones, u)
+        return np.where(nan, u, u ^ ones) if desc else u
+    return u ^ ones if desc else u
+
+
+class _Key:
+    on_device = True
+
+    def __init__(self, array, memory):
+        self.array, self.dtype = array, array.dtype
+        from cudasortkit.dtypes import key_dtype
+        self.key_dtype = key_dtype(array.dtype)
+        self._ptr = memory.put(array)
+
+    def device_ptr(self, state):
+        return self._ptr
+
+
+class _Memory:
+    """Device pointers -> NumPy arrays, for emulated launches."""
+
+    def __init__(self):
+        self.arrays = {}
+
+    def put(self, a):
+        ptr = 0x1000 * (len(self.arrays) + 1)
+        self.arrays[ptr] = a
+        return ptr
+
+
+@pytest.mark.parametrize("dtypes", [("int32", "float32"), ("float32", "int32", "float32"),
+                                    ("bool", "int8", "float16"), ("float64", "int64"),
+                                    ("uint16", "bfloat16", "bool", "float64", "int32")])
+@pytest.mark.parametrize("plugin_name", ["packed", "passes"])
+@pytest.mark.parametrize("desc", [False, True, "mixed"])
+def test_device_plugins_emulated(monkeypatch, dtypes, plugin_name, desc):
+    """PackedLexsort / PassesLexsort.run with csk_pack and csk_gather emulated
+    in NumPy and the core's stable sorts as NumPy's: the fields' shifts and
+    widths, the words' dtypes and the two-word sort give the reference order."""
+    from cudasortkit.plugins import multikey as plugins
+
+    memory = _Memory()
+    n = 500
+    keys = [keys_of(d, "special", n, 30 + i) for i, d in enumerate(dtypes)]
+    keys = [k % 3 if k.dtype.kind in "iu" else k for k in keys]
+    flags = tuple((i % 2 == 1) if desc == "mixed" else desc for i in range(len(keys)))
+
+    def launch(owner, state, dtype, name, count, args):
+        if name == "csk_gather":
+            src, order, _, dst = args
+            memory.arrays[dst][...] = memory.arrays[src][memory.arrays[order]]
+            return
+        kp, _, lo, lo_bytes, hi, hi_bytes, shift, width, mask, first = args
+        key = memory.arrays[kp]
+        assert mask in (0, (1 << (8 * max(key.dtype.itemsize, 1))) - 1)
+        u = _ordered(key, bool(mask)) & np.uint64((1 << width) - 1 if width < 64 else ~0 & (2**64 - 1))
+        field = [int(x) << shift for x in u]
+        for ptr, nbytes, part in ((lo, lo_bytes, lambda f: f & (2**64 - 1)), (hi, hi_bytes, lambda f: f >> 64)):
+            if not ptr:
+                continue
+            words = memory.arrays[ptr]
+            assert words.dtype.itemsize == nbytes
+            vals = np.array([part(f) for f in field], np.uint64)
+            assert int(vals.max(initial=0)) < 2 ** (8 * nbytes), "a field spills out of its word"
+            words[...] = vals.astype(words.dtype) if first else words | vals.astype(words.dtype)
+
+    def ptr_of(a):  # the emulated device address of an array (registered on first use)
+        return next((p for p, x in memory.arrays.items() if x is a), None) or memory.put(a)
+
+    monkeypatch.setattr(plugins, "launch", launch)
+    monkeypatch.setattr("cudasortkit.sdk.multikey.launch", launch)
+    monkeypatch.setattr("cudasortkit.sdk.multikey.device_ptr", ptr_of)
+
+    def empty(count, dtype):
+        a = np.zeros(count, dtype)
+        return a, memory.put(a)
+
+    def argsort(a, d):
+        return csk.order.argsort(a, d)
+
+    def sort_pairs(k, v, d):
+        o = csk.order.argsort(k, d)
+        return k[o], v[o]
+
+    job = MultikeyJob([_Key(k, memory) for k in keys], flags, n, object(), argsort=argsort,
+                      sort_pairs=sort_pairs, empty=empty)
+    plugin = registry.plugins("cudasortkit.multikey")[plugin_name]
+    if plugin_name == "packed" and job.bits > 128:
+        assert not plugin.supports(job)
+        return
+    got = plugin.run(job)
+    np.testing.assert_array_equal(got, reference_order(keys, flags))

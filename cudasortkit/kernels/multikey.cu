@@ -9,12 +9,31 @@
 // order, and a stable sort of them is the stable multi-key order.
 #include "keys.cuh"
 
-// Word i of the packed keys is hi[i]:lo[i] (hi may be null when every field
-// fits 64 bits). The key's field goes to bits [shift, shift + width); `first`
-// set writes the words (the first key packed), else ORs into them.
+// Store (first) or OR `v` into element i of an array of unsigned words of
+// `bytes` (1, 2, 4 or 8) bytes.
+__device__ __forceinline__ void csk_put(void* words, int bytes, long long i,
+                                        unsigned long long v, int first)
+{
+    switch (bytes) {
+    case 1: { unsigned char* w = (unsigned char*)words;
+              w[i] = (unsigned char)(first ? v : (w[i] | v)); break; }
+    case 2: { unsigned short* w = (unsigned short*)words;
+              w[i] = (unsigned short)(first ? v : (w[i] | v)); break; }
+    case 4: { unsigned int* w = (unsigned int*)words;
+              w[i] = (unsigned int)(first ? v : (w[i] | v)); break; }
+    default: { unsigned long long* w = (unsigned long long*)words;
+               w[i] = first ? v : (w[i] | v); }
+    }
+}
+
+// The packed key of row i is the number hi[i] * 2^64 + lo[i]: lo holds its
+// bits 0..63 in words of lo_bytes, hi (null when every field fits lo) the
+// rest in words of hi_bytes, each as narrow as the fields allow. The key's
+// field goes to bits [shift, shift + width); `first` set writes the words
+// (the first key packed), else ORs into them.
 extern "C" __global__ void csk_pack(const csk_bits_t* __restrict__ keys, long long n,
-                                    unsigned long long* __restrict__ lo,
-                                    unsigned long long* __restrict__ hi, int shift, int width,
+                                    void* __restrict__ lo, int lo_bytes,
+                                    void* __restrict__ hi, int hi_bytes, int shift, int width,
                                     unsigned long long mask64, int first)
 {
     const csk_bits_t mask = (csk_bits_t)mask64;
@@ -26,15 +45,8 @@ extern "C" __global__ void csk_pack(const csk_bits_t* __restrict__ keys, long lo
             ? (unsigned long long)((keys[i] != 0) ^ (int)(mask64 & 1ull))
             : (unsigned long long)csk_encode(keys[i], mask) & field_mask;
         const unsigned __int128 field = (unsigned __int128)u << shift;
-        const unsigned long long l = (unsigned long long)field;
-        const unsigned long long h = (unsigned long long)(field >> 64);
-        if (first) {
-            lo[i] = l;
-            if (hi != nullptr) hi[i] = h;
-        } else {
-            lo[i] |= l;
-            if (hi != nullptr) hi[i] |= h;
-        }
+        csk_put(lo, lo_bytes, i, (unsigned long long)field, first);
+        if (hi != nullptr) csk_put(hi, hi_bytes, i, (unsigned long long)(field >> 64), first);
     }
 }
 
