@@ -47,7 +47,8 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     does (docs/multikey.md).
     """
     if order is not None or getattr(getattr(a, "dtype", None), "names", None):
-        return multikey.sort_fields(_structured(a, order), order, axis, descending)
+        return multikey.sort_fields(_structured(a, order, descending, out, key_range), order,
+                                    axis, descending)
     if stable is None:
         stable = False
     if progress is not False:
@@ -81,7 +82,8 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     fewer than 2^31 keys (a 1-D array along its axis, axis=None, one row).
     stable=None is the default (False). order=: as for sort (structured arrays)."""
     if order is not None or getattr(getattr(a, "dtype", None), "names", None):
-        return multikey.argsort_fields(_structured(a, order), order, axis, descending)
+        return multikey.argsort_fields(_structured(a, order, descending, None, key_range), order,
+                                       axis, descending)
     if stable is None:
         stable = False
     if progress is not False:
@@ -173,13 +175,17 @@ def lexsort(keys, axis=-1, *, algorithm="auto", stream=None):
     return multikey.lexsort(keys, axis, selector=selector, algorithm=algorithm, stream=stream)
 
 
-def _structured(a, order):
+def _structured(a, order, descending, out, key_range):
     """`a` as a host structured array for order= (NumPy's rule: order= on an
-    array without fields raises ValueError)."""
+    array without fields raises ValueError); out= and key_range= are not
+    taken with fields."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"order= sorts NumPy structured arrays, not {type(a).__name__}")
     if a.dtype.names is None:
         raise ValueError("Cannot specify order when the array has no fields.")
+    if out is not None or key_range is not None:
+        raise ValueError("a structured array (fields, order=) is sorted without out= or key_range=")
+    check_flags(descending, False, "auto")
     return a
 
 

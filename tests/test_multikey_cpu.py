@@ -82,6 +82,20 @@ def test_lexsort_bad_input():
         csk.lexsort([np.arange(3)], algorithm="packed")  # host keys: a GPU plugin refuses
 
 
+def test_lexsort_and_sort_by_key_of_cpu_tensors():
+    torch = pytest.importorskip("torch")
+    a, b = keys_of("float32", "special", 200, 40), keys_of("int16", "few_unique", 200, 41)
+    ta, tb = torch.from_numpy(a).to(torch.bfloat16), torch.from_numpy(b)
+    got = csk.lexsort((ta, tb))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.int64
+    np.testing.assert_array_equal(got.numpy(), np.lexsort((ta.float().numpy(), b)))
+    (kb, ka), v = csk.sort_by_key((tb, torch.from_numpy(a)), torch.arange(200.0))
+    want = np.lexsort((a, b))
+    assert isinstance(v, torch.Tensor) and isinstance(kb, torch.Tensor)
+    np.testing.assert_array_equal(v.numpy(), want.astype(np.float32))
+    np.testing.assert_array_equal(kb.numpy(), b[want])
+
+
 # ------------------------------------------------------- structured order=
 def padded(n=200, seed=4):
     rng = np.random.default_rng(seed)
@@ -122,6 +136,10 @@ def test_structured_order_errors_as_numpy():
         csk.sort(s, order="c")
     with pytest.raises(ValueError, match="duplicate field name: b"):
         csk.argsort(s, order=["b", "b"])
+    with pytest.raises(ValueError, match="without out="):
+        csk.sort(s, order="a", out=s.copy())
+    with pytest.raises(TypeError, match="descending"):
+        csk.argsort(s, descending="yes")
     nested = np.zeros(3, [("a", "i4"), ("b", "f4", (2,))])
     with pytest.raises(TypeError, match="not a scalar key"):
         csk.argsort(nested)

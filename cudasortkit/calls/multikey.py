@@ -20,6 +20,7 @@ from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
+from ..sdk.plugin import RUN_ERRORS
 
 GROUP = MultikeyPlugin.entry_point_group
 _selector = None
@@ -64,7 +65,7 @@ def _run(job: MultikeyJob, algorithm: str):
     while True:
         plugin = choose(job, algorithm)
         try:
-            with registry.guarded(plugin, "run", expected=(MemoryError,)):
+            with registry.guarded(plugin, "run", expected=RUN_ERRORS):
                 return plugin.run(job)
         except PluginError:
             if algorithm != "auto":
@@ -161,13 +162,18 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     if not keys:
         raise TypeError("need sequence of keys with len > 0 in lexsort")
     if not any(library_of(k) in _DEVICE for k in keys):
-        host = [np.asarray(k) for k in reversed(keys)]
+        host = [_host_key(k) for k in reversed(keys)]
         # NumPy's checks, here: an error inside a plugin would mark it broken
         if len({k.shape for k in host}) > 1:
             raise ValueError("all keys need to be the same shape")
         if host[0].ndim:
             normalize_axis_index(axis, host[0].ndim)
-        return _run(MultikeyJob(host, (False,) * len(host), host[0].size, axis=axis), algorithm)
+        result = _run(MultikeyJob(host, (False,) * len(host), host[0].size, axis=axis), algorithm)
+        if library_of(keys[0]) == "torch-cpu":  # the keys' kind: a CPU tensor
+            import torch
+
+            return torch.from_numpy(np.ascontiguousarray(result))
+        return result
     shapes = {tuple(getattr(k, "shape", ())) for k in keys}
     if len(shapes) > 1:
         raise ValueError("all keys need to be the same shape")
@@ -176,6 +182,17 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
         raise ValueError(f"lexsort of device keys orders 1-D keys (axis -1 or 0); got shape "
                          f"{shape}, axis {axis}")
     return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream)
+
+
+def _host_key(k) -> np.ndarray:
+    """A host key as NumPy (a CPU tensor through NumPy; bfloat16 widened to
+    float32, which holds it exactly and orders it the same)."""
+    if library_of(k) == "torch-cpu":
+        import torch
+
+        k = k.detach()
+        return (k.float() if k.dtype == torch.bfloat16 else k).numpy()
+    return np.asarray(k)
 
 
 # ------------------------------------------------------- structured arrays
