@@ -365,3 +365,115 @@ def test_device_plugins_emulated(monkeypatch, dtypes, plugin_name, desc):
         return
     got = plugin.run(job)
     np.testing.assert_array_equal(got, reference_order(keys, flags))
+
+
+@pytest.mark.parametrize("flags", [(False, False, False), (True, True, True), (False, True, False),
+                                   (True, False, True)])
+@pytest.mark.parametrize("dtype,shape", [("uint8", (2000, 10)), ("float32", (500, 3)),
+                                         ("float64", (300, 2, 2)), ("int16", (400, 1)),
+                                         ("bool", (100, 3))])
+def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
+    """compact_device with its kernels (csk_row_starts, csk_unique_scatter,
+    csk_unique_rows), the scan and the buffers emulated in NumPy gives
+    numpy.unique(axis=0)'s results: the glue, offsets and null outputs."""
+    from cudasortkit.calls import unique_rows as ur
+
+    memory = _Memory()
+    n = shape[0]
+    a = keys_of(dtype, "special", int(np.prod(shape)), 50)
+    a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
+    width = a[0].size
+    flat_array = np.ascontiguousarray(a).reshape(-1)
+
+    def same(x, y):  # csk_same_key: NaN equals nothing, -0.0 == +0.0
+        x, y = comparable(np.asarray(x)), comparable(np.asarray(y))
+        return (x == y) if x.dtype.kind != "b" else (x == y)
+
+    def launch(owner, state, dt, name, count, args):
+        m = memory.arrays
+        if name == "csk_row_starts":
+            rows, w, order, cnt, ends = args
+            r, o = m[rows].reshape(-1, w), m[order]
+            st = np.ones(cnt, np.uint32)
+            st[1:] = ~np.all(same(r[o[1:]], r[o[:-1]]), axis=1)
+            m[ends].view(np.uint32)[...] = st
+        elif name == "csk_unique_scatter":
+            order, ends, cnt, inverse, firsts = args
+            o, e = m[order], m[ends].view(np.uint32).astype(np.int64)
+            fs = m[firsts].view(np.int64)
+            if inverse:
+                m[inverse][o] = e - 1
+            start = np.r_[True, e[1:] != e[:-1]]
+            fs[e[start] - 1] = np.flatnonzero(start)
+            fs[e[-1]] = cnt
+        else:
+            rows, w, order, firsts, k, unique, index, counts = args
+            f = m[firsts].view(np.int64)
+            chosen = m[order][f[:k]]
+            if index:
+                m[index][...] = chosen
+            if counts:
+                m[counts][...] = np.diff(f)
+            m[unique].reshape(-1, w)[...] = m[rows].reshape(-1, w)[chosen]
+
+    class Buf(int):
+        def free(self):
+            pass
+
+    class FakeJob:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def alloc(self, nbytes):
+            return Buf(memory.put(np.zeros(nbytes, np.uint8)))  # raw bytes, viewed by users
+
+        def finish(self):
+            pass
+
+    class FakeScan:
+        def __init__(self, job, count, count_bytes):
+            self.total_ptr = memory.put(np.zeros(1, np.uint32))
+
+        def __call__(self, src, dst, inclusive):
+            ends = memory.arrays[dst].view(np.uint32)
+            ends[...] = np.cumsum(memory.arrays[src].view(np.uint32))
+            memory.arrays[self.total_ptr][0] = ends[-1]
+
+    class FakeResult:
+        def __init__(self, like, dt, state, out, what, stream):
+            self.array = np.full(like.n, 99, dt)
+            self.ptr = memory.put(self.array)
+
+        def finish(self):
+            return self.array
+
+    class FakeCuda:
+        @staticmethod
+        def memcpy_dtoh_async(host, ptr, stream):
+            host[...] = memory.arrays[ptr][:len(host)]
+
+    class State:
+        cuda = FakeCuda()
+
+        class stream:
+            @staticmethod
+            def synchronize():
+                pass
+
+    monkeypatch.setattr(ur, "launch", launch)
+    monkeypatch.setattr(ur, "Job", FakeJob)
+    monkeypatch.setattr(ur, "DeviceScan", FakeScan)
+    monkeypatch.setattr(ur, "Result", FakeResult)
+    monkeypatch.setattr(ur, "device_ptr", lambda x: next(p for p, y in memory.arrays.items() if y is x))
+    flat = _Key(flat_array, memory)
+    flat.n = flat_array.size
+    order = np.lexsort(comparable(a.reshape(n, -1)).T[::-1]).astype(np.int64)
+    memory.put(order)
+    got = ur.compact_device(flat, order, shape, flags, State(), 0)
+    want = np.unique(a, axis=0, **dict(zip(("return_index", "return_inverse", "return_counts"),
+                                           flags)))
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

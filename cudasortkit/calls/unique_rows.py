@@ -11,17 +11,23 @@ Device arrays of 2 or more dimensions and dtypes other than float16 and
 bfloat16 (which, like 1-D and empty arrays, NumPy answers on the downloaded
 rows): the rows' order is the multi-key order of the columns
 (cudasortkit/calls/multikey.py: ``packed`` when a row fits 128 bits, e.g.
-10 uint8 columns, else ``passes``), computed on the GPU in the caller's
-stream; the order and the rows are then downloaded and the runs marked and
-compacted on the host with NumPy, and the results return as arrays of a's
-library.
+10 uint8 columns, else ``passes``); then the runs of equal rows are marked,
+numbered by a prefix sum and compacted (compact_device), all on the GPU in
+the caller's stream; the results are arrays of a's library. `compact` is
+the same on the host (NumPy), for reference.
 """
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
 from .. import order as host_order
-from ..gpu.arrays import Operand, library_of
+from ..dispatch.request import caller_ordering
+from ..gpu.arrays import Operand, Result, library_of
+from ..sdk.job import Job
+from ..sdk.multikey import device_ptr, launch
+from ..sdk.scan import DeviceScan
 from .multikey import default_selector, order_of
 
 _DEVICE = ("cupy", "torch", "gpuarray", "cai")
@@ -51,9 +57,14 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
         # (NumPy treats them as axis=None: NaNs merge under equal_nan);
         # float16 rows (NumPy's structured compare puts their NaNs first) and
         # bfloat16 (whatever NumPy does with ml_dtypes)
-        results = np.unique(flat.host().reshape(shape), return_index=return_index,
-                            return_inverse=return_inverse, return_counts=return_counts, axis=0,
-                            equal_nan=equal_nan)
+        state, ordering = caller_ordering(stream, [flat])
+        ordering.begin()
+        try:
+            host = flat.host(state).reshape(shape)
+        finally:
+            ordering.end()
+        results = np.unique(host, return_index=return_index, return_inverse=return_inverse,
+                            return_counts=return_counts, axis=0, equal_nan=equal_nan)
         return _wrap(flat, results, any(flags))
     if library_of(a) not in ("cupy", "torch"):
         raise TypeError("unique_rows of device arrays takes CuPy arrays and CUDA tensors")
@@ -61,12 +72,65 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
     columns = [rows[:, j] for j in range(width)]
 
     def finish(order, state, caller):
-        host_rows = flat.host(state).reshape(n, width)
-        return Operand(order, "order").host(state), host_rows
+        return compact_device(flat, order, shape, flags, state, caller)
 
-    order, host_rows = order_of(columns, (False,) * width, selector, "auto", stream, then=finish)
-    return _wrap(flat, compact(host_rows, order, shape, return_index, return_inverse,
-                               return_counts), any(flags))
+    return _wrap_tuple(order_of(columns, (False,) * width, selector, "auto", stream,
+                                then=finish), any(flags))
+
+
+class _Owner:
+    """Who the unique rows kernels' errors and temporaries name."""
+
+    name = "unique_rows"
+    graphable = False
+
+
+def compact_device(flat: Operand, order, shape, flags, state, caller) -> tuple:
+    """numpy.unique's results on the device from a's rows (flat: n x width
+    keys, row-major) and their stable multi-key order (a device int64 array):
+    csk_row_starts marks where a run of equal rows starts, an inclusive scan
+    numbers the runs, csk_unique_scatter writes the inverse and each run's
+    first position, csk_unique_rows the rows, index and counts. One wait:
+    for the number of unique rows. Arrays of flat's library."""
+    return_index, return_inverse, return_counts = flags
+    n, width = shape[0], flat.n // shape[0]
+    job = Job(_Owner(), state, dtype="uint32", n=n, keys_in=0, keys_out=0, config={})
+    try:
+        rows, order_ptr = flat.device_ptr(state), device_ptr(order)
+        ends = int(job.alloc(4 * n))
+        launch(_Owner.name, state, flat.dtype, "csk_row_starts", n, (rows, width, order_ptr, n, ends))
+        scan = DeviceScan(job, n, 4)
+        scan(ends, ends, inclusive=True)
+        total = np.zeros(1, np.uint32)
+        state.cuda.memcpy_dtoh_async(total, scan.total_ptr, state.stream)
+        state.stream.synchronize()
+        k = int(total[0])
+        firsts = int(job.alloc(8 * (k + 1)))
+        inverse = _result(flat, n, np.int64, state, caller) if return_inverse else None
+        launch(_Owner.name, state, flat.dtype, "csk_unique_scatter", n,
+               (order_ptr, ends, n, inverse.ptr if inverse else 0, firsts))
+        unique = _result(flat, k * width, flat.dtype, state, caller)
+        index = _result(flat, k, np.int64, state, caller) if return_index else None
+        counts = _result(flat, k, np.int64, state, caller) if return_counts else None
+        launch(_Owner.name, state, flat.dtype, "csk_unique_rows", k,
+               (rows, width, order_ptr, firsts, k, unique.ptr, index.ptr if index else 0,
+                counts.ptr if counts else 0))
+    finally:
+        job.finish()
+    results = [unique.finish().reshape((k, *shape[1:]))]
+    results += [r.finish() for r in (index, inverse, counts) if r is not None]
+    return tuple(results)
+
+
+def _result(like: Operand, n: int, dtype, state, caller) -> Result:
+    """A new device array of n elements of `dtype`, of like's library."""
+    sized = copy.copy(like)
+    sized.n = n
+    return Result(sized, dtype, state, None, "result", caller)
+
+
+def _wrap_tuple(results: tuple, as_tuple: bool):
+    return results if as_tuple else results[0]
 
 
 def compact(rows: np.ndarray, order: np.ndarray, shape, return_index, return_inverse,

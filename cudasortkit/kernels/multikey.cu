@@ -60,3 +60,76 @@ extern "C" __global__ void csk_gather(const csk_bits_t* __restrict__ src,
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
         dst[i] = src[order[i]];
 }
+
+// ---------------------------------------------------------------- unique rows
+// rows: n rows of `width` keys each (row-major); order: the rows' stable
+// multi-key order. Rows are equal as NumPy compares them: value by value,
+// -0.0 == +0.0 (equal ordered words), and a NaN equals nothing (its ordered
+// word is all ones, which no other float has).
+__device__ __forceinline__ bool csk_same_key(csk_bits_t x, csk_bits_t y)
+{
+    const csk_bits_t u = csk_to_ordered(x);
+#if CSK_KEY_KIND == CSK_KIND_FLOAT
+    if (u == CSK_ALL_ONES) return false;
+#endif
+    return u == csk_to_ordered(y);
+}
+
+// starts[i] = 1 where sorted row i differs from sorted row i - 1 (and i == 0).
+extern "C" __global__ void csk_row_starts(const csk_bits_t* __restrict__ rows, long long width,
+                                          const long long* __restrict__ order, long long n,
+                                          unsigned int* __restrict__ starts)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        unsigned int start = 1;
+        if (i > 0) {
+            const csk_bits_t* a = rows + order[i - 1] * width;
+            const csk_bits_t* b = rows + order[i] * width;
+            start = 0;
+            for (long long j = 0; j < width; ++j) {
+                if (!csk_same_key(a[j], b[j])) {
+                    start = 1;
+                    break;
+                }
+            }
+        }
+        starts[i] = start;
+    }
+}
+
+// ends: the inclusive prefix sum of starts, so sorted row i is in unique row
+// ends[i] - 1. inverse[order[i]] = that (inverse may be null); firsts[g] =
+// the sorted position of unique row g's first row, firsts[k] = n.
+extern "C" __global__ void csk_unique_scatter(const long long* __restrict__ order,
+                                              const unsigned int* __restrict__ ends, long long n,
+                                              long long* __restrict__ inverse,
+                                              long long* __restrict__ firsts)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        const long long g = (long long)ends[i] - 1;
+        if (inverse != nullptr) inverse[order[i]] = g;
+        if (i == 0 || ends[i] != ends[i - 1]) firsts[g] = i;
+        if (i == n - 1) firsts[g + 1] = n;
+    }
+}
+
+// Unique row g is row order[firsts[g]] (its first occurrence), copied bit
+// for bit; index[g] that row's number, counts[g] its run's length (index
+// and counts may be null).
+extern "C" __global__ void csk_unique_rows(const csk_bits_t* __restrict__ rows, long long width,
+                                           const long long* __restrict__ order,
+                                           const long long* __restrict__ firsts, long long k,
+                                           csk_bits_t* __restrict__ unique,
+                                           long long* __restrict__ index,
+                                           long long* __restrict__ counts)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < k; g += stride) {
+        const long long f = firsts[g], row = order[f];
+        if (index != nullptr) index[g] = row;
+        if (counts != nullptr) counts[g] = firsts[g + 1] - f;
+        for (long long j = 0; j < width; ++j) unique[g * width + j] = rows[row * width + j];
+    }
+}

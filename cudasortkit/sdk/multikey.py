@@ -27,7 +27,8 @@ def key_bits(dtype) -> int:
     return 1 if dt == np.bool_ else 8 * key_dtype(dt).itemsize
 
 
-#: kernels/multikey.cu: csk_pack (the packed key) and csk_gather.
+#: kernels/multikey.cu: csk_pack (the packed key), csk_gather, and unique
+#: rows' csk_row_starts, csk_unique_scatter and csk_unique_rows.
 MULTIKEY = KernelTemplate("multikey.cu")
 BLOCK = 256
 _CONFIG = {"block_size": BLOCK}
@@ -37,6 +38,8 @@ def launch(owner: str, state, dtype, name: str, n: int, args) -> None:
     """Kernel `name` of multikey.cu rendered for key dtype `dtype`, over n
     keys, on the device's stream; errors name `owner`."""
     kernel = MULTIKEY.kernel(state, key_name(dtype), 0, _CONFIG, name, owner=owner)
+    if n <= 0:
+        return
     grid = max(1, min(-(-int(n) // BLOCK), state.limits.sm_count * 16))
     kernel.launch(state, state.stream, (grid, 1), (BLOCK, 1, 1), args, owner=owner,
                   dtype=key_name(dtype))
