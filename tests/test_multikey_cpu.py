@@ -382,7 +382,6 @@ def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     n = shape[0]
     a = keys_of(dtype, "special", int(np.prod(shape)), 50)
     a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
-    width = a[0].size
     flat_array = np.ascontiguousarray(a).reshape(-1)
 
     def same(x, y):  # csk_same_key: NaN equals nothing, -0.0 == +0.0
@@ -440,8 +439,8 @@ def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
             memory.arrays[self.total_ptr][0] = ends[-1]
 
     class FakeResult:
-        def __init__(self, like, dt, state, out, what, stream):
-            self.array = np.full(like.n, 99, dt)
+        def __init__(self, like, count, dt, state, caller):
+            self.array = np.full(count, 99, dt)
             self.ptr = memory.put(self.array)
 
         def finish(self):
@@ -463,7 +462,7 @@ def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     monkeypatch.setattr(ur, "launch", launch)
     monkeypatch.setattr(ur, "Job", FakeJob)
     monkeypatch.setattr(ur, "DeviceScan", FakeScan)
-    monkeypatch.setattr(ur, "Result", FakeResult)
+    monkeypatch.setattr(ur, "_result", FakeResult)
     monkeypatch.setattr(ur, "device_ptr", lambda x: next(p for p, y in memory.arrays.items() if y is x))
     flat = _Key(flat_array, memory)
     flat.n = flat_array.size

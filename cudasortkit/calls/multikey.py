@@ -11,6 +11,8 @@ sort), all in the caller's stream.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
@@ -131,7 +133,7 @@ def _device_order(operands, descending, n, selector, algorithm, state, caller):
     temporaries = []  # kept until the work on them is queued in the caller's order
 
     def empty(count, dtype):
-        r = Result(like, dtype, state, None, "temporary", caller)
+        r = new_array(like, count, dtype, state, caller)
         temporaries.append(r.value)
         return r.value, r.ptr
 
@@ -274,5 +276,13 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
 
 def _empty(like: Operand, dtype, state, caller):
     """A new device array of like.n elements of `dtype`, of like's library."""
-    r = Result(like, dtype, state, None, "result", caller)
+    r = new_array(like, like.n, dtype, state, caller)
     return r.value, r.ptr
+
+
+def new_array(like: Operand, n: int, dtype, state, caller) -> Result:
+    """A Result holding a new device array of n elements of `dtype`, of
+    like's library, allocated in the caller's stream's order."""
+    sized = copy.copy(like)
+    sized.n = int(n)
+    return Result(sized, dtype, state, None, "result", caller)

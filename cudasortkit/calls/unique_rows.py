@@ -18,8 +18,6 @@ the same on the host (NumPy), for reference.
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from .. import order as host_order
@@ -28,7 +26,7 @@ from ..gpu.arrays import Operand, Result, library_of
 from ..sdk.job import Job
 from ..sdk.multikey import device_ptr, launch
 from ..sdk.scan import DeviceScan
-from .multikey import default_selector, order_of
+from .multikey import default_selector, new_array, order_of
 
 _DEVICE = ("cupy", "torch", "gpuarray", "cai")
 
@@ -124,9 +122,7 @@ def compact_device(flat: Operand, order, shape, flags, state, caller) -> tuple:
 
 def _result(like: Operand, n: int, dtype, state, caller) -> Result:
     """A new device array of n elements of `dtype`, of like's library."""
-    sized = copy.copy(like)
-    sized.n = n
-    return Result(sized, dtype, state, None, "result", caller)
+    return new_array(like, n, dtype, state, caller)
 
 
 def _wrap_tuple(results: tuple, as_tuple: bool):
