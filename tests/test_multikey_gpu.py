@@ -117,3 +117,17 @@ def test_unique_rows_2_20_x_10_uint8():
 def test_lexsort_2_24(dtype, keys):
     ks = [keys_of(dtype, 1 << 24, 20 + i, "uniform") for i in range(keys)]
     np.testing.assert_array_equal(csk.lexsort([cp.asarray(k) for k in ks]).get(), np.lexsort(ks))
+
+
+def test_unique_rows_torch_and_stream():
+    torch = pytest.importorskip("torch")
+    a = keys_of("float32", 3000 * 4, 13).reshape(3000, 4)
+    a[::7] = a[1]  # repeated rows
+    t = torch.as_tensor(a, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        got = unique_rows(t, stream=s.cuda_stream, **FLAGS)
+    s.synchronize()
+    for g, w in zip(got, np.unique(a, axis=0, **FLAGS)):
+        assert isinstance(g, torch.Tensor) and g.is_cuda
+        np.testing.assert_array_equal(g.cpu().numpy(), w)
