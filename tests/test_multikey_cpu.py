@@ -476,3 +476,12 @@ def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+def test_structured_descending_reverses_every_field_nans_last():
+    s = padded(300, 9)
+    got = csk.argsort(s, order="b", descending=True)
+    np.testing.assert_array_equal(got, reference_order([s["b"], s["a"]], (True, True)))
+    np.testing.assert_array_equal(csk.sort(s, order="b", descending=True)["b"].view(np.uint32),
+                                  s["b"][got].view(np.uint32))
+    assert np.isnan(s["b"][got][-1]) and np.isnan(s["b"]).any()
