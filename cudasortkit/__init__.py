@@ -7,14 +7,14 @@
 
 See docs/ for the algorithms, tuning and writing a plugin.
 """
-from .api import (algorithms, argsort, explain, plan, segmented_argsort, segmented_sort, sort,
-                  sort_by_key)
+from .api import (algorithms, argsort, explain, lexsort, plan, segmented_argsort, segmented_sort,
+                  sort, sort_by_key)
 from .host.memlimit import device_memory_limit, set_device_memory_limit
 from .calls.merging import merge, merge_by_key
 from .sdk.plugin import Request, SortPlugin, Tunable
 from .version import __version__
 
-__all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "algorithms", "explain",
+__all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "lexsort", "algorithms", "explain",
            "plan",
            "set_device_memory_limit", "device_memory_limit",
            "SortPlugin", "Tunable", "Request", "__version__"]

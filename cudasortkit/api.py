@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .calls import axes
+from .calls import axes, multikey
 from .calls.plan import Plan
 from .calls.prepared import PreparedCalls
 from .dispatch.execute import execute
@@ -33,7 +33,7 @@ selector = Selector(MeasuredPolicy())
 prepared = PreparedCalls(selector, execute)
 
 def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
-         stream=None, progress=False):
+         stream=None, progress=False, order=None):
     """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
     or `a` sorted into `out` (`out=a` sorts in place).
 
@@ -42,8 +42,13 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     outside it raise ValueError. `stream`: see docs/api.md (default: the
     current stream of the array's library). progress=True shows a tqdm bar
     while a large host array is sorted (docs/host.md). stable=None is the
-    default (False), as in NumPy and PyTorch.
+    default (False), as in NumPy and PyTorch. order= (a field name or a
+    list of them) sorts a NumPy structured array by its fields, as NumPy
+    does (docs/multikey.md).
     """
+    if order is not None or getattr(getattr(a, "dtype", None), "names", None):
+        return multikey.sort_fields(_structured(a, order, descending, out, key_range), order,
+                                    axis, descending)
     if stable is None:
         stable = False
     if progress is not False:
@@ -69,13 +74,16 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
 
 
 def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key_range=None,
-            stream=None, progress=False, index_dtype=np.int64):
+            stream=None, progress=False, index_dtype=np.int64, order=None):
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
     descending=True, stable=True). index_dtype=np.int32 returns int32
     indices, which moves less memory, where the argsort is one 1-D sort of
     fewer than 2^31 keys (a 1-D array along its axis, axis=None, one row).
-    stable=None is the default (False)."""
+    stable=None is the default (False). order=: as for sort (structured arrays)."""
+    if order is not None or getattr(getattr(a, "dtype", None), "names", None):
+        return multikey.argsort_fields(_structured(a, order, descending, None, key_range), order,
+                                       axis, descending)
     if stable is None:
         stable = False
     if progress is not False:
@@ -104,7 +112,16 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     """(sorted keys, values in the same order) along `axis`; stable. Values
     are 4- or 8-byte numbers (complex64 too) of the keys' shape; out= may be
     the keys and values_out the values (in place), no output another's
-    memory."""
+    memory.
+
+    keys may be a tuple of key arrays (1-D, one length): the FIRST is the
+    primary key (SQL's ORDER BY), descending a bool or one per key, and the
+    result is (tuple of sorted keys, values); docs/multikey.md."""
+    if isinstance(keys, tuple):
+        if axis not in (-1, 0) or out is not None or values_out is not None or key_range is not None:
+            raise ValueError("sort_by_key with a tuple of keys takes 1-D keys (axis -1) and no "
+                             "out=, values_out= or key_range=")
+        return multikey.sort_by_keys(keys, values, descending, selector, algorithm, stream)
     check_flags(descending, True, algorithm)
     if progress is not False:
         check_progress(progress)
@@ -147,6 +164,29 @@ def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorith
     k, _, segments = axes.ragged(keys, offsets, None, algorithm, stream)
     return prepared.run("argsort", k, None, descending, stable, algorithm, None, None, None,
                         stream, segments)[1]
+
+
+def lexsort(keys, axis=-1, *, algorithm="auto", stream=None):
+    """numpy.lexsort: int64 indices that sort by several keys, the LAST key
+    primary, stable (NaNs last, -0.0 == +0.0). keys: a sequence of arrays of
+    one shape (or an array whose rows are the keys); device keys are 1-D.
+    algorithm: a multi-key plugin (numpy, packed, passes) or "auto"
+    (docs/multikey.md)."""
+    return multikey.lexsort(keys, axis, selector=selector, algorithm=algorithm, stream=stream)
+
+
+def _structured(a, order, descending, out, key_range):
+    """`a` as a host structured array for order= (NumPy's rule: order= on an
+    array without fields raises ValueError); out= and key_range= are not
+    taken with fields."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"order= sorts NumPy structured arrays, not {type(a).__name__}")
+    if a.dtype.names is None:
+        raise ValueError("Cannot specify order when the array has no fields.")
+    if out is not None or key_range is not None:
+        raise ValueError("a structured array (fields, order=) is sorted without out= or key_range=")
+    check_flags(descending, False, "auto")
+    return a
 
 
 def algorithms() -> list:

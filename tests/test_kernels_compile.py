@@ -235,3 +235,23 @@ def test_merge_kernels_compile_sm90():
             assert len(args) == len(signature), f"{name}: {len(args)} arguments for {signature!r}"
             assert [LETTER_BYTES[c] for c in signature] == _ptx_params(ptx, name), (
                 f"{name} ({dtype}, values={vb}): signature {signature!r} does not match the kernel")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_multikey_kernels_compile_sm90():
+    """multikey.cu (csk_pack, csk_gather, the unique rows kernels) compiles for sm_90 at every key
+    dtype, and the launches in sdk/multikey.py pass as many arguments as
+    each kernel declares."""
+    from cudasortkit.dtypes import KEY_DTYPES
+    from cudasortkit.sdk.multikey import _CONFIG, MULTIKEY
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda d: _compile_ptx(MULTIKEY, d, 0, _CONFIG), KEY_DTYPES))
+    failures = [msg for rc, msg, _ in results if rc != 0]
+    assert not failures, "\n".join(failures[:3])
+    for dtype, (_, _, ptx) in zip(KEY_DTYPES, results):
+        for name, count in (("csk_pack", 10), ("csk_gather", 4), ("csk_row_starts", 5),
+                            ("csk_unique_scatter", 5), ("csk_unique_rows", 8)):
+            signature = MULTIKEY.signature(name, dtype, 0, _CONFIG)
+            assert len(signature) == count, f"{name}: {signature!r}"
+            assert [LETTER_BYTES[c] for c in signature] == _ptx_params(ptx, name), name

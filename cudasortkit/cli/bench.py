@@ -287,6 +287,8 @@ def build_parser(parser=None):
     parser.add_argument("--batched", action="store_true",
                         help="sorts along the last axis of rows x cols arrays and a ragged "
                              "segmented sort vs CuPy and torch (bench_batched.py)")
+    parser.add_argument("--family", action="store_true",
+                        help="lexsort and unique rows (the sort family) vs CuPy (bench_family.py)")
     parser.add_argument("--host", action="store_true",
                         help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
                              "numpy.sort, out-of-core sizes under a device memory cap, with the "
@@ -344,6 +346,10 @@ def main(argv=None, args=None) -> int:
         from . import bench_batched
 
         return bench_batched.main(args.repeats)
+    if args.family:
+        from . import bench_family
+
+        return bench_family.main(args.repeats)
     if args.host:
         from . import bench_host
 

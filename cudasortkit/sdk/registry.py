@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from ..errors import PluginError
+from .multikey import MultikeyPlugin
 from .plugin import SortPlugin
 
 GROUP = SortPlugin.entry_point_group
 
 #: Entry-point group -> the base class its plugins subclass. The base class
 #: checks a plugin's declarations (`check_declarations(cls, entry_point_name)`).
-KINDS: dict[str, type] = {GROUP: SortPlugin}
+KINDS: dict[str, type] = {GROUP: SortPlugin, MultikeyPlugin.entry_point_group: MultikeyPlugin}
 
 
 @dataclass

@@ -1,0 +1,133 @@
+"""Multi-key order on the GPU (CuPy and torch keys): lexsort through both
+device plugins, sort_by_key with a tuple of keys, unique rows; every result
+against NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.calls.unique_rows import unique_rows
+from helpers import as_dtype, comparable, make_keys
+from test_multikey_cpu import reference_order
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]  # bfloat16: torch (CuPy has no bfloat16)
+
+
+def keys_of(dtype, n, seed, dist="special"):
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.integers(0, 2, n).astype(bool)
+    k = make_keys(dist, as_dtype(dtype), n, rng)
+    return k % 5 if k.dtype.kind in "iu" else k
+
+
+def to_cupy(a):
+    return cp.asarray(a)
+
+
+@pytest.mark.parametrize("algorithm", ["packed", "passes", "auto"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lexsort_device(dtype, algorithm):
+    a, b = keys_of(dtype, 5000, 1), keys_of("int16", 5000, 2)
+    want = np.lexsort((comparable(a), b))
+    got = csk.lexsort((to_cupy(a), cp.asarray(b)), algorithm=algorithm)
+    assert isinstance(got, cp.ndarray) and got.dtype == np.int64
+    np.testing.assert_array_equal(got.get(), want)
+
+
+@pytest.mark.parametrize("algorithm", ["packed", "passes"])
+def test_lexsort_device_128_bits_noncontiguous_empty(algorithm):
+    k = [keys_of("float64", 6000, 3)[::2], keys_of("int32", 3000, 4), keys_of("bool", 3000, 5)]
+    got = csk.lexsort([cp.asarray(k[0]), cp.asarray(k[1]), cp.asarray(k[2])], algorithm=algorithm)
+    np.testing.assert_array_equal(got.get(), np.lexsort(k))
+    strided = cp.asarray(keys_of("float32", 4000, 6))[::2]
+    np.testing.assert_array_equal(csk.lexsort([strided, cp.asarray(k[1][:2000])]).get(),
+                                  np.lexsort([strided.get(), k[1][:2000]]))
+    empty = csk.lexsort([cp.zeros(0, cp.int32), cp.zeros(0, cp.float32)], algorithm=algorithm)
+    assert empty.shape == (0,)
+
+
+@pytest.mark.parametrize("desc", [False, True, (True, False)])
+def test_sort_by_key_tuple_device(desc):
+    k1, k2 = keys_of("float32", 5000, 7), keys_of("int8", 5000, 8)
+    v = np.arange(5000, dtype=np.float64)
+    (s1, s2), sv = csk.sort_by_key((cp.asarray(k1), cp.asarray(k2)), cp.asarray(v), descending=desc)
+    flags = (desc, desc) if isinstance(desc, bool) else desc
+    want = reference_order([k1, k2], flags)
+    np.testing.assert_array_equal(sv.get(), v[want])
+    np.testing.assert_array_equal(s1.get(), k1[want])
+    np.testing.assert_array_equal(s2.get(), k2[want])
+
+
+@pytest.mark.parametrize("algorithm", ["packed", "passes"])
+def test_lexsort_torch_bfloat16(algorithm):
+    torch = pytest.importorskip("torch")
+    a, b = keys_of("float32", 3000, 9), keys_of("int64", 3000, 10)
+    ta = torch.as_tensor(a, device="cuda").to(torch.bfloat16)
+    exact = ta.float().cpu().numpy()  # bfloat16 keys, widened exactly
+    got = csk.lexsort((ta, torch.as_tensor(b, device="cuda")), algorithm=algorithm)
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    np.testing.assert_array_equal(got.cpu().numpy(), np.lexsort((exact, b)))
+
+
+def test_bool_keys_any_nonzero_byte_is_true():
+    """packed: a bool byte other than 0/1 is True (the core's sorts, and so
+    passes, order bool keys as their bytes)."""
+    raw = np.array([2, 0, 1, 255, 0, 1], np.uint8)
+    k = cp.asarray(raw).view(cp.bool_)
+    order = np.lexsort((np.arange(6), raw != 0))
+    np.testing.assert_array_equal(csk.lexsort((cp.arange(6), k), algorithm="packed").get(), order)
+
+
+FLAGS = dict(return_index=True, return_inverse=True, return_counts=True)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "float32", "float64", "bool", "float16"])
+@pytest.mark.parametrize("shape", [(5000, 10), (3000, 3, 2), (4000,), (0, 4)])
+def test_unique_rows_device(dtype, shape):
+    n = int(np.prod(shape))
+    a = keys_of(dtype, n, 11).reshape(shape)
+    if a.dtype.kind in "iu":
+        a = a % 2
+    got = unique_rows(cp.asarray(a), **FLAGS)
+    want = np.unique(a, axis=0, **FLAGS)
+    for g, w in zip(got, want):
+        assert isinstance(g, cp.ndarray)
+        np.testing.assert_array_equal(g.get(), w)
+    bare = unique_rows(cp.asarray(a))
+    np.testing.assert_array_equal(bare.get(), want[0])
+
+
+@pytest.mark.slow
+def test_unique_rows_2_20_x_10_uint8():
+    a = np.random.default_rng(12).integers(0, 4, (1 << 20, 10)).astype(np.uint8)
+    got = unique_rows(cp.asarray(a), **FLAGS)
+    for g, w in zip(got, np.unique(a, axis=0, **FLAGS)):
+        np.testing.assert_array_equal(g.get(), w)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+@pytest.mark.parametrize("keys", [2, 3])
+def test_lexsort_2_24(dtype, keys):
+    ks = [keys_of(dtype, 1 << 24, 20 + i, "uniform") for i in range(keys)]
+    np.testing.assert_array_equal(csk.lexsort([cp.asarray(k) for k in ks]).get(), np.lexsort(ks))
+
+
+def test_unique_rows_torch_and_stream():
+    torch = pytest.importorskip("torch")
+    a = keys_of("float32", 3000 * 4, 13).reshape(3000, 4)
+    a[::7] = a[1]  # repeated rows
+    t = torch.as_tensor(a, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        got = unique_rows(t, stream=s.cuda_stream, **FLAGS)
+    s.synchronize()
+    for g, w in zip(got, np.unique(a, axis=0, **FLAGS)):
+        assert isinstance(g, torch.Tensor) and g.is_cuda
+        np.testing.assert_array_equal(g.cpu().numpy(), w)
