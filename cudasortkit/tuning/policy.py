@@ -196,6 +196,25 @@ def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
     return Estimate(name, ms, config, note)
 
 
+def measured_at(table: dict, name: str, request) -> bool:
+    """Whether `name`'s measurements for the request's op and dtype reach its
+    size: its size bucket (row-length bucket for uniform rows) lies between
+    the smallest and largest bucket measured. Outside that range an estimate
+    is an extrapolation, which keeps the order of the nearest measured size:
+    it cannot see a plugin whose fixed costs amortise with size (counting's
+    65,536 bins), or one that leaves the L2 cache later than another."""
+    shape = measured_shape(request)
+    if shape is None:
+        return False
+    op, size, _ = shape
+    _, by_bucket = _entries(table, name, op, request.dtype)
+    pts = points(by_bucket)
+    if not pts:
+        return False
+    b = row_bucket(size) if request.segments is not None else bucket_of(size)
+    return min(pts) <= b <= max(pts)
+
+
 def host_extra(table: dict, request) -> float | None:
     """Measured extra cost of host input for a GPU plugin (copies, allocation, latency)."""
     host = table.get("host", {})
