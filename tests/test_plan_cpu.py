@@ -111,7 +111,7 @@ class Prepared:
         self.found += 1
         return self.call
 
-    def holds(self, call, a):
+    def holds(self, call, a, checked=False):
         return self.holding
 
 
@@ -156,3 +156,86 @@ def test_out_apart_from_the_input_is_replayed_into_and_in_place_takes_the_genera
     p._call = prepared.call
     assert p(a, out=b) == "keys" and prepared.call.calls == [(a, b)]
     assert p(a, out=a) == "general" and ran[-1]["out"] is a  # in place: the general path's rule
+
+
+class _CupyLike:
+    """Enough of a CuPy array for a plan (module "cupy"); counts reads of
+    its __cuda_array_interface__ (CuPy builds that dict on each read)."""
+
+    reads = 0
+
+    def __init__(self, ptr, n=8, dtype="float32"):
+        self.shape, self.dtype, self.size = (n,), np.dtype(dtype), n
+        self.itemsize = self.dtype.itemsize
+        self.data = type("Mem", (), {"ptr": ptr, "device_id": 0})()
+        self.flags = type("Flags", (), {"c_contiguous": True})()
+
+    def reshape(self, *shape):
+        return self
+
+    def __setitem__(self, key, value):  # the general path's copy into out
+        pass
+
+    @property
+    def __cuda_array_interface__(self):
+        _CupyLike.reads += 1
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "version": 3, "strides": None}
+
+
+_CupyLike.__module__ = "cupy"
+
+
+def test_out_of_cupy_arrays_is_told_apart_by_address_without_the_array_interface(monkeypatch):
+    """A replayed p(a, out=b) of CuPy arrays compares two addresses (both are
+    C-contiguous of the plan's shape), reads no __cuda_array_interface__
+    (CuPy builds it per read: microseconds a call), and tells the prepared
+    calls the input's signature is checked."""
+    import sys
+    import types
+
+    fake = types.ModuleType("cupy")
+    fake.ascontiguousarray = lambda a: a
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(Plan, "_why_general", lambda self, last, shape, dtype: None)
+    prepared = Prepared()
+    checked = []
+    prepared.holds = lambda call, a, **kw: checked.append(kw) or True
+    a = _CupyLike(0x1000)
+    p = Plan(a, "sort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, prepared=prepared)
+    p._call = prepared.call
+    before = _CupyLike.reads
+    apart = _CupyLike(0x1000 + 8 * 4)  # right after a's 8 float32 keys
+    assert p(a, out=apart) == "keys" and prepared.call.calls == [(a, apart)]
+    assert _CupyLike.reads == before and checked == [{"checked": True}]
+    assert p(a, out=_CupyLike(0x1000 + 4)) == "general"  # overlaps a: the general path
+    q = Plan(a, "argsort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, prepared=prepared)
+    q._call = prepared.call
+    indices = _CupyLike(0x1000 - 8 * 8, dtype="int64")  # 8 int64 indices end where a starts
+    assert q(a, out=indices) == "indices"
+    ran = len(prepared.ran)
+    q(a, out=_CupyLike(0x1000 - 8 * 8 + 8, dtype="int64"))  # its last index overlaps a
+    assert len(prepared.ran) == ran + 1
+
+
+def test_a_rebound_job_is_the_job_made_for_those_buffers():
+    """A prepared call's per-call Job (Job.rebound) has exactly the fields
+    Job() gives for the call's buffers, and temporaries of its own."""
+    import types
+
+    from cudasortkit.sdk import registry
+    from cudasortkit.sdk.job import Job
+
+    plugin = registry.plugins()["onesweep"]
+    state = types.SimpleNamespace(stream=object())
+    config = plugin.default_config("uint32", 4)
+    kw = dict(dtype="uint32", n=1000, value_bytes=4, descending=True, config=config)
+    template = Job(plugin, state, keys_in=0, keys_out=0, **kw)
+    job = template.rebound(16, 32, 48, 64)
+    assert vars(job).keys() == vars(template).keys()
+    fresh = Job(plugin, state, keys_in=16, keys_out=32, values_in=48, values_out=64, **kw)
+    assert {k: v for k, v in vars(job).items() if k != "_temporaries"} == \
+        {k: v for k, v in vars(fresh).items() if k != "_temporaries"}
+    assert job._temporaries == [] and job._temporaries is not template._temporaries

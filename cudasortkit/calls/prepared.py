@@ -53,6 +53,14 @@ class _CupyKeys:
                 and cupy.cuda.runtime.getDevice() == ordinal)
 
     @staticmethod
+    def current(ordinal) -> bool:
+        """Whether `ordinal` is CuPy's current device (ready() without the
+        array's checks, which a plan made already)."""
+        import cupy
+
+        return cupy.cuda.runtime.getDevice() == ordinal
+
+    @staticmethod
     def pointer(a) -> int:
         return a.data.ptr
 
@@ -75,6 +83,10 @@ class _TorchKeys:
     @staticmethod
     def ready(a, ordinal) -> bool:
         return a.is_contiguous() and a.device.index == ordinal
+
+    @staticmethod
+    def current(ordinal) -> bool:
+        return True  # a tensor names its device: ready() reads no current device
 
     @staticmethod
     def pointer(a) -> int:
@@ -102,7 +114,7 @@ class PreparedCall:
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
-                 "index_dtype", "key_bytes", "index_bytes")
+                 "index_dtype", "key_bytes", "index_bytes", "job")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -114,6 +126,9 @@ class PreparedCall:
         self.iota = kind == "argsort" and not plugin.makes_indices
         self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
         self.key_bytes, self.index_bytes = n * dtype.itemsize, n * index_dtype.itemsize
+        #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
+        self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
+                       value_bytes=value_bytes, descending=descending, config=config)
 
     def __call__(self, a, out=None):
         """(sorted keys or None, indices or None), in the caller's library.
@@ -141,10 +156,7 @@ class PreparedCall:
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
-            job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,
-                      keys_out=keys_out, values_in=values_in, values_out=values_out,
-                      value_bytes=self.value_bytes, descending=self.descending,
-                      config=self.config)
+            job = self.job.rebound(keys_in, keys_out, values_in, values_out)
             try:
                 self.plan.replay(job)
             finally:
@@ -201,10 +213,14 @@ class PreparedCalls:
             return None
         return call
 
-    def holds(self, call, a) -> bool:
+    def holds(self, call, a, checked: bool = False) -> bool:
         """Whether prepared `call` still serves this call of `a`: its stamps
-        stand, `a` is ready for it, and the selector reuses its decision."""
-        return (call.stamps == self.stamps() and call.adapter.ready(a, call.state.ordinal)
+        stand, `a` is ready for it, and the selector reuses its decision.
+        checked: `a` is known to be C-contiguous on the call's device (a
+        plan checked its signature), so only the current device is read."""
+        ordinal = call.state.ordinal
+        return (call.stamps == self.stamps()
+                and (call.adapter.current(ordinal) if checked else call.adapter.ready(a, ordinal))
                 and self.selector.reuse(call.memo))
 
     def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
