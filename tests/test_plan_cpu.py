@@ -239,3 +239,70 @@ def test_a_rebound_job_is_the_job_made_for_those_buffers():
     assert {k: v for k, v in vars(job).items() if k != "_temporaries"} == \
         {k: v for k, v in vars(fresh).items() if k != "_temporaries"}
     assert job._temporaries == [] and job._temporaries is not template._temporaries
+
+
+def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
+    """Small temporaries are taken from the pool once and kept (the same
+    addresses every call: no pool traffic, one graph); bigger ones than
+    OWN_TEMPORARIES_BYTES come from the pool on each call and go back."""
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.gpu.streams import LEGACY
+    from cudasortkit.sdk import registry
+
+    class Buf(int):
+        def free(self):
+            state.freed += 1
+
+    class State:
+        ordinal, taken, freed = 0, 0, 0
+        stream = joiner = None
+
+        def activate(self):
+            return self
+
+        def allocate(self, nbytes, who=None):
+            self.taken += 1
+            return Buf(0x100000 * self.taken)
+
+    class Adapter:
+        stream = staticmethod(lambda a: LEGACY)
+        pointer = staticmethod(lambda a: 0x42)
+        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+
+    class LaunchPlan:
+        def __init__(self, temporaries):
+            self.temporaries, self.seen = temporaries, []
+
+        def replay(self, job, temporaries=None):
+            if temporaries is None:
+                temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
+            self.seen.append(temporaries)
+
+    plugin = registry.plugins()["onesweep"]
+    state = State()
+    state.joiner = types.SimpleNamespace(own=7)
+
+    def call(sizes):
+        plan = LaunchPlan(sizes)
+        return prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"), plan,
+                                 "sort", np.dtype("float32"), "float32", (8,), 8, 0, False,
+                                 _Memo(plugin, None), ()), plan
+
+    small, plan = call((4096, 256))
+    for _ in range(3):
+        small(np.zeros(8, np.float32))
+    assert plan.seen[0] == plan.seen[1] == plan.seen[2] and len(plan.seen[0]) == 2
+    assert (state.taken, state.freed) == (2, 0)  # taken once, kept
+    big, plan = call((prep.OWN_TEMPORARIES_BYTES + 1,))
+    big(np.zeros(8, np.float32))
+    big(np.zeros(8, np.float32))
+    assert (state.taken, state.freed) == (4, 2)  # one a call, back to the pool after it
+    from cudasortkit.gpu import caches
+
+    caches.clear_all()  # (before a context goes, at exit): kept temporaries go back
+    assert (state.taken, state.freed) == (4, 4) and small.temporaries is None
+    small(np.zeros(8, np.float32))  # and the next call takes a set anew
+    assert (state.taken, state.freed) == (6, 4)

@@ -25,6 +25,7 @@ the rows' shape (launchplan.rows_of).
 """
 from __future__ import annotations
 
+import weakref
 
 from ..build.corekernels import iota64
 from ..launch import plans as launchplan
@@ -33,11 +34,36 @@ from ..sdk import registry
 from ..dtypes import is_bfloat16
 from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
+from ..gpu import caches
 from ..gpu.streams import LEGACY, current_stream
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
 MAX_CALLS = 1024
+#: A prepared call whose launch plan's temporaries take at most this many
+#: bytes in all keeps them from its first call on, instead of taking them
+#: from the pool and freeing them on each call: safe, since all of a
+#: device's work runs on its one stream (DeviceState.stream), so one call's
+#: kernels are done with them before the next call's start; small, so the
+#: 1,024 calls kept hold little memory (the pool holds freed blocks anyway).
+OWN_TEMPORARIES_BYTES = 1 << 20
+#: The prepared calls keeping temporaries now.
+_owning = weakref.WeakSet()
+
+
+def _release_owned() -> None:
+    """Give back the temporaries every prepared call keeps, with the other
+    context caches (gpu.caches.clear_all: before a context goes, at exit
+    among others); a call still in use takes a new set on its next call.
+    The blocks go back to the pool, ordered on the device's stream."""
+    for call in list(_owning):
+        owned, call.owned, call.temporaries = call.owned, None, None
+        for buf in owned or ():
+            buf.free()
+    _owning.clear()
+
+
+caches.register(_release_owned)
 
 
 class _CupyKeys:
@@ -114,7 +140,7 @@ class PreparedCall:
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
-                 "index_dtype", "key_bytes", "index_bytes", "job")
+                 "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries", "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -129,6 +155,10 @@ class PreparedCall:
         #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
         self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
                        value_bytes=value_bytes, descending=descending, config=config)
+        #: Whether this call keeps its plan's temporaries (OWN_TEMPORARIES_BYTES),
+        #: and once taken (first call), their pool buffers and addresses.
+        self.owns = sum(plan.temporaries) <= OWN_TEMPORARIES_BYTES
+        self.owned = self.temporaries = None
 
     def __call__(self, a, out=None):
         """(sorted keys or None, indices or None), in the caller's library.
@@ -157,8 +187,11 @@ class PreparedCall:
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
             job = self.job.rebound(keys_in, keys_out, values_in, values_out)
+            owned = self.temporaries
+            if owned is None and self.owns:
+                owned = self._own(state)
             try:
-                self.plan.replay(job)
+                self.plan.replay(job, owned)  # None: it takes them from the pool
             finally:
                 job.finish()
         finally:
@@ -169,6 +202,17 @@ class PreparedCall:
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
         return keys, indices
+
+
+    def _own(self, state) -> tuple:
+        """Take the temporaries this call keeps; their addresses. (Two threads
+        racing here each take a set, and the set dropped goes back to the
+        pool, ordered on the device's stream as every freed block is.)"""
+        owned = [state.allocate(nbytes, "a prepared call's temporaries")
+                 for nbytes in self.plan.temporaries]
+        self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
+        _owning.add(self)
+        return self.temporaries
 
 
 class PreparedCalls:
