@@ -138,3 +138,16 @@ def test_a_peer_that_refuses_a_dtype_fails_its_row_only():
     runners = bench_calls.device_peers(cc, _FAKE_CUPY)([np.zeros(4, np.uint32)])
     with pytest.raises(RuntimeError, match="cuda.compute: TypeError"):
         runners[bench_calls.PREPARED](0)
+
+
+def test_a_contender_that_cannot_be_made_fails_its_row_only():
+    class NoPlan(_FakeCsk):
+        @staticmethod
+        def plan(like):
+            raise ValueError("no plan for these keys")
+
+    rows = bench_calls.peers_latency(("uint32",), sizes=(10,), reps=3,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer()), csk=NoPlan)
+    bad = [r for r in rows if r["algorithm"].startswith("csk.plan")]
+    assert len(bad) == 2 and all(r["ok"] is False and "no plan" in r["error"] for r in bad)
+    assert all("us" in r for r in rows if not r["algorithm"].startswith("csk.plan"))
