@@ -640,3 +640,21 @@ def test_the_cache_examples_in_docs_tuning_md_load_as_caches(tmp_path, capsys):
         assert "corrupt" not in out.out + out.err
         for name in data["plugins"]:
             assert name in out.out
+
+
+def test_an_extrapolated_estimate_does_not_beat_one_measured_at_the_size():
+    """A plugin measured only up to 2^20 (an older or partial sweep, or the
+    learner part way) is extrapolated linearly to 2^24; where another is
+    measured at 2^24, the measured one wins, and explain says why."""
+    t = synthetic()
+    _measured_to(t, "partial", {16: 0.03, 18: 0.06, 20: 0.12}, {"block_size": 64})
+    cands = dict(CANDS, partial=Fake("partial"))
+    d = pick(1 << 24, cands=cands, table=t)  # partial ~1.9 ms extrapolated, big_radix 2.6 measured
+    est = {e.name: e for e in d.estimates}
+    assert est["partial"].ms < est["big_radix"].ms
+    assert d.name == "big_radix" and "extrapolated" in est["partial"].note
+    assert pick(1 << 20, cands=cands, table=t).name == "partial"  # measured there: it wins
+    t2 = synthetic()
+    _measured_to(t2, "partial", {16: 0.03}, {"block_size": 64})
+    del t2["plugins"]["big_radix"], t2["plugins"]["fast_small"]
+    assert pick(1 << 24, cands=cands, table=t2).name == "partial"  # nothing measured there
