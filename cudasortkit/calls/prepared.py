@@ -140,7 +140,8 @@ class PreparedCall:
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
-                 "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries", "__weakref__")
+                 "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
+                 "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -202,7 +203,6 @@ class PreparedCall:
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
         return keys, indices
-
 
     def _own(self, state) -> tuple:
         """Take the temporaries this call keeps; their addresses. (Two threads
