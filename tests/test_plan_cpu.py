@@ -306,3 +306,30 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
     assert (state.taken, state.freed) == (4, 4) and small.temporaries is None
     small(np.zeros(8, np.float32))  # and the next call takes a set anew
     assert (state.taken, state.freed) == (6, 4)
+
+
+def test_holds_for_a_plan_reads_only_the_current_device():
+    """PreparedCalls.holds(checked=True) (a plan checked the array's layout
+    and device already) asks the adapter only for the current device."""
+    import types
+
+    from cudasortkit import api
+    from cudasortkit.dispatch.select import _Memo
+
+    class Adapter:
+        device = 0
+
+        @staticmethod
+        def ready(a, ordinal):
+            raise AssertionError("the plan checked the array already")
+
+        @classmethod
+        def current(cls, ordinal):
+            return cls.device == ordinal
+
+    calls = api.prepared
+    call = types.SimpleNamespace(stamps=calls.stamps(), adapter=Adapter,
+                                 state=types.SimpleNamespace(ordinal=0), memo=_Memo(None, None))
+    assert calls.holds(call, object(), checked=True)
+    Adapter.device = 1  # another device current: the general path
+    assert not calls.holds(call, object(), checked=True)
