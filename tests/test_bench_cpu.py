@@ -87,12 +87,17 @@ def test_peers_not_installed_is_one_line_and_the_bench_runs(monkeypatch, capsys)
                  "median_ms": 1.0, "gkeys_s": n / 1e6}]
 
     monkeypatch.setattr(bench, "bench_case", fake_case)
+    monkeypatch.setattr(bench, "_cupy", lambda: _FAKE_CUPY)
+    monkeypatch.setattr(bench_calls, "_libraries", lambda: (_FAKE_CUPY, None))
+    monkeypatch.setattr(bench_calls, "PEER_SIZES", (10,))
+    monkeypatch.setattr(bench_calls, "PEER_REPS", 5)
     assert bench.main(["--peers", "--algorithms", "onesweep", "--sizes", "2^10",
                        "--dtypes", "uint32"]) == 0
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if "cuda.compute" in line]
     assert len(lines) == 1 and "not installed" in lines[0]
     assert seen["peers"] is None and "onesweep" in out  # the rest of the bench ran
+    assert "per call" in out and bench_calls.PREPARED not in out  # ours, CuPy; no CUB
 
 
 def test_peers_latency_rows_table_and_json_with_a_fake_peer(tmp_path):

@@ -404,7 +404,7 @@ def main(argv=None, args=None) -> int:
                     print(merge_summary(new), flush=True)
     print()
     print(format_table(rows))
-    if peers is not None:  # (needs CuPy, as the peer rows do)
+    if args.peers and _cupy() is not None:  # per call; without cuda.compute: ours, CuPy, torch
         calls = bench_calls.peers_latency(args.dtypes.split(","))
         print()
         print(bench_calls.format_peers(calls))

@@ -302,7 +302,7 @@ def _to_host(x) -> np.ndarray:
     return x.get() if hasattr(x, "get") else x.cpu().numpy()
 
 
-def peers_latency(dtypes=("float32",), sizes=PEER_SIZES, reps=PEER_REPS, libraries=None,
+def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
                   csk=None) -> list:
     """Per-call wall clock with synchronisation: rows {op: "call", dtype, n,
     algorithm, us (median of `reps`, interleaved rounds after warm-up),
@@ -310,6 +310,8 @@ def peers_latency(dtypes=("float32",), sizes=PEER_SIZES, reps=PEER_REPS, librari
     result differs from np.sort's (never timed) or that fails.
     `libraries`: (cupy, torch, cuda.compute or None), default the installed
     ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
+    sizes = PEER_SIZES if sizes is None else sizes
+    reps = PEER_REPS if reps is None else reps
     if csk is None:
         from .. import api as csk
     if libraries is None:
@@ -366,7 +368,7 @@ def format_peers(rows) -> str:
     head = f"{'dtype':8} {'n':>9} " + " ".join(f"{n:>14}" for n in names)
     if any("vs_cub" in r for r in rows):
         head += "   vs cub: " + ", ".join(ours)
-    lines = [f"per call, wall clock with synchronisation (us, median of {PEER_REPS}):", head]
+    lines = ["per call, wall clock with synchronisation (us, median):", head]
     for cell in dict.fromkeys((r["dtype"], r["n"]) for r in rows):
         got = {r["algorithm"]: r for r in rows if (r["dtype"], r["n"]) == cell}
         text = " ".join(f"{got[n]['us']:14.1f}" if "us" in got.get(n, {}) else
