@@ -15,3 +15,144 @@ def test_variant_sets_config_beyond_listed_choices():
     finally:
         registry.refresh()  # forget the variant
     assert name not in registry.plugins()
+
+
+# ------------------------------------------------------- --peers (no GPU)
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from cudasortkit.cli import bench_calls
+
+
+class _FakeSorter:
+    """cuda.compute's make_radix_sort result: sizes its temporaries, then sorts."""
+
+    def __call__(self, *, temp_storage, d_in_keys, d_out_keys, d_in_values, d_out_values,
+                 num_items):
+        assert d_in_values is None and d_out_values is None
+        if temp_storage is None:
+            return 64
+        assert temp_storage.nbytes >= 64
+        d_out_keys[...] = np.sort(d_in_keys[:num_items])
+
+
+def _fake_peer(wrong_oneshot=False):
+    def radix_sort(*, d_in_keys, d_out_keys, num_items, order):
+        d_out_keys[...] = d_in_keys if wrong_oneshot else np.sort(d_in_keys)
+    return types.SimpleNamespace(make_radix_sort=lambda **kw: _FakeSorter(), radix_sort=radix_sort,
+                                 SortOrder=types.SimpleNamespace(ASCENDING="asc"))
+
+
+#: CuPy's calls the peers bench makes, on NumPy arrays.
+_FAKE_CUPY = types.SimpleNamespace(asarray=np.asarray, empty_like=np.empty_like, empty=np.empty,
+                                   uint8=np.uint8, sort=np.sort,
+                                   cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(
+                                       synchronize=lambda: None)))
+
+
+class _FakeCsk:
+    sort = staticmethod(np.sort)
+
+    @staticmethod
+    def plan(like):
+        def p(x, out=None):
+            if out is None:
+                return np.sort(x)
+            out[...] = np.sort(x)
+            return out
+        return p
+
+
+def test_peers_flag_parses():
+    assert bench.build_parser().parse_args(["--peers"]).peers is True
+    assert bench.build_parser().parse_args([]).peers is False
+
+
+def test_peers_not_installed_is_one_line_and_the_bench_runs(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cuda.compute", None)  # import fails as if not installed
+    cc, why = bench_calls.peer_module()
+    assert cc is None and why
+    from cudasortkit.gpu import device
+
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    seen = {}
+
+    def fake_case(op, dtype, n, names, **kw):
+        seen["peers"] = kw.get("peers")
+        return [{"op": op, "dtype": dtype, "n": n, "dist": "uniform", "algorithm": "onesweep",
+                 "median_ms": 1.0, "gkeys_s": n / 1e6}]
+
+    monkeypatch.setattr(bench, "bench_case", fake_case)
+    monkeypatch.setattr(bench, "_cupy", lambda: _FAKE_CUPY)
+    monkeypatch.setattr(bench_calls, "_libraries", lambda: (_FAKE_CUPY, None))
+    monkeypatch.setattr(bench_calls, "PEER_SIZES", (10,))
+    monkeypatch.setattr(bench_calls, "PEER_REPS", 5)
+    assert bench.main(["--peers", "--algorithms", "onesweep", "--sizes", "2^10",
+                       "--dtypes", "uint32"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "cuda.compute" in line]
+    assert len(lines) == 1 and "not installed" in lines[0]
+    assert seen["peers"] is None and "onesweep" in out  # the rest of the bench ran
+    assert "per call" in out and bench_calls.PREPARED not in out  # ours, CuPy; no CUB
+
+
+def test_peers_latency_rows_table_and_json_with_a_fake_peer(tmp_path):
+    rows = bench_calls.peers_latency(("uint32", "float32"), sizes=(10, 12), reps=6,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer()), csk=_FakeCsk)
+    names = ["csk.sort", "csk.plan", "csk.plan(out=)", bench_calls.PREPARED, bench_calls.ONESHOT,
+             "cupy.sort"]
+    assert [r["algorithm"] for r in rows] == names * 4
+    for r in rows:
+        assert r["op"] == "call" and r["ok"] is True and r["us"] > 0 and "vs_cub" in r
+        assert r["n"] in (1 << 10, 1 << 12) and r["dtype"] in ("uint32", "float32")
+    assert all(r["vs_cub"] == 1.0 for r in rows if r["algorithm"] == bench_calls.PREPARED)
+    text = bench_calls.format_peers(rows)
+    assert "vs cub: csk.sort, csk.plan, csk.plan(out=)" in text.splitlines()[1]
+    assert len(text.splitlines()) == 2 + 4  # title, head, one line per cell
+    json.dumps(rows)  # the JSON rows (--json) are plain
+
+
+def test_a_wrong_peer_result_is_reported_not_timed():
+    rows = bench_calls.peers_latency(("uint32",), sizes=(10,), reps=3,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer(wrong_oneshot=True)),
+                                     csk=_FakeCsk)
+    bad = next(r for r in rows if r["algorithm"] == bench_calls.ONESHOT)
+    assert bad["ok"] is False and bad["error"] == "wrong result" and "us" not in bad
+    assert "wrong result" in bench_calls.format_peers(rows)
+
+
+def test_device_peers_rows_and_vs_cub():
+    runners = bench_calls.device_peers(_fake_peer(), _FAKE_CUPY)([np.array([3, 1, 2], np.uint32)] * 2)
+    assert sorted(runners) == sorted([bench_calls.PREPARED, bench_calls.ONESHOT])
+    assert runners[bench_calls.PREPARED](1).tolist() == [1, 2, 3]
+    rows = [{"algorithm": "onesweep", "median_ms": 0.5}, {"algorithm": bench_calls.PREPARED,
+                                                          "median_ms": 1.0}, {"algorithm": "x"}]
+    bench_calls.add_vs_cub(rows)
+    assert rows[0]["vs_cub"] == 2.0 and "vs_cub" not in rows[2]
+    assert "vs cub" in bench.format_table([dict(r, op="sort", dtype="uint32", n=3, dist="u",
+                                                gkeys_s=1.0) for r in rows[:2]])
+
+
+def test_a_peer_that_refuses_a_dtype_fails_its_row_only():
+    cc = _fake_peer()
+    cc.make_radix_sort = lambda **kw: (_ for _ in ()).throw(TypeError("unsupported dtype"))
+    runners = bench_calls.device_peers(cc, _FAKE_CUPY)([np.zeros(4, np.uint32)])
+    with pytest.raises(RuntimeError, match="cuda.compute: TypeError"):
+        runners[bench_calls.PREPARED](0)
+
+
+def test_a_contender_that_cannot_be_made_fails_its_row_only():
+    class NoPlan(_FakeCsk):
+        @staticmethod
+        def plan(like):
+            raise ValueError("no plan for these keys")
+
+    rows = bench_calls.peers_latency(("uint32",), sizes=(10,), reps=3,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer()), csk=NoPlan)
+    bad = [r for r in rows if r["algorithm"].startswith("csk.plan")]
+    assert len(bad) == 2 and all(r["ok"] is False and "no plan" in r["error"] for r in bad)
+    assert all("us" in r for r in rows if not r["algorithm"].startswith("csk.plan"))

@@ -111,7 +111,7 @@ class Prepared:
         self.found += 1
         return self.call
 
-    def holds(self, call, a):
+    def holds(self, call, a, checked=False):
         return self.holding
 
 
@@ -156,3 +156,180 @@ def test_out_apart_from_the_input_is_replayed_into_and_in_place_takes_the_genera
     p._call = prepared.call
     assert p(a, out=b) == "keys" and prepared.call.calls == [(a, b)]
     assert p(a, out=a) == "general" and ran[-1]["out"] is a  # in place: the general path's rule
+
+
+class _CupyLike:
+    """Enough of a CuPy array for a plan (module "cupy"); counts reads of
+    its __cuda_array_interface__ (CuPy builds that dict on each read)."""
+
+    reads = 0
+
+    def __init__(self, ptr, n=8, dtype="float32"):
+        self.shape, self.dtype, self.size = (n,), np.dtype(dtype), n
+        self.itemsize = self.dtype.itemsize
+        self.data = type("Mem", (), {"ptr": ptr, "device_id": 0})()
+        self.flags = type("Flags", (), {"c_contiguous": True})()
+
+    def reshape(self, *shape):
+        return self
+
+    def __setitem__(self, key, value):  # the general path's copy into out
+        pass
+
+    @property
+    def __cuda_array_interface__(self):
+        _CupyLike.reads += 1
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "version": 3, "strides": None}
+
+
+_CupyLike.__module__ = "cupy"
+
+
+def test_out_of_cupy_arrays_is_told_apart_by_address_without_the_array_interface(monkeypatch):
+    """A replayed p(a, out=b) of CuPy arrays compares two addresses (both are
+    C-contiguous of the plan's shape), reads no __cuda_array_interface__
+    (CuPy builds it per read: microseconds a call), and tells the prepared
+    calls the input's signature is checked."""
+    import sys
+    import types
+
+    fake = types.ModuleType("cupy")
+    fake.ascontiguousarray = lambda a: a
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(Plan, "_why_general", lambda self, last, shape, dtype: None)
+    prepared = Prepared()
+    checked = []
+    prepared.holds = lambda call, a, **kw: checked.append(kw) or True
+    a = _CupyLike(0x1000)
+    p = Plan(a, "sort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, prepared=prepared)
+    p._call = prepared.call
+    before = _CupyLike.reads
+    apart = _CupyLike(0x1000 + 8 * 4)  # right after a's 8 float32 keys
+    assert p(a, out=apart) == "keys" and prepared.call.calls == [(a, apart)]
+    assert _CupyLike.reads == before and checked == [{"checked": True}]
+    assert p(a, out=_CupyLike(0x1000 + 4)) == "general"  # overlaps a: the general path
+    q = Plan(a, "argsort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, prepared=prepared)
+    q._call = prepared.call
+    indices = _CupyLike(0x1000 - 8 * 8, dtype="int64")  # 8 int64 indices end where a starts
+    assert q(a, out=indices) == "indices"
+    ran = len(prepared.ran)
+    q(a, out=_CupyLike(0x1000 - 8 * 8 + 8, dtype="int64"))  # its last index overlaps a
+    assert len(prepared.ran) == ran + 1
+
+
+def test_a_rebound_job_is_the_job_made_for_those_buffers():
+    """A prepared call's per-call Job (Job.rebound) has exactly the fields
+    Job() gives for the call's buffers, and temporaries of its own."""
+    import types
+
+    from cudasortkit.sdk import registry
+    from cudasortkit.sdk.job import Job
+
+    plugin = registry.plugins()["onesweep"]
+    state = types.SimpleNamespace(stream=object())
+    config = plugin.default_config("uint32", 4)
+    kw = dict(dtype="uint32", n=1000, value_bytes=4, descending=True, config=config)
+    template = Job(plugin, state, keys_in=0, keys_out=0, **kw)
+    job = template.rebound(16, 32, 48, 64)
+    assert vars(job).keys() == vars(template).keys()
+    fresh = Job(plugin, state, keys_in=16, keys_out=32, values_in=48, values_out=64, **kw)
+    assert {k: v for k, v in vars(job).items() if k != "_temporaries"} == \
+        {k: v for k, v in vars(fresh).items() if k != "_temporaries"}
+    assert job._temporaries == [] and job._temporaries is not template._temporaries
+
+
+def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
+    """Small temporaries are taken from the pool once and kept (the same
+    addresses every call: no pool traffic, one graph); bigger ones than
+    OWN_TEMPORARIES_BYTES come from the pool on each call and go back."""
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.gpu.streams import LEGACY
+    from cudasortkit.sdk import registry
+
+    class Buf(int):
+        def free(self):
+            state.freed += 1
+
+    class State:
+        ordinal, taken, freed = 0, 0, 0
+        stream = joiner = None
+
+        def activate(self):
+            return self
+
+        def allocate(self, nbytes, who=None):
+            self.taken += 1
+            return Buf(0x100000 * self.taken)
+
+    class Adapter:
+        stream = staticmethod(lambda a: LEGACY)
+        pointer = staticmethod(lambda a: 0x42)
+        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+
+    class LaunchPlan:
+        def __init__(self, temporaries):
+            self.temporaries, self.seen = temporaries, []
+
+        def replay(self, job, temporaries=None):
+            if temporaries is None:
+                temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
+            self.seen.append(temporaries)
+
+    plugin = registry.plugins()["onesweep"]
+    state = State()
+    state.joiner = types.SimpleNamespace(own=7)
+
+    def call(sizes):
+        plan = LaunchPlan(sizes)
+        return prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"), plan,
+                                 "sort", np.dtype("float32"), "float32", (8,), 8, 0, False,
+                                 _Memo(plugin, None), ()), plan
+
+    small, plan = call((4096, 256))
+    for _ in range(3):
+        small(np.zeros(8, np.float32))
+    assert plan.seen[0] == plan.seen[1] == plan.seen[2] and len(plan.seen[0]) == 2
+    assert (state.taken, state.freed) == (2, 0)  # taken once, kept
+    big, plan = call((prep.OWN_TEMPORARIES_BYTES + 1,))
+    big(np.zeros(8, np.float32))
+    big(np.zeros(8, np.float32))
+    assert (state.taken, state.freed) == (4, 2)  # one a call, back to the pool after it
+    from cudasortkit.gpu import caches
+
+    caches.clear_all()  # (before a context goes, at exit): kept temporaries go back
+    assert (state.taken, state.freed) == (4, 4) and small.temporaries is None
+    small(np.zeros(8, np.float32))  # and the next call takes a set anew
+    assert (state.taken, state.freed) == (6, 4)
+
+
+def test_holds_for_a_plan_reads_only_the_current_device():
+    """PreparedCalls.holds(checked=True) (a plan checked the array's layout
+    and device already) asks the adapter only for the current device."""
+    import types
+
+    from cudasortkit import api
+    from cudasortkit.dispatch.select import _Memo
+
+    class Adapter:
+        device = 0
+
+        @staticmethod
+        def ready(a, ordinal):
+            raise AssertionError("the plan checked the array already")
+
+        @classmethod
+        def current(cls, ordinal):
+            return cls.device == ordinal
+
+    calls = api.prepared
+    call = types.SimpleNamespace(stamps=calls.stamps(), adapter=Adapter,
+                                 state=types.SimpleNamespace(ordinal=0), memo=_Memo(None, None))
+    assert calls.holds(call, object(), checked=True)
+    Adapter.device = 1  # another device current: the general path
+    assert not calls.holds(call, object(), checked=True)

@@ -176,3 +176,24 @@ def test_mismatched_inputs_are_refused():
         with cupy.cuda.Device(1):
             with pytest.raises(ValueError, match="device"):
                 p(cupy.empty(1000, "float32"))
+
+
+@pytest.mark.parametrize("n", [1000, 1 << 16, 1 << 20])
+def test_kept_temporaries_serve_many_calls_and_come_back(n):
+    """A replaying plan keeps its temporaries (prepared.OWN_TEMPORARIES_BYTES):
+    many calls on fresh keys, into out= and not, each equal to NumPy's,
+    before and after the context caches give them back."""
+    cupy = _cupy()
+    from cudasortkit.gpu import caches
+
+    rng = np.random.default_rng(n)
+    p = csk.plan(like=cupy.empty(n, "float32"))
+    out = cupy.empty(n, "float32")
+    for i in range(40):
+        if i == 20:
+            caches.clear_all()
+        h = _keys(rng, n, "float32")
+        x = cupy.asarray(h)
+        got = p(x, out=out) if i % 2 else p(x)
+        np.testing.assert_array_equal(got.get(), np.sort(h))
+    assert "replays" in p.path()

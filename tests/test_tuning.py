@@ -376,6 +376,43 @@ def test_a_preferred_plugin_is_not_passed_over_for_lack_of_a_measurement(fake_co
     assert choice.plugin.name == "counting_like" and "not measured" in choice.reason
 
 
+def _measured_to(table, name, buckets, cfg):
+    table["plugins"][name] = {"hash": "h", "results": {"sort": {"uint32": {
+        str(b): {"ms": ms, "config": dict(cfg, tile=b)} for b, ms in buckets.items()}}}}
+
+
+def test_extrapolated_estimates_do_not_overrule_the_declarations(fake_context):
+    """Issue 31: a bench with a fresh cache measured counting (uint16) and
+    onesweep (32-bit keys) only below 2^24/2^26; linear extrapolation kept
+    the smaller size's order and auto ran a slower plugin there. The plugin
+    the declarations prefer keeps the call until it is measured at the size."""
+    cands = dict(CANDS, counting_like=Fake("counting_like", priority=1))
+    # measured 2^20..2^24, slower than big_radix there (its fixed cost)
+    _measured_to(fake_context.table, "counting_like", {20: 0.5, 22: 1.0, 24: 3.0}, {"block_size": 256})
+    mp = MeasuredPolicy()
+    at24 = mp.choose(Request("sort", "uint32", 1 << 24), cands)  # measured here: the table decides
+    assert at24.plugin.name == "big_radix"
+    at22 = mp.choose(Request("sort", "uint32", 3 << 21), cands)  # between measured sizes: too
+    assert at22.plugin.name == "big_radix"
+    at26 = mp.choose(Request("sort", "uint32", 1 << 26), cands)  # beyond: the declarations
+    assert at26.plugin.name == "counting_like" and "not measured at this size" in at26.reason
+    assert at26.config == {"block_size": 256, "tile": 24}  # its nearest measured config
+    assert policy.measured_at(fake_context.table, "counting_like", Request("sort", "uint32", 1 << 24))
+    assert not policy.measured_at(fake_context.table, "counting_like", Request("sort", "uint32", 1 << 18))
+
+
+def test_auto_and_by_name_run_a_plugin_with_one_config(fake_context):
+    """auto's config for the plugin it picks is the one a call naming that
+    plugin gets (the bench's named rows), at every size, measured or not."""
+    cands = dict(CANDS, counting_like=Fake("counting_like", priority=1))
+    _measured_to(fake_context.table, "counting_like", {20: 0.5, 22: 1.0, 24: 3.0}, {"block_size": 256})
+    mp = MeasuredPolicy()
+    for b in range(10, 30):
+        req = Request("sort", "uint32", 1 << b)
+        choice = mp.choose(req, cands)
+        assert choice.config == mp.configure(req, choice.plugin), b
+
+
 def test_the_learner_measures_only_from_credit(fake_context, monkeypatch):
     """First-run measurement costs at most SHARE of the calls' estimated time."""
     spent = []
@@ -603,3 +640,21 @@ def test_the_cache_examples_in_docs_tuning_md_load_as_caches(tmp_path, capsys):
         assert "corrupt" not in out.out + out.err
         for name in data["plugins"]:
             assert name in out.out
+
+
+def test_an_extrapolated_estimate_does_not_beat_one_measured_at_the_size():
+    """A plugin measured only up to 2^20 (an older or partial sweep, or the
+    learner part way) is extrapolated linearly to 2^24; where another is
+    measured at 2^24, the measured one wins, and explain says why."""
+    t = synthetic()
+    _measured_to(t, "partial", {16: 0.03, 18: 0.06, 20: 0.12}, {"block_size": 64})
+    cands = dict(CANDS, partial=Fake("partial"))
+    d = pick(1 << 24, cands=cands, table=t)  # partial ~1.9 ms extrapolated, big_radix 2.6 measured
+    est = {e.name: e for e in d.estimates}
+    assert est["partial"].ms < est["big_radix"].ms
+    assert d.name == "big_radix" and "extrapolated" in est["partial"].note
+    assert pick(1 << 20, cands=cands, table=t).name == "partial"  # measured there: it wins
+    t2 = synthetic()
+    _measured_to(t2, "partial", {16: 0.03}, {"block_size": 64})
+    del t2["plugins"]["big_radix"], t2["plugins"]["fast_small"]
+    assert pick(1 << 24, cands=cands, table=t2).name == "partial"  # nothing measured there

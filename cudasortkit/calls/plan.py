@@ -55,6 +55,10 @@ def _signature(a, library):
     return shape, dtype, None, strides is None or tuple(strides) == c_strides(shape, dtype.itemsize)
 
 
+#: The address of a CuPy array or torch.Tensor (the libraries a plan replays for).
+_POINTER = {"cupy": lambda x: x.data.ptr, "torch": lambda x: x.data_ptr()}
+
+
 def _name(t) -> str:
     return f"{t.__module__}.{t.__name__}"
 
@@ -123,6 +127,17 @@ class Plan:
                               ((int(np.prod(shape)),),) + self.signature[1:])
         self.out_signature = (self.out_signature[0], out_dtype) + self.out_signature[2:]
         self._axis_arg = -1 if last else self.axis
+        # Bytes of the input and of the result: C-contiguous arrays of these
+        # signatures span exactly [address, address + bytes), so out= is
+        # told apart from the input by two addresses (CuPy, PyTorch).
+        count = int(np.prod(shape))
+        self._pointer = _POINTER.get(library)
+        self._bytes = self._out_bytes = None
+        if self._pointer is not None:
+            itemsize = like.itemsize if library == "cupy" else like.element_size()
+            self._bytes = count * itemsize
+            self._out_bytes = count * (np.dtype(self.index_dtype).itemsize if op == "argsort"
+                                       else itemsize)
         self.why_general = self._why_general(last, shape, dtype)
         self._call = None  # the prepared call, once the general path has made it
 
@@ -191,10 +206,14 @@ class Plan:
         apart = True
         if out is not None:
             self._check(out, self.out_signature, "out", " (its result)")
-            apart = not overlaps(*memory_span(a), *memory_span(out))
+            if self._bytes is not None:  # both checked C-contiguous: their addresses tell
+                apart = not overlaps(self._pointer(a), self._bytes, self._pointer(out),
+                                     self._out_bytes)
+            else:
+                apart = not overlaps(*memory_span(a), *memory_span(out))
         call = self._call
         if call is not None and apart:
-            if self._prepared.holds(call, a):
+            if self._prepared.holds(call, a, checked=True):
                 keys, indices = call(a, out)
                 return keys if op == "sort" else indices
             self._call = None  # its decision moved: the general path decides and prepares anew

@@ -25,6 +25,7 @@ the rows' shape (launchplan.rows_of).
 """
 from __future__ import annotations
 
+import weakref
 
 from ..build.corekernels import iota64
 from ..launch import plans as launchplan
@@ -33,11 +34,36 @@ from ..sdk import registry
 from ..dtypes import is_bfloat16
 from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
+from ..gpu import caches
 from ..gpu.streams import LEGACY, current_stream
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
 MAX_CALLS = 1024
+#: A prepared call whose launch plan's temporaries take at most this many
+#: bytes in all keeps them from its first call on, instead of taking them
+#: from the pool and freeing them on each call: safe, since all of a
+#: device's work runs on its one stream (DeviceState.stream), so one call's
+#: kernels are done with them before the next call's start; small, so the
+#: 1,024 calls kept hold little memory (the pool holds freed blocks anyway).
+OWN_TEMPORARIES_BYTES = 1 << 20
+#: The prepared calls keeping temporaries now.
+_owning = weakref.WeakSet()
+
+
+def _release_owned() -> None:
+    """Give back the temporaries every prepared call keeps, with the other
+    context caches (gpu.caches.clear_all: before a context goes, at exit
+    among others); a call still in use takes a new set on its next call.
+    The blocks go back to the pool, ordered on the device's stream."""
+    for call in list(_owning):
+        owned, call.owned, call.temporaries = call.owned, None, None
+        for buf in owned or ():
+            buf.free()
+    _owning.clear()
+
+
+caches.register(_release_owned)
 
 
 class _CupyKeys:
@@ -51,6 +77,14 @@ class _CupyKeys:
 
         return (a.flags.c_contiguous and a.data.device_id == ordinal
                 and cupy.cuda.runtime.getDevice() == ordinal)
+
+    @staticmethod
+    def current(ordinal) -> bool:
+        """Whether `ordinal` is CuPy's current device (ready() without the
+        array's checks, which a plan made already)."""
+        import cupy
+
+        return cupy.cuda.runtime.getDevice() == ordinal
 
     @staticmethod
     def pointer(a) -> int:
@@ -75,6 +109,10 @@ class _TorchKeys:
     @staticmethod
     def ready(a, ordinal) -> bool:
         return a.is_contiguous() and a.device.index == ordinal
+
+    @staticmethod
+    def current(ordinal) -> bool:
+        return True  # a tensor names its device: ready() reads no current device
 
     @staticmethod
     def pointer(a) -> int:
@@ -102,7 +140,8 @@ class PreparedCall:
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
-                 "index_dtype", "key_bytes", "index_bytes")
+                 "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
+                 "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -114,6 +153,13 @@ class PreparedCall:
         self.iota = kind == "argsort" and not plugin.makes_indices
         self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
         self.key_bytes, self.index_bytes = n * dtype.itemsize, n * index_dtype.itemsize
+        #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
+        self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
+                       value_bytes=value_bytes, descending=descending, config=config)
+        #: Whether this call keeps its plan's temporaries (OWN_TEMPORARIES_BYTES),
+        #: and once taken (first call), their pool buffers and addresses.
+        self.owns = sum(plan.temporaries) <= OWN_TEMPORARIES_BYTES
+        self.owned = self.temporaries = None
 
     def __call__(self, a, out=None):
         """(sorted keys or None, indices or None), in the caller's library.
@@ -141,12 +187,12 @@ class PreparedCall:
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
-            job = Job(self.plugin, state, dtype=self.key_name, n=n, keys_in=keys_in,
-                      keys_out=keys_out, values_in=values_in, values_out=values_out,
-                      value_bytes=self.value_bytes, descending=self.descending,
-                      config=self.config)
+            job = self.job.rebound(keys_in, keys_out, values_in, values_out)
+            owned = self.temporaries
+            if owned is None and self.owns:
+                owned = self._own(state)
             try:
-                self.plan.replay(job)
+                self.plan.replay(job, owned)  # None: it takes them from the pool
             finally:
                 job.finish()
         finally:
@@ -157,6 +203,16 @@ class PreparedCall:
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
         return keys, indices
+
+    def _own(self, state) -> tuple:
+        """Take the temporaries this call keeps; their addresses. (Two threads
+        racing here each take a set, and the set dropped goes back to the
+        pool, ordered on the device's stream as every freed block is.)"""
+        owned = [state.allocate(nbytes, "a prepared call's temporaries")
+                 for nbytes in self.plan.temporaries]
+        self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
+        _owning.add(self)
+        return self.temporaries
 
 
 class PreparedCalls:
@@ -201,10 +257,14 @@ class PreparedCalls:
             return None
         return call
 
-    def holds(self, call, a) -> bool:
+    def holds(self, call, a, checked: bool = False) -> bool:
         """Whether prepared `call` still serves this call of `a`: its stamps
-        stand, `a` is ready for it, and the selector reuses its decision."""
-        return (call.stamps == self.stamps() and call.adapter.ready(a, call.state.ordinal)
+        stand, `a` is ready for it, and the selector reuses its decision.
+        checked: `a` is known to be C-contiguous on the call's device (a
+        plan checked its signature), so only the current device is read."""
+        ordinal = call.state.ordinal
+        return (call.stamps == self.stamps()
+                and (call.adapter.current(ordinal) if checked else call.adapter.ready(a, ordinal))
                 and self.selector.reuse(call.memo))
 
     def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,

@@ -67,10 +67,11 @@ def _error_text(exc) -> str:
 
 
 def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10,
-               with_numpy=False, check=True, rng=None, index_dtype="int64") -> list:
+               with_numpy=False, check=True, rng=None, index_dtype="int64", peers=None) -> list:
     """Rows {op, dtype, n, algorithm, median_ms, gkeys_s, ok} for one case.
     index_dtype: of our argsorts ("int32": the algorithm reads NAME/int32;
-    CuPy's are int64)."""
+    CuPy's are int64). peers: bench_calls.device_peers(...) (--peers): its
+    runners join sort cells, and rows get vs_cub."""
     cupy = _cupy()
     rng = rng or np.random.default_rng()
     hosts = [make_input(dtype, n, dist, rng) for _ in range(inputs)]
@@ -106,6 +107,8 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             "argsort": lambda i: cupy.argsort(devs[i]),
             "pairs": lambda i: (lambda o: (devs[i][o], vals[i][o]))(cupy.argsort(devs[i])),
         }[op]
+        if peers is not None and op == "sort":
+            runners.update(peers(devs))
     rows, timed = [], {}
     for name, run in runners.items():
         row = {"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": name}
@@ -154,6 +157,10 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
     for r in rows:
         if base and "median_ms" in r:
             r["vs_cupy"] = base["median_ms"] / r["median_ms"]
+    if peers is not None:
+        from .bench_calls import add_vs_cub
+
+        add_vs_cub(rows)
     return rows
 
 
@@ -252,12 +259,14 @@ def _host(x):
 
 def format_table(rows) -> str:
     head = f"{'op':8} {'dtype':8} {'n':>11} {'dist':12} {'algorithm':14} {'ms':>10} {'GK/s':>8} {'vs cupy':>8}"
+    head += f" {'vs cub':>8}" if any("vs_cub" in r for r in rows) else ""
     lines = [head, "-" * len(head)]
     for r in rows:
         if "median_ms" in r:
             vs = f"{r['vs_cupy']:.2f}x" if "vs_cupy" in r else "-"
             lines.append(f"{r['op']:8} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
-                         f"{r['median_ms']:>10.3f} {r['gkeys_s']:>8.3f} {vs:>8}")
+                         f"{r['median_ms']:>10.3f} {r['gkeys_s']:>8.3f} {vs:>8}"
+                         + (f" {r['vs_cub']:>7.2f}x" if "vs_cub" in r else ""))
         else:
             lines.append(f"{r['op']:8} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
                          f"{r.get('error', 'failed')}")
@@ -303,6 +312,11 @@ def build_parser(parser=None):
     parser.add_argument("--host-modes", default="auto", metavar="MODE,...",
                         help="with --host: transfer modes to time ours with (auto: staged in "
                              "core, registered out of core; staged; registered)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also time NVIDIA's cuda.compute radix sort (cuda-cccl), prepared and "
+                             "one-shot, in each sort cell ('vs cub'), then per-call wall clock of "
+                             "csk.sort, a csk.plan, both cuda.compute forms, cupy.sort and "
+                             "torch.sort at 2^10..2^20 (bench_calls.py)")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
@@ -372,12 +386,20 @@ def main(argv=None, args=None) -> int:
     for d in args.dtypes.split(","):
         if d not in KEY_DTYPES:
             raise SystemExit(f"unknown dtype {d!r}; choose from {', '.join(KEY_DTYPES)}")
-    rows = []
+    rows, peers = [], None
+    if args.peers:
+        from . import bench_calls
+
+        cc, why = bench_calls.peer_module()
+        if cc is None:
+            print(bench_calls.not_installed(why), flush=True)
+        elif _cupy() is not None:
+            peers = bench_calls.device_peers(cc, _cupy())
     for op in args.ops.split(","):
         for dtype in args.dtypes.split(","):
             for size in args.sizes.split(","):
                 n = parse_size(size)
-                options = {} if op == "merge" else {"index_dtype": args.index_dtype}
+                options = {} if op == "merge" else {"index_dtype": args.index_dtype, "peers": peers}
                 case = bench_merge if op == "merge" else bench_case
                 new = case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
                            repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check,
@@ -388,6 +410,11 @@ def main(argv=None, args=None) -> int:
                     print(merge_summary(new), flush=True)
     print()
     print(format_table(rows))
+    if args.peers and _cupy() is not None:  # per call; without cuda.compute: ours, CuPy, torch
+        calls = bench_calls.peers_latency(args.dtypes.split(","))
+        print()
+        print(bench_calls.format_peers(calls))
+        rows += calls
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -8,6 +8,15 @@ and a 1,000-key NumPy array against np.sort, its first call included.
 --cold: with an empty tuning cache, a loop sorting 12 float32 CuPy arrays
 from 1e4 to 6e7 keys, three rounds; each round's total and the slowest
 single call, cudasortkit against cupy.sort.
+--peers: NVIDIA's cuda.compute (cuda-cccl: CUB's radix sort compiled at run
+time) where it is installed, in two forms: "cub(prepared)", the sorter built
+once (make_radix_sort) with its temporary storage allocated up front and
+called again into one preallocated output (the fastest way a user can call
+it), and "cub(oneshot)", cuda.compute.radix_sort into a new output each
+call. bench.py adds both to each sort cell's device time; peers_latency()
+times the wall clock of one synchronised call of each against csk.sort, a
+csk.plan (with and without out=), cupy.sort and torch.sort. "vs cub" is
+cub(prepared)'s time over ours (> 1: we are faster).
 """
 from __future__ import annotations
 
@@ -17,6 +26,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from ..dtypes import numpy_dtype
 
 ROUNDS = 5
 
@@ -138,3 +149,233 @@ def print_cold(rows) -> None:
     for r, res in rows:
         (ct, cm), (pt, pm) = res["cudasortkit"], res["cupy"]
         print(f"{r:>5} {ct:12.3f} {cm:10.3f} {pt:13.3f} {pm:11.3f}")
+
+
+# ------------------------------------------------------------------- peers
+#: The peer rows: cuda.compute's radix sort, prepared and one-shot.
+PREPARED, ONESHOT = "cub(prepared)", "cub(oneshot)"
+#: Per-call sizes of --peers (log2 of n).
+PEER_SIZES = (10, 12, 16, 20)
+#: Per-call samples of each contender (median), over ROUNDS interleaved rounds.
+PEER_REPS = 200
+
+
+def peer_module():
+    """(cuda.compute, None) where cuda-cccl imports here, else (None, why not)."""
+    try:
+        import cuda.compute as cc
+
+        cc.make_radix_sort, cc.radix_sort, cc.SortOrder  # noqa: B018  (the API used here)
+        return cc, None
+    except Exception as exc:  # not installed, or its CUDA libraries missing
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+
+
+def not_installed(reason: str) -> str:
+    """The one line --peers prints where cuda.compute cannot be imported."""
+    return f"peers: cuda.compute (cuda-cccl) is not installed here ({reason}); timing without it"
+
+
+class CubPrepared:
+    """cuda.compute's radix sort of arrays like `like`, the fastest way a
+    user can call it: built once, temporary storage allocated up front,
+    each call sorting into the one output it owns (returned)."""
+
+    def __init__(self, cc, cupy, like):
+        self.n = like.size
+        self.out = cupy.empty_like(like)
+        self.sorter = cc.make_radix_sort(d_in_keys=like, d_out_keys=self.out, d_in_values=None,
+                                         d_out_values=None, order=cc.SortOrder.ASCENDING)
+        nbytes = self.sorter(temp_storage=None, d_in_keys=like, d_out_keys=self.out,
+                             d_in_values=None, d_out_values=None, num_items=self.n)
+        self.temp = cupy.empty(max(int(nbytes), 1), cupy.uint8)
+
+    def __call__(self, x):
+        self.sorter(temp_storage=self.temp, d_in_keys=x, d_out_keys=self.out, d_in_values=None,
+                    d_out_values=None, num_items=self.n)
+        return self.out
+
+
+def cub_oneshot(cc, cupy, x):
+    """cuda.compute.radix_sort of `x` into a new array (it sizes and allocates
+    its temporary storage on each call)."""
+    out = cupy.empty_like(x)
+    cc.radix_sort(d_in_keys=x, d_out_keys=out, num_items=x.size, order=cc.SortOrder.ASCENDING)
+    return out
+
+
+def _peer_error(exc) -> RuntimeError:
+    # bench.bench_case reports ValueError/MemoryError/RuntimeError as the row's error
+    return RuntimeError(f"cuda.compute: {type(exc).__name__}: {exc}")
+
+
+def device_peers(cc, cupy):
+    """For bench.bench_case: devs (CuPy arrays of one dtype and size) ->
+    {row name: run(i)} of the two peer forms; a form cuda.compute refuses
+    (a dtype it does not sort) fails its row with RuntimeError."""
+    def runners(devs):
+        prepared = []
+
+        def run_prepared(i):
+            try:
+                if not prepared:
+                    prepared.append(CubPrepared(cc, cupy, devs[0]))
+                return prepared[0](devs[i])
+            except Exception as exc:
+                raise _peer_error(exc) from exc
+
+        def run_oneshot(i):
+            try:
+                return cub_oneshot(cc, cupy, devs[i])
+            except Exception as exc:
+                raise _peer_error(exc) from exc
+
+        return {PREPARED: run_prepared, ONESHOT: run_oneshot}
+    return runners
+
+
+def add_vs_cub(rows) -> None:
+    """vs_cub on each timed row of one cell: cub(prepared)'s time over its
+    ("median_ms" rows of bench_case, "us" rows of peers_latency)."""
+    for key in ("median_ms", "us"):
+        base = next((r for r in rows if r["algorithm"] == PREPARED and key in r), None)
+        if base is not None:
+            for r in rows:
+                if key in r:
+                    r["vs_cub"] = base[key] / r[key]
+
+
+def _made(make):
+    """make() (a call), or where making it fails, a call raising that error
+    (its row reports it; the other contenders still run)."""
+    try:
+        return make()
+    except Exception as exc:
+        error = exc  # (the except clause unbinds exc when it ends)
+
+        def fail():
+            raise error
+        return fail
+
+
+def peer_contenders(h, x, cupy, torch, cc, csk) -> dict:
+    """name -> (call, synchronize) for the keys `h` (NumPy) on the device as
+    `x` (CuPy)."""
+    sync = cupy.cuda.Device().synchronize
+
+    def plan(with_out):
+        p, out = csk.plan(like=x), cupy.empty_like(x)
+        return (lambda: p(x, out=out)) if with_out else (lambda: p(x))
+
+    def prepared():
+        sorter = CubPrepared(cc, cupy, x)
+        return lambda: sorter(x)
+
+    calls = {"csk.sort": (lambda: csk.sort(x), sync),
+             "csk.plan": (_made(lambda: plan(False)), sync),
+             "csk.plan(out=)": (_made(lambda: plan(True)), sync)}
+    if cc is not None:
+        calls[PREPARED] = (_made(prepared), sync)
+        calls[ONESHOT] = (lambda: cub_oneshot(cc, cupy, x), sync)
+    calls["cupy.sort"] = (lambda: cupy.sort(x), sync)
+    if torch is not None:
+        def torch_sort():
+            t = torch.from_numpy(h).cuda()
+            return lambda: torch.sort(t).values
+        calls["torch.sort"] = (_made(torch_sort), torch.cuda.synchronize)
+    return calls
+
+
+def _uniform(dtype: str, n: int, rng) -> np.ndarray:
+    """n keys spread over the whole integer dtype, or standard normal floats
+    (bench.py's "uniform"; not imported from there: bench imports this)."""
+    dt = numpy_dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+    return rng.standard_normal(n).astype(dt)
+
+
+def _to_host(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    return x.get() if hasattr(x, "get") else x.cpu().numpy()
+
+
+def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
+                  csk=None) -> list:
+    """Per-call wall clock with synchronisation: rows {op: "call", dtype, n,
+    algorithm, us (median of `reps`, interleaved rounds after warm-up),
+    ok, vs_cub}, or {..., ok: False, error} for a contender whose first
+    result differs from np.sort's (never timed) or that fails.
+    `libraries`: (cupy, torch, cuda.compute or None), default the installed
+    ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
+    sizes = PEER_SIZES if sizes is None else sizes
+    reps = PEER_REPS if reps is None else reps
+    if csk is None:
+        from .. import api as csk
+    if libraries is None:
+        cupy, torch = _libraries()
+        cc, _ = peer_module()
+    else:
+        cupy, torch, cc = libraries
+    rng = np.random.default_rng(3)
+    rows = []
+    for dtype in dtypes:
+        for b in sizes:
+            n = 1 << b
+            h = _uniform(dtype, n, rng)
+            ref = np.sort(h, kind="stable")
+            x = cupy.asarray(h)
+            cell, timed = [], {}
+            for name, (fn, sync) in peer_contenders(h, x, cupy, torch, cc, csk).items():
+                row = {"op": "call", "dtype": dtype, "n": n, "algorithm": name}
+                cell.append(row)
+                try:
+                    row["ok"] = bool(np.array_equal(_to_host(fn()), ref,
+                                                    equal_nan=ref.dtype.kind == "f"))
+                    if not row["ok"]:
+                        row["error"] = "wrong result"
+                        continue
+                    for _ in range(5):  # warm-up: compiles, allocations, graphs
+                        fn()
+                    sync()
+                    timed[name] = (fn, sync)
+                except Exception as exc:
+                    row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
+            samples = {name: [] for name in timed}
+            per_round = -(-reps // ROUNDS)
+            for _ in range(ROUNDS):
+                for name, (fn, sync) in timed.items():
+                    for _ in range(per_round):
+                        t = time.perf_counter()
+                        fn()
+                        sync()
+                        samples[name].append((time.perf_counter() - t) * 1e6)
+            for row in cell:
+                if row["algorithm"] in samples:
+                    row["us"] = statistics.median(samples[row["algorithm"]])
+            add_vs_cub(cell)
+            rows += cell
+    return rows
+
+
+def format_peers(rows) -> str:
+    """The per-call table: one line per (dtype, n), us per contender, then
+    each of ours "vs cub" (cub(prepared)'s time over ours)."""
+    names = list(dict.fromkeys(r["algorithm"] for r in rows))
+    ours = [n for n in names if n.startswith("csk.")]
+    head = f"{'dtype':8} {'n':>9} " + " ".join(f"{n:>14}" for n in names)
+    if any("vs_cub" in r for r in rows):
+        head += "   vs cub: " + ", ".join(ours)
+    lines = ["per call, wall clock with synchronisation (us, median):", head]
+    for cell in dict.fromkeys((r["dtype"], r["n"]) for r in rows):
+        got = {r["algorithm"]: r for r in rows if (r["dtype"], r["n"]) == cell}
+        text = " ".join(f"{got[n]['us']:14.1f}" if "us" in got.get(n, {}) else
+                        f"{('failed' if n in got else '-'):>14}" for n in names)
+        vs = [f"{got[n]['vs_cub']:.2f}x" for n in ours if "vs_cub" in got.get(n, {})]
+        lines.append(f"{cell[0]:8} {cell[1]:>9,} {text}" + (f"   {', '.join(vs)}" if vs else ""))
+    for r in rows:
+        if "error" in r:
+            lines.append(f"  {r['dtype']} {r['n']:,} {r['algorithm']}: {r['error']}")
+    return "\n".join(lines)

@@ -194,12 +194,15 @@ class LaunchPlan:
         #: The plan's CUDA graphs, by buffer addresses (cudasortkit/launch/graphs.py).
         self.graphs = PlanGraphs()
 
-    def replay(self, job) -> None:
+    def replay(self, job, temporaries: tuple | None = None) -> None:
         """Issue the recorded work for `job`'s buffers, as one graph launch
         when these buffers were replayed before; temporaries come from
-        job.alloc, so job.finish() frees them as after a plain run()."""
-        bases = (job.keys_in, job.keys_out, job.values_in, job.values_out,
-                 *(int(job.alloc(nbytes)) for nbytes in self.temporaries))
+        job.alloc, so job.finish() frees them as after a plain run(), or
+        are `temporaries` (addresses of self.temporaries' sizes, in order)
+        that the caller owns and uses on the job's stream only."""
+        if temporaries is None:
+            temporaries = tuple(int(job.alloc(nbytes)) for nbytes in self.temporaries)
+        bases = (job.keys_in, job.keys_out, job.values_in, job.values_out, *temporaries)
         if self.graphs.launch(bases, job):
             return
         last_bases, arguments = self._resolved

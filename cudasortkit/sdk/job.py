@@ -53,6 +53,20 @@ class Job:
         #: A launchplan.Recorder while this job's work is being recorded.
         self.recorder = None
 
+    def rebound(self, keys_in: int, keys_out: int, values_in: int = 0,
+                values_out: int = 0) -> "Job":
+        """A job like this one on other buffers (ints), without temporaries:
+        plugin, state, shape and config are this job's (the config shared,
+        not copied). A prepared call's per-call job, made without
+        __init__'s conversions and default_config lookup; it runs no plugin
+        code (a launch plan's replay), which is why the config may be shared."""
+        job = object.__new__(type(self))
+        job.__dict__.update(self.__dict__)
+        job.keys_in, job.keys_out, job.values_in, job.values_out = (keys_in, keys_out,
+                                                                    values_in, values_out)
+        job._temporaries = []
+        return job
+
     # ----------------------------------------------------------- properties
     @property
     def key_bits(self) -> int:

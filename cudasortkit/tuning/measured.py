@@ -27,7 +27,8 @@ from ..dtypes import itemsize
 from ..errors import PluginError
 from ..dispatch.select import Choice, DefaultPolicy, priority_of
 from . import cache, runtime
-from .policy import (OP_SHAPE, ROWS_TOTAL_BUCKET, bucket_of, decide, estimate, measured_shape, op_of, plugin_results, row_bucket)
+from .policy import (OP_SHAPE, ROWS_TOTAL_BUCKET, bucket_of, decide, estimate, measured_at,
+                     measured_shape, op_of, plugin_results, row_bucket)
 
 #: Share of a shape's estimated call time that may go to measuring it.
 SHARE = 0.10
@@ -246,11 +247,18 @@ class MeasuredPolicy:
         if d is None:
             return Choice(default.plugin, None, "nothing measured here for this request; "
                           + default.reason), None
-        measured = {e.name for e in d.estimates}
+        # The declarations' choice stands until it is measured at this size:
+        # an estimate extrapolated from other sizes (its own or the others')
+        # does not overrule it.
         preferred = default.plugin
-        if preferred.device == "gpu" and preferred.name not in measured:
-            return Choice(preferred, None, f"{preferred.name} is preferred by declaration and "
-                                           "not measured here yet (default config)"), d.ms
+        if preferred.device == "gpu" and not measured_at(ctx.table, preferred.name, request):
+            est = next((e for e in d.estimates if e.name == preferred.name), None)
+            if est is None:
+                return Choice(preferred, None, f"{preferred.name} is preferred by declaration and "
+                                               "not measured here yet (default config)"), d.ms
+            return Choice(preferred, est.config, f"{preferred.name} is preferred by declaration and "
+                                                 "not measured at this size here (its measurements "
+                                                 "do not reach it)"), est.ms
         return Choice(candidates[d.name], d.config, d.reason), d.ms
 
     def configure(self, request, plugin) -> dict | None:

@@ -196,6 +196,25 @@ def estimate(table: dict, name: str, plugin, request) -> Estimate | None:
     return Estimate(name, ms, config, note)
 
 
+def measured_at(table: dict, name: str, request) -> bool:
+    """Whether `name`'s measurements for the request's op and dtype reach its
+    size: its size bucket (row-length bucket for uniform rows) lies between
+    the smallest and largest bucket measured. Outside that range an estimate
+    is an extrapolation, which keeps the order of the nearest measured size:
+    it cannot see a plugin whose fixed costs amortise with size (counting's
+    65,536 bins), or one that leaves the L2 cache later than another."""
+    shape = measured_shape(request)
+    if shape is None:
+        return False
+    op, size, _ = shape
+    _, by_bucket = _entries(table, name, op, request.dtype)
+    pts = points(by_bucket)
+    if not pts:
+        return False
+    b = row_bucket(size) if request.segments is not None else bucket_of(size)
+    return min(pts) <= b <= max(pts)
+
+
 def host_extra(table: dict, request) -> float | None:
     """Measured extra cost of host input for a GPU plugin (copies, allocation, latency)."""
     host = table.get("host", {})
@@ -219,11 +238,24 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = HOST_CUTOF
         (estimates.append(e) if e is not None else unmeasured.append(name))
     if not estimates:
         return None
+    # Estimates extrapolated beyond a plugin's measured sizes compete only
+    # where no candidate is measured at this size (see measured_at).
+    inside = {n for n in (gpu if request.on_device else candidates)
+              if measured_at(table, n, request)}
+    if inside:
+        for e in estimates:
+            if e.name not in inside:
+                e.note = (e.note + "; " if e.note else "") + \
+                    "extrapolated: after those measured at this size"
+
+    def order(e):
+        return (bool(inside) and e.name not in inside, e.ms)
+
     op = op_of(request)
     rows = "" if request.segments is None else \
         f" in {request.segments.count:,} rows of {request.segments.row_len:,}"
     if request.on_device:
-        estimates.sort(key=lambda e: e.ms)
+        estimates.sort(key=order)
         best = estimates[0]
         reason = (f"fastest measured for {op} of {request.n:,} {request.dtype} keys{rows} on the device"
                   + (f" ({estimates[1].name} ~{estimates[1].ms / best.ms:.2f}x slower)"
@@ -247,7 +279,7 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = HOST_CUTOF
             host_ests.append(Estimate(e.name, e.ms + extra, e.config,
                                       f"{e.ms:.4f} on device + {extra:.4f} host overhead"))
     unmeasured += [n for n in sorted(cpu) if n not in {e.name for e in cpu_ests}]
-    every = sorted(host_ests + cpu_ests, key=lambda e: e.ms)
+    every = sorted(host_ests + cpu_ests, key=order)
     best = every[0]
     where = "CPU" if best.name in cpu else "GPU"
     reason = f"fastest measured for {op} of {request.n:,} {request.dtype} host keys, on the {where}"

@@ -1,0 +1,121 @@
+"""Host (Python) time of a plan's repeat call, without a GPU: the real
+Plan.__call__, PreparedCalls.holds and PreparedCall.__call__ over stand-ins
+for CuPy (its attributes, allocation and stream query), the device state
+(pool allocation) and the launch plan (its replay allocates the recorded
+temporaries; the graph launch itself is left out). Absolute numbers are
+this machine's and the stand-ins' (CuPy's attributes are Cython, faster);
+compare before and after a change on one machine.
+`python tools/plan_call_cpu.py [calls]`"""
+import sys
+import time
+import types
+
+import numpy as np
+
+# ----------------------------------------------------------- CuPy stand-in
+cupy = types.ModuleType("cupy")
+cupy.__path__ = []
+_next = [0x10000]
+
+
+class _Mem:
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, ptr):
+        self.ptr, self.device_id = ptr, 0
+
+
+class _Flags:
+    c_contiguous = True
+
+
+class ndarray:
+    def __init__(self, shape, dtype, ptr=None):
+        # kept cheap (CuPy's own allocation is not what this measures)
+        self.shape, self.dtype = shape, dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        if ptr is None:
+            ptr = _next[0] = _next[0] + (1 << 20)
+        self.data, self.flags = _Mem(ptr), _Flags()
+        self.size = shape[0]
+        self.itemsize = self.dtype.itemsize
+
+    def reshape(self, *shape):
+        return self
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "version": 3, "strides": None}
+
+
+ndarray.__module__ = "cupy"
+_stream = types.SimpleNamespace(ptr=0)
+cupy.ndarray = ndarray
+cupy.ascontiguousarray = lambda a: a
+cupy.empty = ndarray
+cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                  get_current_stream=lambda: _stream)
+sys.modules["cupy"] = cupy
+
+from cudasortkit import api  # noqa: E402
+from cudasortkit.calls import prepared as prep  # noqa: E402
+from cudasortkit.calls.plan import Plan  # noqa: E402
+from cudasortkit.dispatch.select import _Memo  # noqa: E402
+
+
+class _Buf(int):
+    def free(self):
+        pass
+
+
+class _State:
+    ordinal = 0
+
+    def __init__(self):
+        self.stream = types.SimpleNamespace(handle=7)
+        self.joiner = types.SimpleNamespace(own=7)
+
+    def activate(self):
+        return self
+
+    def allocate(self, nbytes, who=None):
+        return _Buf(0x900000)
+
+
+class _LaunchPlan:
+    temporaries = (4096, 256)
+
+    def replay(self, job, temporaries=None):  # as LaunchPlan.replay, graph launch left out
+        if temporaries is None:
+            temporaries = tuple(int(job.alloc(nbytes)) for nbytes in self.temporaries)
+        return (job.keys_in, job.keys_out, job.values_in, job.values_out, *temporaries)
+
+
+def main(calls=20000):
+    n = 1 << 10
+    a, out = ndarray((n,), "float32"), ndarray((n,), "float32")
+    calls_ = api.prepared
+    plugin = api.registry.plugins()["onesweep"]
+    memo = _Memo(plugin, None)
+    call = prep.PreparedCall(prep._CupyKeys, _State(), plugin, {"block_size": 256}, _LaunchPlan(),
+                             "sort", np.dtype("float32"), "float32", (n,), n, 0, False, memo,
+                             calls_.stamps())
+    p = Plan(a, "sort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, prepared=calls_)
+    p.why_general, p._call = None, call  # as after its first (general) call on a GPU
+    cases = {"PreparedCall(a)": lambda: call(a), "plan(a)": lambda: p(a),
+             "plan(a, out=)": lambda: p(a, out=out)}
+    for name, fn in cases.items():
+        fn()
+        best = []
+        for _ in range(7):
+            t = time.process_time()  # CPU time: other processes on the machine count less
+            for _ in range(calls // 7):
+                fn()
+            best.append((time.process_time() - t) * 1e6 / (calls // 7))
+        print(f"{name:18} {min(best):6.2f} us per call (host only, stand-ins)")
+    assert p._call is call, "the plan left its prepared call"
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20000)
