@@ -9,6 +9,7 @@ See docs/ for the algorithms, tuning and writing a plugin.
 """
 from .api import (algorithms, argsort, explain, plan, segmented_argsort, segmented_sort, sort,
                   sort_by_key)
+from .api import explain_searchsorted, searchsorted, unique
 from .host.memlimit import device_memory_limit, set_device_memory_limit
 from .calls.merging import merge, merge_by_key
 from .sdk.plugin import Request, SortPlugin, Tunable
@@ -16,5 +17,6 @@ from .version import __version__
 
 __all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "algorithms", "explain",
            "plan",
+           "unique", "searchsorted", "explain_searchsorted",
            "set_device_memory_limit", "device_memory_limit",
            "SortPlugin", "Tunable", "Request", "__version__"]
