@@ -249,7 +249,7 @@ def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int) -> 
         decision = _choose(query, algorithm)
         plugin = registry.plugins(GROUP)[decision.plugin]
         if plugin.needs_query_order and not query.query_order:
-            held = prepared.run("argsort", call.queries, None, False, False, "auto",
+            _, held = prepared.run("argsort", call.queries, None, False, False, "auto",
                                 stream=stream)
             query.query_order = Operand(held, "query order", "values").device_ptr(state)
         job = Job(plugin, state, dtype=query.dtype, n=query.rows * query.m, keys_in=query.a,

@@ -105,7 +105,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                   for f in flags if f]
         return tuple(empty)
     # Stable: the first key of every run is its first occurrence.
-    order = prepared.run("argsort", op, None, False, True, "auto", stream=stream)
+    _, order = prepared.run("argsort", op, None, False, True, "auto", stream=stream)
     order_ptr = Operand(order, "order", "values").device_ptr(state)
     keys_ptr = op.device_ptr(state)
     count_bytes = 4 if n < (1 << 32) else 8
@@ -121,8 +121,8 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         scan = DeviceScan(job, n, count_bytes)
         scan(parts["flags"], parts["ids"], inclusive=False)
         total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
-        state.cuda.memcpy_dtoh_async(total, scan.total_ptr, state.stream)
         state.stream.synchronize()  # the one wait: the results' length
+        state.cuda.memcpy_dtoh(total, scan.total_ptr)
         u = int(total[0])
         values = Result(_like(op, u), op.dtype, state, None, "unique", caller)
         index = Result(_like(op, u), index64, state, None, "unique index", caller) \
