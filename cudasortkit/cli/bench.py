@@ -301,6 +301,9 @@ def build_parser(parser=None):
     parser.add_argument("--host-modes", default="auto", metavar="MODE,...",
                         help="with --host: transfer modes to time ours with (auto: staged in "
                              "core, registered out of core; staged; registered)")
+    parser.add_argument("--family", action="store_true",
+                        help="what follows a sort: unique and searchsorted of 2^24 keys vs "
+                             "CuPy (bench_family.py)")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
@@ -351,6 +354,10 @@ def main(argv=None, args=None) -> int:
         return bench_host.main(args.sizes if args.sizes != "2^20,2^24" else bench_host.DEFAULT_IN_CORE,
                                "" if ooc == "none" else ooc,
                                modes=tuple(args.host_modes.split(",")))
+    if args.family:
+        from . import bench_family
+
+        return bench_family.main(args.repeats)
     if args.latency or args.cold:
         from . import bench_calls
 
