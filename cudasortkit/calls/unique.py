@@ -2,9 +2,9 @@
 
 axis=None flattens the input. Host inputs (NumPy, PyTorch CPU, lists) are
 NumPy's own np.unique. Device inputs (CuPy, PyTorch CUDA, pycuda) take one
-stable argsort through the caller's `prepared` calls (so auto chooses the
-sort), then the kernels of kernels/unique.cu and the core's device scan: run
-starts flagged on the sorted keys, an exclusive scan of the flags numbers
+stable sort of (keys, positions) through the caller's `prepared` calls (so
+auto chooses the sort), then the kernels of kernels/unique.cu and the core's
+device scan: run starts flagged on the sorted keys, an exclusive scan of the flags numbers
 the runs, and one scatter writes the values, first indices, sorted run
 starts and the inverse. The one host wait reads the number of unique values.
 
@@ -25,6 +25,7 @@ import copy
 
 import numpy as np
 
+from ..build.corekernels import iota64
 from ..build.render import CORE_PACKAGE
 from ..dispatch.request import caller_ordering
 from ..gpu.arrays import Operand, Result, library_of
@@ -104,8 +105,15 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         empty += [Result(_like(op, 0), index64, state, None, "unique", caller).finish()
                   for f in flags if f]
         return tuple(empty)
-    # Stable: the first key of every run is its first occurrence.
-    _, order = prepared.run("argsort", op, None, False, True, "auto", stream=stream)
+    # One stable sort of (keys, 0 1 2 ...), chosen by auto: the sorted keys
+    # (run starts found with coalesced reads) and the order; stable, so the
+    # first key of every run is its first occurrence.
+    positions = Result(_like(op, n), index64, state, None, "unique positions", caller)
+    iota64(state, positions.ptr, n, owner="unique")
+    sorted_keys, order = prepared.run("pairs", op, Operand(positions.finish(), "positions",
+                                                           "values"),
+                                      False, True, "auto", stream=stream)
+    sorted_ptr = Operand(sorted_keys, "sorted keys").device_ptr(state)
     order_ptr = Operand(order, "order", "values").device_ptr(state)
     keys_ptr = op.device_ptr(state)
     count_bytes = 4 if n < (1 << 32) else 8
@@ -117,7 +125,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         parts = job.alloc_parts([("flags", n * count_bytes), ("ids", n * count_bytes),
                                  ("starts", n * 8 if return_counts else 8)])
         job.launch(job.kernel("unique.cu", "csk_unique_flags", defines), grid, UNIQUE_BLOCK,
-                   keys_ptr, order_ptr, n, int(equal_nan), parts["flags"])
+                   sorted_ptr, n, int(equal_nan), parts["flags"])
         scan = DeviceScan(job, n, count_bytes)
         scan(parts["flags"], parts["ids"], inclusive=False)
         total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
@@ -141,7 +149,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                        UNIQUE_BLOCK, parts["starts"], u, n, counts.ptr)
     finally:
         job.finish()
-    del order  # kept alive until the work reading it is queued (stream order frees it)
+    del sorted_keys, order  # alive until the work reading them is queued
     return tuple(r.finish() for r in (values, index, inverse, counts) if r is not None)
 
 

@@ -1,5 +1,7 @@
 // numpy.unique of a flat array on the device (cudasortkit/calls/unique.py
-// drives it), from `order`, a stable argsort of the keys:
+// drives it), from one stable key-value sort of (keys, 0 1 2 ...): `sorted`
+// the keys in order (read as ordered words only: a sort may canonicalise
+// NaNs and zeros) and `order` the input position of each:
 //
 //   csk_unique_flags    flags[i] = 1 where sorted position i starts a run of
 //                       equal keys (i == 0, or key != the previous key)
@@ -37,17 +39,16 @@ __device__ __forceinline__ bool csk_unique_same(csk_bits_t a, csk_bits_t b, int 
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-csk_unique_flags(const csk_bits_t* __restrict__ keys, const long long* __restrict__ order,
-                 long long n, int equal_nan, csk_count_t* __restrict__ flags)
+csk_unique_flags(const csk_bits_t* __restrict__ sorted, long long n, int equal_nan,
+                 csk_count_t* __restrict__ flags)
 {
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
-    for (long long i = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; i < n; i += stride) {
-        const csk_bits_t k = keys[order[i]];
-        flags[i] = (i == 0 || !csk_unique_same(keys[order[i - 1]], k, equal_nan)) ? 1 : 0;
-    }
+    for (long long i = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; i < n; i += stride)
+        flags[i] = (i == 0 || !csk_unique_same(sorted[i - 1], sorted[i], equal_nan)) ? 1 : 0;
 }
 
-// values: u keys; index, inverse: int64 or null (not asked for); starts: u int64.
+// keys: the input (values are copied from it bit for bit); values: u keys;
+// index, starts, inverse: int64 or null (not asked for).
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 csk_unique_scatter(const csk_bits_t* __restrict__ keys, const long long* __restrict__ order,
                    const csk_count_t* __restrict__ flags, const csk_count_t* __restrict__ ids,
