@@ -150,12 +150,13 @@ def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorith
 
 
 def unique(a, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
-           equal_nan=True, stream=None):
+           equal_nan=True, sorted=True, stream=None):
     """numpy.unique (NumPy 2.x): the sorted unique values of `a` (flattened
     for axis=None), with first indices, the inverse (the input's shape for
     axis=None) and counts as asked (int64; a tuple when any is). axis=0 of a
     2-D array: unique rows. Device arrays stay on the device (one wait, for
-    the number of unique values); see docs/unique_search.md."""
+    the number of unique values); see docs/unique_search.md. Results are
+    always sorted (NumPy allows that for sorted=False too)."""
     from .calls.unique import unique as _unique
 
     return _unique(prepared, a, return_index, return_inverse, return_counts, axis, equal_nan,

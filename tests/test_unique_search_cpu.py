@@ -153,6 +153,15 @@ def test_searchsorted_bad_shapes():
         csk.searchsorted(np.zeros((2, 3)), np.zeros((2, 1)), sorter=np.zeros(6, np.int64))
 
 
+def test_searchsorted_unknown_algorithm_on_the_host_too():
+    with pytest.raises(ValueError, match="no search plugin named 'nope'"):
+        csk.searchsorted([1, 2, 3], 2, algorithm="nope")
+
+
+def test_unique_accepts_numpys_sorted_flag():
+    assert np.array_equal(csk.unique([3, 1, 3], sorted=False), [1, 3])
+
+
 def test_searchsorted_torch_cpu():
     torch = pytest.importorskip("torch")
     got = csk.searchsorted(torch.tensor([1, 2, 3]), torch.tensor([2, 4]))

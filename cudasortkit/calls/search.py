@@ -134,6 +134,8 @@ def _shape(x) -> tuple:
 def searchsorted(prepared, a, v, side="left", sorter=None, algorithm="auto", stream=None):
     """numpy.searchsorted(a, v, side, sorter), batched; module docstring."""
     call = _Call(a, v, side, sorter, stream)
+    if algorithm != "auto" and algorithm not in registry.plugins(GROUP):
+        _choose(call.query(), algorithm)  # ValueError naming the installed plugins
     if not call.on_device:
         return _host(call, side)
     return _device(prepared, call, algorithm, stream)
