@@ -246,14 +246,15 @@ def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int) -> 
             lo, hi = key_minmax(state, query.sorter, call.sorter.n, "int64", owner="searchsorted")
             if lo < 0 or hi >= call.n:
                 raise ValueError("Sorter index out of range.")
-    held = None  # the query order, alive until the search is queued
+    held = None  # the query order (an Operand), alive until the search is queued
     while True:  # a plugin that fails is out of service (registry.guarded): take the next
         decision = _choose(query, algorithm)
         plugin = registry.plugins(GROUP)[decision.plugin]
         if plugin.needs_query_order and not query.query_order:
-            _, held = prepared.run("argsort", call.queries, None, False, False, "auto",
-                                stream=stream)
-            query.query_order = Operand(held, "query order", "values").device_ptr(state)
+            _, order = prepared.run("argsort", call.queries, None, False, False, "auto",
+                                    stream=stream)
+            held = Operand(order, "query order", "values")  # a host order: its upload
+            query.query_order = held.device_ptr(state)
         job = Job(plugin, state, dtype=query.dtype, n=query.rows * query.m, keys_in=query.a,
                   keys_out=out_ptr, config=plugin.default_config(query.dtype))
         try:

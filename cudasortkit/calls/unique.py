@@ -141,8 +141,9 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             if return_counts else None
         job.launch(job.kernel("unique.cu", "csk_unique_scatter", defines), grid, UNIQUE_BLOCK,
                    keys_ptr, order_ptr, parts["flags"], parts["ids"], n, values.ptr,
-                   index.ptr if index else 0, parts["starts"] if counts else 0,
-                   inverse.ptr if inverse else 0)
+                   0 if index is None else index.ptr,
+                   0 if counts is None else parts["starts"],
+                   0 if inverse is None else inverse.ptr)
         if counts is not None:
             job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
                        min(job.blocks(u, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM),
