@@ -203,3 +203,56 @@ def test_explain_searchsorted_declared_choice():
         csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="nope")
     with pytest.raises(ValueError, match="no search plugin serves"):
         csk.explain_searchsorted(np.zeros((2, 10)), np.zeros((2, 3)), algorithm="merge")
+
+
+# ------------------------------------------ launches match kernel prototypes
+class _RecordingJob:
+    """What a search plugin's run() uses of a Job, recording launches."""
+
+    def __init__(self, plugin):
+        from cudasortkit.gpu.device import DeviceLimits
+
+        self.config = plugin.default_config("float32")
+        self.limits = DeviceLimits.sm90()
+        self.launches = []
+
+    def kernel(self, template, name):
+        return template, name
+
+    def blocks(self, items, per_block):
+        return -(-int(items) // int(per_block))
+
+    def launch(self, kernel, grid, block, *args, shared=0):
+        self.launches.append((kernel, grid, block, args))
+
+
+@pytest.mark.parametrize("name", ["binary", "merge"])
+def test_search_plugins_launch_with_their_kernels_arguments(name):
+    """run() passes as many arguments as its kernel's prototype declares
+    (what Job.launch checks on the GPU), with a grid that covers the work."""
+    from cudasortkit.build.template import KernelTemplate
+    from cudasortkit.sdk.search import SearchQuery
+
+    plugin = registry.plugins(SearchPlugin.entry_point_group)[name]
+    job = _RecordingJob(plugin)
+    query = SearchQuery("float32", n=1000, m=300, rows=1, right=True, a=0x1000, v=0x2000,
+                        out=0x3000, query_order=0x4000)
+    plugin.run(job, query)
+    assert len(job.launches) == 1
+    (template, kernel), grid, block, args = job.launches[0]
+    letters = KernelTemplate(template, plugin.template_package).signature(
+        kernel, "float32", 0, job.config)
+    assert len(args) == len(letters)
+    assert grid >= 1 and block == job.config["block_size"]
+
+
+def test_unique_kernels_prototypes():
+    """calls/unique.py launches csk_unique_flags with 4 arguments, _scatter
+    with 9 and _counts with 4: the kernels declare as many."""
+    from cudasortkit.build.template import KernelTemplate
+    from cudasortkit.calls.unique import UNIQUE_CONFIG
+
+    template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4})
+    counts = {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG))
+              for k in ("csk_unique_flags", "csk_unique_scatter", "csk_unique_counts")}
+    assert counts == {"csk_unique_flags": 4, "csk_unique_scatter": 9, "csk_unique_counts": 4}
