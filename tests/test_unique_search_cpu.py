@@ -44,6 +44,24 @@ def test_unique_host_dtypes_empty_and_lists(dtype):
     assert np.array_equal(csk.unique([3, 1, 3]), [1, 3])
 
 
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_unique_host_bfloat16_nans_are_floats(equal_nan):
+    """bfloat16 follows the float rules (as on the device): NumPy itself
+    does not see ml_dtypes' bfloat16 NaNs as NaN."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.array([np.nan, 1.0, -0.0, np.nan, 0.0, 1.0], np.float32)
+    got = csk.unique(a.astype(ml_dtypes.bfloat16), True, True, True, equal_nan=equal_nan)
+    expected = np.unique(a, True, True, True, equal_nan=equal_nan)
+    assert got[0].dtype == ml_dtypes.bfloat16
+    assert np.array_equal(got[0].astype(np.float32), expected[0], equal_nan=True)
+    assert np.array_equal(np.signbit(got[0].astype(np.float32)), np.signbit(a[expected[1]]))
+    for g, e in zip(got[1:], expected[1:]):
+        assert np.array_equal(g, e)
+    values, counts = csk.unique(a.astype(ml_dtypes.bfloat16), return_counts=True,
+                                equal_nan=equal_nan)
+    assert np.array_equal(counts, expected[3])
+
+
 def test_unique_non_contiguous_host():
     a = np.arange(40)[::-3] % 7
     _assert_same(csk.unique(a, True, True, True), np.unique(a, True, True, True))

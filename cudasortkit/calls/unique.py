@@ -28,6 +28,7 @@ import numpy as np
 from ..build.corekernels import iota64
 from ..build.render import CORE_PACKAGE
 from ..dispatch.request import caller_ordering
+from ..dtypes import is_bfloat16
 from ..gpu.arrays import Operand, Result, library_of
 from ..sdk.scan import DeviceScan
 from .axes import Rows, normalize_axis
@@ -56,8 +57,7 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
     op = Operand(rows.flat, "a")
     op.key_dtype  # TypeError naming the supported dtypes
     if not op.on_device:
-        host = np.unique(op.array, *flags, equal_nan=bool(equal_nan))
-        results = host if any(flags) else (host,)
+        results = _host_unique(op.array, flags, bool(equal_nan))
         if flags[1]:
             inverse_at = 1 + flags[0]
             results = (*results[:inverse_at], results[inverse_at].reshape(rows.shape),
@@ -76,6 +76,18 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
         results = (*results[:inverse_at], results[inverse_at].reshape(rows.shape),
                    *results[inverse_at + 1:])
     return results if any(flags) else results[0]
+
+
+def _host_unique(a: np.ndarray, flags, equal_nan: bool) -> tuple:
+    """np.unique's tuple (values first) of flat host keys. bfloat16 through
+    float32, so its NaNs follow the float rules as on the device (NumPy does
+    not see ml_dtypes' bfloat16 NaNs as NaN); values are a's own keys."""
+    if not is_bfloat16(a.dtype):
+        found = np.unique(a, *flags, equal_nan=equal_nan)
+        return found if any(flags) else (found,)
+    _, index, *rest = np.unique(a.astype(np.float32), True, flags[1], flags[2],
+                                equal_nan=equal_nan)
+    return (a[index], *((index,) if flags[0] else ()), *rest)
 
 
 def _host_like(op: Operand, result: np.ndarray):
