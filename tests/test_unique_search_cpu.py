@@ -119,6 +119,16 @@ def test_searchsorted_host_is_numpys(side):
     assert np.array_equal(got, expected)
 
 
+def test_searchsorted_host_bfloat16_nans_last():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.array([-1.0, 0.0, 2.0, np.nan, np.nan], np.float32)
+    v = np.array([np.nan, 2.0, -0.0], np.float32)
+    bf = ml_dtypes.bfloat16
+    for side in ("left", "right"):
+        assert np.array_equal(csk.searchsorted(a.astype(bf), v.astype(bf), side),
+                              np.searchsorted(a, v, side))
+
+
 def test_searchsorted_scalar_and_sorter():
     a = np.array([5, 1, 4, 1, 3])
     s = np.argsort(a, kind="stable")

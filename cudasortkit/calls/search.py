@@ -25,7 +25,7 @@ import numpy as np
 
 from ..build.corekernels import key_minmax
 from ..dispatch.request import caller_ordering
-from ..dtypes import key_name
+from ..dtypes import is_bfloat16, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of
 from ..sdk import registry
@@ -151,6 +151,8 @@ def _host(call: _Call, side: str):
     a = np.asarray(call.keys.array).reshape(call.rows, call.n)
     v = np.asarray(call.queries.array).reshape(call.rows, call.m)
     s = None if call.sorter is None else np.asarray(call.sorter.array).reshape(call.rows, call.n)
+    if is_bfloat16(a.dtype) or is_bfloat16(v.dtype):  # NaNs last, as for floats (and the device)
+        a, v = a.astype(np.float32), v.astype(np.float32)
     if call.rows == 1:
         out = np.searchsorted(a[0], v[0], side, None if s is None else s[0])
     else:
