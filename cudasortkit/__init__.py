@@ -7,8 +7,8 @@
 
 See docs/ for the algorithms, tuning and writing a plugin.
 """
-from .api import (algorithms, argsort, explain, lexsort, plan, segmented_argsort, segmented_sort,
-                  sort, sort_by_key)
+from .api import (algorithms, argsort, explain, explain_searchsorted, lexsort, plan,
+                  searchsorted, segmented_argsort, segmented_sort, sort, sort_by_key, unique)
 from .host.memlimit import device_memory_limit, set_device_memory_limit
 from .calls.merging import merge, merge_by_key
 from .sdk.plugin import Request, SortPlugin, Tunable
@@ -16,5 +16,6 @@ from .version import __version__
 
 __all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "lexsort", "algorithms", "explain",
            "plan",
+           "unique", "searchsorted", "explain_searchsorted",
            "set_device_memory_limit", "device_memory_limit",
            "SortPlugin", "Tunable", "Request", "__version__"]

@@ -189,6 +189,38 @@ def _structured(a, order, descending, out, key_range):
     return a
 
 
+def unique(a, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, sorted=True, stream=None):
+    """numpy.unique (NumPy 2.x): the sorted unique values of `a` (flattened
+    for axis=None), with first indices, the inverse (the input's shape for
+    axis=None) and counts as asked (int64; a tuple when any is). axis=0 of a
+    2-D array: unique rows. Device arrays stay on the device (one wait, for
+    the number of unique values); see docs/unique_search.md. Results are
+    always sorted (NumPy allows that for sorted=False too)."""
+    from .calls.unique import unique as _unique
+
+    return _unique(prepared, a, return_index, return_inverse, return_counts, axis, equal_nan,
+                   stream)
+
+
+def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=None):
+    """numpy.searchsorted(a, v, side, sorter): int64 insertion points of v
+    in sorted a; batched as torch.searchsorted when a is (..., n) and v
+    (..., m). algorithm: "auto" or a search plugin's name (explain_searchsorted
+    says which auto takes); see docs/unique_search.md."""
+    from .calls.search import searchsorted as _searchsorted
+
+    return _searchsorted(prepared, a, v, side, sorter, algorithm, stream)
+
+
+def explain_searchsorted(a, v, side="left", sorter=None, *, algorithm="auto"):
+    """Which search plugin searchsorted(a, v, ...) runs on the device, and
+    why (print it). Nothing is searched."""
+    from .calls.search import explain as _explain
+
+    return _explain(a, v, side, sorter, algorithm)
+
+
 def algorithms() -> list:
     """One dict per registered plugin: name, dtypes, stable, pairs, tunables, status, error."""
     rows = []

@@ -20,6 +20,7 @@ from cudasortkit.sdk import registry
 from cudasortkit.build.compiler import NVCC_OPTIONS
 from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.build.template import KernelTemplate
+from cudasortkit.dtypes import KEY_DTYPES as KEY_DTYPES_ALL
 
 pytestmark = pytest.mark.nvcc
 NVCC = shutil.which("nvcc")
@@ -149,6 +150,36 @@ def _letter_cases():
         yield f"core hostpipe.cu ({dtype})", HOSTPIPE, dtype, 0, HOSTPIPE_CONFIG
     for count_bytes, template in SCAN_TEMPLATES.items():
         yield f"core scan.cu ({count_bytes}-byte counts)", template, SCAN_DTYPE, 0, scan_config()
+    yield from _unique_search_cases(("int8", "float64"))
+
+
+def _unique_search_cases(dtypes):
+    """(label, template, dtype, 0, config) of unique.cu (both count widths)
+    and of search.cu at every search plugin's config, for `dtypes`."""
+    from cudasortkit.calls.unique import UNIQUE_CONFIG
+    from cudasortkit.sdk.search import SearchPlugin
+
+    for dtype in dtypes:
+        for count_bytes in (4, 8):
+            yield (f"core unique.cu ({count_bytes}-byte counts)",
+                   KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes}),
+                   dtype, 0, UNIQUE_CONFIG)
+        for name, plugin in sorted(registry.plugins(SearchPlugin.entry_point_group).items()):
+            for template in plugin.templates:
+                yield (f"search {name} {template}",
+                       KernelTemplate(template, plugin.template_package), dtype, 0,
+                       plugin.default_config(dtype))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_unique_search_kernels_compile():
+    """unique.cu and the search plugins' search.cu compile for sm_90 at every
+    key dtype (and bool's uint8)."""
+    cases = list(_unique_search_cases(KEY_DTYPES_ALL))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: _compile_ptx(*c[1:]), cases))
+    failures = [msg for rc, msg, _ in results if rc != 0]
+    assert not failures, f"{len(failures)} of {len(cases)} failed:\n" + "\n".join(failures[:3])
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")

@@ -250,7 +250,7 @@ def test_bench_family_flag_and_table():
     from cudasortkit.cli import bench, bench_family
 
     assert bench.build_parser().parse_args(["--family"]).family
-    assert bench_family.CASES == [bench_family.lexsort_rows, bench_family.unique_rows_rows]
+    assert bench_family.CASES[:2] == [bench_family.lexsort_rows, bench_family.unique_rows_rows]
     table = bench_family.format_rows([{"case": "lexsort", "ok": True, "csk_ms": 2.0,
                                        "cupy_ms": 5.0}, {"case": "wrong", "ok": False}])
     assert "2.50" in table and "False" in table

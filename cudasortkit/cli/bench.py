@@ -297,7 +297,8 @@ def build_parser(parser=None):
                         help="sorts along the last axis of rows x cols arrays and a ragged "
                              "segmented sort vs CuPy and torch (bench_batched.py)")
     parser.add_argument("--family", action="store_true",
-                        help="lexsort and unique rows (the sort family) vs CuPy (bench_family.py)")
+                        help="the sort family vs CuPy: lexsort, unique rows, unique and "
+                             "searchsorted of 2^24 keys (bench_family.py)")
     parser.add_argument("--host", action="store_true",
                         help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
                              "numpy.sort, out-of-core sizes under a device memory cap, with the "

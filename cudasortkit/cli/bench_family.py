@@ -1,8 +1,10 @@
 """``python -m cudasortkit bench --family``: the calls around a sort against
 CuPy in the same run: lexsort of 2 and 3 keys (int32, float32) at 2^24
-against cupy.lexsort, and unique rows (numpy.unique(axis=0)'s semantics) of
+against cupy.lexsort; unique rows (numpy.unique(axis=0)'s semantics) of
 2^20 x 10 uint8 rows, which CuPy has no fast path for (its unique(axis=0)
-is not timed). Medians of CUDA-event timings (cudasortkit/gpu/timing.py)
+is not timed); unique of 2^24 keys with return_inverse and return_counts
+against cupy.unique; searchsorted of 2^24 queries into 2^24 sorted keys,
+auto and every search plugin, against cupy.searchsorted. Medians of CUDA-event timings (cudasortkit/gpu/timing.py)
 after warm-up; every cudasortkit result is checked against NumPy first, and
 a case whose result is wrong is reported as such, never timed.
 
@@ -71,8 +73,73 @@ def unique_rows_rows(repeats: int = 10, shape=ROWS) -> list:
     return [row]
 
 
+#: unique's inputs: (label, dtype, distinct values or None for normal floats)
+UNIQUE_INPUTS = (("uint32 in [0, 2^20)", "uint32", 1 << 20), ("float32 normal", "float32", None))
+
+
+def _failed(case, exc) -> dict:
+    return {"case": case, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def unique_cases(repeats: int = 10, n: int = LEXSORT_N) -> list:
+    """unique(a, return_inverse=True, return_counts=True) vs cupy.unique."""
+    import cupy
+
+    import cudasortkit as csk
+
+    rng = np.random.default_rng(30)
+    flags = dict(return_inverse=True, return_counts=True)
+    rows = []
+    for label, dtype, distinct in UNIQUE_INPUTS:
+        host = (rng.integers(0, distinct, n) if distinct else rng.standard_normal(n)).astype(dtype)
+        a = cupy.asarray(host)
+        case = f"unique {label}, {n:,}, inverse+counts"
+        try:
+            got = csk.unique(a, **flags)
+        except Exception as exc:  # reported, not timed
+            rows.append(_failed(case, exc))
+            continue
+        ok = all(np.array_equal(g.get(), w) for g, w in zip(got, np.unique(host, **flags)))
+        row = {"case": case, "ok": ok}
+        if ok:
+            row["csk_ms"] = _ms(lambda: csk.unique(a, **flags), repeats)
+            row["cupy_ms"] = _ms(lambda: cupy.unique(a, **flags), repeats)
+        rows.append(row)
+    return rows
+
+
+def searchsorted_cases(repeats: int = 10, n: int = LEXSORT_N) -> list:
+    """searchsorted of n float32 queries into n sorted keys: auto and every
+    search plugin vs cupy.searchsorted."""
+    import cupy
+
+    import cudasortkit as csk
+    from ..sdk import registry
+    from ..sdk.search import SearchPlugin
+
+    rng = np.random.default_rng(31)
+    a = np.sort(rng.standard_normal(n).astype(np.float32))
+    v = rng.standard_normal(n).astype(np.float32)
+    da, dv = cupy.asarray(a), cupy.asarray(v)
+    expected = np.searchsorted(a, v)
+    cupy_ms = _ms(lambda: cupy.searchsorted(da, dv), repeats)
+    rows = []
+    for name in ["auto", *sorted(registry.plugins(SearchPlugin.entry_point_group))]:
+        case = f"searchsorted {name}, {n:,} into {n:,}"
+        try:
+            ok = bool(np.array_equal(csk.searchsorted(da, dv, algorithm=name).get(), expected))
+        except Exception as exc:
+            rows.append(_failed(case, exc))
+            continue
+        row = {"case": case, "ok": ok, "cupy_ms": cupy_ms}
+        if ok:
+            row["csk_ms"] = _ms(lambda: csk.searchsorted(da, dv, algorithm=name), repeats)
+        rows.append(row)
+    return rows
+
+
 #: The family's cases, in the order they run.
-CASES = [lexsort_rows, unique_rows_rows]
+CASES = [lexsort_rows, unique_rows_rows, unique_cases, searchsorted_cases]
 
 
 def format_rows(rows) -> str:
@@ -81,7 +148,8 @@ def format_rows(rows) -> str:
         csk_ms, cupy_ms = r.get("csk_ms"), r.get("cupy_ms")
         ratio = f"{cupy_ms / csk_ms:6.2f}" if csk_ms and cupy_ms else f"{'-':>6}"
         lines.append(f"{r['case']:<48} {csk_ms if csk_ms is not None else float('nan'):9.3f} "
-                     f"{cupy_ms if cupy_ms is not None else float('nan'):9.3f} {ratio} {r['ok']}")
+                     f"{cupy_ms if cupy_ms is not None else float('nan'):9.3f} {ratio} {r['ok']}"
+                     + (f" {r['error']}" if r.get("error") else ""))
     return "\n".join(lines)
 
 

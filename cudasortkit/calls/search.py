@@ -1,0 +1,270 @@
+"""searchsorted: numpy.searchsorted of host and device arrays, batched.
+
+NumPy's call: 1-D sorted `a`, `v` of any shape (a scalar gives a 0-d
+result), side "left" (first k with a[k] >= v) or "right" (first k with
+a[k] > v), `sorter` the argsort of a. Batched as torch.searchsorted: `a` of
+shape (..., n) sorted along its last axis and `v` of shape (..., m) with
+the same leading dims; sorter then has a's shape and sorts every row. The
+result is int64 of v's shape. Order is NumPy's sort order: NaNs last and
+equal to each other, -0.0 == +0.0.
+
+Host inputs (NumPy, PyTorch CPU, lists) are NumPy's searchsorted (row by
+row when batched). With a device array among a and v, a search plugin
+(sdk/search.py, entry-point group cudasortkit.search) runs on the device:
+auto takes the one of lowest declared estimate that serves the call
+(`explain` says which and why). On the device a and v have one dtype (a
+host v is cast to a's dtype where that is exact) and sorter is int64 of
+a's shape; its range is checked as NumPy does (one reduction, one wait).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..build.corekernels import key_minmax
+from ..dispatch.request import caller_ordering
+from ..dtypes import is_bfloat16, key_name
+from ..errors import PluginError
+from ..gpu.arrays import Operand, Result, library_of
+from ..sdk import registry
+from ..sdk.plugin import RUN_ERRORS
+from ..sdk.search import SearchPlugin, SearchQuery
+from .axes import Rows
+
+GROUP = SearchPlugin.entry_point_group
+SIDES = ("left", "right")
+
+
+@dataclass
+class SearchDecision:
+    """Which search plugin runs a call and why (print it)."""
+
+    plugin: str
+    query: SearchQuery
+    estimates: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
+    asked: str = "auto"
+
+    def __str__(self):
+        q = self.query
+        lines = [f"searchsorted of {q.rows} x {q.m:,} {q.dtype} queries into {q.rows} x {q.n:,} "
+                 f"keys (side={'right' if q.right else 'left'}): plugin {self.plugin!r}"]
+        if self.asked != "auto":
+            lines.append(f"  named by algorithm={self.asked!r}")
+        else:
+            lines.append("  auto: the lowest declared estimate among the plugins that serve it")
+        for name, cost in sorted(self.estimates.items(), key=lambda x: x[1]):
+            lines.append(f"  {name}: estimate {cost:,.0f}")
+        for name, why in sorted(self.skipped.items()):
+            lines.append(f"  {name}: not used, {why}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------- arguments
+class _Call:
+    """The checked arguments: a as rows of n keys, v as rows of m queries."""
+
+    def __init__(self, a, v, side, sorter, stream):
+        if side not in SIDES:
+            raise ValueError(f"search side must be 'left' or 'right' (got {side!r})")
+        self.right = side == "right"
+        a_shape = _shape(a)
+        if not a_shape:
+            raise ValueError("searchsorted: a must have at least one dimension "
+                             "(1-D, or (..., n) sorted along its last axis), got a 0-d array")
+        self.a = Rows(a, -1, "a", stream)
+        self.batched = len(a_shape) > 1
+        self.scalar = not _shape(v) and not self.batched
+        if self.batched:
+            v_shape = _shape(v)
+            if len(v_shape) != len(a_shape) or v_shape[:-1] != a_shape[:-1]:
+                raise ValueError(f"searchsorted: with a of shape {a_shape} (batched along the last "
+                                 f"axis), v must have shape {a_shape[:-1]} + (m,), got {v_shape}")
+            self.v = Rows(v, -1, "v", stream)
+        else:
+            self.v = Rows(v, None, "v", stream)
+        self.v_shape = _shape(v)
+        self.n, self.rows = self.a.row_len, self.a.rows
+        self.m = self.v.n // self.rows if self.rows else 0
+        self.keys = Operand(self.a.flat, "a")
+        self.queries = Operand(self.v.flat, "v")
+        self.sorter = None
+        if sorter is not None:
+            self.sorter = self._sorter(sorter, a_shape, stream)
+
+    def _sorter(self, sorter, a_shape, stream):
+        """sorter as int64 of a's shape (flat), or the error NumPy raises."""
+        s_shape = _shape(sorter)
+        if s_shape != a_shape:
+            raise ValueError(f"sorter.size must equal a.size (sorter has a's shape): sorter has "
+                             f"shape {s_shape}, a {a_shape}")
+        flat = Rows(sorter, None, "sorter", stream, role="values").flat
+        if library_of(flat) in ("numpy", "torch-cpu"):
+            host = np.asarray(flat)
+            if host.dtype.kind not in "iu":
+                raise TypeError("sorter must only contain integers")
+            return Operand(host.astype(np.int64, copy=False), "sorter", "values")
+        op = Operand(flat, "sorter", "values")
+        if op.dtype != np.int64:
+            raise TypeError(f"sorter must only contain integers, and on the device be int64 "
+                            f"(an argsort's result), got {op.dtype}")
+        return op
+
+    @property
+    def on_device(self) -> bool:
+        return any(x is not None and x.on_device for x in (self.keys, self.queries, self.sorter))
+
+    def query(self) -> SearchQuery:
+        return SearchQuery(dtype=key_name(self.keys.dtype), n=self.n, m=self.m, rows=self.rows,
+                           right=self.right, sorter=int(self.sorter is not None))
+
+
+def _shape(x) -> tuple:
+    if hasattr(x, "__cuda_array_interface__") and not hasattr(x, "shape"):
+        return tuple(int(d) for d in x.__cuda_array_interface__["shape"])
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return np.shape(x)
+    return tuple(int(d) for d in shape)
+
+
+# ------------------------------------------------------------------- calls
+def searchsorted(prepared, a, v, side="left", sorter=None, algorithm="auto", stream=None):
+    """numpy.searchsorted(a, v, side, sorter), batched; module docstring."""
+    call = _Call(a, v, side, sorter, stream)
+    if algorithm != "auto" and algorithm not in registry.plugins(GROUP):
+        _choose(call.query(), algorithm)  # ValueError naming the installed plugins
+    if not call.on_device:
+        return _host(call, side)
+    return _device(prepared, call, algorithm, stream)
+
+
+def explain(a, v, side="left", sorter=None, algorithm="auto") -> SearchDecision:
+    """Which plugin searchsorted(a, v, ...) would run on the device, and why."""
+    call = _Call(a, v, side, sorter, None)
+    return _choose(call.query(), algorithm)
+
+
+def _host(call: _Call, side: str):
+    a = np.asarray(call.keys.array).reshape(call.rows, call.n)
+    v = np.asarray(call.queries.array).reshape(call.rows, call.m)
+    s = None if call.sorter is None else np.asarray(call.sorter.array).reshape(call.rows, call.n)
+    if is_bfloat16(a.dtype) or is_bfloat16(v.dtype):  # NaNs last, as for floats (and the device)
+        a, v = a.astype(np.float32), v.astype(np.float32)
+    if call.rows == 1:
+        out = np.searchsorted(a[0], v[0], side, None if s is None else s[0])
+    else:
+        out = np.empty((call.rows, call.m), np.int64)
+        for r in range(call.rows):
+            out[r] = np.searchsorted(a[r], v[r], side, None if s is None else s[r])
+    out = out.astype(np.int64, copy=False)
+    if call.scalar:
+        out = out.reshape(())[()] if call.keys.library == "numpy" else out.reshape(())
+    else:
+        out = out.reshape(call.v_shape)
+    if call.keys.library == "torch-cpu":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(out))
+    return out
+
+
+def _choose(query: SearchQuery, algorithm: str) -> SearchDecision:
+    plugins = registry.plugins(GROUP)
+    if algorithm != "auto" and algorithm not in plugins:
+        raise ValueError(f"no search plugin named {algorithm!r}; installed: "
+                         f"{', '.join(sorted(plugins)) or 'none'} (or 'auto')")
+    decision = SearchDecision("", query, asked=algorithm)
+    for name, plugin in sorted(plugins.items()):
+        if algorithm != "auto" and name != algorithm:
+            continue
+        why = (f"does not search {query.dtype}" if query.dtype not in plugin.dtypes
+               else registry.call(plugin, "unsupported", query))
+        if why is not None:
+            decision.skipped[name] = why
+            continue
+        decision.estimates[name] = float(registry.call(plugin, "estimate", query))
+    if not decision.estimates:
+        reasons = "; ".join(f"{k}: {w}" for k, w in sorted(decision.skipped.items()))
+        raise ValueError(f"no search plugin serves this call ({reasons or 'none installed'})")
+    decision.plugin = min(decision.estimates, key=lambda k: (decision.estimates[k], k))
+    return decision
+
+
+def _like(op: Operand, n: int) -> Operand:
+    like = copy.copy(op)
+    like.n = n
+    return like
+
+
+def _same_dtype(call: _Call) -> None:
+    """On the device a and v share one dtype: a host v is cast to a's where
+    every value survives the cast; anything else raises TypeError."""
+    a, v = call.keys, call.queries
+    if v.dtype == a.dtype:
+        return
+    if not v.on_device:
+        cast = v.array.astype(a.dtype)
+        back = cast.astype(v.dtype)
+        same = (back == v.array) | (np.isnan(back) & np.isnan(v.array)
+                                    if v.dtype.kind == "f" else False)
+        if np.all(same):
+            call.queries = Operand(cast, "v")
+            return
+    raise TypeError(f"searchsorted on the device needs a and v of one dtype, got a {a.dtype} "
+                    f"and v {v.dtype}; cast one of them")
+
+
+def _device(prepared, call: _Call, algorithm: str, stream):
+    _same_dtype(call)
+    keys, queries, sorter = call.keys, call.queries, call.sorter
+    operands = [x for x in (keys, queries, sorter) if x is not None]
+    state, ordering = caller_ordering(stream, operands)
+    first = next(x for x in operands if x.on_device)
+    total = call.rows * call.m
+    ordering.begin()
+    try:
+        out = Result(_like(first, total), np.int64, state, None, "searchsorted", ordering.caller)
+        if total:
+            _run(prepared, call, algorithm, stream, state, out.ptr)
+        result = out.finish()
+    finally:
+        ordering.end()
+    return result.reshape(() if call.scalar else call.v_shape)
+
+
+def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int) -> None:
+    from ..sdk.job import Job
+
+    query = call.query()
+    query.a = call.keys.device_ptr(state) if call.keys.n else 0
+    query.v = call.queries.device_ptr(state)
+    query.out = out_ptr
+    if call.sorter is not None:
+        query.sorter = call.sorter.device_ptr(state) if call.sorter.n else 0
+        if call.sorter.n:
+            lo, hi = key_minmax(state, query.sorter, call.sorter.n, "int64", owner="searchsorted")
+            if lo < 0 or hi >= call.n:
+                raise ValueError("Sorter index out of range.")
+    held = None  # the query order (an Operand), alive until the search is queued
+    while True:  # a plugin that fails is out of service (registry.guarded): take the next
+        decision = _choose(query, algorithm)
+        plugin = registry.plugins(GROUP)[decision.plugin]
+        if plugin.needs_query_order and not query.query_order:
+            _, order = prepared.run("argsort", call.queries, None, False, False, "auto",
+                                    stream=stream)
+            held = Operand(order, "query order", "values")  # a host order: its upload
+            query.query_order = held.device_ptr(state)
+        job = Job(plugin, state, dtype=query.dtype, n=query.rows * query.m, keys_in=query.a,
+                  keys_out=out_ptr, config=plugin.default_config(query.dtype))
+        try:
+            with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+                plugin.run(job, query)
+            break
+        except PluginError:
+            continue
+        finally:
+            job.finish()
+    del held

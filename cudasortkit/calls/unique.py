@@ -1,0 +1,214 @@
+"""unique: numpy.unique (NumPy 2.x) of host and device arrays.
+
+axis=None flattens the input. Host inputs (NumPy, PyTorch CPU, lists) are
+NumPy's own np.unique. Device inputs (CuPy, PyTorch CUDA, pycuda) take one
+stable sort of (keys, positions) through the caller's `prepared` calls (so
+auto chooses the sort), then the kernels of kernels/unique.cu and the core's
+device scan: run starts flagged on the sorted keys, an exclusive scan of the flags numbers
+the runs, and one scatter writes the values, first indices, sorted run
+starts and the inverse. The one host wait reads the number of unique values.
+
+NumPy's rules kept: values sorted (NaNs last); -0.0 == +0.0 and the value
+kept is the first occurrence's (the stable sort puts it first, as NumPy's
+return_index path); equal_nan=True makes every NaN one value (counted
+together, the first NaN kept), False keeps each NaN; return_index gives
+first occurrences; return_inverse has the input's shape (axis=None);
+results are int64. With any return_* the result is a tuple.
+
+axis=0 of a 2-D array is unique rows (cudasortkit.calls.unique_rows); any
+other axis of a NumPy, CuPy or PyTorch array is moved first and the rows of
+the rest compared, as NumPy does.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..build.corekernels import iota64
+from ..build.render import CORE_PACKAGE
+from ..dispatch.request import caller_ordering
+from ..dtypes import is_bfloat16
+from ..gpu.arrays import Operand, Result, library_of
+from ..sdk.scan import DeviceScan
+from .axes import Rows, normalize_axis
+
+UNIQUE_BLOCK = 256
+#: The macros kernels/unique.cu is built with.
+UNIQUE_CONFIG = {"block_size": UNIQUE_BLOCK}
+#: Blocks per SM the grid-stride kernels launch at most.
+BLOCKS_PER_SM = 16
+
+
+class _Core:
+    """The owner a unique Job names in errors; its kernels are the core's."""
+
+    name = "unique"
+    template_package = CORE_PACKAGE
+
+
+def unique(prepared, a, return_index=False, return_inverse=False, return_counts=False,
+           axis=None, equal_nan=True, stream=None):
+    """numpy.unique(a, ...) of the same semantics; see the module docstring."""
+    flags = (bool(return_index), bool(return_inverse), bool(return_counts))
+    if axis is not None:
+        return _unique_axis(a, axis, flags, bool(equal_nan), stream)
+    rows = Rows(a, None, "a", stream)
+    op = Operand(rows.flat, "a")
+    op.key_dtype  # TypeError naming the supported dtypes
+    if not op.on_device:
+        results = _host_unique(op.array, flags, bool(equal_nan))
+        if flags[1]:
+            inverse_at = 1 + flags[0]
+            results = (*results[:inverse_at], results[inverse_at].reshape(rows.shape),
+                       *results[inverse_at + 1:])
+        results = tuple(_host_like(op, r) for r in results)
+        return results if any(flags) else results[0]
+    state, ordering = caller_ordering(stream, [op])
+    ordering.begin()
+    try:
+        results = _unique_device(prepared, op, flags, bool(equal_nan), state, ordering.caller,
+                                 stream)
+    finally:
+        ordering.end()
+    if flags[1]:
+        inverse_at = 1 + flags[0]
+        results = (*results[:inverse_at], results[inverse_at].reshape(rows.shape),
+                   *results[inverse_at + 1:])
+    return results if any(flags) else results[0]
+
+
+def _host_unique(a: np.ndarray, flags, equal_nan: bool) -> tuple:
+    """np.unique's tuple (values first) of flat host keys. bfloat16 through
+    float32, so its NaNs follow the float rules as on the device (NumPy does
+    not see ml_dtypes' bfloat16 NaNs as NaN); values are a's own keys."""
+    if not is_bfloat16(a.dtype):
+        found = np.unique(a, *flags, equal_nan=equal_nan)
+        return found if any(flags) else (found,)
+    _, index, *rest = np.unique(a.astype(np.float32), True, flags[1], flags[2],
+                                equal_nan=equal_nan)
+    return (a[index], *((index,) if flags[0] else ()), *rest)
+
+
+def _host_like(op: Operand, result: np.ndarray):
+    """A host result as the caller's library returns it (torch CPU: a tensor)."""
+    if op.library == "torch-cpu":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(result))
+    return result
+
+
+def _like(op: Operand, n: int) -> Operand:
+    like = copy.copy(op)
+    like.n = n
+    return like
+
+
+def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller: int, stream):
+    """(values, [index], [inverse 1-D], [counts]) of device keys `op`."""
+    from ..sdk.job import Job
+
+    return_index, return_inverse, return_counts = flags
+    n = op.n
+    index64 = np.dtype(np.int64)
+    if n == 0:
+        empty = [Result(_like(op, 0), op.dtype, state, None, "unique", caller).finish()]
+        empty += [Result(_like(op, 0), index64, state, None, "unique", caller).finish()
+                  for f in flags if f]
+        return tuple(empty)
+    # One stable sort of (keys, 0 1 2 ...), chosen by auto: the sorted keys
+    # (run starts found with coalesced reads) and the order; stable, so the
+    # first key of every run is its first occurrence.
+    positions = Result(_like(op, n), index64, state, None, "unique positions", caller)
+    iota64(state, positions.ptr, n, owner="unique")
+    sorted_keys, order = prepared.run("pairs", op, Operand(positions.finish(), "positions",
+                                                           "values"),
+                                      False, True, "auto", stream=stream)
+    sorted_ptr = Operand(sorted_keys, "sorted keys").device_ptr(state)
+    order_ptr = Operand(order, "order", "values").device_ptr(state)
+    keys_ptr = op.device_ptr(state)
+    count_bytes = 4 if n < (1 << 32) else 8
+    defines = {"unique_count_bytes": count_bytes}
+    job = Job(_Core(), state, dtype=op.key_dtype.name, n=n, keys_in=keys_ptr, keys_out=0,
+              config=UNIQUE_CONFIG)
+    try:
+        grid = min(job.blocks(n, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM)
+        parts = job.alloc_parts([("flags", n * count_bytes), ("ids", n * count_bytes),
+                                 ("starts", n * 8 if return_counts else 8)])
+        job.launch(job.kernel("unique.cu", "csk_unique_flags", defines), grid, UNIQUE_BLOCK,
+                   sorted_ptr, n, int(equal_nan), parts["flags"])
+        scan = DeviceScan(job, n, count_bytes)
+        scan(parts["flags"], parts["ids"], inclusive=False)
+        total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
+        state.stream.synchronize()  # the one wait: the results' length
+        state.cuda.memcpy_dtoh(total, scan.total_ptr)
+        u = int(total[0])
+        values = Result(_like(op, u), op.dtype, state, None, "unique", caller)
+        index = Result(_like(op, u), index64, state, None, "unique index", caller) \
+            if return_index else None
+        inverse = Result(_like(op, n), index64, state, None, "unique inverse", caller) \
+            if return_inverse else None
+        counts = Result(_like(op, u), index64, state, None, "unique counts", caller) \
+            if return_counts else None
+        job.launch(job.kernel("unique.cu", "csk_unique_scatter", defines), grid, UNIQUE_BLOCK,
+                   keys_ptr, order_ptr, parts["flags"], parts["ids"], n, values.ptr,
+                   0 if index is None else index.ptr,
+                   0 if counts is None else parts["starts"],
+                   0 if inverse is None else inverse.ptr)
+        if counts is not None:
+            job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
+                       min(job.blocks(u, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM),
+                       UNIQUE_BLOCK, parts["starts"], u, n, counts.ptr)
+    finally:
+        job.finish()
+    del sorted_keys, order  # alive until the work reading them is queued
+    return tuple(r.finish() for r in (values, index, inverse, counts) if r is not None)
+
+
+# ----------------------------------------------------------------- axis=int
+def _unique_axis(a, axis, flags, equal_nan: bool, stream):
+    """numpy.unique(a, axis=axis): the 2-D rows of cudasortkit.calls.unique_rows;
+    another axis (or N-D) of a NumPy, CuPy or PyTorch array is moved first
+    and the rest of each slice compared as one row, as NumPy does."""
+    library = library_of(a)
+    if library == "other":
+        a = np.asarray(a)
+        library = "numpy"
+    shape = tuple(int(x) for x in (a.shape if hasattr(a, "shape")
+                                   else a.__cuda_array_interface__["shape"]))
+    if not shape:
+        raise ValueError("unique: axis must be None for a 0-d array (numpy.AxisError in NumPy)")
+    ax = normalize_axis(axis, len(shape))
+    from .unique_rows import unique_rows
+
+    def call(rows2d):
+        return unique_rows(rows2d, return_index=flags[0], return_inverse=flags[1],
+                           return_counts=flags[2], equal_nan=equal_nan, stream=stream)
+
+    if len(shape) == 2 and ax == 0:
+        return call(a)
+    if library not in ("numpy", "cupy", "torch", "torch-cpu"):
+        raise ValueError(f"unique: axis={axis} of a {len(shape)}-D {type(a).__name__} is not "
+                         "supported; axis=0 of a 2-D array or axis=None is, and any axis of a "
+                         "NumPy, CuPy or PyTorch array")
+    rest = shape[:ax] + shape[ax + 1:]
+    moved = _moveaxis(a, library, ax, 0)
+    rows2d = moved.reshape(shape[ax], int(np.prod(rest, dtype=np.int64)))
+    result = call(rows2d)
+    values = result[0] if any(flags) else result
+    values = _moveaxis(values.reshape((values.shape[0],) + rest), library, 0, ax)
+    return (values, *result[1:]) if any(flags) else values
+
+
+def _moveaxis(a, library: str, source: int, destination: int):
+    """a with axis `source` moved to `destination`, C-contiguous, same library."""
+    if source == destination:
+        return a
+    if library == "numpy":
+        return np.ascontiguousarray(np.moveaxis(a, source, destination))
+    if library == "cupy":
+        import cupy
+
+        return cupy.ascontiguousarray(cupy.moveaxis(a, source, destination))
+    return a.movedim(source, destination).contiguous()

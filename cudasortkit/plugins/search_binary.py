@@ -1,0 +1,34 @@
+"""searchsorted "binary": one thread per query, a binary search in global
+memory after one in shared memory over SAMPLES evenly spaced keys (one-row
+searches), kernels/search.cu's csk_search_binary. Any rows, any sorter."""
+from __future__ import annotations
+
+import math
+
+from ..sdk.search import SearchPlugin, SearchQuery
+
+#: Grid-stride launches: blocks per SM at most.
+BLOCKS_PER_SM = 16
+
+
+class BinarySearch(SearchPlugin):
+    name = "binary"
+    summary = "a thread per query; the top of the search in shared memory"
+    templates = ("search.cu",)
+    config = {"block_size": 256, "samples": 1024, "items_per_thread": 1}
+
+    def estimate(self, query: SearchQuery) -> float:
+        # Every query pays one dependent global load per halving of its
+        # range; the shared samples take log2(SAMPLES) of them off one row.
+        levels = math.log2(query.n + 1)
+        if query.rows == 1 and query.n >= 2 * self.config["samples"]:
+            levels = max(1.0, levels - math.log2(self.config["samples"]))
+        return query.rows * query.m * (levels + 1)
+
+    def run(self, job, query: SearchQuery) -> None:
+        kernel = job.kernel("search.cu", "csk_search_binary")
+        block = job.config["block_size"]
+        grid = min(job.blocks(query.rows * query.m, block),
+                   job.limits.sm_count * BLOCKS_PER_SM)
+        job.launch(kernel, max(grid, 1), block, query.a, query.sorter, query.n, query.v, query.m,
+                   query.rows, int(query.right), query.out)

@@ -1,0 +1,92 @@
+"""SearchPlugin: the plugin kind of searchsorted (entry-point group
+``cudasortkit.search``), next to sorts' SortPlugin.
+
+A search plugin finds, for every query of v, its insertion point in the
+sorted keys a, as numpy.searchsorted: `run(job, query)` gets a Job (keys_in
+is a, keys_out the int64 result) and a SearchQuery with every pointer and
+size. cudasortkit/calls/search.py checks the caller's arrays, asks every
+plugin `unsupported(query)` and `estimate(query)` and runs the cheapest (or
+the one named by algorithm=); `explain` says why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..dtypes import KEY_DTYPES
+
+
+@dataclass
+class SearchQuery:
+    """One searchsorted call as the device sees it. `rows` independent
+    searches: row r's n sorted keys at a + r*n (with `sorter`, the row's k-th
+    key is a[r*n + sorter[r*n + k]]), its m queries at v + r*m, its m int64
+    answers at out + r*m. Pointers are device addresses (0: none)."""
+
+    dtype: str
+    n: int
+    m: int
+    rows: int
+    right: bool
+    a: int = 0
+    sorter: int = 0
+    v: int = 0
+    out: int = 0
+    #: int64 positions putting row 0's queries in sorted order, for plugins
+    #: that declare `needs_query_order` (calls/search.py sorts them first).
+    query_order: int = 0
+
+
+class SearchPlugin:
+    """Base class of searchsorted plugins; see the module docstring."""
+
+    entry_point_group: ClassVar[str] = "cudasortkit.search"
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    device: ClassVar[str] = "gpu"
+    dtypes: ClassVar[tuple] = KEY_DTYPES
+    templates: ClassVar[tuple] = ()
+    template_package: ClassVar[str] = "cudasortkit.kernels"
+    #: Whether run() needs query.query_order (row 0's queries argsorted).
+    needs_query_order: ClassVar[bool] = False
+    #: The macros the templates are built with.
+    config: ClassVar[dict] = {"block_size": 256}
+
+    def default_config(self, dtype=None, value_bytes: int = 0) -> dict:
+        return dict(self.config)
+
+    def unsupported(self, query: SearchQuery) -> str | None:
+        """Why this plugin cannot serve `query` (None: it can)."""
+        return None
+
+    def estimate(self, query: SearchQuery) -> float:
+        """Declared relative cost of `query` (auto runs the lowest)."""
+        raise NotImplementedError
+
+    def run(self, job, query: SearchQuery) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def check_declarations(cls, entry_point_name: str | None = None) -> None:
+        """Raise TypeError/ValueError saying what is wrong with `cls`."""
+        if not isinstance(cls.name, str) or not cls.name.isidentifier():
+            raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
+        if entry_point_name is not None and cls.name != entry_point_name:
+            raise ValueError(f"entry point {entry_point_name!r} loads a search plugin named "
+                             f"{cls.name!r}; they must match")
+        unknown = [d for d in cls.dtypes if d not in KEY_DTYPES]
+        if not cls.dtypes or unknown:
+            raise ValueError(f"{cls.name}: dtypes must be a non-empty subset of {KEY_DTYPES}")
+        if cls.device != "gpu":
+            raise ValueError(f"{cls.name}: search plugins run on the GPU (device='gpu')")
+        if "block_size" not in cls.config:
+            raise ValueError(f"{cls.name}: config must set block_size")
+        from ..build.render import template_path
+
+        if not cls.templates:
+            raise ValueError(f"{cls.name}: a GPU plugin must declare its kernel templates")
+        for template in cls.templates:
+            template_path(cls.template_package, template)  # raises FileNotFoundError
+        for method in ("run", "estimate"):
+            if getattr(cls, method) is getattr(SearchPlugin, method):
+                raise TypeError(f"{cls.name}: does not implement {method}()")

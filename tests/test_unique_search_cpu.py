@@ -1,0 +1,286 @@
+"""csk.unique and csk.searchsorted without a GPU: the host path (NumPy's
+results, shapes and types), the API's rules and bad input, the search
+plugin kind's registration and auto's declared choice (explain)."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.sdk import registry
+from cudasortkit.sdk.search import SearchPlugin
+
+FLAGS = [(False, False, False), (True, False, False), (False, True, False),
+         (False, False, True), (True, True, True)]
+
+
+def _assert_same(got, expected):
+    if not isinstance(expected, tuple):
+        got, expected = (got,), (expected,)
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert type(g) is type(e) and g.dtype == e.dtype and g.shape == e.shape
+        assert np.array_equal(g, e, equal_nan=g.dtype.kind == "f")
+
+
+# ------------------------------------------------------------------ unique
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_unique_host_is_numpys(flags, equal_nan):
+    a = np.array([[3.0, np.nan, -0.0], [1.0, 0.0, np.nan], [3.0, 1.0, 2.0]])
+    got = csk.unique(a, *flags, equal_nan=equal_nan)
+    _assert_same(got, np.unique(a, *flags, equal_nan=equal_nan))
+
+
+def test_unique_inverse_has_the_inputs_shape():
+    a = np.arange(24).reshape(2, 3, 4) % 5
+    values, inverse = csk.unique(a, return_inverse=True)
+    assert inverse.shape == a.shape
+    assert np.array_equal(values[inverse], a)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int64", "float16", "float32"])
+def test_unique_host_dtypes_empty_and_lists(dtype):
+    for a in (np.zeros(0, dtype), np.ones(5, dtype), np.array([1, 0, 1, 1], dtype)):
+        _assert_same(csk.unique(a, True, True, True), np.unique(a, True, True, True))
+    assert np.array_equal(csk.unique([3, 1, 3]), [1, 3])
+
+
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_unique_host_bfloat16_nans_are_floats(equal_nan):
+    """bfloat16 follows the float rules (as on the device): NumPy itself
+    does not see ml_dtypes' bfloat16 NaNs as NaN."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.array([np.nan, 1.0, -0.0, np.nan, 0.0, 1.0], np.float32)
+    got = csk.unique(a.astype(ml_dtypes.bfloat16), True, True, True, equal_nan=equal_nan)
+    expected = np.unique(a, True, True, True, equal_nan=equal_nan)
+    assert got[0].dtype == ml_dtypes.bfloat16
+    assert np.array_equal(got[0].astype(np.float32), expected[0], equal_nan=True)
+    assert np.array_equal(np.signbit(got[0].astype(np.float32)), np.signbit(a[expected[1]]))
+    for g, e in zip(got[1:], expected[1:]):
+        assert np.array_equal(g, e)
+    values, counts = csk.unique(a.astype(ml_dtypes.bfloat16), return_counts=True,
+                                equal_nan=equal_nan)
+    assert np.array_equal(counts, expected[3])
+
+
+def test_unique_non_contiguous_host():
+    a = np.arange(40)[::-3] % 7
+    _assert_same(csk.unique(a, True, True, True), np.unique(a, True, True, True))
+
+
+def test_unique_torch_cpu_gives_tensors():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([3, 1, 3, 2])
+    values, counts = csk.unique(t, return_counts=True)
+    assert isinstance(values, torch.Tensor) and values.tolist() == [1, 2, 3]
+    assert counts.tolist() == [1, 1, 2]
+
+
+def test_unique_refuses_unsupported_dtypes():
+    with pytest.raises(TypeError, match="supported"):
+        csk.unique(np.array(["a", "b"]))
+    with pytest.raises(TypeError, match="supported"):
+        csk.unique(np.array([1 + 2j]))
+
+
+def test_unique_axis_of_a_0d_array():
+    with pytest.raises(ValueError, match="axis must be None"):
+        csk.unique(np.float64(3.0), axis=0)
+
+
+def test_unique_axis_bad_axis():
+    pytest.importorskip("cudasortkit.calls.unique_rows")
+    with pytest.raises(Exception, match="axis"):
+        csk.unique(np.zeros((2, 3)), axis=2)
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_unique_axis0_rows(flags):
+    pytest.importorskip("cudasortkit.calls.unique_rows")
+    a = np.array([[1, 2], [0, 5], [1, 2], [0, 4]], np.uint8)
+    _assert_same(csk.unique(a, *flags, axis=0), np.unique(a, *flags, axis=0))
+
+
+@pytest.mark.parametrize("axis", [1, -1, 2])
+def test_unique_other_axis_moves_it_first(axis):
+    pytest.importorskip("cudasortkit.calls.unique_rows")
+    a = np.random.default_rng(0).integers(0, 2, size=(3, 4, 2)).astype(np.int16)
+    _assert_same(csk.unique(a, True, True, True, axis=axis),
+                 np.unique(a, True, True, True, axis=axis))
+
+
+# ------------------------------------------------------------ searchsorted
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_host_is_numpys(side):
+    a = np.array([-np.inf, -1.0, -0.0, 0.0, 0.0, 2.0, np.inf, np.nan, np.nan])
+    v = np.array([[np.nan, 0.0], [-0.0, 5.0], [-np.inf, 2.0]])
+    got = csk.searchsorted(a, v, side)
+    expected = np.searchsorted(a, v, side)
+    assert got.dtype == np.int64 and got.shape == v.shape
+    assert np.array_equal(got, expected)
+
+
+def test_searchsorted_host_bfloat16_nans_last():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.array([-1.0, 0.0, 2.0, np.nan, np.nan], np.float32)
+    v = np.array([np.nan, 2.0, -0.0], np.float32)
+    bf = ml_dtypes.bfloat16
+    for side in ("left", "right"):
+        assert np.array_equal(csk.searchsorted(a.astype(bf), v.astype(bf), side),
+                              np.searchsorted(a, v, side))
+
+
+def test_searchsorted_scalar_and_sorter():
+    a = np.array([5, 1, 4, 1, 3])
+    s = np.argsort(a, kind="stable")
+    got = csk.searchsorted(a, 4, sorter=s)
+    assert type(got) is np.int64 and got == np.searchsorted(a, 4, sorter=s)
+    assert np.array_equal(csk.searchsorted(a, [0, 1, 6], "right", s),
+                          np.searchsorted(a, [0, 1, 6], "right", s))
+
+
+def test_searchsorted_batched_rows():
+    rng = np.random.default_rng(1)
+    a = np.sort(rng.integers(0, 9, size=(2, 3, 7)), axis=-1)
+    v = rng.integers(-1, 10, size=(2, 3, 5))
+    got = csk.searchsorted(a, v, side="right")
+    assert got.shape == v.shape and got.dtype == np.int64
+    for i in range(2):
+        for j in range(3):
+            assert np.array_equal(got[i, j], np.searchsorted(a[i, j], v[i, j], "right"))
+    s = np.argsort(a[..., ::-1], axis=-1)  # sorter of a reversed copy, row by row
+    rev = a[..., ::-1].copy()
+    got = csk.searchsorted(rev, v, sorter=s)
+    for i in range(2):
+        for j in range(3):
+            assert np.array_equal(got[i, j], np.searchsorted(rev[i, j], v[i, j], sorter=s[i, j]))
+
+
+def test_searchsorted_empty():
+    assert np.array_equal(csk.searchsorted(np.zeros(0), [1.0, 2.0]), [0, 0])
+    assert csk.searchsorted([1, 2], np.zeros(0)).shape == (0,)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(side="middle"), ValueError, "'left' or 'right'"),
+    (dict(sorter=[0]), ValueError, "sorter.size must equal a.size"),
+    (dict(sorter=[0.0, 1.0, 2.0]), TypeError, "integers"),
+])
+def test_searchsorted_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        csk.searchsorted([1, 2, 3], 2, **kwargs)
+
+
+def test_searchsorted_bad_shapes():
+    with pytest.raises(ValueError, match="at least one dimension"):
+        csk.searchsorted(np.float64(1.0), 1.0)
+    with pytest.raises(ValueError, match=r"v must have shape \(2,\) \+ \(m,\)"):
+        csk.searchsorted(np.zeros((2, 3)), np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="v must have shape"):
+        csk.searchsorted(np.zeros((2, 3)), np.zeros(3))
+    with pytest.raises(ValueError, match="sorter.size"):
+        csk.searchsorted(np.zeros((2, 3)), np.zeros((2, 1)), sorter=np.zeros(6, np.int64))
+
+
+def test_searchsorted_unknown_algorithm_on_the_host_too():
+    with pytest.raises(ValueError, match="no search plugin named 'nope'"):
+        csk.searchsorted([1, 2, 3], 2, algorithm="nope")
+
+
+def test_unique_accepts_numpys_sorted_flag():
+    assert np.array_equal(csk.unique([3, 1, 3], sorted=False), [1, 3])
+
+
+def test_searchsorted_torch_cpu():
+    torch = pytest.importorskip("torch")
+    got = csk.searchsorted(torch.tensor([1, 2, 3]), torch.tensor([2, 4]))
+    assert isinstance(got, torch.Tensor) and got.tolist() == [1, 3]
+
+
+# ------------------------------------------------- search plugins and auto
+def test_search_plugins_are_registered():
+    entries = registry.entries(SearchPlugin.entry_point_group)
+    assert {"binary", "merge"} <= set(entries)
+    assert all(entries[n].ok for n in ("binary", "merge")), entries
+
+
+def test_search_plugin_declarations_checked():
+    class NoEstimate(SearchPlugin):
+        name = "no_estimate"
+        templates = ("search.cu",)
+
+        def run(self, job, query):
+            pass
+
+    with pytest.raises(TypeError, match="estimate"):
+        registry.check_class(NoEstimate, SearchPlugin.entry_point_group)
+
+
+def test_explain_searchsorted_declared_choice():
+    long_v = csk.explain_searchsorted(np.zeros(1 << 24, np.float32), np.zeros(1 << 24, np.float32))
+    assert long_v.plugin == "merge" and "estimate" in str(long_v)
+    short_v = csk.explain_searchsorted(np.zeros(1 << 24, np.float32), np.zeros(100, np.float32))
+    assert short_v.plugin == "binary"
+    batched = csk.explain_searchsorted(np.zeros((4, 1 << 20)), np.zeros((4, 1 << 20)))
+    assert batched.plugin == "binary" and "merge" in batched.skipped
+    with_sorter = csk.explain_searchsorted(np.zeros(1 << 20), np.zeros(1 << 20),
+                                           sorter=np.arange(1 << 20))
+    assert with_sorter.plugin == "binary"
+    named = csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="merge")
+    assert named.plugin == "merge"
+    with pytest.raises(ValueError, match="no search plugin named 'nope'"):
+        csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="nope")
+    with pytest.raises(ValueError, match="no search plugin serves"):
+        csk.explain_searchsorted(np.zeros((2, 10)), np.zeros((2, 3)), algorithm="merge")
+
+
+# ------------------------------------------ launches match kernel prototypes
+class _RecordingJob:
+    """What a search plugin's run() uses of a Job, recording launches."""
+
+    def __init__(self, plugin):
+        from cudasortkit.gpu.device import DeviceLimits
+
+        self.config = plugin.default_config("float32")
+        self.limits = DeviceLimits.sm90()
+        self.launches = []
+
+    def kernel(self, template, name):
+        return template, name
+
+    def blocks(self, items, per_block):
+        return -(-int(items) // int(per_block))
+
+    def launch(self, kernel, grid, block, *args, shared=0):
+        self.launches.append((kernel, grid, block, args))
+
+
+@pytest.mark.parametrize("name", ["binary", "merge"])
+def test_search_plugins_launch_with_their_kernels_arguments(name):
+    """run() passes as many arguments as its kernel's prototype declares
+    (what Job.launch checks on the GPU), with a grid that covers the work."""
+    from cudasortkit.build.template import KernelTemplate
+    from cudasortkit.sdk.search import SearchQuery
+
+    plugin = registry.plugins(SearchPlugin.entry_point_group)[name]
+    job = _RecordingJob(plugin)
+    query = SearchQuery("float32", n=1000, m=300, rows=1, right=True, a=0x1000, v=0x2000,
+                        out=0x3000, query_order=0x4000)
+    plugin.run(job, query)
+    assert len(job.launches) == 1
+    (template, kernel), grid, block, args = job.launches[0]
+    letters = KernelTemplate(template, plugin.template_package).signature(
+        kernel, "float32", 0, job.config)
+    assert len(args) == len(letters)
+    assert grid >= 1 and block == job.config["block_size"]
+
+
+def test_unique_kernels_prototypes():
+    """calls/unique.py launches csk_unique_flags with 4 arguments, _scatter
+    with 9 and _counts with 4: the kernels declare as many."""
+    from cudasortkit.build.template import KernelTemplate
+    from cudasortkit.calls.unique import UNIQUE_CONFIG
+
+    template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4})
+    counts = {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG))
+              for k in ("csk_unique_flags", "csk_unique_scatter", "csk_unique_counts")}
+    assert counts == {"csk_unique_flags": 4, "csk_unique_scatter": 9, "csk_unique_counts": 4}

@@ -1,0 +1,232 @@
+"""csk.unique and csk.searchsorted of device arrays against NumPy. Fresh
+result buffers are poisoned (conftest), so a value the kernels never write
+shows up as a mismatch.
+
+unique: values equal as values and bit for bit the first occurrence's
+(NumPy's return_index path keeps that one: -0.0 vs +0.0, NaN payloads),
+first indices, inverse (the input's shape) and counts exactly NumPy's.
+bfloat16 is compared against float32's np.unique (NumPy does not see
+ml_dtypes' bfloat16 NaNs as NaN). searchsorted: exactly np.searchsorted,
+both sides, both plugins, with and without sorter, batched rows.
+
+Quick tier (-m gpu): every key dtype on the "special" distribution at a
+few sizes, the other distributions for two dtypes, edge cases. Slow tier:
+every distribution x dtype, 2^24 keys."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.dtypes import KEY_DTYPES
+from helpers import DISTRIBUTIONS, as_dtype, is_bf16, make_keys, to_device, to_numpy
+
+pytestmark = pytest.mark.gpu
+slow = pytest.mark.slow
+SIZES = [0, 1, 2, 33, 1025, 4099, 65537]
+FLAGS = (True, True, True)
+
+
+def _numpy_unique(a: np.ndarray, equal_nan: bool):
+    """np.unique(a, True, True, True) of the flat keys (bfloat16 through float32)."""
+    flat = a.reshape(-1)
+    ref = flat.astype(np.float32) if is_bf16(a.dtype) else flat
+    values, index, inverse, counts = np.unique(ref, True, True, True, equal_nan=equal_nan)
+    return flat[index], index, inverse.reshape(a.shape), counts
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(f"u{x.itemsize}") if x.dtype != np.bool_ else x
+
+
+def check_unique(a: np.ndarray, device_a, equal_nan=True):
+    values, index, inverse, counts = (to_numpy(x) for x in
+                                      csk.unique(device_a, *FLAGS, equal_nan=equal_nan))
+    ev, ei, einv, ec = _numpy_unique(a, equal_nan)
+    assert values.dtype == a.dtype and values.shape == ev.shape
+    assert np.array_equal(_bits(values), _bits(ev)), "values (first occurrences, bit for bit)"
+    for got, expected, what in ((index, ei, "index"), (inverse, einv, "inverse"),
+                                (counts, ec, "counts")):
+        assert got.dtype == np.int64, what
+        assert got.shape == expected.shape, what
+        assert np.array_equal(got, expected), what
+
+
+def _dtypes(keep):
+    return [d if d in keep else pytest.param(d, marks=slow) for d in KEY_DTYPES]
+
+
+# ------------------------------------------------------------------ unique
+@pytest.mark.parametrize("dtype", [*KEY_DTYPES, "bool"])
+@pytest.mark.parametrize("n", SIZES)
+def test_unique_special_every_dtype(dtype, n, rng):
+    a = make_keys("special", dtype, n, rng) if dtype != "bool" else rng.random(n) < 0.5
+    check_unique(a, to_device(a))
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype", _dtypes(("float32", "int16")))
+def test_unique_distributions(dist, dtype, rng):
+    a = make_keys(dist, dtype, 10007, rng)
+    check_unique(a, to_device(a))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_unique_nan_and_zero_rules(dtype):
+    a = np.array([np.nan, 0.0, -0.0, 1.0, -np.nan, np.nan, -0.0, 1.0], dtype)
+    for equal_nan in (True, False):
+        check_unique(a, to_device(a), equal_nan)
+    b = np.array([-0.0, 0.0, 0.0], dtype)
+    values = to_numpy(csk.unique(to_device(b)))
+    assert values.shape == (1,) and np.signbit(values[0])  # the first occurrence's zero
+
+
+def test_unique_only_values_is_one_array():
+    cupy = pytest.importorskip("cupy")
+    got = csk.unique(cupy.asarray([3, 1, 3]))
+    assert isinstance(got, cupy.ndarray) and got.tolist() == [1, 3]
+    got = csk.unique(cupy.asarray([3, 1, 3]), return_counts=True)
+    assert isinstance(got, tuple) and len(got) == 2
+
+
+def test_unique_n_d_and_non_contiguous(rng):
+    cupy = pytest.importorskip("cupy")
+    a = rng.integers(0, 50, size=(40, 30)).astype(np.int32)
+    d = cupy.asarray(a)
+    check_unique(a, d)
+    check_unique(a[:, ::3].copy(), d[:, ::3])
+    check_unique(a.T.copy(), d.T)
+
+
+def test_unique_torch(rng):
+    torch = pytest.importorskip("torch")
+    a = make_keys("special", "float32", 5000, rng)
+    t = torch.from_numpy(a).cuda()
+    check_unique(a, t)
+    values = csk.unique(t)
+    assert isinstance(values, torch.Tensor) and values.is_cuda
+
+
+def test_unique_all_equal_and_single():
+    cupy = pytest.importorskip("cupy")
+    for a in (np.full(70000, 7, np.int64), np.array([np.nan]), np.zeros(1, np.uint8)):
+        check_unique(a, cupy.asarray(a))
+
+
+def test_unique_stream(rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("uniform", "uint16", 100003, rng)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        d = cupy.asarray(a)
+        got = csk.unique(d, *FLAGS, stream=s)
+    s.synchronize()
+    ev, ei, einv, ec = _numpy_unique(a, True)
+    assert np.array_equal(got[0].get(), ev) and np.array_equal(got[3].get(), ec)
+
+
+@slow
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])
+def test_unique_2_24(dtype, rng):
+    a = make_keys("uniform", dtype, 1 << 24, rng)
+    check_unique(a, to_device(a))
+
+
+def test_unique_axis0_rows_device(rng):
+    pytest.importorskip("cudasortkit.calls.unique_rows")
+    cupy = pytest.importorskip("cupy")
+    a = rng.integers(0, 3, size=(1000, 4)).astype(np.uint8)
+    got = csk.unique(cupy.asarray(a), True, True, True, axis=0)
+    for g, e in zip(got, np.unique(a, True, True, True, axis=0)):
+        assert np.array_equal(to_numpy(g), e)
+
+
+# ------------------------------------------------------------ searchsorted
+def _sorted_keys(dist, dtype, n, rng):
+    keys = make_keys(dist, dtype, n, rng)
+    order = np.argsort(keys.astype(np.float32) if is_bf16(keys.dtype) else keys, kind="stable")
+    return keys[order]
+
+
+def _numpy_search(a, v, side, sorter=None):
+    if is_bf16(a.dtype):
+        a, v = a.astype(np.float32), v.astype(np.float32)
+    return np.searchsorted(a, v, side, sorter)
+
+
+@pytest.mark.parametrize("algorithm", ["binary", "merge"])
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("dtype", KEY_DTYPES)
+@pytest.mark.parametrize("n, m", [(0, 5), (1, 7), (5000, 1), (4099, 65537), (100003, 3001)])
+def test_searchsorted_every_dtype(n, m, dtype, side, algorithm, rng):
+    a = _sorted_keys("special", dtype, n, rng)
+    v = np.concatenate([make_keys("special", dtype, m, rng), a[: m // 2]])[:m]
+    got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
+    assert got.dtype == np.int64 and np.array_equal(got, _numpy_search(a, v, side))
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_searchsorted_distributions(dist, rng):
+    a = _sorted_keys(dist, "float32", 70001, rng)
+    v = make_keys(dist, "float32", 30011, rng)
+    for algorithm in ("binary", "merge"):
+        for side in ("left", "right"):
+            got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
+            assert np.array_equal(got, _numpy_search(a, v, side)), (algorithm, side)
+
+
+def test_searchsorted_auto(rng):
+    cupy = pytest.importorskip("cupy")
+    a = np.sort(make_keys("uniform", "float32", 1 << 22, rng))
+    for m, plugin in ((10, "binary"), (1 << 21, "merge")):
+        v = make_keys("special", "float32", m, rng)
+        assert csk.explain_searchsorted(a, v).plugin == plugin
+        got = csk.searchsorted(cupy.asarray(a), cupy.asarray(v))
+        assert np.array_equal(got.get(), np.searchsorted(a, v))
+
+
+def test_searchsorted_sorter_and_shapes(rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("special", "float64", 9001, rng)
+    s = np.argsort(a, kind="stable")
+    v = make_keys("special", "float64", 600, rng).reshape(20, 30)
+    for side in ("left", "right"):
+        got = csk.searchsorted(cupy.asarray(a), cupy.asarray(v), side, cupy.asarray(s))
+        assert got.shape == v.shape
+        assert np.array_equal(got.get(), np.searchsorted(a, v, side, s))
+    scalar = csk.searchsorted(cupy.asarray(np.sort(a)), 0.5)
+    assert scalar.shape == () and int(scalar) == np.searchsorted(np.sort(a), 0.5)
+    with pytest.raises(ValueError, match="Sorter index out of range"):
+        csk.searchsorted(cupy.asarray(a), cupy.asarray(v), sorter=cupy.asarray(s + 1))
+    with pytest.raises(TypeError, match="one dtype"):
+        csk.searchsorted(cupy.asarray(a), cupy.asarray(v.astype(np.float32)))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_batched(side, rng):
+    torch = pytest.importorskip("torch")
+    a = np.sort(rng.integers(0, 100, size=(3, 4, 513)).astype(np.int32), axis=-1)
+    v = rng.integers(-5, 105, size=(3, 4, 77)).astype(np.int32)
+    got = csk.searchsorted(torch.from_numpy(a).cuda(), torch.from_numpy(v).cuda(), side)
+    assert isinstance(got, torch.Tensor) and got.is_cuda and tuple(got.shape) == v.shape
+    got = got.cpu().numpy()
+    for i in range(3):
+        for j in range(4):
+            assert np.array_equal(got[i, j], np.searchsorted(a[i, j], v[i, j], side))
+    expected = torch.searchsorted(torch.from_numpy(a), torch.from_numpy(v), side=side)
+    assert np.array_equal(got, expected.numpy())
+
+
+def test_searchsorted_non_contiguous(rng):
+    cupy = pytest.importorskip("cupy")
+    a = np.sort(make_keys("uniform", "int64", 20000, rng))
+    v = make_keys("uniform", "int64", 9000, rng)
+    got = csk.searchsorted(cupy.asarray(a)[::2], cupy.asarray(v)[::3])
+    assert np.array_equal(got.get(), np.searchsorted(a[::2], v[::3]))
+
+
+@slow
+@pytest.mark.parametrize("algorithm", ["binary", "merge"])
+def test_searchsorted_2_24(algorithm, rng):
+    a = np.sort(make_keys("uniform", "float32", 1 << 24, rng))
+    v = make_keys("uniform", "float32", 1 << 24, rng)
+    got = to_numpy(csk.searchsorted(to_device(a), to_device(v), algorithm=algorithm))
+    assert np.array_equal(got, np.searchsorted(a, v))
