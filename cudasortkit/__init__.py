@@ -9,6 +9,8 @@ See docs/ for the algorithms, tuning and writing a plugin.
 """
 from .api import (algorithms, argsort, explain, plan, segmented_argsort, segmented_sort, sort,
                   sort_by_key)
+from .api import argpartition, partition, topk
+from .sdk.selection import SelectPlugin
 from .host.memlimit import device_memory_limit, set_device_memory_limit
 from .calls.merging import merge, merge_by_key
 from .sdk.plugin import Request, SortPlugin, Tunable
@@ -17,4 +19,5 @@ from .version import __version__
 __all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsort", "merge", "merge_by_key", "algorithms", "explain",
            "plan",
            "set_device_memory_limit", "device_memory_limit",
-           "SortPlugin", "Tunable", "Request", "__version__"]
+           "SortPlugin", "Tunable", "Request", "__version__",
+           "topk", "partition", "argpartition", "SelectPlugin"]

@@ -23,12 +23,14 @@ from importlib import metadata
 
 from ..errors import PluginError
 from .plugin import SortPlugin
+from .selection import SelectPlugin
 
 GROUP = SortPlugin.entry_point_group
 
 #: Entry-point group -> the base class its plugins subclass. The base class
 #: checks a plugin's declarations (`check_declarations(cls, entry_point_name)`).
-KINDS: dict[str, type] = {GROUP: SortPlugin}
+KINDS: dict[str, type] = {GROUP: SortPlugin,
+                          SelectPlugin.entry_point_group: SelectPlugin}
 
 
 @dataclass
