@@ -201,6 +201,9 @@ class SelectCalls:
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
             plugin, config = self.selector.choose(request, "auto")
+            if plugin.device != "gpu":  # device words need a GPU sort plugin
+                raise ValueError(f"no GPU sort plugin can sort the rows of {job.plugin.name}: "
+                                 f"auto chose {plugin.name}")
             values_in = 0
             if not plugin.makes_indices:
                 values_in = int(job.alloc(max(n, 1) * 8))
