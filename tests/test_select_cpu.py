@@ -259,3 +259,14 @@ def test_gpu_plugin_by_name_without_a_gpu_says_so():
 def test_reference_is_what_docs_say():
     v, i = reference_topk(np.array([[2, 1, 2, 3]]), 3)
     assert i.tolist() == [[3, 0, 2]] and v.tolist() == [[3, 2, 2]]
+
+
+def test_bench_select_cases_are_the_issues_bar():
+    from cudasortkit.cli import bench, bench_select
+
+    args = bench.build_parser().parse_args(["--select"])
+    assert args.select
+    assert [(op, shape, k, bar) for op, shape, k, bar in bench_select.CASES] == [
+        ("topk", (1, 1 << 23), 1000, 2.0), ("topk", (4096, 32000), 50, 1.5),
+        ("topk", (1 << 16, 1024), 8, 1.5), ("topk", (1 << 24,), 1 << 20, 2.0),
+        ("argpartition", (1 << 24,), 1 << 23, 3.0)]
