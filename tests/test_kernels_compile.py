@@ -319,6 +319,7 @@ def test_selection_launches_match_the_kernels(name):
     checked = 0
     for dtype in ("uint8", "float32", "float64"):
         for request in (SelectRequest("topk", dtype, 3, 10000, 7, True),
+                        SelectRequest("topk", dtype, 5, 1000, 7, False),
                         SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,))):
             if plugin.unsupported(request) is not None:
                 continue
@@ -336,3 +337,16 @@ def test_selection_launches_match_the_kernels(name):
                 assert 0 < block <= 1024 and 0 <= grid < 2 ** 31
                 checked += 1
     assert checked
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_warp_select_row_variants_compile():
+    """warp_select's kernel at the keys per lane its rows pick (1 .. 64),
+    narrow and wide keys."""
+    cases = [(items, dtype) for items in (1, 8, 64) for dtype in ("uint8", "bfloat16", "float64")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: compile_template(
+            KernelTemplate("warp_select.cu", defines={"row_items": c[0]}), c[1], 0,
+            {"block_size": 128}, f"warp_select row_items={c[0]}"), cases))
+    failures = [msg for rc, msg in results if rc != 0]
+    assert not failures, "\n".join(failures[:3])

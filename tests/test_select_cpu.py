@@ -173,7 +173,7 @@ def test_kth_errors_as_numpy():
 
 def test_the_selection_plugin_kind_is_listed_and_explained():
     kinds = {r["name"]: r for r in csk.algorithms()}
-    for name in ("numpy_select", "sort_select", "radix_select"):
+    for name in ("numpy_select", "sort_select", "radix_select", "warp_select"):
         assert kinds[name]["kind"] == "selection" and kinds[name]["status"] == "ok", kinds[name]
     assert kinds["radix"]["kind"] == "sort"
     assert "cudasortkit.selection" in registry.KINDS
@@ -193,8 +193,12 @@ def test_gpu_plugins_declare_their_choice_by_shape():
     sort = registry.plugins("cudasortkit.selection")["sort_select"]
     long_rows = SelectRequest("topk", "float32", 1, 1 << 23, 1000)
     short_rows = SelectRequest("topk", "float32", 1 << 16, 1024, 8)
+    warp = registry.plugins("cudasortkit.selection")["warp_select"]
     assert radix.priority_for(long_rows)[0] < sort.priority_for(long_rows)[0]
     assert sort.priority_for(short_rows)[0] < radix.priority_for(short_rows)[0]
+    assert warp.unsupported(short_rows) is None and warp.unsupported(long_rows) is not None
+    assert warp.priority_for(short_rows)[0] < sort.priority_for(short_rows)[0]
+    assert warp.unsupported(SelectRequest("topk", "float32", 8, 1024, 33)) is not None
     assert radix.unsupported(SelectRequest("partition", "float32", 1, 10, 10, False, True, True,
                                            (1, 2))) is not None
 
