@@ -196,7 +196,7 @@ class SelectCalls:
         request = Request.from_fields(
             kind="argsort", dtype=word_dtype, n=n, stable=True, descending=False, value_bytes=8,
             on_device=True, key_range=None, options={}, segments=segments,
-            range_probe=lambda: key_minmax(state, words, n, np.dtype(word_dtype)))
+            range_probe=_WordsRange(state, words, n, word_dtype))
         order = int(job.alloc(max(n, 1) * 8))
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
@@ -214,6 +214,21 @@ class SelectCalls:
             except PluginError:
                 continue  # that sort plugin is out of service now: auto chooses again
             return order
+
+
+class _WordsRange:
+    """Request.range_probe of device words: (min, max) measured once, on
+    first call (a range-limited sort plugin asks), `done` once it was."""
+
+    def __init__(self, state, words: int, n: int, word_dtype: str):
+        self.state, self.words, self.n, self.dtype = state, words, n, np.dtype(word_dtype)
+        self.done, self.value = False, None
+
+    def __call__(self):
+        if not self.done:
+            self.value = key_minmax(self.state, self.words, self.n, self.dtype)
+            self.done = True
+        return self.value
 
 
 class _DeviceOut:
