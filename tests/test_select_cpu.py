@@ -274,3 +274,16 @@ def test_bench_select_cases_are_the_issues_bar():
         ("topk", (1, 1 << 23), 1000, 2.0), ("topk", (4096, 32000), 50, 1.5),
         ("topk", (1 << 16, 1024), 8, 1.5), ("topk", (1 << 24,), 1 << 20, 2.0),
         ("argpartition", (1 << 24,), 1 << 23, 3.0)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint64", "float64", "bool"])
+def test_topk_threshold_path_with_many_ties(dtype):
+    """k between 1 and n - 1: the k-th key found by partition, its ties
+    taken by index, -0.0 among +0.0, NaNs among the best or the worst."""
+    rng = np.random.default_rng(13)
+    for trial in range(6):
+        a = make_keys(["few_unique", "special"][trial % 2], as_dtype(dtype), 4 * 300,
+                      rng).reshape(4, 300)
+        for k in rng.integers(1, 300, 4):
+            for largest in (True, False):
+                assert_topk(csk.topk(a, int(k), largest=largest), a, int(k), -1, largest)
