@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
-from cudasortkit.sdk.selection import SelectPlugin
-
-from .sort_select import WORD_DTYPES, MAX_GRID
+from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
 
 #: Rows of at most this many keys go to sort_select by default (one
 #: block's shared-memory sort per row beats the radix passes' launches).

@@ -11,12 +11,7 @@ from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
-from cudasortkit.sdk.selection import SelectPlugin
-
-#: The unsigned dtype of a key width's words.
-WORD_DTYPES = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
-#: Blocks at most in a grid-stride pass.
-MAX_GRID = 65535
+from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
 
 
 class SortSelect(SelectPlugin):

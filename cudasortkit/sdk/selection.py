@@ -36,6 +36,10 @@ from .plugin import Tunable
 
 #: What a SelectRequest asks for.
 SELECT_OPS = ("topk", "partition")
+#: The unsigned dtype of each key width's selection words (SelectJob.argsort_rows sorts them).
+WORD_DTYPES = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
+#: Blocks at most in a grid-stride pass of a selection kernel.
+MAX_GRID = 65535
 
 
 @dataclass(frozen=True)
