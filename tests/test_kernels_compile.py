@@ -282,6 +282,7 @@ class _SelectRecordingJob:
         self.largest, self.sorted = request.largest, request.sorted
         self.keys_in, self.keys_out, self.values_out = 0x1000, 0x2000, 0x3000
         self.launches, self.sorts = [], []
+        self.limits = LIMITS
 
     def kernel(self, template, name, defines=None, config=None, value_bytes=None):
         return template, name, dict(self.config if config is None else config)
@@ -299,6 +300,7 @@ class _SelectRecordingJob:
         return -(-int(items) // int(per_block))
 
     def launch(self, kernel, grid, block, *args, shared=0):
+        assert shared <= self.limits.shared_per_block_optin - 4096, shared
         self.launches.append((kernel, grid, block, args))
 
     def argsort_rows(self, words, word_dtype, rows=None, row_len=None):
@@ -320,6 +322,7 @@ def test_selection_launches_match_the_kernels(name):
     for dtype in ("uint8", "float32", "float64"):
         for request in (SelectRequest("topk", dtype, 3, 10000, 7, True),
                         SelectRequest("topk", dtype, 5, 1000, 7, False),
+                        SelectRequest("topk", dtype, 4, 20000, 50, True),
                         SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,))):
             if plugin.unsupported(request) is not None:
                 continue

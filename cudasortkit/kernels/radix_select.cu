@@ -253,6 +253,99 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     }
 }
 
+// topk of a row that fits in shared memory, one block per row: the row's
+// selection words are loaded once into dynamic shared memory (row_len
+// words), the digit passes of rs_hist / rs_pick run there, and one more
+// pass over it writes the words below the target T and the first ties,
+// in index order, to the row's k candidates (as rs_scatter's mode 0).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_block_select(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
+                csk_bits_t* __restrict__ cand_words, long long* __restrict__ cand_index,
+                int largest)
+{
+    extern __shared__ unsigned long long rs_block_smem[];
+    csk_bits_t* s_words = (csk_bits_t*)rs_block_smem;
+    __shared__ unsigned int s_hist[RS_BINS];
+    __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_equal[BLOCK_SIZE / 32];
+    __shared__ unsigned long long s_prefix;
+    __shared__ long long s_remaining;
+    const long long row = blockIdx.x;
+    const csk_bits_t* rk = keys + row * row_len;
+    const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
+#pragma unroll 8
+    for (long long i = threadIdx.x; i < row_len; i += BLOCK_SIZE) s_words[i] = rs_word(rk[i], flip);
+    if (threadIdx.x == 0) {
+        s_prefix = 0;
+        s_remaining = k;  // 1 <= k <= row_len: the target's rank
+    }
+    for (int shift = CSK_KEY_BITS - 8; shift >= 0; shift -= 8) {
+        for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE) s_hist[i] = 0;
+        __syncthreads();  // the words, the prefix and the zeroed bins are in place
+        const int high = shift + 8;
+        const unsigned long long want = high >= CSK_KEY_BITS ? 0ull : s_prefix >> high;
+        for (long long i = threadIdx.x; i < row_len; i += BLOCK_SIZE) {
+            const unsigned long long w = s_words[i];
+            if (high >= CSK_KEY_BITS || (w >> high) == want)
+                atomicAdd(&s_hist[(unsigned)(w >> shift) & (RS_BINS - 1)], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {  // as rs_pick
+            const long long rank = s_remaining;
+            long long below = 0;
+            int d = 0;
+            for (; d < RS_BINS - 1; ++d) {
+                if (below + (long long)s_hist[d] >= rank) break;
+                below += s_hist[d];
+            }
+            s_remaining = rank - below;
+            s_prefix |= (unsigned long long)d << shift;
+        }
+        __syncthreads();  // before the bins are zeroed again or the prefix read
+    }
+    const csk_bits_t target = (csk_bits_t)s_prefix;
+    const long long need = s_remaining, row_less = k - need;
+    csk_bits_t* words = cand_words + row * k;
+    long long* index = cand_index + row * k;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned below_lane = (1u << lane) - 1u;
+    long long run_less = 0, run_equal = 0;
+    for (long long chunk = 0; chunk < row_len; chunk += BLOCK_SIZE) {
+        const long long i = chunk + threadIdx.x;
+        const bool valid = i < row_len;
+        const csk_bits_t w = valid ? s_words[i] : (csk_bits_t)0;
+        const bool is_less = valid && w < target, is_equal = valid && w == target;
+        const unsigned m_less = __ballot_sync(0xffffffffu, is_less);
+        const unsigned m_equal = __ballot_sync(0xffffffffu, is_equal);
+        if (lane == 0) {
+            s_less[warp] = __popc(m_less);
+            s_equal[warp] = __popc(m_equal);
+        }
+        __syncthreads();
+        long long before_less = 0, before_equal = 0, chunk_less = 0, chunk_equal = 0;
+        for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
+            if (q < warp) {
+                before_less += s_less[q];
+                before_equal += s_equal[q];
+            }
+            chunk_less += s_less[q];
+            chunk_equal += s_equal[q];
+        }
+        const long long rank_less = run_less + before_less + __popc(m_less & below_lane);
+        const long long rank_equal = run_equal + before_equal + __popc(m_equal & below_lane);
+        if (is_less) {
+            words[rank_less] = w;
+            index[rank_less] = i;
+        } else if (is_equal && rank_equal < need) {
+            words[row_less + rank_equal] = w;
+            index[row_less + rank_equal] = i;
+        }
+        run_less += chunk_less;
+        run_equal += chunk_equal;
+        __syncthreads();  // s_less / s_equal are rewritten by the next chunk
+        if (run_less >= row_less && run_equal >= need) break;  // the same in every thread
+    }
+}
+
 // topk's results: order (rows x k positions in each row of candidates, a
 // stable argsort of the candidates' words) picks the candidate, whose
 // position in the row (cand_index) gives the caller's key.

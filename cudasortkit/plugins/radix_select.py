@@ -13,6 +13,10 @@ one scatter pass, both in tiles of block_size x items_per_thread keys:
   of all of them.
 - partition (one kth): a stable three-way partition around T (below,
   equal, above, each in index order) is written directly: no sort at all.
+
+topk of several rows that each fit in a block's shared memory takes one
+block per row instead (rs_block_select): the row is read once into shared
+memory and every pass runs there.
 """
 from __future__ import annotations
 
@@ -20,6 +24,10 @@ from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
 
+#: Shared memory rs_block_select takes besides the row (bins, warp counts), rounded up.
+BLOCK_STATIC = 4096
+#: Threads of rs_block_select's block: many loads in flight per SM.
+BLOCK_THREADS = 1024
 #: Rows of at most this many keys go to sort_select by default (one
 #: block's shared-memory sort per row beats the radix passes' launches).
 SHORT_ROW = 4096
@@ -46,6 +54,9 @@ class RadixSelect(SelectPlugin):
         return reason
 
     def run(self, job):
+        if (job.request.op == "topk" and job.rows > 1
+                and job.row_len * job.key_bytes + BLOCK_STATIC <= job.limits.shared_per_block_optin):
+            return self._rows_in_shared_memory(job)
         rows, row_len, k = job.rows, job.row_len, job.k
         block = int(job.config["block_size"])
         tile = block * int(job.config["items_per_thread"])
@@ -82,3 +93,21 @@ class RadixSelect(SelectPlugin):
         job.launch(kernel("rs_finish"), min(job.blocks(rows * k, block), MAX_GRID), block,
                    job.keys_in, row_len, k, rows, buf["cand_index"], order, job.keys_out,
                    job.values_out)
+
+    @staticmethod
+    def _rows_in_shared_memory(job):
+        """topk of several rows that each fit in shared memory: one block
+        per row selects from the row held there (rs_block_select), reading
+        the keys once; then the k candidates are sorted and gathered."""
+        rows, row_len, k = job.rows, job.row_len, job.k
+        buf = job.alloc_parts((("cand_words", rows * k * job.key_bytes),
+                               ("cand_index", rows * k * 8)))
+        config = dict(job.config, block_size=BLOCK_THREADS)
+        select = job.kernel("radix_select.cu", "rs_block_select", config=config, value_bytes=0)
+        job.launch(select, rows, BLOCK_THREADS, job.keys_in, row_len, k, buf["cand_words"],
+                   buf["cand_index"], int(job.largest), shared=row_len * job.key_bytes)
+        order = job.argsort_rows(buf["cand_words"], WORD_DTYPES[job.key_bytes], rows, k)
+        block = int(job.config["block_size"])
+        finish = job.kernel("radix_select.cu", "rs_finish", value_bytes=0)
+        job.launch(finish, min(job.blocks(rows * k, block), MAX_GRID), block, job.keys_in,
+                   row_len, k, rows, buf["cand_index"], order, job.keys_out, job.values_out)
