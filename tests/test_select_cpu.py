@@ -193,9 +193,11 @@ def test_gpu_plugins_declare_their_choice_by_shape():
     sort = registry.plugins("cudasortkit.selection")["sort_select"]
     long_rows = SelectRequest("topk", "float32", 1, 1 << 23, 1000)
     short_rows = SelectRequest("topk", "float32", 1 << 16, 1024, 8)
+    one_short_row = SelectRequest("topk", "float32", 1, 1024, 100)
     warp = registry.plugins("cudasortkit.selection")["warp_select"]
     assert radix.priority_for(long_rows)[0] < sort.priority_for(long_rows)[0]
-    assert sort.priority_for(short_rows)[0] < radix.priority_for(short_rows)[0]
+    assert radix.priority_for(short_rows)[0] < sort.priority_for(short_rows)[0]
+    assert sort.priority_for(one_short_row)[0] < radix.priority_for(one_short_row)[0]
     assert warp.unsupported(short_rows) is None and warp.unsupported(long_rows) is not None
     assert warp.priority_for(short_rows)[0] < sort.priority_for(short_rows)[0]
     assert warp.unsupported(SelectRequest("topk", "float32", 8, 1024, 33)) is not None

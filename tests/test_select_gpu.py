@@ -157,6 +157,8 @@ def test_explain_says_which_and_why():
     d = csk.explain(cupy.zeros((1 << 10, 1024), np.float32), kind="topk", k=8)
     assert d.name == "warp_select"
     d = csk.explain(cupy.zeros((1 << 10, 1024), np.float32), kind="topk", k=100)
+    assert d.name == "radix_select"
+    d = csk.explain(cupy.zeros(1024, np.float32), kind="topk", k=100)
     assert d.name == "sort_select"
 
 

@@ -28,8 +28,8 @@ from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
 BLOCK_STATIC = 4096
 #: Threads of rs_block_select's block: many loads in flight per SM.
 BLOCK_THREADS = 1024
-#: Rows of at most this many keys go to sort_select by default (one
-#: block's shared-memory sort per row beats the radix passes' launches).
+#: One row of at most this many keys goes to sort_select by default (one
+#: block's shared-memory sort beats the radix passes' launches).
 SHORT_ROW = 4096
 
 
@@ -39,8 +39,10 @@ class RadixSelect(SelectPlugin):
     dtypes = KEY_DTYPES
     ops = ("topk", "partition")
     priority = 100
-    #: short rows: sort_select (priority 500) wins below this one's 600.
-    priorities = ((None, SHORT_ROW, None, 600),)
+    #: one short row: sort_select (priority 500, one block's sort) wins below
+    #: this one's 600 (its passes are launches); several rows take the
+    #: shared-memory path at the default 100.
+    priorities = ((1, SHORT_ROW, None, 600),)
     tunables = {
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
         "items_per_thread": Tunable(16, (4, 8, 16, 32), "keys per thread of a tile"),
