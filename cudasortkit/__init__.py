@@ -7,8 +7,10 @@
 
 See docs/ for the algorithms, tuning and writing a plugin.
 """
-from .api import (algorithms, argsort, explain, explain_searchsorted, lexsort, plan,
-                  searchsorted, segmented_argsort, segmented_sort, sort, sort_by_key, unique)
+from .api import (algorithms, argpartition, argsort, explain, explain_searchsorted, lexsort,
+                  partition, plan, searchsorted, segmented_argsort, segmented_sort, sort,
+                  sort_by_key, topk, unique)
+from .sdk.selection import SelectPlugin
 from .host.memlimit import device_memory_limit, set_device_memory_limit
 from .calls.merging import merge, merge_by_key
 from .sdk.plugin import Request, SortPlugin, Tunable
@@ -18,4 +20,5 @@ __all__ = ["sort", "argsort", "sort_by_key", "segmented_sort", "segmented_argsor
            "plan",
            "unique", "searchsorted", "explain_searchsorted",
            "set_device_memory_limit", "device_memory_limit",
-           "SortPlugin", "Tunable", "Request", "__version__"]
+           "SortPlugin", "Tunable", "Request", "__version__",
+           "topk", "partition", "argpartition", "SelectPlugin"]

@@ -16,6 +16,7 @@ import numpy as np
 from .calls import axes, multikey
 from .calls.plan import Plan
 from .calls.prepared import PreparedCalls
+from .calls.select import SelectCalls
 from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
                                make_request)
@@ -23,6 +24,7 @@ from .dispatch.select import Selector
 from .gpu.arrays import Operand, check_outputs_apart
 from .sdk import registry
 from .sdk.plugin import REQUEST_KINDS
+from .sdk.selection import SelectPlugin
 from .tuning.measured import MeasuredPolicy
 
 #: How every call chooses its plugin: this device's measurements, else what
@@ -31,6 +33,10 @@ selector = Selector(MeasuredPolicy())
 #: Repeated plain device calls of one exact shape, made without the general
 #: path while the selector's decision stands (cudasortkit/calls/prepared.py).
 prepared = PreparedCalls(selector, execute)
+#: topk / partition / argpartition (cudasortkit/calls/select.py); plugins that
+#: sort the rows use `selector`'s sort plugins.
+selections = SelectCalls(selector)
+SELECTION_GROUP = SelectPlugin.entry_point_group
 
 def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False, order=None):
@@ -220,14 +226,40 @@ def explain_searchsorted(a, v, side="left", sorter=None, *, algorithm="auto"):
 
     return _explain(a, v, side, sorter, algorithm)
 
+def topk(a, k, *, axis=-1, largest=True, sorted=True, out=None, stream=None, algorithm="auto"):
+    """(values, int64 indices) of the k largest (largest=False: smallest)
+    keys along `axis`, as torch.topk(a, k, dim=axis) returns them: k along
+    the axis, best first. NaN counts as the largest key, -0.0 equals +0.0,
+    and equal keys come lower index first (docs/select.md); sorted=False
+    returns the same. out=(values, indices) receives the results."""
+    return selections.topk(a, k, axis, largest, sorted, out, stream, algorithm)
+
+
+def partition(a, kth, *, axis=-1, stream=None, algorithm="auto"):
+    """numpy.partition(a, kth, axis): a copy of `a` with the key at each
+    kth position where a sort would put it, smaller-or-equal keys before
+    it and greater-or-equal after (NaNs last); kth an int or a sequence."""
+    return selections.partition(a, kth, axis, algorithm, stream, False)
+
+
+def argpartition(a, kth, *, axis=-1, stream=None, algorithm="auto"):
+    """numpy.argpartition(a, kth, axis): int64 positions along `axis` that
+    partition `a` (see partition)."""
+    return selections.partition(a, kth, axis, algorithm, stream, True)
+
 
 def algorithms() -> list:
-    """One dict per registered plugin: name, dtypes, stable, pairs, tunables, status, error."""
+    """One dict per registered plugin: name, kind ("sort" or "selection"),
+    dtypes, stable, pairs, tunables, status, error; sorts first."""
     rows = []
-    for name, entry in sorted(registry.entries().items()):
+    listed = [(kind, name, entry)
+              for kind, group in (("sort", registry.GROUP), ("selection", SELECTION_GROUP))
+              for name, entry in sorted(registry.entries(group).items())]
+    for kind, name, entry in listed:
         p = entry.plugin
         rows.append({
             "name": name,
+            "kind": kind,
             "status": "ok" if entry.ok else "error",
             "error": entry.error,
             "target": entry.target,
@@ -272,13 +304,19 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
 
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
-            algorithm: str = "auto", key_range=None, axis=-1, offsets=None):
+            algorithm: str = "auto", key_range=None, axis=-1, offsets=None, k=None, kth=None,
+            largest=True):
     """Which plugin and config `algorithm` would use for `a`, and why (a
     cudasortkit.dispatch.select.Decision; print it). Nothing is sorted.
 
     kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
-    sort, or `offsets` for a ragged segmented sort of 1-D `a`.
+    sort, or `offsets` for a ragged segmented sort of 1-D `a`. kind "topk"
+    (with k=, largest=) or "partition" (with kth=) explains a selection.
     """
+    if kind in ("topk", "partition"):
+        if kind == "topk" and k is None:
+            raise ValueError("kind='topk' needs k= (how many keys to select)")
+        return selections.explain(a, kind, k, kth, axis, largest, algorithm)
     if stable is None:
         stable = False
     if kind not in REQUEST_KINDS:

@@ -51,8 +51,11 @@ def _run(args, cwd, what, timeout=300):
 def _entry_point_names() -> list:
     cfg = configparser.ConfigParser()
     cfg.read(CHECKOUT / "setup.cfg")
-    text = cfg["options.entry_points"]["cudasortkit.algorithms"]
-    return [line.split("=")[0].strip() for line in text.strip().splitlines()]
+    names = []
+    for group in ("cudasortkit.algorithms", "cudasortkit.selection"):  # list shows every kind
+        text = cfg["options.entry_points"].get(group, "")
+        names += [line.split("=")[0].strip() for line in text.strip().splitlines()]
+    return names
 
 
 def _install(root):

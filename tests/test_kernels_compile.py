@@ -286,3 +286,120 @@ def test_multikey_kernels_compile_sm90():
             signature = MULTIKEY.signature(name, dtype, 0, _CONFIG)
             assert len(signature) == count, f"{name}: {signature!r}"
             assert [LETTER_BYTES[c] for c in signature] == _ptx_params(ptx, name), name
+
+# Selection plugins (cudasortkit.selection): their own kind, their own table.
+SELECT_PLUGINS = {n: p for n, p in registry.plugins("cudasortkit.selection").items()
+                  if p.device == "gpu"}
+
+
+def _select_variants(plugin):
+    """(template, dtype, config): every key dtype at the defaults, every
+    tunable value at uint32."""
+    base = plugin.default_config()
+    for template in plugin.templates:
+        for dtype in plugin.dtypes:
+            yield template, dtype, base
+        for name, values in plugin.config_space().items():
+            for value in values:
+                if value != base[name]:
+                    yield template, "uint32", dict(base, **{name: value})
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("name", sorted(SELECT_PLUGINS))
+def test_selection_templates_compile(name):
+    plugin = SELECT_PLUGINS[name]
+    jobs = list(_select_variants(plugin))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda v: compile_template(
+            KernelTemplate(v[0], plugin.template_package), v[1], 0, v[2],
+            f"{name} {v[0]}"), jobs))
+    failures = [msg for rc, msg in results if rc != 0]
+    assert not failures, f"{len(failures)} of {len(jobs)} variants failed:\n" + "\n".join(failures[:3])
+
+
+class _SelectRecordingJob:
+    """The parts of a SelectJob a selection plugin's run() uses, recording
+    each kernel launch's name and argument count instead of running it."""
+
+    def __init__(self, plugin, request, dtype):
+        self.plugin, self.request, self.dtype = plugin, request, dtype
+        self.config = plugin.default_config()
+        self.key_bytes = np.dtype(dtype).itemsize
+        self.key_bits = 8 * self.key_bytes
+        self.rows, self.row_len, self.k = request.rows, request.row_len, request.k
+        self.n = request.n
+        self.largest, self.sorted = request.largest, request.sorted
+        self.keys_in, self.keys_out, self.values_out = 0x1000, 0x2000, 0x3000
+        self.launches, self.sorts = [], []
+        self.limits = LIMITS
+
+    def kernel(self, template, name, defines=None, config=None, value_bytes=None):
+        return template, name, dict(self.config if config is None else config)
+
+    def alloc(self, nbytes):
+        return 0x10000
+
+    def alloc_parts(self, parts):
+        return {name: 0x10000 * (i + 1) for i, (name, _) in enumerate(parts)}
+
+    def memset32(self, dst, value, count):
+        pass
+
+    def blocks(self, items, per_block):
+        return -(-int(items) // int(per_block))
+
+    def launch(self, kernel, grid, block, *args, shared=0):
+        assert shared <= self.limits.shared_per_block_optin - 4096, shared
+        self.launches.append((kernel, grid, block, args))
+
+    def argsort_rows(self, words, word_dtype, rows=None, row_len=None):
+        self.sorts.append((word_dtype, rows, row_len))
+        return 0x20000
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("name", sorted(SELECT_PLUGINS))
+def test_selection_launches_match_the_kernels(name):
+    """Every launch a selection plugin's run() makes (topk and partition,
+    narrow and wide keys) passes as many arguments as the kernel declares,
+    of the sizes nvcc compiled it with for sm_90, with a block of at most
+    1024 threads and a grid within 2^31 - 1."""
+    from cudasortkit.sdk.selection import SelectRequest
+
+    plugin = SELECT_PLUGINS[name]
+    checked = 0
+    for dtype in ("uint8", "float32", "float64"):
+        for request in (SelectRequest("topk", dtype, 3, 10000, 7, True),
+                        SelectRequest("topk", dtype, 5, 1000, 7, False),
+                        SelectRequest("topk", dtype, 4, 20000, 50, True),
+                        SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,))):
+            if plugin.unsupported(request) is not None:
+                continue
+            job = _SelectRecordingJob(plugin, request, dtype)
+            plugin.run(job)
+            assert job.launches
+            for (template, kernel, config), grid, block, args in job.launches:
+                tpl = KernelTemplate(template, plugin.template_package)
+                rc, msg, ptx = _compile_ptx(tpl, dtype, 0, config)
+                assert rc == 0, msg
+                letters = tpl.signature(kernel, dtype, 0, config)
+                assert len(letters) == len(args), f"{name} {kernel}: {len(args)} arguments " \
+                                                  f"for {letters!r}"
+                assert [LETTER_BYTES[c] for c in letters] == _ptx_params(ptx, kernel)
+                assert 0 < block <= 1024 and 0 <= grid < 2 ** 31
+                checked += 1
+    assert checked
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_warp_select_row_variants_compile():
+    """warp_select's kernel at the keys per lane its rows pick (1 .. 64),
+    narrow and wide keys."""
+    cases = [(items, dtype) for items in (1, 8, 64) for dtype in ("uint8", "bfloat16", "float64")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: compile_template(
+            KernelTemplate("warp_select.cu", defines={"row_items": c[0]}), c[1], 0,
+            {"block_size": 128}, f"warp_select row_items={c[0]}"), cases))
+    failures = [msg for rc, msg in results if rc != 0]
+    assert not failures, "\n".join(failures[:3])

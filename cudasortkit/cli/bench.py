@@ -299,6 +299,9 @@ def build_parser(parser=None):
     parser.add_argument("--family", action="store_true",
                         help="the sort family vs CuPy: lexsort, unique rows, unique and "
                              "searchsorted of 2^24 keys (bench_family.py)")
+    parser.add_argument("--select", action="store_true",
+                        help="topk vs torch.topk and argpartition vs cupy.argpartition at "
+                             "issue 29's bar shapes (bench_select.py)")
     parser.add_argument("--host", action="store_true",
                         help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
                              "numpy.sort, out-of-core sizes under a device memory cap, with the "
@@ -357,6 +360,10 @@ def main(argv=None, args=None) -> int:
 
     if not gpu_available():  # one line saying what is missing, not a traceback
         raise SystemExit(f"bench needs a GPU: {unavailable_reason()}")
+    if getattr(args, "select", False):
+        from . import bench_select
+
+        return bench_select.main(args.repeats)
     if args.batched:
         from . import bench_batched
 

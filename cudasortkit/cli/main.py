@@ -183,6 +183,8 @@ def cmd_list(args) -> int:
             print(f"{head}{row['target']}: {row['error']}")
             continue
         flags = ", ".join(f for f, on in (("stable", row["stable"]), ("pairs", row["pairs"])) if on)
+        if row.get("kind") == "selection":  # topk / partition plugins (docs/select.md)
+            flags = "selection"
         tun = " ".join(f"{k}={v['default']}{list(v['values'])}" for k, v in row["tunables"].items())
         print(f"{head}{row['device']:3}  [{flags}]  {row['summary']}")
         print(f"{indent}dtypes: {' '.join(row['dtypes'])}")

@@ -25,13 +25,15 @@ from ..errors import PluginError
 from .multikey import MultikeyPlugin
 from .plugin import SortPlugin
 from .search import SearchPlugin
+from .selection import SelectPlugin
 
 GROUP = SortPlugin.entry_point_group
 
 #: Entry-point group -> the base class its plugins subclass. The base class
 #: checks a plugin's declarations (`check_declarations(cls, entry_point_name)`).
 KINDS: dict[str, type] = {GROUP: SortPlugin, MultikeyPlugin.entry_point_group: MultikeyPlugin,
-                          SearchPlugin.entry_point_group: SearchPlugin}
+                          SearchPlugin.entry_point_group: SearchPlugin,
+                          SelectPlugin.entry_point_group: SelectPlugin}
 
 
 @dataclass

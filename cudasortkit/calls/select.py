@@ -1,0 +1,353 @@
+"""topk, partition and argpartition: the calls behind the public functions.
+
+The selected axis is moved last (calls/axes.py's Rows: a contiguous copy
+made by the array's own library on the caller's stream, none when the axis
+is already last and the array contiguous), the keys become rows x row_len,
+a selection plugin (sdk/selection.py, chosen by dispatch/selection.py)
+picks k keys per row, and the (rows, k) results take the input's shape
+with k along the axis, in the caller's kind of array.
+
+A GPU plugin runs through a SelectJob in the caller's stream (Ordering);
+plugins that sort get `argsort_rows`, the core's stable argsort of rows of
+unsigned words, from here: the sort machinery stays above the plugins.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..build.corekernels import iota64, key_minmax
+from ..dispatch import selection as choosing
+from ..dispatch.request import caller_ordering
+from ..dtypes import INDEX_DTYPE, key_name
+from ..errors import PluginError
+from ..gpu.arrays import (Operand, library_of, not_an_array, numpy_to_torch_dtype,
+                          torch_to_numpy_dtype)
+from ..gpu.device import get_device
+from ..gpu.streams import cupy_stream
+from ..launch.outputs import poison
+from ..launch.run import run_job
+from ..sdk import registry
+from ..sdk.plugin import RUN_ERRORS, Request
+from ..sdk.segments import Segments
+from ..sdk.select_job import SelectJob
+from ..sdk.selection import HostSelectJob, SelectRequest
+from .axes import Rows
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_int(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+
+
+def check_kth(kth, row_len: int) -> tuple:
+    """NumPy's kth: an int or a sequence of ints, each in [-row_len,
+    row_len) (negative counts from the end); sorted, as 0..row_len-1."""
+    values = list(kth) if isinstance(kth, (Sequence, np.ndarray)) and not isinstance(kth, str) \
+        else [kth]
+    out = []
+    for value in values:
+        k = _check_int("kth", value)
+        if not -row_len <= k < row_len:
+            raise ValueError(f"kth(={k}) out of bounds ({row_len})")
+        out.append(k % row_len)
+    return tuple(sorted(set(out)))
+
+
+class SelectCalls:
+    """The selection calls of one sort Selector (whose plugins argsort_rows uses)."""
+
+    def __init__(self, selector):
+        self.selector = selector
+
+    # ------------------------------------------------------------- public
+    def topk(self, a, k, axis, largest, sorted_, out, stream, algorithm):
+        largest, sorted_ = _check_bool("largest", largest), _check_bool("sorted", sorted_)
+        rows = self._rows(a, axis, stream, "topk")
+        k = _check_int("k", k)
+        if not 0 <= k <= rows.row_len:
+            raise ValueError(f"k must be in [0, {rows.row_len}] (the length of axis "
+                             f"{rows.axis}), got {k}")
+        keys = Operand(rows.flat, "a")
+        request = SelectRequest("topk", key_name(keys.dtype), rows.rows, rows.row_len, k,
+                                largest, sorted_, keys.on_device)
+        targets = _check_outs(out, rows, k, keys.dtype)
+        values, indices = self._select(request, keys, rows, algorithm, stream)
+        return (_write(targets[0], _restore(values, rows, k), rows),
+                _write(targets[1], _restore(indices, rows, k), rows))
+
+    def partition(self, a, kth, axis, algorithm, stream, want_indices: bool):
+        """numpy.partition (want_indices False) or numpy.argpartition."""
+        rows = self._rows(a, axis, stream, "partition")
+        kths = check_kth(kth, rows.row_len)
+        keys = Operand(rows.flat, "a")
+        request = SelectRequest("partition", key_name(keys.dtype), rows.rows, rows.row_len,
+                                rows.row_len, False, True, keys.on_device, kths)
+        values, indices = self._select(request, keys, rows, algorithm, stream)
+        return _restore(indices if want_indices else values, rows, rows.row_len)
+
+    def explain(self, a, kind, k, kth, axis, largest, algorithm):
+        """The Decision for a topk (k) or partition (kth) of `a`."""
+        rows = self._rows(a, axis, None, kind)
+        keys = Operand(rows.flat, "a")
+        if kind == "topk":
+            k = _check_int("k", k)
+            request = SelectRequest("topk", key_name(keys.dtype), rows.rows, rows.row_len, k,
+                                    _check_bool("largest", largest), True, keys.on_device)
+        else:
+            request = SelectRequest("partition", key_name(keys.dtype), rows.rows, rows.row_len,
+                                    rows.row_len, False, True, keys.on_device,
+                                    check_kth(0 if kth is None else kth, rows.row_len))
+        return choosing.explain(request, algorithm)
+
+    # ----------------------------------------------------------- the work
+    @staticmethod
+    def _rows(a, axis, stream, what):
+        if not isinstance(axis, (type(None), int, np.integer)) or isinstance(axis, bool):
+            raise TypeError(f"axis must be an integer{' or None' if what != 'topk' else ''}, "
+                            f"got {axis!r}")
+        if axis is None and what == "topk":
+            raise TypeError("topk needs an integer axis (as torch.topk's dim), got None")
+        return Rows(a, axis, "a", stream)
+
+    def _select(self, request: SelectRequest, keys: Operand, rows: Rows, algorithm, stream):
+        """(values, int64 indices), each 1-D of rows * k, the caller's kind."""
+        if not isinstance(algorithm, str):
+            raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
+        while True:
+            plugin, _ = choosing.choose(request, algorithm)
+            if request.rows * request.k == 0:  # nothing to select: no plugin runs
+                return (keys.wrap_host(np.empty(0, keys.dtype)),
+                        keys.wrap_host(np.empty(0, INDEX_DTYPE)))
+            try:
+                if plugin.device == "cpu":
+                    return self._run_host(plugin, request, keys)
+                return self._run_device(plugin, request, keys, stream)
+            except PluginError:
+                if algorithm != "auto":
+                    raise
+                # auto: that plugin is out of service now; choose again
+
+    @staticmethod
+    def _run_host(plugin, request, keys: Operand):
+        state = get_device(keys.ordinal) if keys.on_device else None
+        host = keys.host(state).reshape(request.rows, request.row_len)
+        job = HostSelectJob(request, host, registry.call(plugin, "default_config", request.dtype))
+        with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+            result = plugin.run(job)
+        shape = (request.rows, request.k)
+        if not (isinstance(result, (tuple, list)) and len(result) == 2
+                and all(isinstance(x, np.ndarray) and x.shape == shape for x in result)
+                and result[0].dtype == keys.dtype and result[1].dtype.kind in "iu"):
+            raise registry.fault(plugin, f"run returned no (keys, indices) pair of NumPy arrays "
+                                         f"of shape {shape}")
+        values = np.ascontiguousarray(result[0]).reshape(-1)
+        indices = np.ascontiguousarray(result[1], INDEX_DTYPE).reshape(-1)
+        return keys.wrap_host(values), keys.wrap_host(indices)
+
+    def _run_device(self, plugin, request, keys: Operand, stream):
+        state, ordering = caller_ordering(stream, (keys,))
+        if state is None:  # a host array for a GPU plugin: uploaded, results downloaded
+            state = get_device(None)
+        if ordering is not None:
+            ordering.begin()
+        try:
+            caller = ordering.caller if ordering is not None else None
+            count = request.rows * request.k
+            values = _DeviceOut(keys, count, keys.dtype, state, caller)
+            indices = _DeviceOut(keys, count, INDEX_DTYPE, state, caller)
+            poison(state, values.ptr, count * keys.dtype.itemsize, indices.ptr, count * 8)
+            job = SelectJob(plugin, state, request, keys_in=keys.device_ptr(state),
+                            keys_out=values.ptr, indices_out=indices.ptr,
+                            argsort_rows=self._argsort_rows)
+            try:
+                with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+                    returned = plugin.run(job)
+                if returned is not None:
+                    raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU "
+                                                 "selection plugin writes job.keys_out and "
+                                                 "job.values_out and returns None")
+            finally:
+                job.finish()
+            return values.finish(), indices.finish()
+        finally:
+            if ordering is not None:
+                ordering.end()
+
+    def _argsort_rows(self, job, words: int, word_dtype: str, rows: int, row_len: int) -> int:
+        """SelectJob.argsort_rows: a stable ascending argsort of each of
+        `rows` rows of `row_len` unsigned words through a sort plugin auto
+        picks (rows as uniform segments: positions count from each row's
+        start), its buffers the job's temporaries."""
+        state, n = job.state, rows * row_len
+        segments = Segments.rows(rows, row_len) if rows > 1 else None
+        request = Request.from_fields(
+            kind="argsort", dtype=word_dtype, n=n, stable=True, descending=False, value_bytes=8,
+            on_device=True, key_range=None, options={}, segments=segments,
+            range_probe=_WordsRange(state, words, n, word_dtype))
+        order = int(job.alloc(max(n, 1) * 8))
+        sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
+        while True:
+            plugin, config = self.selector.choose(request, "auto")
+            if plugin.device != "gpu":  # device words need a GPU sort plugin
+                raise ValueError(f"no GPU sort plugin can sort the rows of {job.plugin.name}: "
+                                 f"auto chose {plugin.name}")
+            values_in = 0
+            if not plugin.makes_indices:
+                values_in = int(job.alloc(max(n, 1) * 8))
+                iota64(state, values_in, n)
+            try:
+                run_job(plugin, config, request, state, n, words, sorted_words, values_in, order,
+                        RUN_ERRORS)
+            except PluginError:
+                continue  # that sort plugin is out of service now: auto chooses again
+            return order
+
+
+class _WordsRange:
+    """Request.range_probe of device words: (min, max) measured once, on
+    first call (a range-limited sort plugin asks), `done` once it was."""
+
+    def __init__(self, state, words: int, n: int, word_dtype: str):
+        self.state, self.words, self.n, self.dtype = state, words, n, np.dtype(word_dtype)
+        self.done, self.value = False, None
+
+    def __call__(self):
+        if not self.done:
+            self.value = key_minmax(self.state, self.words, self.n, self.dtype)
+            self.done = True
+        return self.value
+
+
+class _DeviceOut:
+    """One result of rows * k elements: a new array of the caller's device
+    library (CuPy, PyTorch) allocated in the caller's stream's order, or a
+    pool buffer downloaded and wrapped as the caller's kind (host arrays,
+    other __cuda_array_interface__ objects)."""
+
+    def __init__(self, like: Operand, count: int, dtype, state, caller):
+        self.like, self.count, self.dtype, self.state = like, count, np.dtype(dtype), state
+        self.value = self._buf = None
+        if like.library == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(like.ordinal):
+                if caller in (None, 1, cupy.cuda.get_current_stream().ptr or 1):
+                    self.value = cupy.empty(count, self.dtype)
+                else:
+                    with cupy_stream(caller):
+                        self.value = cupy.empty(count, self.dtype)
+            self.ptr = int(self.value.data.ptr)
+        elif like.library == "torch":
+            import torch
+
+            device, tdtype = like.array.device, numpy_to_torch_dtype(self.dtype)
+            if caller in (None, 1, torch.cuda.current_stream(device).cuda_stream or 1):
+                self.value = torch.empty(count, dtype=tdtype, device=device)
+            else:
+                with torch.cuda.stream(torch.cuda.ExternalStream(caller, device=device)):
+                    self.value = torch.empty(count, dtype=tdtype, device=device)
+            self.ptr = int(self.value.data_ptr())
+        else:
+            self._buf = state.allocate(max(count, 1) * self.dtype.itemsize, "selection result")
+            self.ptr = int(self._buf)
+
+    def finish(self):
+        if self._buf is None:
+            return self.value
+        host = np.empty(self.count, self.dtype)
+        try:
+            self.state.cuda.memcpy_dtoh_async(host, self.ptr, self.state.stream)
+            self.state.stream.synchronize()
+        finally:
+            self._buf.free()
+        return self.like.wrap_host(host)
+
+
+# ------------------------------------------------------------ shapes, out=
+def _restore(flat, rows: Rows, k: int):
+    """A flat (rows * k) result in the input's shape with k along the axis
+    (axis=None: 1-D), the caller's kind."""
+    if rows.axis is None:
+        return flat
+    shaped = flat.reshape(rows.moved_shape[:-1] + (k,))
+    if not rows.moves:
+        return shaped
+    lib = library_of(flat)
+    if lib == "numpy":
+        return np.ascontiguousarray(np.moveaxis(shaped, -1, rows.axis))
+    if lib == "cupy":
+        import cupy
+
+        with rows.stream_context():
+            return cupy.ascontiguousarray(cupy.moveaxis(shaped, -1, rows.axis))
+    with rows.stream_context():
+        return shaped.movedim(-1, rows.axis).contiguous()
+
+
+def _result_shape(rows: Rows, k: int) -> tuple:
+    shape = list(rows.shape)
+    shape[rows.axis] = k
+    return tuple(shape)
+
+
+def _check_outs(out, rows: Rows, k: int, dtype) -> tuple:
+    """topk's out=(values, indices), as torch.topk's: arrays of the input's
+    kind, the result's shape, dtypes (the input's, int64), writeable;
+    checked before anything runs. Returns (values target, indices target)."""
+    if out is None:
+        return None, None
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"out must be a pair (values, indices) of arrays, got {type(out).__name__}")
+    shape = _result_shape(rows, k)
+    for target, want, what in ((out[0], np.dtype(dtype), "out[0] (values)"),
+                               (out[1], INDEX_DTYPE, "out[1] (indices)")):
+        lib = library_of(target)
+        if lib == "other":
+            raise not_an_array(what, target)
+        if lib != rows.library:
+            raise ValueError(f"{what} must be the same kind of array as the input "
+                             f"({rows.library}), got {type(target).__name__}")
+        tshape = tuple(int(x) for x in target.shape)
+        tdtype = torch_to_numpy_dtype(target.dtype, what, "out") if lib.startswith("torch") \
+            else np.dtype(target.dtype)
+        if tshape != shape or tdtype != want:
+            raise ValueError(f"{what} must be an array of shape {shape} and dtype {want}, got "
+                             f"shape {tshape} and dtype {tdtype}")
+        if lib == "numpy" and not target.flags.writeable:
+            raise ValueError(f"{what} must be writeable")
+    if _same_memory(out[0], out[1]):
+        raise ValueError("out[0] and out[1] must be different arrays")
+    return out[0], out[1]
+
+
+def _same_memory(x, y) -> bool:
+    if library_of(x) == "numpy":
+        return np.shares_memory(x, y)
+    return x is y
+
+
+def _write(target, result, rows: Rows):
+    if target is None:
+        return result
+    if rows.library == "numpy":
+        np.copyto(target, result)
+    elif rows.library == "cupy":
+        with rows.stream_context():
+            target[...] = result
+    else:
+        with rows.stream_context():
+            target.copy_(result)
+    return target

@@ -1,0 +1,209 @@
+"""topk / partition / argpartition on the GPU: every GPU selection plugin,
+every key dtype, against the references of tests/select_reference.py
+(values bit for bit, indices exactly under the tie rule: equal keys lower
+index first, NaN largest) and torch.topk's values; result buffers are
+poisoned (tests/conftest.py), so an element a plugin forgets shows up."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.dtypes import KEY_DTYPES, key_name
+from cudasortkit.sdk import registry
+from cudasortkit.sdk.selection import SelectRequest
+
+from helpers import as_dtype, is_bf16, make_keys, to_device, to_numpy
+from select_reference import (assert_partition_values, assert_partitioned, assert_same_bits,
+                              assert_topk)
+
+pytestmark = pytest.mark.gpu
+
+SELECT = {n: p for n, p in registry.plugins("cudasortkit.selection").items() if p.device == "gpu"}
+DTYPES = ["bool", *KEY_DTYPES]
+#: (rows, row length): one long row (several tiles), a few rows, many short ones.
+SHAPES = [(1, 5000), (3, 1000), (17, 33)]
+
+
+def _serves(name, a, k, axis=-1, largest=True) -> bool:
+    """Whether plugin `name` serves a topk of `a` (some take short rows or small k only)."""
+    length = a.shape[axis]
+    request = SelectRequest("topk", key_name(a.dtype), a.size // max(length, 1), length, k,
+                            largest)
+    return SELECT[name].unsupported(request) is None
+
+
+def _device(a):
+    if a.dtype == np.bool_:
+        cupy = pytest.importorskip("cupy")
+        return cupy.asarray(a)
+    return to_device(a)
+
+
+@pytest.mark.parametrize("name", sorted(SELECT))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_topk_every_dtype(name, dtype, rng):
+    for dist in ("special", "few_unique", "all_equal"):
+        for rows, length in SHAPES:
+            a = make_keys(dist, as_dtype(dtype), rows * length, rng).reshape(rows, length)
+            dev = _device(a)
+            for k in (0, 1, 7, length):
+                for largest in (True, False):
+                    if not _serves(name, a, k, -1, largest):
+                        continue
+                    got = csk.topk(dev, k, largest=largest, algorithm=name)
+                    assert type(got[0]) is type(dev) and type(got[1]) is type(dev)
+                    assert_topk(got, a, k, -1, largest)
+
+
+@pytest.mark.parametrize("name", sorted(SELECT))
+def test_ties_nan_and_signed_zero(name):
+    for reps in (700, 3):  # 6300 keys, and 27 (short rows take those)
+        a = np.array([1.0, np.nan, -0.0, 2.0, 0.0, np.nan, 2.0, -np.inf, np.inf] * reps)
+        _ties(name, a)
+
+
+def _ties(name, a):
+    dev = _device(a)
+    for largest in (True, False):
+        for k in (1, 2, 3, 9, 1400, 2101, len(a)):
+            if k > len(a) or not _serves(name, a, k):
+                continue
+            assert_topk(csk.topk(dev, k, largest=largest, algorithm=name), a, k, -1, largest)
+
+
+@pytest.mark.parametrize("name", sorted(SELECT))
+def test_values_equal_torch_topk(name):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    length = 3000 if _serves(name, np.zeros((4, 3000)), 20) else 2000
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64):
+        t = (torch.randn(4, length, device="cuda") * 100).to(dtype)
+        if dtype.is_floating_point:
+            t[0, torch.from_numpy(rng.integers(0, length, 20)).cuda()] = float("nan")
+            t[1, :100] = -0.0
+        for largest in (True, False):
+            tv, ti = torch.topk(t, 20, largest=largest)
+            v, i = csk.topk(t, 20, largest=largest, algorithm=name)
+            assert v.dtype == t.dtype and i.dtype == torch.int64 and v.is_cuda
+            if dtype.is_floating_point:
+                assert torch.equal(v.isnan(), tv.isnan())
+            same = (v == tv) | (v.isnan() & tv.isnan()) if dtype.is_floating_point else v == tv
+            assert bool(same.all())
+            assert bool((torch.gather(t, 1, i) == v).logical_or(v.isnan()).all())
+
+
+@pytest.mark.parametrize("name", sorted(SELECT))
+@pytest.mark.parametrize("axis", [0, 1, -3])
+def test_any_axis_and_non_contiguous(name, axis, rng):
+    cupy = pytest.importorskip("cupy")
+    a = make_keys("few_unique", np.dtype("float32"), 6 * 5 * 40, rng).reshape(6, 5, 40)
+    dev = cupy.asarray(a)[:, ::-1, ::2].transpose(1, 0, 2)  # (5, 6, 20), strided
+    host = a[:, ::-1, ::2].transpose(1, 0, 2)
+    k = min(4, host.shape[axis])
+    assert_topk(csk.topk(dev, k, axis=axis, algorithm=name), host, k, axis)
+
+
+@pytest.mark.parametrize("name", sorted(SELECT))
+def test_out_and_empty(name):
+    cupy = pytest.importorskip("cupy")
+    a = cupy.asarray(np.array([[4, 9, 1, 9], [7, 7, 2, 0]], np.int32))
+    vals, idx = cupy.full((2, 3), -99, np.int32), cupy.full((2, 3), -99, np.int64)
+    v, i = csk.topk(a, 3, out=(vals, idx), algorithm=name)
+    assert v is vals and i is idx
+    assert vals.get().tolist() == [[9, 9, 4], [7, 7, 2]] and idx.get().tolist() == [[1, 3, 0], [0, 1, 2]]
+    v, i = csk.topk(cupy.zeros((0, 5), np.float32), 2, algorithm=name)
+    assert v.shape == (0, 2) and isinstance(v, cupy.ndarray)
+
+
+@pytest.mark.parametrize("name", sorted(SELECT))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_partition_every_dtype(name, dtype, rng):
+    plugin = SELECT[name]
+    if "partition" not in plugin.ops:
+        pytest.skip(f"{name} serves topk only")
+    for rows, length in SHAPES:
+        a = make_keys("special", as_dtype(dtype), rows * length, rng).reshape(rows, length)
+        dev = _device(a)
+        for kth in (0, length // 2, length - 1, -1, [1, length - 2]):
+            if name == "radix_select" and np.ndim(kth):
+                continue  # one kth only: sort_select serves several (auto checks)
+            assert_partitioned(csk.argpartition(dev, kth, algorithm=name), a, kth)
+            assert_partition_values(csk.partition(dev, kth, algorithm=name), a, kth)
+
+
+def test_auto_partition_with_several_kth_and_a_host_array():
+    a = np.random.default_rng(1).standard_normal(1 << 17).astype(np.float32)
+    assert_partitioned(csk.argpartition(a, [5, 100, 70000]), a, [5, 100, 70000])
+    assert_topk(csk.topk(a, 33), a, 33)  # host array past the CPU cutoff: a GPU plugin
+
+
+def test_caller_stream():
+    cupy = pytest.importorskip("cupy")
+    a = np.random.default_rng(2).standard_normal((8, 4096)).astype(np.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        dev = cupy.asarray(a)
+        v, i = csk.topk(dev, 10)
+    s.synchronize()
+    assert_topk((v, i), a, 10)
+    v, i = csk.topk(dev, 10, stream=s)
+    s.synchronize()
+    assert_topk((v, i), a, 10)
+
+
+def test_explain_says_which_and_why():
+    cupy = pytest.importorskip("cupy")
+    d = csk.explain(cupy.zeros(1 << 20, np.float32), kind="topk", k=1000)
+    assert d.name == "radix_select" and "priority" in str(d)
+    d = csk.explain(cupy.zeros((1 << 10, 1024), np.float32), kind="topk", k=8)
+    assert d.name == "warp_select"
+    d = csk.explain(cupy.zeros((1 << 10, 1024), np.float32), kind="topk", k=100)
+    assert d.name == "radix_select"
+    d = csk.explain(cupy.zeros(1024, np.float32), kind="topk", k=100)
+    assert d.name == "sort_select"
+
+
+# ------------------------------------------------------ the issue's bar shapes
+BAR = [((1, 1 << 23), 1000), ((4096, 32000), 50), ((1 << 16, 1024), 8), ((1, 1 << 24), 1 << 20)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape, k", BAR)
+def test_bar_shapes_match_the_cpu_plugin(shape, k):
+    """The CPU plugin is checked against the per-key reference
+    (test_select_cpu.py); here it references the big shapes, on a slice of
+    rows where there are many."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(shape).astype(np.float32)
+    a[0, rng.integers(0, shape[1], 10)] = a[0, 5]  # ties
+    t = torch.from_numpy(a).cuda()
+    v, i = csk.topk(t, k)
+    rows = slice(0, 64)
+    ev, ei = csk.topk(a[rows], k, algorithm="numpy_select")
+    assert np.array_equal(i[rows].cpu().numpy(), ei)
+    assert_same_bits(v[rows].cpu().numpy(), ev)
+    tv, _ = torch.topk(t, k)
+    assert torch.equal(v, tv)
+
+
+@pytest.mark.slow
+def test_bar_argpartition_2_24():
+    cupy = pytest.importorskip("cupy")
+    a = np.random.default_rng(4).standard_normal(1 << 24).astype(np.float32)
+    kth = len(a) // 2
+    idx = to_numpy(csk.argpartition(cupy.asarray(a), kth))
+    assert np.array_equal(np.sort(idx), np.arange(len(a)))
+    p = a[idx]
+    assert p[kth] == np.partition(a, kth)[kth]
+    assert (p[:kth] <= p[kth]).all() and (p[kth + 1:] >= p[kth]).all()
+
+
+def test_bfloat16_torch_tensors():
+    torch = pytest.importorskip("torch")
+    a = make_keys("special", as_dtype("bfloat16"), 3 * 500, np.random.default_rng(8)).reshape(3, 500)
+    t = to_device(a)
+    assert is_bf16(a.dtype)
+    for name in sorted(SELECT):
+        v, i = csk.topk(t, 20, largest=False, algorithm=name)  # every plugin serves 500 keys, k=20
+        assert v.dtype == torch.bfloat16
+        assert_topk((v, i), a, 20, -1, False)
