@@ -60,3 +60,15 @@ def test_onesweep_keeps_its_defaults_where_nothing_was_measured():
     p = registry.plugins()["onesweep"]
     for dtype, vb in (("uint64", 0), ("uint32", 8), ("uint16", 0)):
         assert registry.default_config(p, dtype, vb, 1 << 12) == p.default_config(dtype, vb)
+
+
+def test_plugins_of_other_kinds_get_their_defaults_for_any_size():
+    """A Job of a selection plugin (no size_config: a kind without size
+    rules) takes its default config; this broke every GPU selection plugin."""
+    for group in ("cudasortkit.selection", "cudasortkit.search"):
+        for plugin in registry.plugins(group).values():
+            if hasattr(plugin, "size_config"):
+                continue
+            expected = plugin.default_config("float32", 0)
+            assert registry.default_config(plugin, "float32", 0, 1 << 20) == expected
+            assert registry.entries(group)[plugin.name].ok

@@ -221,7 +221,7 @@ def default_config(plugin, dtype: str, value_bytes: int = 0, n: int | None = Non
     job of n keys (its size_config) when n is known; plugin code guarded
     as in call()."""
     config = call(plugin, "default_config", dtype, value_bytes)
-    if n is None:
+    if n is None or not hasattr(plugin, "size_config"):  # a kind without size rules
         return config
     return call(plugin, "size_config", dict(config), dtype, value_bytes, n)
 
