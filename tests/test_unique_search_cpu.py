@@ -276,11 +276,314 @@ def test_search_plugins_launch_with_their_kernels_arguments(name):
 
 def test_unique_kernels_prototypes():
     """calls/unique.py launches csk_unique_flags with 4 arguments, _scatter
-    with 9 and _counts with 4: the kernels declare as many."""
+    with 10, _inverse with 3 and _counts with 4: the kernels declare as many
+    (the emulated driver below checks each launch against these)."""
+    assert _unique_kernel_arity() == {"csk_unique_flags": 4, "csk_unique_scatter": 10,
+                                      "csk_unique_inverse": 3, "csk_unique_counts": 4}
+
+
+def _unique_kernel_arity() -> dict:
     from cudasortkit.build.template import KernelTemplate
     from cudasortkit.calls.unique import UNIQUE_CONFIG
 
     template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4})
-    counts = {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG))
-              for k in ("csk_unique_flags", "csk_unique_scatter", "csk_unique_counts")}
-    assert counts == {"csk_unique_flags": 4, "csk_unique_scatter": 9, "csk_unique_counts": 4}
+    return {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG))
+            for k in ("csk_unique_flags", "csk_unique_scatter", "csk_unique_inverse",
+                      "csk_unique_counts")}
+
+
+def test_unique_inverse_size_rule():
+    """The inverse is sorted from INVERSE_SORT_MIN keys on and scattered
+    below it; 32-bit positions (and the inverse sort) below 2^31 keys."""
+    from cudasortkit.calls import unique as u
+
+    assert u.INVERSE_SORT_MIN == 1 << 20
+    assert not u.inverse_by_sort(0) and not u.inverse_by_sort(u.INVERSE_SORT_MIN - 1)
+    assert u.inverse_by_sort(u.INVERSE_SORT_MIN) and u.inverse_by_sort(1 << 24)
+    assert u.inverse_by_sort((1 << 31) - 1) and not u.inverse_by_sort(1 << 31)
+    assert u.count_bytes_for((1 << 31) - 1) == 4 and u.count_bytes_for(1 << 31) == 8
+
+
+# ---------------------------------------------- the device driver, emulated
+# calls/unique.py's _unique_device run against NumPy stand-ins for the device:
+# memory addressed by the host arrays' own addresses, the sort a stable
+# argsort that canonicalises zeros and NaNs as onesweep's output does, and
+# each kernel of kernels/unique.cu (and the scan, the iota) written again in
+# NumPy, rule for rule. It checks the driver's plumbing (which buffer goes to
+# which parameter, widths, both inverse paths) and the kernels' index math
+# against np.unique; the GPU tests check the CUDA itself.
+_POISON = 0xA5
+
+
+class _Memory:
+    def __init__(self):
+        self.arrays = {}
+
+    def add(self, a: np.ndarray) -> int:
+        a = np.ascontiguousarray(a)
+        ptr = a.__array_interface__["data"][0] if a.nbytes else 1 + len(self.arrays)
+        self.arrays[ptr] = a
+        return ptr
+
+    def view(self, ptr: int, dtype) -> np.ndarray:
+        return self.arrays[ptr].view(np.uint8).view(dtype)
+
+
+def _bits_dtype(dtype) -> np.dtype:
+    return np.dtype(f"u{np.dtype(dtype).itemsize}")
+
+
+def _inf_bits(dtype) -> int:
+    """keys.cuh's CSK_INF_BITS."""
+    if np.dtype(dtype).name == "bfloat16":
+        return 0x7F80
+    return {2: 0x7C00, 4: 0x7F800000, 8: 0x7FF0000000000000}[np.dtype(dtype).itemsize]
+
+
+def _ordered(bits: np.ndarray, kind: str, dtype=None) -> np.ndarray:
+    """keys.cuh's csk_to_ordered of key bits (`kind`: u, i, f) of `dtype`."""
+    t = bits.dtype.type
+    sign = t(1) << t(8 * bits.itemsize - 1)
+    if kind == "u":
+        return bits
+    if kind == "i":
+        return bits ^ sign
+    inf = _inf_bits(dtype)
+    magnitude = bits & ~sign
+    x = np.where(magnitude == 0, t(0), bits)
+    u = np.where(x & sign, ~x, x | sign)
+    return np.where(magnitude > t(inf), ~t(0), u).astype(bits.dtype)
+
+
+def _kind(dtype) -> str:
+    if np.dtype(dtype).name == "bfloat16":
+        return "f"
+    return "u" if np.dtype(dtype).kind in "bu" else np.dtype(dtype).kind
+
+
+class _Device:
+    """The state, prepared calls, Job, Result, Operand, iota and scan that
+    _unique_device uses, over _Memory."""
+
+    def __init__(self, monkeypatch):
+        from cudasortkit.calls import unique as u
+        import cudasortkit.sdk.job as job_module
+
+        self.memory, self.launches, self.sorts, self.waits = _Memory(), [], [], 0
+        self.arity = _unique_kernel_arity()
+        device = self
+
+        class Limits:
+            sm_count = 2
+
+        class Stream:
+            def synchronize(self):
+                device.waits += 1
+
+        class Cuda:
+            def memcpy_dtoh(self, host, ptr):
+                host[...] = device.memory.view(ptr, host.dtype)[:host.size]
+
+        class State:
+            limits, stream, cuda = Limits(), Stream(), Cuda()
+
+        self.state = State()
+
+        class Operand:
+            def __init__(self, a, what="a", role="keys"):
+                self.array, self.what, self.n, self.dtype = a, what, a.size, a.dtype
+                self.key_dtype = np.dtype(np.uint8) if a.dtype == np.bool_ else a.dtype
+
+            def device_ptr(self, state):
+                return device.memory.add(self.array)
+
+        class Result:
+            def __init__(self, like, dtype, state, out=None, what="out", stream=1):
+                self.value = np.full(like.n * np.dtype(dtype).itemsize, _POISON,
+                                     np.uint8).view(dtype)
+                self.ptr = device.memory.add(self.value)
+
+            def finish(self):
+                return self.value
+
+        class Scan:
+            def __init__(self, job, n, count_bytes):
+                self.dtype = np.dtype(f"u{count_bytes}")
+                self.total_ptr = device.memory.add(np.zeros(1, self.dtype))
+
+            def __call__(self, src, dst, inclusive=False):
+                counts = device.memory.view(src, self.dtype)
+                sums = np.cumsum(counts, dtype=self.dtype)
+                out = device.memory.view(dst, self.dtype)
+                out[:] = sums if inclusive else sums - counts
+                device.memory.view(self.total_ptr, self.dtype)[0] = sums[-1]
+
+        class Job:
+            def __init__(self, plugin, state, *, dtype, n, keys_in, keys_out, config):
+                self.dtype = dtype
+
+            def blocks(self, items, per_block):
+                return -(-int(items) // int(per_block))
+
+            def alloc_parts(self, parts):
+                return {name: device.memory.add(np.full(nbytes, _POISON, np.uint8))
+                        for name, nbytes in parts}
+
+            def kernel(self, template, name, defines):
+                assert template == "unique.cu"
+                return name, defines["unique_count_bytes"]
+
+            def launch(self, kernel, grid, block, *args):
+                name, count_bytes = kernel
+                assert len(args) == device.arity[name], name
+                device.launches.append(name)
+                getattr(device, name)(np.dtype(f"u{count_bytes}"), *args)
+
+            def finish(self):
+                pass
+
+        def iota64(state, ptr, n, owner="core", index_bytes=8):
+            self.memory.view(ptr, np.dtype(f"i{index_bytes}"))[:n] = np.arange(n)
+
+        for name, value in (("Operand", Operand), ("Result", Result), ("DeviceScan", Scan),
+                            ("iota64", iota64)):
+            monkeypatch.setattr(u, name, value)
+        monkeypatch.setattr(job_module, "Job", Job)
+        self.Operand = Operand
+
+    # prepared.run("pairs", ...): a stable sort; zeros and NaNs canonical.
+    def run(self, kind, keys, values, descending, stable, algorithm, stream=None):
+        assert kind == "pairs" and not descending and stable
+        a = keys.array
+        bits = a.view(_bits_dtype(a.dtype)) if a.dtype != np.bool_ else a.view(np.uint8)
+        u = _ordered(bits, _kind(a.dtype), a.dtype)
+        order = np.argsort(u, kind="stable")
+        out = bits[order].copy()
+        if _kind(a.dtype) == "f":
+            t = out.dtype.type
+            sign = t(1) << t(8 * out.itemsize - 1)
+            out[(out & ~sign) == 0] = 0
+            out[u[order] == ~t(0)] = t(_inf_bits(a.dtype) | (_inf_bits(a.dtype) >> 1))
+        self.sorts.append((keys.what, a.dtype, values.array.dtype))
+        return out.view(a.dtype), values.array[order].copy()
+
+    # the kernels of kernels/unique.cu
+    def csk_unique_flags(self, count, sorted_ptr, n, equal_nan, flags_ptr):
+        kind = _kind(self.key_dtype)
+        u = _ordered(self.memory.view(sorted_ptr, self.bits)[:n], kind, self.key_dtype)
+        same = u[1:] == u[:-1]
+        if kind == "f" and not equal_nan:
+            same &= u[:-1] != ~u.dtype.type(0)
+        self.memory.view(flags_ptr, count)[:n] = np.concatenate([[True], ~same])
+
+    def csk_unique_scatter(self, count, keys, sorted_ptr, order, flags, ids, n, values, index,
+                           starts, inverse):
+        m = self.memory
+        first = m.view(flags, count)[:n] != 0
+        run = m.view(ids, count)[:n].astype(np.int64) - 1
+        at = m.view(order, count)[:n].astype(np.int64)
+        x = m.view(sorted_ptr, self.bits)[:n][first]
+        if _kind(self.key_dtype) == "f":
+            t = x.dtype.type
+            magnitude = x & ~(t(1) << t(8 * x.itemsize - 1))
+            special = (magnitude == 0) | (magnitude > t(_inf_bits(self.key_dtype)))
+            x = np.where(special, m.view(keys, self.bits)[at[first]], x)
+        m.view(values, self.bits)[run[first]] = x
+        if index:
+            m.view(index, np.int64)[run[first]] = at[first]
+        if starts:
+            m.view(starts, count)[run[first]] = np.flatnonzero(first)
+        if inverse:
+            m.view(inverse, np.int64)[at] = run
+
+    def csk_unique_inverse(self, count, run_ids, n, inverse):
+        self.memory.view(inverse, np.int64)[:n] = self.memory.view(run_ids, count)[:n] - 1
+
+    def csk_unique_counts(self, count, starts, u, n, counts):
+        s = np.append(self.memory.view(starts, count)[:u].astype(np.int64), n)
+        self.memory.view(counts, np.int64)[:u] = np.diff(s)
+
+    def unique(self, a: np.ndarray, equal_nan: bool, flags=(True, True, True)):
+        from cudasortkit.calls import unique as u
+
+        self.key_dtype = a.dtype
+        self.bits = _bits_dtype(a.dtype)
+        op = self.Operand(a)
+        return u._unique_device(self, op, flags, equal_nan, self.state, 1, None)
+
+
+def _special_floats(dtype, n, rng):
+    pool = np.array([np.nan, -np.nan, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 2.5], dtype)
+    a = pool[rng.integers(0, len(pool), n)]
+    nan_bits = a.view(_bits_dtype(dtype))
+    payload = nan_bits.dtype.type(1)  # NaNs of other payloads than the quiet one
+    odd = np.isnan(a) & (rng.random(n) < 0.5)
+    nan_bits[odd] |= payload
+    return a
+
+
+@pytest.mark.parametrize("by_sort", [False, True])
+@pytest.mark.parametrize("narrow", [True, False])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "float16",
+                                   "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, monkeypatch):
+    """_unique_device, with its kernels emulated in NumPy, gives np.unique's
+    values (bit for bit the first occurrence: -0.0, NaN payloads), first
+    indices, inverse and counts, through the inverse sort and the scatter,
+    with 32- and 64-bit positions; every result element written; one wait;
+    the inverse sort takes the first sort's order as its keys."""
+    from cudasortkit.calls import unique as u
+
+    monkeypatch.setattr(u, "INVERSE_SORT_MIN", 1 if by_sort else 1 << 40)
+    if not narrow:  # 64-bit positions, flags and ids (n >= 2^31 on the device)
+        monkeypatch.setattr(u, "NARROW_LIMIT", 1)
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 7, 300, 1000):
+        if dtype == "bool":
+            a = rng.random(n) < 0.5
+        elif dtype == "bfloat16":
+            ml_dtypes = pytest.importorskip("ml_dtypes")
+            a = _special_floats(np.float32, n, rng).astype(ml_dtypes.bfloat16)
+            a.view(np.uint16)[np.isnan(a.astype(np.float32)) & (rng.random(n) < 0.5)] |= 1
+        elif dtype.startswith("float"):
+            a = _special_floats(dtype, n, rng)
+        else:
+            a = rng.integers(-5, 9, n).astype(dtype) if dtype[0] == "i" else \
+                rng.integers(0, 9, n).astype(dtype)
+        device = _Device(monkeypatch)
+        values, index, inverse, counts = device.unique(a, equal_nan)
+        ref = a.astype(np.float32) if dtype == "bfloat16" else a  # NumPy's NaNs for bfloat16
+        ev, ei, einv, ec = np.unique(ref, True, True, True, equal_nan=equal_nan)
+        bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
+        assert np.array_equal(values.view(bits), a[ei].view(bits)), (n, "values")
+        for got, expected, what in ((index, ei, "index"), (inverse, einv.reshape(-1), "inverse"),
+                                    (counts, ec, "counts")):
+            assert got.dtype == np.int64 and np.array_equal(got, expected), (n, what)
+        assert device.waits == 1
+        inverse_sort = by_sort and narrow
+        assert len(device.sorts) == 1 + inverse_sort
+        assert device.sorts[0][2] == (np.int32 if narrow else np.int64)
+        if inverse_sort:
+            assert device.sorts[1] == ("order", np.dtype(np.int32), np.dtype(np.int32))
+            assert device.launches[-1] == "csk_unique_inverse"
+        else:
+            assert "csk_unique_inverse" not in device.launches
+
+
+def test_unique_device_driver_emulated_flags(monkeypatch):
+    """Without return_inverse no inverse sort; without counts no counts kernel."""
+    from cudasortkit.calls import unique as u
+
+    monkeypatch.setattr(u, "INVERSE_SORT_MIN", 1)
+    a = np.array([3, 1, 3, 2, 1], np.int16)
+    for flags in ((False, False, False), (True, False, True), (False, True, False)):
+        device = _Device(monkeypatch)
+        got = device.unique(a, True, flags)
+        expected = np.unique(a, *flags)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert np.array_equal(g, e)
+        assert len(device.sorts) == 1 + flags[1]
+        assert ("csk_unique_counts" in device.launches) == flags[2]

@@ -123,6 +123,63 @@ def test_unique_stream(rng):
     assert np.array_equal(got[0].get(), ev) and np.array_equal(got[3].get(), ec)
 
 
+# The inverse: scattered below INVERSE_SORT_MIN keys, a sort of (order, run
+# ids) from it on (calls/unique.py's inverse_by_sort).
+INVERSE_PATH_SIZES = ("below", "at", "above")
+
+
+def _inverse_path_size(where: str) -> int:
+    from cudasortkit.calls.unique import INVERSE_SORT_MIN, inverse_by_sort
+
+    n = {"below": INVERSE_SORT_MIN - 1, "at": INVERSE_SORT_MIN,
+         "above": 3 * INVERSE_SORT_MIN + 5}[where]
+    assert inverse_by_sort(n) == (where != "below")
+    return n
+
+
+@pytest.mark.parametrize("where", INVERSE_PATH_SIZES)
+@pytest.mark.parametrize("dtype", _dtypes(("float32", "bfloat16", "int32")) + ["bool"])
+def test_unique_inverse_paths(dtype, where, rng):
+    """Both inverse paths, exactly NumPy's: NaNs (both signs), -0.0 and +0.0,
+    ties (special's pool, few_unique), nearly all unique (uniform)."""
+    n = _inverse_path_size(where)
+    if dtype == "bool":
+        a = rng.random(n) < 0.5
+        check_unique(a, to_device(a))
+        return
+    a = make_keys("special", dtype, n, rng)
+    d = to_device(a)
+    for equal_nan in (True, False):
+        check_unique(a, d, equal_nan)
+    for dist in ("few_unique", "uniform"):
+        b = make_keys(dist, dtype, n, rng)
+        check_unique(b, to_device(b))
+
+
+@pytest.mark.parametrize("where", ["below", "above"])
+def test_unique_inverse_paths_torch_stream_and_shape(where, rng):
+    """The inverse sort's run ids are arrays of the caller's library (torch
+    int32), ordered in the caller's stream; the inverse has the input's
+    shape."""
+    torch = pytest.importorskip("torch")
+    n = _inverse_path_size(where)
+    a = make_keys("special", "float32", n, rng)
+    t = torch.from_numpy(a).cuda()
+    check_unique(a, t)
+    cupy = pytest.importorskip("cupy")
+    rows = n // 1024
+    b = make_keys("special", "float64", rows * 1024, rng).reshape(rows, 1024)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        d = cupy.asarray(b)
+        got = csk.unique(d, *FLAGS, stream=s)
+    s.synchronize()
+    ev, ei, einv, ec = _numpy_unique(b, True)
+    assert got[2].shape == b.shape
+    for g, e in zip(got, (ev, ei, einv, ec)):
+        assert np.array_equal(_bits(g.get()), _bits(e))
+
+
 @slow
 @pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])
 def test_unique_2_24(dtype, rng):

@@ -3,10 +3,16 @@
 axis=None flattens the input. Host inputs (NumPy, PyTorch CPU, lists) are
 NumPy's own np.unique. Device inputs (CuPy, PyTorch CUDA, pycuda) take one
 stable sort of (keys, positions) through the caller's `prepared` calls (so
-auto chooses the sort), then the kernels of kernels/unique.cu and the core's
-device scan: run starts flagged on the sorted keys, an exclusive scan of the flags numbers
-the runs, and one scatter writes the values, first indices, sorted run
-starts and the inverse. The one host wait reads the number of unique values.
+auto chooses the sort; positions int32 below 2^31 keys, else int64), then
+the kernels of kernels/unique.cu and the core's device scan: run starts
+flagged on the sorted keys, an inclusive scan of the flags numbers the runs,
+and one pass over the run starts writes the values (from the sorted keys),
+first indices and sorted run starts. The inverse (inverse[order[i]] = run of
+i) is, from INVERSE_SORT_MIN keys on, a second sort of (order, run ids) by
+order, whose values are the run ids in input order (csk_unique_inverse
+widens them): a radix sort's coalesced passes instead of one random 8-byte
+write per key (see inverse_by_sort). The one host wait reads the number of
+unique values.
 
 NumPy's rules kept: values sorted (NaNs last); -0.0 == +0.0 and the value
 kept is the first occurrence's (the stable sort puts it first, as NumPy's
@@ -38,6 +44,30 @@ UNIQUE_BLOCK = 256
 UNIQUE_CONFIG = {"block_size": UNIQUE_BLOCK}
 #: Blocks per SM the grid-stride kernels launch at most.
 BLOCKS_PER_SM = 16
+#: From this many keys the inverse is a sort of (order, run ids) by order, not
+#: the scatter inverse[order[i]] = id. The scatter is one launch; the sort a few
+#: (onesweep: a count and 3 passes of 8 bytes a key at 2^24, fewer below)
+#: that only pay off once the scatter's random 8-byte writes reach DRAM
+#: (a 32-byte sector each): below 2^20 keys its 8 MB inverse stays in an
+#: H100's or H200's 50 MB L2, where the writes merge. (At 2^24 on an H200 the
+#: scatter's writes cost about 1.0 ms, the sort about 0.35 ms.)
+INVERSE_SORT_MIN = 1 << 20
+#: Below this many keys positions, flags, run ids and starts are 32-bit
+#: (int32 arrays: every library has them, and as keys of the inverse sort
+#: positions below 2^31 sort as unsigned words would).
+NARROW_LIMIT = 1 << 31
+
+
+def count_bytes_for(n: int) -> int:
+    """Width of the positions, flags, run ids and starts of n keys."""
+    return 4 if n < NARROW_LIMIT else 8
+
+
+def inverse_by_sort(n: int) -> bool:
+    """Whether return_inverse of n keys sorts (order, run ids) instead of
+    scattering: from INVERSE_SORT_MIN keys on, while the positions are
+    32-bit (the sort's keys are the int32 order)."""
+    return INVERSE_SORT_MIN <= n < NARROW_LIMIT
 
 
 class _Core:
@@ -120,26 +150,31 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     # One stable sort of (keys, 0 1 2 ...), chosen by auto: the sorted keys
     # (run starts found with coalesced reads) and the order; stable, so the
     # first key of every run is its first occurrence.
-    positions = Result(_like(op, n), index64, state, None, "unique positions", caller)
-    iota64(state, positions.ptr, n, owner="unique")
+    count_bytes = count_bytes_for(n)
+    count_dtype = np.dtype(np.int32 if count_bytes == 4 else np.int64)  # kernels: unsigned
+    by_sort = return_inverse and inverse_by_sort(n)
+    positions = Result(_like(op, n), count_dtype, state, None, "unique positions", caller)
+    iota64(state, positions.ptr, n, owner="unique", index_bytes=count_bytes)
     sorted_keys, order = prepared.run("pairs", op, Operand(positions.finish(), "positions",
                                                            "values"),
                                       False, True, "auto", stream=stream)
     sorted_ptr = Operand(sorted_keys, "sorted keys").device_ptr(state)
     order_ptr = Operand(order, "order", "values").device_ptr(state)
     keys_ptr = op.device_ptr(state)
-    count_bytes = 4 if n < (1 << 32) else 8
     defines = {"unique_count_bytes": count_bytes}
     job = Job(_Core(), state, dtype=op.key_dtype.name, n=n, keys_in=keys_ptr, keys_out=0,
               config=UNIQUE_CONFIG)
     try:
         grid = min(job.blocks(n, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM)
-        parts = job.alloc_parts([("flags", n * count_bytes), ("ids", n * count_bytes),
-                                 ("starts", n * 8 if return_counts else 8)])
+        parts = job.alloc_parts([("flags", n * count_bytes),
+                                 ("starts", n * count_bytes if return_counts else 8)])
+        # The run ids are an array of the caller's library when the inverse
+        # sort takes them as its values.
+        ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller)
         job.launch(job.kernel("unique.cu", "csk_unique_flags", defines), grid, UNIQUE_BLOCK,
                    sorted_ptr, n, int(equal_nan), parts["flags"])
         scan = DeviceScan(job, n, count_bytes)
-        scan(parts["flags"], parts["ids"], inclusive=False)
+        scan(parts["flags"], ids.ptr, inclusive=True)  # ids[i] - 1: the run of sorted key i
         total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
         state.stream.synchronize()  # the one wait: the results' length
         state.cuda.memcpy_dtoh(total, scan.total_ptr)
@@ -152,16 +187,28 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         counts = Result(_like(op, u), index64, state, None, "unique counts", caller) \
             if return_counts else None
         job.launch(job.kernel("unique.cu", "csk_unique_scatter", defines), grid, UNIQUE_BLOCK,
-                   keys_ptr, order_ptr, parts["flags"], parts["ids"], n, values.ptr,
+                   keys_ptr, sorted_ptr, order_ptr, parts["flags"], ids.ptr, n, values.ptr,
                    0 if index is None else index.ptr,
                    0 if counts is None else parts["starts"],
-                   0 if inverse is None else inverse.ptr)
+                   0 if inverse is None or by_sort else inverse.ptr)
         if counts is not None:
             job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
                        min(job.blocks(u, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM),
                        UNIQUE_BLOCK, parts["starts"], u, n, counts.ptr)
+        if by_sort:
+            # inverse[order[i]] = ids[i] - 1: sorting (order, ids) by order puts
+            # the ids in input order (order's keys are 0 .. n-1, so a radix
+            # sort skips the digits above n's on the device).
+            _, run_ids = prepared.run("pairs", Operand(order, "order"),
+                                      Operand(ids.finish(), "run ids", "values"),
+                                      False, True, "auto", stream=stream)
+            job.launch(job.kernel("unique.cu", "csk_unique_inverse", defines), grid,
+                       UNIQUE_BLOCK, Operand(run_ids, "run ids", "values").device_ptr(state), n,
+                       inverse.ptr)
+            del run_ids  # alive until the work reading it is queued
     finally:
         job.finish()
+    del ids
     del sorted_keys, order  # alive until the work reading them is queued
     return tuple(r.finish() for r in (values, index, inverse, counts) if r is not None)
 
