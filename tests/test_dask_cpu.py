@@ -62,13 +62,14 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("exchange", ["tasks", "p2p"])
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dist, dtype, n, chunks", CASES)
-def test_sort_and_argsort_match_numpy(client, dist, dtype, n, chunks, descending, rng):
+def test_sort_and_argsort_match_numpy(client, dist, dtype, n, chunks, descending, exchange, rng):
     a = keys_of(dist, dtype, n, rng)
     before = a.copy()
     x = da.from_array(a, chunks=chunks)
-    s, i = cskd.sort(x, descending), cskd.argsort(x, descending)
+    s, i = cskd.sort(x, descending, exchange=exchange), cskd.argsort(x, descending, exchange=exchange)
     assert s.chunks == x.chunks and i.chunks == x.chunks and i.dtype == np.int64
     got_s, got_i = dask.compute(s, i)
     expected = reference_argsort(a, descending)
@@ -77,13 +78,15 @@ def test_sort_and_argsort_match_numpy(client, dist, dtype, n, chunks, descending
     assert np.array_equal(a.view(np.uint8), before.view(np.uint8)), "input was modified"
 
 
+@pytest.mark.parametrize("exchange", ["tasks", "p2p"])
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dist", ["few_unique", "all_equal", "special"])
-def test_sort_by_key_is_stable(client, dist, descending, rng):
+def test_sort_by_key_is_stable(client, dist, descending, exchange, rng):
     keys = make_keys(dist, "float64", 3001, rng)
     values = rng.integers(-2**40, 2**40, 3001)
     k, v = cskd.sort_by_key(da.from_array(keys, chunks=UNEVEN + (1,)),
-                            da.from_array(values, chunks=1000), descending)  # values rechunked to keys'
+                            da.from_array(values, chunks=1000), descending,
+                            exchange=exchange)  # values rechunked to keys'
     got_k, got_v = dask.compute(k, v)
     expected = reference_argsort(keys, descending)
     assert_keys_equal(got_k, keys[expected])
@@ -97,24 +100,26 @@ def test_all_equal_keys_give_exact_chunks(client, chunks):
     check_chunks(cskd.argsort(x), x.chunks[0])
 
 
-def test_chunks_argument_rebalances(client, rng):
+@pytest.mark.parametrize("exchange", ["tasks", "p2p"])
+def test_chunks_argument_rebalances(client, exchange, rng):
     a = lognormal("float32", 3000, rng)
     x = da.from_array(a, chunks=UNEVEN)
-    s = cskd.sort(x, chunks=1000)
+    s = cskd.sort(x, chunks=1000, exchange=exchange)
     check_chunks(s, (1000, 1000, 1000))
     assert_keys_equal(s.compute(), np.sort(a))
-    i = cskd.argsort(x, chunks=(1, 2998, 1))
+    i = cskd.argsort(x, chunks=(1, 2998, 1), exchange=exchange)
     check_chunks(i, (1, 2998, 1))
     assert np.array_equal(i.compute(), np.argsort(a, kind="stable"))
 
 
+@pytest.mark.parametrize("exchange", ["tasks", "p2p"])
 @pytest.mark.parametrize("n, chunks", [(0, 10), (1, 10), (2, 1), (5, (0, 5, 0))])
-def test_tiny_arrays(client, n, chunks, rng):
+def test_tiny_arrays(client, n, chunks, exchange, rng):
     a = rng.integers(0, 3, n).astype(np.int64)
     x = da.from_array(a, chunks=chunks)
-    got_s, got_i = dask.compute(cskd.sort(x), cskd.argsort(x))
+    got_s, got_i = dask.compute(cskd.sort(x, exchange=exchange), cskd.argsort(x, exchange=exchange))
     assert np.array_equal(got_s, np.sort(a)) and np.array_equal(got_i, np.argsort(a, kind="stable"))
-    k, v = cskd.sort_by_key(x, x.astype(np.float32))
+    k, v = cskd.sort_by_key(x, x.astype(np.float32), exchange=exchange)
     assert k.chunks == x.chunks and v.dtype == np.float32
     assert np.array_equal(v.compute(), np.sort(a).astype(np.float32))
 
