@@ -76,8 +76,14 @@ def _disk() -> bool:
 # ------------------------------------------------------------ on the workers
 def transfer_chunk(chunk, bounds, id, index: int, descending: bool) -> int:
     """Hand sorted chunk `index`'s pieces to the engine; its run id."""
+    from distributed import get_worker
     from distributed.shuffle._core import get_worker_plugin, handle_transfer_errors
 
+    try:
+        get_worker()
+    except ValueError:
+        raise RuntimeError("cudasortkit.dask: exchange='p2p' runs only on Dask's distributed scheduler "
+                           "(a distributed.Client); sort with exchange='tasks' for other schedulers") from None
     with handle_transfer_errors(id):
         row = chunks.split_row(chunk[0], bounds, index, descending)
         return get_worker_plugin().add_partition((chunk, row), partition_id=index, id=id)
