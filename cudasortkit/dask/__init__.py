@@ -105,9 +105,8 @@ class SortPlan:
         out[bounds] = {bounds: (exact_boundaries, [(window, i) for i in range(p)], brackets_, self.targets, desc)}
         if self.exchange == "p2p":
             value_dtype = np.dtype(np.int64) if with_indices else (None if values is None else values.dtype)
-            layer, merged = p2p.layer(self, local, bounds, with_indices or values is not None, value_dtype)
-            out[self.name("p2p")] = layer
-            assert merged == self.name("merge")
+            out[self.name("p2p")] = p2p.layer(self, local, bounds, with_indices or values is not None,
+                                              value_dtype)
             return out
         row, piece, gather, merged = (self.name(s) for s in ("splits", "piece", "exchange", "merge"))
         out[row] = {(row, i): (chunks.splits, (local, i), bounds, i, desc) for i in range(p)}

@@ -45,14 +45,14 @@ def available() -> bool:
         return False
 
 
-def layer(plan, local_name: str, bounds_key, with_values: bool, value_dtype) -> tuple[dict, str]:
-    """The exchange and merge tasks of `plan`: ({key: task}, name of the
-    merged chunks, keyed (name, j) as the tasks exchange's are)."""
+def layer(plan, local_name: str, bounds_key, with_values: bool, value_dtype) -> dict:
+    """The exchange and merge tasks of `plan`, {key: task}: the merged chunks
+    at (plan.name("merge"), j), as the tasks exchange leaves them."""
     from dask._task_spec import Task, TaskRef
     from distributed.shuffle._core import P2PBarrierTask, ShuffleId, barrier_key, p2p_barrier
 
     id = ShuffleId(f"csk-{plan.token}")
-    transfer, merged = f"csk-transfer-{plan.token}", f"csk-merge-{plan.token}"
+    transfer, merged = plan.name("transfer"), plan.name("merge")
     dsk = {}
     for i in range(len(plan.sizes)):
         dsk[(transfer, i)] = Task((transfer, i), transfer_chunk, TaskRef((local_name, i)), TaskRef(bounds_key),
@@ -64,7 +64,7 @@ def layer(plan, local_name: str, bounds_key, with_values: bool, value_dtype) -> 
                                   spec=spec)
     for j in range(len(plan.out_chunks)):
         dsk[(merged, j)] = Task((merged, j), merge_output, id, j, TaskRef(barrier), plan.descending)
-    return dsk, merged
+    return dsk
 
 
 def _disk() -> bool:
