@@ -351,3 +351,31 @@ def test_device_chunks_on_tcp_warn_once_naming_the_fix(monkeypatch):
         cluster.check_transport(x)                                   # UCX: no warning
         address.address = "tcp://10.0.0.1:8786"
         cluster.check_transport(SimpleNamespace(_meta=np.empty(0)))  # host chunks: none
+
+
+def slow_block(b):
+    import time
+
+    time.sleep(0.02)
+    return b
+
+
+def test_a_worker_lost_mid_sort_gives_the_exact_result():
+    """Dask's retry (a P2P exchange restarts on the workers left) and never a
+    partial result: one of two worker processes exits while the sort runs."""
+    import os
+    import time
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 100, 160 * 16).astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                      dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+            x = da.from_array(a, chunks=16).map_blocks(slow_block, dtype=a.dtype)
+            future = c.compute(cskd.argsort(x, exchange="p2p"))
+            time.sleep(1.0)
+            assert future.status == "pending"
+            with pytest.raises(Exception):   # the worker's connection closes as it exits
+                c.run(os._exit, 1, workers=[sorted(c.scheduler_info()["workers"])[1]])
+            assert np.array_equal(future.result(timeout=120), np.argsort(a, kind="stable"))
