@@ -41,3 +41,12 @@ def test_cupy_chunks_sort_argsort_sort_by_key(dist, dtype, descending, rng):
     assert np.array_equal(got_v, values[expected])
     blocks = dask.compute(*s.to_delayed().ravel(), scheduler="sync")
     assert [len(b) for b in blocks] == list(chunks)
+
+
+def test_cupy_chunks_refuse_the_p2p_exchange_and_sort_through_tasks(rng):
+    """Dask's P2P engine would copy device chunks through the host: refused
+    by name; "auto" picks the tasks exchange for them."""
+    x = cupy_chunks(rng.random(1000), 10)
+    with pytest.raises(ValueError, match="exchange='p2p' carries host"):
+        cskd.sort(x, exchange="p2p")
+    assert cskd.plan(x).exchange == "tasks"

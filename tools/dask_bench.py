@@ -207,25 +207,20 @@ class Bench:
         return self.client.persist(out)
 
     def phases(self, x) -> dict:
-        """Seconds per stage, each persisted (and finished on the GPUs) before the next."""
+        """Seconds per stage (SortPlan.stages: one layer each), each computed
+        (and finished on the GPUs) before the next; the p2p exchange's
+        transfer, barrier and merge are one stage."""
         import cudasortkit.dask as cskd
-        from distributed import futures_of
 
         plan = dataclasses.replace(cskd.plan(x), token=f"phases-{time.time_ns()}")  # nothing reused
-        times = {}
-
-        def stage(name, make):
+        graph, held, times = dict(x.__dask_graph__()), [], {}
+        for name, layer in plan.stages(x, None, False).items():
+            graph.update(layer)
+            keys = [k for k in layer if not (isinstance(k, str) and k.startswith("shuffle-barrier-"))]
             t = time.perf_counter()
-            out = self.persist(make())
-            self.settle(futures_of(out))
-            times[name] = time.perf_counter() - t
-            return out
-
-        local = stage("local sort", lambda: plan.local_sort(x, None, False))
-        bounds = stage("sample", lambda: plan.sample(local))
-        pieces = stage("partition", lambda: plan.partition(local, bounds))
-        received = stage("exchange", lambda: plan.exchange(pieces))
-        stage("merge", lambda: plan.merge(received))
+            held.append(self.client.get(graph, keys, sync=False))   # held: the next stage reuses them
+            self.settle(held[-1])
+            times[name.removeprefix("csk-").removesuffix(f"-{plan.token}")] = time.perf_counter() - t
         return times
 
     def check(self, x, s) -> str:
@@ -280,8 +275,12 @@ def start_cluster(cpu: bool, protocol: str):
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=logging.ERROR)
         return cluster, Client(cluster)
-    if protocol == "auto":
-        protocol = "ucx" if importlib.util.find_spec("distributed_ucxx") else "tcp"
+    from cudasortkit.dask.cluster import UCX_FIX
+    from cudasortkit.dask.cluster import protocol as pick_protocol
+
+    protocol = pick_protocol(protocol)   # auto: UCX where distributed-ucxx is installed
+    if protocol == "tcp":
+        print("transport: TCP (every piece through host memory); for UCX " + UCX_FIX)
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as e:
@@ -311,7 +310,10 @@ def gkeys(n, seconds):
 def run_input(bench: Bench, dist: str, n: int, args) -> None:
     print(f"\n== {dist}: 2^{n.bit_length() - 1} = {n} uint32 keys")
     x = bench.keys(dist, n)
-    print(f"   chunks: {len(x.chunks[0])} of ~{x.chunks[0][0]} keys over {len(bench.workers)} workers")
+    import cudasortkit.dask as cskd
+
+    print(f"   chunks: {len(x.chunks[0])} of ~{x.chunks[0][0]} keys over {len(bench.workers)} workers; "
+          f"exchange: {cskd.plan(x).exchange}")
     bench.warm_up(x, dist)
     s, seconds = bench.timed_sort(x)
     print(f"   sort: {seconds:.3f} s, {gkeys(n, seconds):.4g} GKeys/s; known chunks: "

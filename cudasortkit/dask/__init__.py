@@ -5,6 +5,11 @@
     i = cskd.argsort(x)                 # global int64 indices, numpy.argsort(kind="stable")
     k, v = cskd.sort_by_key(keys, values)
 
+`exchange=` picks how the sorted pieces move between workers: "auto"
+(default), "p2p" (Dask distributed's P2P shuffle engine: tasks grow linearly
+with the chunk count; NumPy chunks) or "tasks" (P x Q tasks; any chunks);
+see SortPlan.
+
 Results are lazy dask arrays with known chunks: by default the input's
 chunking (`chunks=` asks for another), each output chunk holding exactly its
 slice of the global order. Ordering is cudasortkit's (NumPy's): NaNs last in
@@ -19,8 +24,6 @@ import math
 from dataclasses import dataclass
 from operator import getitem
 
-import dask
-
 import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks
@@ -29,134 +32,190 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from ..dtypes import value_bytes
-from . import chunks
-from .splitters import brackets, exact_splits, output_boundaries, samples_per_chunk
+from . import chunks, cluster, p2p
+from .splitters import brackets, exact_boundaries, output_boundaries, samples_per_chunk
 
-__all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan"]
+__all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan", "EXCHANGES"]
 
 
-# The sample sort as a Dask graph, one method per stage:
-# The sample sort as a Dask graph, one method per stage.
+# The sample sort as a Dask graph: one layer of tasks per stage, built as
+# plain dicts (no dask.delayed: its per-task graphs made building cost
+# P^3). Tasks, for P input and Q output chunks:
 #
-#     local sort   P tasks      each input chunk sorted by cudasortkit
-#     sample       P + 1        regular samples of each, one task brackets the boundaries
-#     partition    P + 1 + P*Q  each chunk's windows, one task makes the exact splits,
-#                               P*Q slices (views, on the chunk's worker)
-#     exchange     Q            output chunk j concatenates its P slices (Dask moves them)
-#     merge        Q            output chunk j sorts what it received
+#     local sort   P        each input chunk sorted by cudasortkit (checked
+#                           against its declared length and dtype)
+#     sample       P + 1    regular samples of each, one task brackets the boundaries
+#     window       P + 1    each chunk's windows, one task finds the exact
+#                           boundary elements (Q - 1 of them, not a P x Q table)
+#     exchange, "p2p":      P transfer tasks, 1 barrier, Q output tasks that
+#                           merge (p2p.py: Dask's P2P shuffle engine moves the
+#                           pieces worker to worker)
+#     exchange, "tasks":    P split rows, P x Q pieces (views), Q concatenations,
+#                           Q merges (Dask's scheduler moves every piece)
+#     result       Q per returned array (field 0 keys, 1 values)
 #
-# Every stage returns Delayed objects and can be persisted before the next one
-# (tools/dask_bench.py --phases times them that way); the public functions in
-# cudasortkit.dask chain them into one lazy graph.
+# "auto" picks p2p for host (NumPy) chunks when a distributed Client is the
+# default scheduler and P x Q >= P2P_MIN_PIECES, else tasks; the tasks
+# exchange refuses more than TASKS_MAX_PIECES pieces (a graph no scheduler
+# could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
+# P = 8 (64 pieces) tasks 0.12-0.16 s, p2p 0.15-0.17 s; P = 16: 0.45-0.49
+# against 0.28-0.34 s; P = 32: 1.0-1.3 against 0.37-0.39 s.
+EXCHANGES = ("auto", "p2p", "tasks")
+P2P_MIN_PIECES = 100
+TASKS_MAX_PIECES = 1 << 18
+
+
 @dataclass(frozen=True)
 class SortPlan:
     sizes: tuple          # input chunk lengths (P)
     out_chunks: tuple     # output chunk lengths (Q), same total
     descending: bool
     token: str            # names this sort's tasks
+    dtype: np.dtype = np.dtype(np.float64)   # the keys'
+    exchange: str = "tasks"                  # "p2p" or "tasks", as chosen by _plan
 
     @property
     def targets(self) -> np.ndarray:
         return output_boundaries(self.out_chunks)
 
-    def _task(self, stage, func, *args, index=()):
-        return dask.delayed(func, pure=True)(*args, dask_key_name=(f"csk-{stage}-{self.token}", *index))
+    def name(self, stage: str) -> str:
+        return f"csk-{stage}-{self.token}"
 
-    def local_sort(self, keys: da.Array, values: da.Array | None, with_indices: bool) -> list:
-        """Sorted (keys, values) per input chunk; values are global indices
-        when with_indices, else the chunks of `values` (or None)."""
-        key_chunks = keys.to_delayed().ravel().tolist()
+    def stages(self, keys: da.Array, values: da.Array | None, with_indices: bool) -> dict:
+        """{stage name: {key: task}}, in order, every stage reading only its
+        predecessors and the inputs: local-sort, sample, brackets, window,
+        boundaries, then the exchange's (p2p: transfer, barrier and merge in
+        one layer; tasks: splits, piece, exchange, merge); the last layer
+        holds the merged (keys, values) of output chunk j at (merge name, j)."""
+        p, q, desc = len(self.sizes), len(self.out_chunks), self.descending
+        local, sample, brackets_, window, bounds = (self.name(s) for s in (
+            "local-sort", "sample", "brackets", "window", "boundaries"))
+        out = {}
         if with_indices:
-            offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
-            return [self._task("local-sort", chunks.sort_chunk_with_indices, k, int(o),
-                               self.descending, index=(i,))
-                    for i, (k, o) in enumerate(zip(key_chunks, offsets))]
-        value_chunks = [None] * len(key_chunks) if values is None else values.to_delayed().ravel().tolist()
-        return [self._task("local-sort", chunks.sort_chunk, k, v, self.descending, index=(i,))
-                for i, (k, v) in enumerate(zip(key_chunks, value_chunks))]
+            offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+            out[local] = {(local, i): (chunks.sort_input_with_indices, (keys.name, i), int(offsets[i]), i,
+                                       self.sizes[i], self.dtype, desc) for i in range(p)}
+        else:
+            out[local] = {(local, i): (chunks.sort_input, (keys.name, i), None if values is None else (values.name, i),
+                                       i, self.sizes[i], self.dtype, desc) for i in range(p)}
+        count = samples_per_chunk(sum(self.sizes), p, q)
+        out[sample] = {(sample, i): (chunks.sample, (local, i), count) for i in range(p)}
+        out[brackets_] = {brackets_: (brackets, [(sample, i) for i in range(p)], self.sizes, self.targets, desc)}
+        out[window] = {(window, i): (chunks.window, (local, i), i, brackets_, desc) for i in range(p)}
+        out[bounds] = {bounds: (exact_boundaries, [(window, i) for i in range(p)], brackets_, self.targets, desc)}
+        if self.exchange == "p2p":
+            value_dtype = np.dtype(np.int64) if with_indices else (None if values is None else values.dtype)
+            out[self.name("p2p")] = p2p.layer(self, local, bounds, with_indices or values is not None,
+                                              value_dtype)
+            return out
+        row, piece, gather, merged = (self.name(s) for s in ("splits", "piece", "exchange", "merge"))
+        out[row] = {(row, i): (chunks.splits, (local, i), bounds, i, desc) for i in range(p)}
+        out[piece] = {(piece, i, j): (chunks.piece, (local, i), (row, i), j) for i in range(p) for j in range(q)}
+        out[gather] = {(gather, j): (chunks.concatenate, [(piece, i, j) for i in range(p)]) for j in range(q)}
+        out[merged] = {(merged, j): (chunks.merge, (gather, j), desc) for j in range(q)}
+        return out
 
-    def sample(self, local: list):
-        """The brackets of every output boundary, from regular samples."""
-        count = samples_per_chunk(sum(self.sizes), len(self.sizes), len(self.out_chunks))
-        samples = [self._task("sample", chunks.sample, c, count, index=(i,)) for i, c in enumerate(local)]
-        return self._task("brackets", brackets, samples, self.sizes, self.targets, self.descending)
+    @property
+    def merged_name(self) -> str:
+        """Where the stages leave output chunk j's (keys, values): (name, j)."""
+        return self.name("merge")
 
-    def partition(self, local: list, bounds) -> list:
-        """pieces[i][j]: what sorted chunk i sends to output chunk j."""
-        windows = [self._task("window", chunks.window, c, i, bounds, self.descending, index=(i,))
-                   for i, c in enumerate(local)]
-        splits = self._task("splits", exact_splits, windows, self.sizes, self.targets, self.descending)
-        return [[self._task("piece", chunks.piece, c, splits, i, j, index=(i, j))
-                 for j in range(len(self.out_chunks))] for i, c in enumerate(local)]
+    def graph(self, keys: da.Array, values: da.Array | None, with_indices: bool) -> HighLevelGraph:
+        """All stages on top of the inputs' graphs, one layer per stage."""
+        inputs = [keys] if values is None else [keys, values]
+        layers, deps = {}, {}
+        for c in inputs:
+            g = c.__dask_graph__()
+            layers.update(g.layers)
+            deps.update(g.dependencies)
+        previous = {n for c in inputs for n in c.__dask_layers__()}
+        for name, layer in self.stages(keys, values, with_indices).items():
+            layers[name], deps[name] = layer, set(previous)
+            previous = previous | {name}
+        return HighLevelGraph(layers, deps)
 
-    def exchange(self, pieces: list) -> list:
-        """Per output chunk, its pieces from every input chunk, concatenated."""
-        return [self._task("exchange", chunks.concatenate, [row[j] for row in pieces], index=(j,))
-                for j in range(len(self.out_chunks))]
-
-    def merge(self, received: list) -> list:
-        """Per output chunk, its sorted (keys, values)."""
-        return [self._task("merge", chunks.merge, r, self.descending, index=(j,))
-                for j, r in enumerate(received)]
-
-    def run(self, keys: da.Array, values: da.Array | None, with_indices: bool) -> list:
-        """All stages: sorted (keys, values) per output chunk, as Delayed."""
-        local = self.local_sort(keys, values, with_indices)
-        return self.merge(self.exchange(self.partition(local, self.sample(local))))
-
-    def assemble(self, merged: list, field: int, meta) -> da.Array:
-        """Field 0 (keys) or 1 (values) of the merged chunks as one dask array
-        with chunks out_chunks (empty ones too, which da.concatenate would drop)."""
-        name = f"csk-result-{field}-{self.token}"
-        layer = {(name, j): (getitem, m.key, field) for j, m in enumerate(merged)}
-        graph = HighLevelGraph.from_collections(name, layer, dependencies=merged)
-        return da.Array(graph, name, chunks=(self.out_chunks,), meta=meta)
+    def assemble(self, graph: HighLevelGraph, fields, metas) -> list:
+        """Fields 0 (keys) and/or 1 (values) of the merged chunks as dask
+        arrays with chunks out_chunks (empty ones too)."""
+        arrays = []
+        for field, meta in zip(fields, metas):
+            name = f"csk-result-{field}-{self.token}"
+            layer = {(name, j): (getitem, (self.merged_name, j), field) for j in range(len(self.out_chunks))}
+            g = HighLevelGraph({**graph.layers, name: layer},
+                               {**graph.dependencies, name: set(graph.layers)})
+            arrays.append(da.Array(g, name, chunks=(self.out_chunks,), meta=meta))
+        return arrays
 
 
-def sort(x, descending=False, *, chunks=None):
+def sort(x, descending=False, *, chunks=None, exchange="auto"):
     """Sorted copy of the 1-D dask array `x`, a dask array of the same chunk type."""
-    p = _plan(x, descending, chunks, "sort")
+    p = _plan(x, descending, chunks, exchange, "sort")
     if not sum(p.sizes):
         return x.rechunk((p.out_chunks,))
-    return p.assemble(p.run(x, None, with_indices=False), 0, meta_from_array(x, ndim=1))
+    return p.assemble(p.graph(x, None, with_indices=False), [0], [meta_from_array(x, ndim=1)])[0]
 
 
-def argsort(x, descending=False, *, chunks=None):
+def argsort(x, descending=False, *, chunks=None, exchange="auto"):
     """Global int64 indices that sort `x` stably (numpy.argsort(kind="stable"))."""
-    p = _plan(x, descending, chunks, "argsort")
+    p = _plan(x, descending, chunks, exchange, "argsort")
     if not sum(p.sizes):
         return x.astype(np.int64).rechunk((p.out_chunks,))
     meta = meta_from_array(x, ndim=1, dtype=np.int64)
-    return p.assemble(p.run(x, None, with_indices=True), 1, meta)
+    return p.assemble(p.graph(x, None, with_indices=True), [1], [meta])[0]
 
 
-def sort_by_key(keys, values, descending=False, *, chunks=None):
+def sort_by_key(keys, values, descending=False, *, chunks=None, exchange="auto"):
     """(sorted keys, values in the same order), stable; values are 1-D dask
     arrays of 4- or 8-byte numbers, as long as keys (rechunked to keys' chunks)."""
     values = _check_values(values, keys)
-    p = _plan(keys, descending, chunks, "sort-by-key", values.name)
+    p = _plan(keys, descending, chunks, exchange, "sort-by-key", values.name)
     if not sum(p.sizes):
         return keys.rechunk((p.out_chunks,)), values.rechunk((p.out_chunks,))
-    merged = p.run(keys, values, with_indices=False)
-    return (p.assemble(merged, 0, meta_from_array(keys, ndim=1)),
-            p.assemble(merged, 1, meta_from_array(values, ndim=1)))
+    k, v = p.assemble(p.graph(keys, values, with_indices=False), [0, 1],
+                      [meta_from_array(keys, ndim=1), meta_from_array(values, ndim=1)])
+    return k, v
 
 
-def plan(x, descending=False, chunks=None) -> SortPlan:
-    """The stages of sort(x, descending, chunks=chunks), to run (and time) one
-    by one: SortPlan.local_sort, sample, partition, exchange, merge."""
-    return _plan(x, descending, chunks, "sort")
+def plan(x, descending=False, chunks=None, exchange="auto") -> SortPlan:
+    """The SortPlan of sort(x, descending, chunks=chunks, exchange=exchange):
+    its stages (SortPlan.stages) to run and time one by one."""
+    return _plan(x, descending, chunks, exchange, "sort")
 
 
-def _plan(x, descending, chunks, *names) -> SortPlan:
-    """The SortPlan of sorting `x` (checked) into `chunks` (default: x's);
-    `names` tell this sort's tasks from other sorts of x."""
+def _plan(x, descending, chunks, exchange, *names) -> SortPlan:
+    """The SortPlan of sorting `x` (checked) into `chunks` (default: x's)
+    through `exchange`; `names` tell this sort's tasks from other sorts of x."""
     _check_keys(x)
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {descending!r}")
+    if exchange not in EXCHANGES:
+        raise ValueError(f"exchange={exchange!r}: exchange is one of {', '.join(map(repr, EXCHANGES))}")
     sizes = tuple(int(n) for n in x.chunks[0])
     out = sizes if chunks is None else _out_chunks(chunks, x)
-    return SortPlan(sizes, out, bool(descending), tokenize(x.name, bool(descending), out, *names))
+    exchange = _exchange(exchange, x, len(sizes) * len(out))
+    cluster.check_transport(x)
+    return SortPlan(sizes, out, bool(descending), tokenize(x.name, bool(descending), out, exchange, *names),
+                    np.dtype(x.dtype), exchange)
+
+
+def _exchange(requested: str, x, pieces: int) -> str:
+    """The exchange to use (the rule above EXCHANGES), or why it cannot be."""
+    host = chunks.array_module(x._meta) is np
+    if requested == "auto":
+        fits = host and pieces >= P2P_MIN_PIECES and p2p.available() and cluster.has_distributed_client()
+        requested = "p2p" if fits else "tasks"
+    if requested == "p2p":
+        if not host:
+            raise ValueError("exchange='p2p' carries host (NumPy) chunks only: Dask's P2P engine would "
+                             "copy device chunks through the host; use exchange='tasks' for CuPy chunks")
+        if not p2p.available():
+            raise ValueError("exchange='p2p' needs distributed's P2P shuffle engine as of distributed "
+                             "2026.7 or later; use exchange='tasks'")
+    elif pieces > TASKS_MAX_PIECES:
+        raise ValueError(f"{pieces} pieces (input x output chunks) are too many for the tasks exchange "
+                         f"(at most {TASKS_MAX_PIECES}); use fewer, larger chunks, or NumPy chunks on a "
+                         "distributed Client (the p2p exchange)")
+    return requested
 
 
 # ------------------------------------------------------------ argument checks

@@ -44,8 +44,30 @@ def sort_chunk(keys, values, descending: bool):
     return csk.sort_by_key(keys, values, descending=descending)
 
 
-def sort_chunk_with_indices(keys, offset: int, descending: bool):
-    """sort_chunk with the keys' global indices (offset + position) as values."""
+def check_chunk(keys, index: int, size: int, dtype) -> None:
+    """Chunk `index` is what the graph was planned for (splits count on the
+    known length, output chunks on the dtype): anything else is an error,
+    never a silently wrong result."""
+    if getattr(keys, "ndim", None) != 1 or len(keys) != size:
+        raise ValueError(f"cudasortkit.dask: input chunk {index} has shape {getattr(keys, 'shape', None)}, "
+                         f"not the ({size},) its dask array declares; fix the chunks or call "
+                         "x.compute_chunk_sizes()")
+    if keys.dtype != dtype:
+        raise TypeError(f"cudasortkit.dask: input chunk {index} has dtype {keys.dtype}, not the "
+                        f"{dtype} its dask array declares; astype() the chunks to one dtype")
+
+
+def sort_input(keys, values, index: int, size: int, dtype, descending: bool):
+    """sort_chunk of input chunk `index`, checked against its declared shape and dtype."""
+    check_chunk(keys, index, size, dtype)
+    if values is not None and len(values) != size:
+        raise ValueError(f"cudasortkit.dask: values chunk {index} has {len(values)} elements, not {size}")
+    return sort_chunk(keys, values, descending)
+
+
+def sort_input_with_indices(keys, offset: int, index: int, size: int, dtype, descending: bool):
+    """sort_input with the keys' global indices (offset + position) as values."""
+    check_chunk(keys, index, size, dtype)
     indices = array_module(keys).arange(offset, offset + len(keys), dtype=np.int64)
     return sort_chunk(keys, indices, descending)
 
@@ -73,16 +95,36 @@ def bound_positions(keys, bounds: Bounds, index: int, descending: bool) -> np.nd
 
 
 def window(chunk, index: int, brackets, descending: bool):
-    """(positions of the lower brackets, host keys between each pair of brackets)."""
+    """What sorted chunk `index` tells exact_boundaries: (lo_at, lo_step,
+    keys, boundary, pos), all host arrays, none longer than the chunk:
+    lo[j] (its elements before lower bracket j) as steps, lo[j] =
+    sum(lo_step[lo_at <= j]), and its keys between the brackets of every
+    boundary with that boundary's index and their positions."""
     keys = chunk[0]
     lo = bound_positions(keys, brackets.lower, index, descending)
     hi = bound_positions(keys, brackets.upper, index, descending)
-    return lo, [to_host(keys[a:b]) for a, b in zip(lo, hi)]
+    step = np.diff(lo, prepend=0)
+    at = np.flatnonzero(step)
+    count = hi - lo
+    boundary = np.repeat(np.arange(len(lo)), count)
+    pos = np.arange(len(boundary), dtype=np.int64) + np.repeat(lo - (np.cumsum(count) - count), count)
+    return at, step[at], to_host(keys[array_module(keys).asarray(pos)]), boundary, pos
 
 
-def piece(chunk, splits: np.ndarray, index: int, out: int):
+def split_row(keys, bounds: Bounds, index: int, descending: bool) -> np.ndarray:
+    """(Q + 1) positions: sorted chunk `index`'s part for output chunk j is
+    [row[j], row[j + 1]), from the exact boundaries."""
+    inner = bound_positions(keys, bounds, index, descending)
+    return np.concatenate([[0], inner, [len(keys)]]).astype(np.int64)
+
+
+def splits(chunk, bounds: Bounds, index: int, descending: bool) -> np.ndarray:
+    return split_row(chunk[0], bounds, index, descending)
+
+
+def piece(chunk, row: np.ndarray, out: int):
     """The part of sorted chunk `index` that goes to output chunk `out`."""
-    a, b = int(splits[index, out]), int(splits[index, out + 1])
+    a, b = int(row[out]), int(row[out + 1])
     keys, values = chunk
     return keys[a:b], None if values is None else values[a:b]
 

@@ -16,10 +16,12 @@ The splits come in two rounds, both small:
    every boundary o, `brackets` picks a lower sample whose rank is surely <= o
    and an upper one whose rank is surely >= o.
 2. Each chunk reports where the two brackets fall in it (an exact count) and
-   the keys between them (its "window"). `exact_splits` merges the windows of
-   all chunks stably and takes the first o - rank(lower) of them: their count
-   per chunk completes the split. Windows hold about 2 * total / s keys per
-   boundary, so duplicates and skew change nothing but which keys they hold.
+   the keys between them (its "window"). `exact_boundaries` merges the
+   windows of all chunks stably: the (o - rank(lower))-th of them is the
+   element of rank o, which it returns as (key, chunk, position); every chunk
+   then finds its own split by the same exact count. Windows hold about
+   2 * total / s keys per boundary, so duplicates and skew change nothing but
+   which keys they hold, and nothing of size P x Q is ever made.
 """
 from __future__ import annotations
 
@@ -79,23 +81,46 @@ def brackets(samples, sizes, targets, descending: bool) -> Brackets:
                     Bounds(keys[hi], np.where(past, END, chunk[hi]), pos[hi]))
 
 
-def exact_splits(windows, sizes, targets, descending: bool) -> np.ndarray:
-    """(P, Q + 1) int64 splits from every chunk's (lower positions, window keys).
+def exact_boundaries(windows, brackets_: Brackets, targets, descending: bool) -> Bounds:
+    """The element at each target rank o, as a bound (key, chunk, position;
+    chunk END when o is the total): every chunk then counts exactly how many
+    of its elements go before it (chunks.bound_positions), so this O(Q)
+    answer replaces a P x Q table of splits.
 
-    windows[i] = (lo, keys) with lo[j] = elements of chunk i before boundary
-    j's lower bracket and keys[j] the chunk's keys between the brackets.
+    windows[i] = (lo_at, lo_step, keys, boundary, pos) of sorted chunk i
+    (chunks.window): lo, the chunk's elements before each lower bracket, as
+    its steps (lo[j] = sum of lo_step where lo_at <= j), and the keys between
+    the brackets with the boundary each belongs to and its position.
     """
-    p = len(sizes)
-    splits = np.zeros((p, len(targets) + 2), np.int64)
-    splits[:, -1] = sizes
-    for j, target in enumerate(targets):
-        lo = np.array([w[0][j] for w in windows], np.int64)
-        parts = [w[1][j] for w in windows]
-        source = np.repeat(np.arange(p), [len(k) for k in parts])
-        order = csk.argsort(np.concatenate(parts), stable=True, descending=descending)
-        take = int(target - lo.sum())
-        if not 0 <= take <= len(order):  # the brackets' guarantee; never seen broken
-            raise RuntimeError(f"cudasortkit.dask: boundary {target} lies outside its brackets "
-                               f"({take} of {len(order)} window keys); please report this")
-        splits[:, j + 1] = lo + np.bincount(source[order[:take]], minlength=p)
-    return splits
+    q = len(targets)
+    before = np.zeros(q, np.int64)   # elements of all chunks before each lower bracket
+    for w in windows:
+        np.add.at(before, w[0], w[1])
+    before = np.cumsum(before)
+    keys = np.concatenate([w[2] for w in windows])
+    boundary = np.concatenate([w[3] for w in windows]).astype(np.int64)
+    pos = np.concatenate([w[4] for w in windows]).astype(np.int64)
+    chunk = np.repeat(np.arange(len(windows)), [len(w[2]) for w in windows])
+    # Window keys in chunk order, each chunk's by position: a stable sort by
+    # key, then a stable one by boundary, orders each boundary's window by
+    # (key, chunk, position), the sort's total order.
+    order = csk.argsort(keys, stable=True, descending=descending)
+    order = order[np.argsort(boundary[order], kind="stable")]
+    start = np.searchsorted(boundary[order], np.arange(q), side="left")
+    count = np.searchsorted(boundary[order], np.arange(q), side="right") - start
+    take = np.asarray(targets, np.int64) - before
+    broken = (take < 0) | (take > count)
+    if broken.any():  # the brackets' guarantee; never seen broken
+        j = int(np.flatnonzero(broken)[0])
+        raise RuntimeError(f"cudasortkit.dask: boundary {targets[j]} lies outside its brackets "
+                           f"({take[j]} of {count[j]} window keys); please report this")
+    # Rank o is the take-th window element, or the upper bracket itself when
+    # the window holds all take elements before it.
+    inside = take < count
+    upper = brackets_.upper
+    if not inside.any():
+        return Bounds(upper.keys, upper.chunk.astype(np.int64), upper.pos.astype(np.int64))
+    pick = order[np.minimum(start + take, len(order) - 1)]
+    return Bounds(np.where(inside, keys[pick], upper.keys),
+                  np.where(inside, chunk[pick], upper.chunk).astype(np.int64),
+                  np.where(inside, pos[pick], upper.pos).astype(np.int64))
