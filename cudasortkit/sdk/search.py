@@ -63,6 +63,10 @@ class SearchPlugin:
         """Declared relative cost of `query` (auto runs the lowest)."""
         raise NotImplementedError
 
+    def note(self, query: SearchQuery) -> str:
+        """What the estimate counts for `query`, in words (explain prints it)."""
+        return ""
+
     def run(self, job, query: SearchQuery) -> None:
         raise NotImplementedError
 
