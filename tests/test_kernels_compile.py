@@ -153,9 +153,12 @@ def _letter_cases():
     yield from _unique_search_cases(("int8", "float64"))
 
 
-#: search_tree.cu besides the tree plugin's default: the small top the GPU
-#: tests patch in (deep trees at small n) and the other fanouts it takes.
-TREE_VARIANTS = ({"block_size": 64, "top": 16}, {"fanout": 4}, {"fanout": 32, "top": 1024})
+#: search_tree.cu besides the tree plugin's default: the configs the GPU
+#: tests patch in (small tops: deep trees at small n; every fanout).
+TREE_VARIANTS = ({"block_size": 64, "fanout": 8, "top": 16},
+                 {"block_size": 128, "fanout": 4, "top": 8},
+                 {"block_size": 256, "fanout": 16, "top": 64},
+                 {"block_size": 256, "fanout": 32, "top": 64})
 
 
 def _unique_search_cases(dtypes):

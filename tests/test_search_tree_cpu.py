@@ -1,6 +1,6 @@
 """The search plugin "tree" without a GPU: kernels/search_tree.cu's level
 layout and counting emulated in NumPy (build kernel's word -> (level,
-entry) walk, the shared top's halving steps, one group a level with the
+entry) walk, the shared top's Eytzinger walk, one group a level with the
 count kept at the level's end, the clamp to n) against np.searchsorted,
 both sides, on ties, NaNs, -0.0, pads and sizes around every fanout and top
 boundary; its geometry, declarations and where auto takes it."""
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.plugins.search_tree import (FANOUT_BY_KEY_BYTES, TreeSearch, levels_words,
-                                             tree_levels)
+from cudasortkit.plugins.search_tree import TreeSearch, levels_words, tree_levels
 from cudasortkit.sdk import registry
 from cudasortkit.sdk.search import SearchPlugin, SearchQuery
 
@@ -50,6 +49,14 @@ def _build(words: np.ndarray, fanout: int, top: int, ones) -> np.ndarray:
     return np.where(last < n, words[np.minimum(last, max(n - 1, 0))], ones)
 
 
+def _top_rank(p: int, top: int) -> int:
+    """csk_tree_top_rank: the sorted entry at Eytzinger slot p of the top."""
+    if p == 0:
+        return top - 1
+    d, bits = p.bit_length() - 1, top.bit_length() - 1
+    return ((((p - (1 << d)) << 1) + 1) << (bits - 1 - d)) - 1
+
+
 def _tree_search(words, x, right, fanout, top, ones) -> np.ndarray:
     """csk_search_tree's counts for queries x (ordered words)."""
     n = len(words)
@@ -66,14 +73,14 @@ def _tree_search(words, x, right, fanout, top, ones) -> np.ndarray:
         return w <= q if right else w < q
 
     top_len = lengths[-1] if lengths else n
-    shared = np.full(top, ones, np.uint64)
-    shared[:top_len] = level[depth]
-    c = np.zeros(len(x), np.int64)
-    s = top // 2
-    while s:  # halving steps: min(count, top - 1), then one more look
-        c += s * before(shared[c + s - 1], x)
-        s //= 2
-    c += before(shared[c], x)
+    entries = np.full(top, ones, np.uint64)  # the top, pads up to TOP
+    entries[:top_len] = level[depth]
+    shared = entries[[_top_rank(p, top) for p in range(top)]]  # Eytzinger order
+    p = np.ones(len(x), np.int64)
+    for _ in range(top.bit_length() - 1):  # the walk ends at TOP + count in 0 .. TOP-2
+        p = 2 * p + before(shared[p], x)
+    c = p - top
+    c += (c == top - 1) & before(shared[0], x)
     c = np.minimum(c, top_len)
     member = np.arange(fanout)
     for k in range(depth - 1, -1, -1):
@@ -140,14 +147,26 @@ def test_tree_levels_geometry():
     assert levels_words([513, 65], 8) == 520 + 72
 
 
-def test_tree_config_per_key_width():
+def test_top_ranks_are_eytzinger_order():
+    """Slots 1 .. TOP-1 hold a complete binary search tree of entries
+    0 .. TOP-2 (node p's children 2p, 2p+1), slot 0 entry TOP-1."""
+    for top in (2, 4, 16, 4096):
+        ranks = [_top_rank(p, top) for p in range(top)]
+        assert sorted(ranks) == list(range(top)) and ranks[0] == top - 1
+
+        def inorder(p):
+            return inorder(2 * p) + [ranks[p]] + inorder(2 * p + 1) if p < top else []
+
+        assert inorder(1) == list(range(top - 1))
+
+
+def test_tree_config():
     plugin = registry.plugins(SearchPlugin.entry_point_group)["tree"]
     assert isinstance(plugin, TreeSearch)
-    for dtype, fanout in (("uint8", 16), ("bfloat16", 16), ("float32", 8), ("int64", 8)):
-        assert plugin.default_config(dtype)["fanout"] == fanout
-    assert set(FANOUT_BY_KEY_BYTES.values()) <= {4, 8, 16, 32}
-    top = plugin.config["top"]
-    assert top & (top - 1) == 0  # the kernel's halving steps need a power of two
+    config = plugin.default_config("float32")
+    assert config["fanout"] in (4, 8, 16, 32) and 32 % config["fanout"] == 0
+    assert config["top"] & (config["top"] - 1) == 0  # the Eytzinger walk's complete tree
+    assert config["block_size"] % 32 == 0
 
 
 def test_tree_serves_one_row_without_sorter():
@@ -156,7 +175,7 @@ def test_tree_serves_one_row_without_sorter():
     assert plugin.unsupported(one) is None
     assert "one row" in plugin.unsupported(SearchQuery("float32", 1000, 10, 2, False))
     assert "sorter" in plugin.unsupported(SearchQuery("float32", 1000, 10, 1, False, sorter=1))
-    huge = SearchQuery("uint8", n=(16 << 31) + 1, m=10, rows=1, right=False)
+    huge = SearchQuery("uint8", n=(8 << 31) + 1, m=10, rows=1, right=False)
     assert "at most" in plugin.unsupported(huge)
 
 

@@ -235,7 +235,7 @@ def test_searchsorted_2_24(algorithm, rng):
 
 
 # ------------------------------------------------- searchsorted "tree"
-#: Around fanouts (8, 16) and the top (4096): no level, one, two, three.
+#: Around the fanout (8) and the top (4096): no level, one, two, three, four.
 TREE_SIZES = [0, 1, 15, 16, 17, 255, 256, 257, 4095, 4096, 4097, 65537, 300007, (1 << 20) + 3]
 
 
@@ -271,15 +271,19 @@ def test_searchsorted_tree_sizes(dtype, rng):
         _check_tree(a, v, to_device(a), to_device(v))
 
 
+@pytest.mark.parametrize("config", [{"block_size": 64, "fanout": 8, "top": 16},
+                                    {"block_size": 128, "fanout": 4, "top": 8},
+                                    {"block_size": 256, "fanout": 16, "top": 64},
+                                    {"block_size": 256, "fanout": 32, "top": 64}])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint8", "bfloat16"])
-def test_searchsorted_tree_deep(dtype, rng, monkeypatch):
-    """A top of 16 entries and blocks of 64 threads (the config patched):
-    up to seven levels above a at these sizes, many blocks striding."""
+def test_searchsorted_tree_deep(dtype, config, rng, monkeypatch):
+    """Small tops and every fanout (the config patched; test_kernels_compile's
+    TREE_VARIANTS): four to eight levels above a at the largest size, many
+    blocks striding."""
     from cudasortkit.plugins.search_tree import TreeSearch, tree_levels
 
-    monkeypatch.setattr(TreeSearch, "config", {"block_size": 64, "fanout": 8, "top": 16})
-    fanout = TreeSearch().default_config(dtype)["fanout"]
-    assert len(tree_levels(300007, fanout, 16)) >= 4
+    monkeypatch.setattr(TreeSearch, "config", config)
+    assert len(tree_levels(300007, config["fanout"], config["top"])) >= 3
     for n in (15, 16, 17, 129, 4097, 65537, 300007):
         a, v = _tree_inputs(dtype, n, 30011, rng)
         _check_tree(a, v, to_device(a), to_device(v))

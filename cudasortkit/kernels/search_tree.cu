@@ -14,10 +14,11 @@
 // gives c_{k+1} = floor(c_k / F), so
 //     c_k = F c_{k+1} + #{l < F : L_k[F c_{k+1} + l] before x}:
 // one group of F contiguous entries read per level. The top level (at most
-// TOP entries; a itself when n <= TOP) is copied to shared memory by every
-// block, pads after it up to TOP, and binary searched there. A pad is
-// before x only when x is ALL_ONES (a NaN) and side is right, and then so
-// is every key: c runs past n, and the answer min(c, n) is n.
+// TOP entries; a itself when n <= TOP), pads after it up to TOP, is copied
+// to shared memory by every block in Eytzinger order (csk_tree_top_rank)
+// and searched there. A pad is before x only when x is ALL_ONES (a NaN)
+// and side is right, and then so is every key: c runs past n, and the
+// answer min(c, n) is n.
 //
 // The levels buffer (csk_search_tree_build writes it) holds L_1 .. L_depth,
 // level k at word offset sum_{j<k} roundup(len_j, F), so that every group of
@@ -89,18 +90,33 @@ csk_search_tree_build(const csk_bits_t* __restrict__ a, long long n,
     }
 }
 
+// The shared top in Eytzinger (breadth-first) order of a complete binary
+// tree over sorted entries 0 .. TOP-2: node p (1 .. TOP-1; children 2p and
+// 2p+1) at depth d = floor(log2 p) holds the entry of in-order rank
+// (2 (p - 2^d) + 1) 2^(H-1-d) - 1, H = log2(TOP); slot 0 holds entry TOP-1.
+// A search walks p = 2p + [node before x] for H steps, ending at TOP + the
+// count among entries 0 .. TOP-2. Depth d's nodes are 2^d words in a row,
+// so a warp's first five steps read one 32-word stretch (no bank conflict)
+// where a halving search over sorted words would keep hitting one bank.
+__device__ __forceinline__ int csk_tree_top_rank(int p, int top_bits)
+{
+    if (p == 0) return TOP - 1;
+    const int d = 31 - __clz(p);
+    return ((((p - (1 << d)) << 1) + 1) << (top_bits - 1 - d)) - 1;
+}
+
 // One level k >= 1 down for the FANOUT queries of this lane's group: every
 // lane of the group holds all their words xs and counts cs (the same in
 // each lane), reads entry `member` of each query's group (FANOUT
-// independent loads in flight), and the group's ballot counts the entries
-// before the query. A count past the level's end (everything before x) is
-// kept at len: its groups below are all pads, so it stays past their end.
-// Counts of levels k >= 1 fit 32 bits: len_1 < 2^32 - 2 FANOUT (the plugin
-// checks n).
+// independent loads in flight), and the group's ballot (its bits: `group`)
+// counts the entries before the query. A count past the level's end
+// (everything before x) is kept at len: its groups below are all pads, so
+// it stays past their end. Counts of levels k >= 1 fit 32 bits: len_1 <
+// 2^32 - 2 FANOUT (the plugin checks n).
+template <bool RIGHT>
 __device__ __forceinline__ void csk_tree_level(const csk_bits_t* __restrict__ level,
                                                unsigned len, const csk_bits_t (&xs)[FANOUT],
-                                               unsigned (&cs)[FANOUT], int right, int member,
-                                               int leader)
+                                               unsigned (&cs)[FANOUT], int member, unsigned group)
 {
     csk_bits_t w[FANOUT];
 #pragma unroll
@@ -110,18 +126,19 @@ __device__ __forceinline__ void csk_tree_level(const csk_bits_t* __restrict__ le
     }
 #pragma unroll
     for (int j = 0; j < FANOUT; ++j) {
-        const unsigned votes = __ballot_sync(CSK_TREE_FULL, csk_before(w[j], xs[j], right));
-        const unsigned c = (cs[j] << CSK_TREE_SHIFT) + __popc((votes >> leader) & CSK_TREE_GROUP_MASK);
+        const unsigned votes = __ballot_sync(CSK_TREE_FULL, csk_before(w[j], xs[j], RIGHT));
+        const unsigned c = (cs[j] << CSK_TREE_SHIFT) + __popc(votes & group);
         cs[j] = c < len ? c : len;
     }
 }
 
 // The last step, in a itself (read as ordered words, indices >= n as pads):
 // the count of this lane's own query (64 bits).
+template <bool RIGHT>
 __device__ __forceinline__ long long csk_tree_leaf(const csk_bits_t* __restrict__ a, long long n,
                                                    const csk_bits_t (&xs)[FANOUT],
-                                                   const unsigned (&cs)[FANOUT], int right,
-                                                   int member, int leader)
+                                                   const unsigned (&cs)[FANOUT], int member,
+                                                   unsigned group)
 {
     csk_bits_t w[FANOUT];
 #pragma unroll
@@ -132,17 +149,55 @@ __device__ __forceinline__ long long csk_tree_leaf(const csk_bits_t* __restrict_
     long long mine = 0;
 #pragma unroll
     for (int j = 0; j < FANOUT; ++j) {
-        const unsigned votes = __ballot_sync(CSK_TREE_FULL, csk_before(w[j], xs[j], right));
-        if (j == member)
-            mine = ((long long)cs[j] << CSK_TREE_SHIFT) +
-                   __popc((votes >> leader) & CSK_TREE_GROUP_MASK);
+        const unsigned votes = __ballot_sync(CSK_TREE_FULL, csk_before(w[j], xs[j], RIGHT));
+        if (j == member) mine = ((long long)cs[j] << CSK_TREE_SHIFT) + __popc(votes & group);
     }
     return mine;
 }
 
-// Grid-stride over warps: each warp takes 32 queries at a time, one a lane;
-// the whole warp runs every step (ballots and shuffles need all lanes), lanes
-// past m search a 0 and write nothing.
+// Every query of the grid-stride loop, for one side. Each warp takes 32
+// queries at a time, one a lane; the whole warp runs every step (ballots
+// and shuffles need all lanes), lanes past m search a 0 and write nothing.
+template <bool RIGHT>
+__device__ __forceinline__ void csk_tree_queries(const csk_bits_t* __restrict__ a, long long n,
+                                                 const csk_bits_t* __restrict__ levels,
+                                                 int depth, const csk_bits_t* __restrict__ v,
+                                                 long long m, long long* __restrict__ out,
+                                                 const csk_bits_t* top, int top_len,
+                                                 const long long* level_len,
+                                                 const long long* level_at)
+{
+    const int lane = threadIdx.x & 31, member = lane & (FANOUT - 1), leader = lane - member;
+    const unsigned group = CSK_TREE_GROUP_MASK << leader;
+    const long long stride = (long long)gridDim.x * BLOCK_SIZE;
+    for (long long base = (long long)blockIdx.x * BLOCK_SIZE + (threadIdx.x - lane); base < m;
+         base += stride) {
+        const long long q = base + lane;
+        const csk_bits_t x = q < m ? csk_to_ordered(v[q]) : (csk_bits_t)0;
+        unsigned p = 1;  // the Eytzinger walk, then the count in the top
+#pragma unroll
+        for (int s = TOP / 2; s > 0; s >>= 1) p = 2 * p + csk_before(top[p], x, RIGHT);
+        int c_top = (int)p - TOP;
+        if (c_top == TOP - 1) c_top += csk_before(top[0], x, RIGHT);
+        c_top = c_top < top_len ? c_top : top_len;
+        long long c = c_top;
+        if (depth > 0) {
+            csk_bits_t xs[FANOUT];
+            unsigned cs[FANOUT];
+#pragma unroll
+            for (int j = 0; j < FANOUT; ++j) {
+                xs[j] = csk_tree_shfl(x, leader + j);
+                cs[j] = __shfl_sync(CSK_TREE_FULL, (unsigned)c_top, leader + j);
+            }
+            for (int k = depth - 1; k >= 1; --k)
+                csk_tree_level<RIGHT>(levels + level_at[k], (unsigned)level_len[k], xs, cs,
+                                      member, group);
+            c = csk_tree_leaf<RIGHT>(a, n, xs, cs, member, group);
+        }
+        if (q < m) out[q] = c < n ? c : n;
+    }
+}
+
 // (Min blocks 1: no register cap below what the block needs; ptxas's own
 // cap for 512 threads spills the per-group arrays.)
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, 1)
@@ -166,39 +221,15 @@ csk_search_tree(const csk_bits_t* __restrict__ a, long long n,
     }
     __syncthreads();
     const int top_len = (int)level_len[depth];  // <= TOP; pads fill the rest
-    for (int i = threadIdx.x; i < TOP; i += BLOCK_SIZE)
-        top[i] = i >= top_len ? CSK_ALL_ONES
-                              : depth ? levels[level_at[depth] + i] : csk_to_ordered(a[i]);
-    __syncthreads();
-
-    const int lane = threadIdx.x & 31, member = lane & (FANOUT - 1), leader = lane - member;
-    const long long warp_stride = (long long)gridDim.x * BLOCK_SIZE;
-    for (long long base = (long long)blockIdx.x * BLOCK_SIZE + (threadIdx.x - lane); base < m;
-         base += warp_stride) {
-        const long long q = base + lane;
-        const csk_bits_t x = q < m ? csk_to_ordered(v[q]) : (csk_bits_t)0;
-        // #{top entries before x}: halving steps find min(that, TOP - 1),
-        // one more look the count (pads count only for a NaN, side right).
-        int c_top = 0;
-#pragma unroll
-        for (int s = TOP / 2; s > 0; s >>= 1)
-            if (csk_before(top[c_top + s - 1], x, right)) c_top += s;
-        c_top += csk_before(top[c_top], x, right);
-        c_top = c_top < top_len ? c_top : top_len;
-        long long c = c_top;
-        if (depth > 0) {
-            csk_bits_t xs[FANOUT];
-            unsigned cs[FANOUT];
-#pragma unroll
-            for (int j = 0; j < FANOUT; ++j) {
-                xs[j] = csk_tree_shfl(x, leader + j);
-                cs[j] = __shfl_sync(CSK_TREE_FULL, (unsigned)c_top, leader + j);
-            }
-            for (int k = depth - 1; k >= 1; --k)
-                csk_tree_level(levels + level_at[k], (unsigned)level_len[k], xs, cs, right, member,
-                               leader);
-            c = csk_tree_leaf(a, n, xs, cs, right, member, leader);
-        }
-        if (q < m) out[q] = c < n ? c : n;
+    const int top_bits = 31 - __clz(TOP);
+    for (int p = threadIdx.x; p < TOP; p += BLOCK_SIZE) {
+        const int r = csk_tree_top_rank(p, top_bits);
+        top[p] = r >= top_len ? CSK_ALL_ONES
+                              : depth ? levels[level_at[depth] + r] : csk_to_ordered(a[r]);
     }
+    __syncthreads();
+    if (right)
+        csk_tree_queries<true>(a, n, levels, depth, v, m, out, top, top_len, level_len, level_at);
+    else
+        csk_tree_queries<false>(a, n, levels, depth, v, m, out, top, top_len, level_len, level_at);
 }

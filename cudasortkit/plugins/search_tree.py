@@ -9,18 +9,12 @@ of 2M, 256K, 32K and 4K entries, four dependent global reads of one 32-byte
 sector a query, where "binary" makes about fourteen."""
 from __future__ import annotations
 
-from ..dtypes import itemsize
 from ..sdk.search import SearchPlugin, SearchQuery
 
-#: Keys a group (the fanout) by key width: one 32-byte sector for 2- and
-#: 4-byte keys; two for 8-byte keys (a fanout of 4 would add levels); half
-#: of one for 1-byte keys (32 lanes a group would hold 32 queries' words and
-#: counts in every lane's registers).
-FANOUT_BY_KEY_BYTES = {1: 16, 2: 16, 4: 8, 8: 8}
 #: Levels above a the kernel has room for (CSK_TREE_MAX_DEPTH).
 MAX_DEPTH = 32
 #: The blocks a full device runs at once, for the estimate's top copies (an
-#: H100's 132 SMs x 4 blocks of 512 threads).
+#: H100's 132 SMs x 4 blocks of 256 threads).
 DEVICE_BLOCKS = 528
 
 
@@ -44,22 +38,24 @@ class TreeSearch(SearchPlugin):
     name = "tree"
     summary = "one row: a static search tree, its top in shared memory, one sector a level"
     templates = ("search_tree.cu",)
-    config = {"block_size": 512, "fanout": 8, "top": 4096}
-
-    def default_config(self, dtype=None, value_bytes: int = 0) -> dict:
-        config = dict(self.config)
-        if dtype is not None:
-            config["fanout"] = FANOUT_BY_KEY_BYTES[itemsize(dtype)]
-        return config
+    #: fanout 8: a group of 1-, 2- and 4-byte keys lies in one 32-byte
+    #: sector (8-byte keys: two; a fanout of 4 would add levels); 16 lanes a
+    #: group would hold twice the registers (the compiled kernel with 8 keeps
+    #: 3-4 blocks of 256 threads an SM, with 16 one or two) for one level
+    #: less at 2^24 keys.
+    config = {"block_size": 256, "fanout": 8, "top": 4096}
 
     def unsupported(self, query: SearchQuery) -> str | None:
         if query.rows != 1:
             return "searches one row (batched a goes to binary)"
         if query.sorter:
             return "searches a without sorter"
-        most = self.default_config(query.dtype)["fanout"] << 31
+        config = self.default_config(query.dtype)
+        most = config["fanout"] << 31
         if query.n > most:  # the kernel counts in levels 1.. in 32 bits
             return f"searches at most {most:,} keys of {query.dtype}"
+        if len(tree_levels(query.n, config["fanout"], config["top"])) > MAX_DEPTH:
+            return f"builds at most {MAX_DEPTH} levels (top {config['top']})"
         return None
 
     def estimate(self, query: SearchQuery) -> float:
@@ -87,10 +83,7 @@ class TreeSearch(SearchPlugin):
     def run(self, job, query: SearchQuery) -> None:
         config = job.config
         block, fanout = config["block_size"], config["fanout"]
-        lengths = tree_levels(query.n, fanout, config["top"])
-        if len(lengths) > MAX_DEPTH:
-            raise ValueError(f"tree: {query.n:,} keys need {len(lengths)} levels, more than "
-                             f"{MAX_DEPTH}; raise top")
+        lengths = tree_levels(query.n, fanout, config["top"])  # at most MAX_DEPTH: unsupported()
         levels = 0
         if lengths:
             words = levels_words(lengths, fanout)
