@@ -60,7 +60,8 @@ class SearchPlugin:
         return None
 
     def estimate(self, query: SearchQuery) -> float:
-        """Declared relative cost of `query` (auto runs the lowest)."""
+        """Declared cost of `query` (auto runs the lowest), counted in
+        dependent global loads of one query, so that plugins compare."""
         raise NotImplementedError
 
     def note(self, query: SearchQuery) -> str:
