@@ -153,9 +153,18 @@ def _letter_cases():
     yield from _unique_search_cases(("int8", "float64"))
 
 
+#: search_tree.cu besides the tree plugin's default: the configs the GPU
+#: tests patch in (small tops: deep trees at small n; every fanout).
+TREE_VARIANTS = ({"block_size": 64, "fanout": 8, "top": 16},
+                 {"block_size": 128, "fanout": 4, "top": 8},
+                 {"block_size": 256, "fanout": 16, "top": 64},
+                 {"block_size": 256, "fanout": 32, "top": 64})
+
+
 def _unique_search_cases(dtypes):
     """(label, template, dtype, 0, config) of unique.cu (both count widths)
-    and of search.cu at every search plugin's config, for `dtypes`."""
+    and of every search plugin's templates (search.cu, search_tree.cu) at
+    its config, the tree's TREE_VARIANTS too, for `dtypes`."""
     from cudasortkit.calls.unique import UNIQUE_CONFIG
     from cudasortkit.sdk.search import SearchPlugin
 
@@ -169,11 +178,23 @@ def _unique_search_cases(dtypes):
                 yield (f"search {name} {template}",
                        KernelTemplate(template, plugin.template_package), dtype, 0,
                        plugin.default_config(dtype))
+                for variant in TREE_VARIANTS if name == "tree" else ():
+                    yield (f"search {name} {template} {variant}",
+                           KernelTemplate(template, plugin.template_package), dtype, 0,
+                           {**plugin.default_config(dtype), **variant})
+
+
+def test_search_cases_cover_every_search_template():
+    """The compile and argument-letter checks see search.cu (binary, merge)
+    and search_tree.cu (tree) at every key dtype."""
+    labels = {c[0] for c in _unique_search_cases(("int8", "float64"))}
+    assert {"search binary search.cu", "search merge search.cu",
+            "search tree search_tree.cu"} <= labels
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_unique_search_kernels_compile():
-    """unique.cu and the search plugins' search.cu compile for sm_90 at every
+    """unique.cu and the search plugins' templates compile for sm_90 at every
     key dtype (and bool's uint8); unique.cu holds the four kernels
     calls/unique.py launches, at both count widths."""
     cases = list(_unique_search_cases(KEY_DTYPES_ALL))

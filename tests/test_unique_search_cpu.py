@@ -199,8 +199,8 @@ def test_searchsorted_torch_cpu():
 # ------------------------------------------------- search plugins and auto
 def test_search_plugins_are_registered():
     entries = registry.entries(SearchPlugin.entry_point_group)
-    assert {"binary", "merge"} <= set(entries)
-    assert all(entries[n].ok for n in ("binary", "merge")), entries
+    assert {"binary", "merge", "tree"} <= set(entries)
+    assert all(entries[n].ok for n in ("binary", "merge", "tree")), entries
 
 
 def test_search_plugin_declarations_checked():
@@ -217,14 +217,20 @@ def test_search_plugin_declarations_checked():
 
 def test_explain_searchsorted_declared_choice():
     long_v = csk.explain_searchsorted(np.zeros(1 << 24, np.float32), np.zeros(1 << 24, np.float32))
-    assert long_v.plugin == "merge" and "estimate" in str(long_v)
+    assert long_v.plugin == "tree" and "estimate" in str(long_v)
+    # merge (measured 2.2x binary there) is declared dearer than binary
+    assert long_v.estimates["merge"] > long_v.estimates["binary"] > long_v.estimates["tree"]
+    text = str(long_v)
+    assert "4 global reads a query (fanout 8) after a 4,096-entry top in shared memory" in text
+    assert "about 14 dependent global loads a query" in text
     short_v = csk.explain_searchsorted(np.zeros(1 << 24, np.float32), np.zeros(100, np.float32))
-    assert short_v.plugin == "binary"
+    assert short_v.plugin == "binary"  # building the tree reads every 8th key of a
     batched = csk.explain_searchsorted(np.zeros((4, 1 << 20)), np.zeros((4, 1 << 20)))
-    assert batched.plugin == "binary" and "merge" in batched.skipped
+    assert batched.plugin == "binary" and {"merge", "tree"} <= set(batched.skipped)
+    assert "searches one row" in str(batched)
     with_sorter = csk.explain_searchsorted(np.zeros(1 << 20), np.zeros(1 << 20),
                                            sorter=np.arange(1 << 20))
-    assert with_sorter.plugin == "binary"
+    assert with_sorter.plugin == "binary" and "without sorter" in with_sorter.skipped["tree"]
     named = csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="merge")
     assert named.plugin == "merge"
     with pytest.raises(ValueError, match="no search plugin named 'nope'"):
@@ -234,6 +240,13 @@ def test_explain_searchsorted_declared_choice():
 
 
 # ------------------------------------------ launches match kernel prototypes
+class _Kernel(tuple):
+    """(template, name), with what a plugin asks of a prepared kernel."""
+
+    def resident_blocks(self, limits, block_size, dynamic_shared=0):
+        return limits.resident_blocks(block_size, 64, 16 * 1024 + dynamic_shared)
+
+
 class _RecordingJob:
     """What a search plugin's run() uses of a Job, recording launches."""
 
@@ -242,10 +255,16 @@ class _RecordingJob:
 
         self.config = plugin.default_config("float32")
         self.limits = DeviceLimits.sm90()
+        self.key_bytes = 4
         self.launches = []
+        self.allocated = []
 
     def kernel(self, template, name):
-        return template, name
+        return _Kernel((template, name))
+
+    def alloc(self, nbytes):
+        self.allocated.append(nbytes)
+        return 0x100000 * len(self.allocated)
 
     def blocks(self, items, per_block):
         return -(-int(items) // int(per_block))
@@ -254,24 +273,26 @@ class _RecordingJob:
         self.launches.append((kernel, grid, block, args))
 
 
-@pytest.mark.parametrize("name", ["binary", "merge"])
-def test_search_plugins_launch_with_their_kernels_arguments(name):
+@pytest.mark.parametrize("name, n, launches", [("binary", 1000, 1), ("merge", 1000, 1),
+                                               ("tree", 1000, 1), ("tree", 100000, 2)])
+def test_search_plugins_launch_with_their_kernels_arguments(name, n, launches):
     """run() passes as many arguments as its kernel's prototype declares
-    (what Job.launch checks on the GPU), with a grid that covers the work."""
+    (what Job.launch checks on the GPU), with a grid that covers the work
+    (tree: a build launch first when a has more keys than its top)."""
     from cudasortkit.build.template import KernelTemplate
     from cudasortkit.sdk.search import SearchQuery
 
     plugin = registry.plugins(SearchPlugin.entry_point_group)[name]
     job = _RecordingJob(plugin)
-    query = SearchQuery("float32", n=1000, m=300, rows=1, right=True, a=0x1000, v=0x2000,
+    query = SearchQuery("float32", n=n, m=300, rows=1, right=True, a=0x1000, v=0x2000,
                         out=0x3000, query_order=0x4000)
     plugin.run(job, query)
-    assert len(job.launches) == 1
-    (template, kernel), grid, block, args = job.launches[0]
-    letters = KernelTemplate(template, plugin.template_package).signature(
-        kernel, "float32", 0, job.config)
-    assert len(args) == len(letters)
-    assert grid >= 1 and block == job.config["block_size"]
+    assert len(job.launches) == launches
+    for (template, kernel), grid, block, args in job.launches:
+        letters = KernelTemplate(template, plugin.template_package).signature(
+            kernel, "float32", 0, job.config)
+        assert len(args) == len(letters)
+        assert grid >= 1 and block == job.config["block_size"]
 
 
 def test_unique_kernels_prototypes():

@@ -7,7 +7,9 @@ unique: values equal as values and bit for bit the first occurrence's
 first indices, inverse (the input's shape) and counts exactly NumPy's.
 bfloat16 is compared against float32's np.unique (NumPy does not see
 ml_dtypes' bfloat16 NaNs as NaN). searchsorted: exactly np.searchsorted,
-both sides, both plugins, with and without sorter, batched rows.
+both sides, every plugin, with and without sorter, batched rows; the tree
+plugin at sizes around its fanout and top boundaries, with a tiny top
+(deep trees), from CuPy and PyTorch arrays.
 
 Quick tier (-m gpu): every key dtype on the "special" distribution at a
 few sizes, the other distributions for two dtypes, edge cases. Slow tier:
@@ -209,7 +211,7 @@ def _numpy_search(a, v, side, sorter=None):
     return np.searchsorted(a, v, side, sorter)
 
 
-@pytest.mark.parametrize("algorithm", ["binary", "merge"])
+@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree"])
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("dtype", KEY_DTYPES)
 @pytest.mark.parametrize("n, m", [(0, 5), (1, 7), (5000, 1), (4099, 65537), (100003, 3001)])
@@ -224,7 +226,7 @@ def test_searchsorted_every_dtype(n, m, dtype, side, algorithm, rng):
 def test_searchsorted_distributions(dist, rng):
     a = _sorted_keys(dist, "float32", 70001, rng)
     v = make_keys(dist, "float32", 30011, rng)
-    for algorithm in ("binary", "merge"):
+    for algorithm in ("binary", "merge", "tree"):
         for side in ("left", "right"):
             got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
             assert np.array_equal(got, _numpy_search(a, v, side)), (algorithm, side)
@@ -233,7 +235,7 @@ def test_searchsorted_distributions(dist, rng):
 def test_searchsorted_auto(rng):
     cupy = pytest.importorskip("cupy")
     a = np.sort(make_keys("uniform", "float32", 1 << 22, rng))
-    for m, plugin in ((10, "binary"), (1 << 21, "merge")):
+    for m, plugin in ((10, "binary"), (1 << 21, "tree")):
         v = make_keys("special", "float32", m, rng)
         assert csk.explain_searchsorted(a, v).plugin == plugin
         got = csk.searchsorted(cupy.asarray(a), cupy.asarray(v))
@@ -281,9 +283,92 @@ def test_searchsorted_non_contiguous(rng):
 
 
 @slow
-@pytest.mark.parametrize("algorithm", ["binary", "merge"])
+@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree"])
 def test_searchsorted_2_24(algorithm, rng):
     a = np.sort(make_keys("uniform", "float32", 1 << 24, rng))
     v = make_keys("uniform", "float32", 1 << 24, rng)
     got = to_numpy(csk.searchsorted(to_device(a), to_device(v), algorithm=algorithm))
     assert np.array_equal(got, np.searchsorted(a, v))
+
+
+# ------------------------------------------------- searchsorted "tree"
+#: Around the fanout (8) and the top (4096): no level, one, two, three, four.
+TREE_SIZES = [0, 1, 15, 16, 17, 255, 256, 257, 4095, 4096, 4097, 65537, 300007, (1 << 20) + 3]
+
+
+def _tree_inputs(dtype, n, m, rng):
+    """Sorted keys (the special distribution: NaNs, zeros of both signs,
+    infinities, extremes; bool: both values) and queries: as many special
+    keys again plus m of a's own keys (ties)."""
+    if dtype == "bool":
+        a = np.sort(rng.random(n) < 0.5)
+        v = rng.random(2 * m) < 0.5
+        return a, v
+    a = _sorted_keys("special", dtype, n, rng)
+    v = make_keys("special", dtype, m, rng)
+    return a, (np.concatenate([v, a[rng.integers(0, n, m)]]) if n else v)
+
+
+def _check_tree(a, v, device_a, device_v):
+    for side in ("left", "right"):
+        got = to_numpy(csk.searchsorted(device_a, device_v, side, algorithm="tree"))
+        assert got.dtype == np.int64 and got.shape == v.shape
+        expected = _numpy_search(a, v, side)
+        bad = np.flatnonzero(got != expected)
+        assert not len(bad), (f"n={len(a)} side={side}: {len(bad)} wrong, first at query "
+                              f"{bad[0]}: {v[bad[0]]!r} -> {got[bad[0]]}, NumPy {expected[bad[0]]}")
+
+
+@pytest.mark.parametrize("dtype", [*KEY_DTYPES, "bool"])
+def test_searchsorted_tree_sizes(dtype, rng):
+    """Every key dtype, both sides, at sizes around every level boundary;
+    the largest also with more queries than the grid has threads."""
+    for n in TREE_SIZES:
+        a, v = _tree_inputs(dtype, n, 200003 if n > 1 << 20 else 3001, rng)
+        _check_tree(a, v, to_device(a), to_device(v))
+
+
+@pytest.mark.parametrize("config", [{"block_size": 64, "fanout": 8, "top": 16},
+                                    {"block_size": 128, "fanout": 4, "top": 8},
+                                    {"block_size": 256, "fanout": 16, "top": 64},
+                                    {"block_size": 256, "fanout": 32, "top": 64}])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint8", "bfloat16"])
+def test_searchsorted_tree_deep(dtype, config, rng, monkeypatch):
+    """Small tops and every fanout (the config patched; test_kernels_compile's
+    TREE_VARIANTS): four to eight levels above a at the largest size, many
+    blocks striding."""
+    from cudasortkit.plugins.search_tree import TreeSearch, tree_levels
+
+    monkeypatch.setattr(TreeSearch, "config", config)
+    assert len(tree_levels(300007, config["fanout"], config["top"])) >= 3
+    for n in (15, 16, 17, 129, 4097, 65537, 300007):
+        a, v = _tree_inputs(dtype, n, 30011, rng)
+        _check_tree(a, v, to_device(a), to_device(v))
+
+
+def test_searchsorted_tree_nan_right_and_misaligned_keys(rng):
+    """NaN queries, side right, past every pad; a starting 1 key past an
+    aligned address (the groups of a then straddle sectors), and strided."""
+    cupy = pytest.importorskip("cupy")
+    a = np.sort(make_keys("special", "float32", 70001, rng))
+    v = np.concatenate([np.full(100, np.nan, np.float32), make_keys("special", "float32", 5000,
+                                                                     rng)])
+    da = cupy.asarray(a)
+    _check_tree(a, v, da, cupy.asarray(v))
+    _check_tree(a[1:], v, da[1:], cupy.asarray(v))
+    _check_tree(a[::3], v, da[::3], cupy.asarray(v))
+    nan_keys = np.full(5003, np.nan, np.float32)
+    _check_tree(nan_keys, v, cupy.asarray(nan_keys), cupy.asarray(v))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bfloat16"])
+def test_searchsorted_tree_torch(dtype, rng):
+    torch = pytest.importorskip("torch")
+    a, v = _tree_inputs(dtype, 100003, 7001, rng)
+    da, dv = to_device(a), to_device(v)
+    if not isinstance(da, torch.Tensor):
+        da, dv = torch.as_tensor(a).cuda(), torch.as_tensor(v).cuda()
+    got = csk.searchsorted(da, dv, "right", algorithm="tree")
+    assert isinstance(got, torch.Tensor) and got.is_cuda and got.dtype == torch.int64
+    _check_tree(a, v, da, dv)
+    assert csk.explain_searchsorted(da, dv).plugin == "tree"

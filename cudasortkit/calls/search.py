@@ -46,6 +46,8 @@ class SearchDecision:
     estimates: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
     asked: str = "auto"
+    #: Each estimated plugin's words for what its estimate counts.
+    notes: dict = field(default_factory=dict)
 
     def __str__(self):
         q = self.query
@@ -54,9 +56,11 @@ class SearchDecision:
         if self.asked != "auto":
             lines.append(f"  named by algorithm={self.asked!r}")
         else:
-            lines.append("  auto: the lowest declared estimate among the plugins that serve it")
+            lines.append("  auto: the lowest declared estimate among the plugins that serve it "
+                         "(units: one dependent global load of one query)")
         for name, cost in sorted(self.estimates.items(), key=lambda x: x[1]):
-            lines.append(f"  {name}: estimate {cost:,.0f}")
+            note = self.notes.get(name)
+            lines.append(f"  {name}: estimate {cost:,.0f}" + (f" ({note})" if note else ""))
         for name, why in sorted(self.skipped.items()):
             lines.append(f"  {name}: not used, {why}")
         return "\n".join(lines)
@@ -186,6 +190,7 @@ def _choose(query: SearchQuery, algorithm: str) -> SearchDecision:
             decision.skipped[name] = why
             continue
         decision.estimates[name] = float(registry.call(plugin, "estimate", query))
+        decision.notes[name] = str(registry.call(plugin, "note", query))
     if not decision.estimates:
         reasons = "; ".join(f"{k}: {w}" for k, w in sorted(decision.skipped.items()))
         raise ValueError(f"no search plugin serves this call ({reasons or 'none installed'})")

@@ -1,5 +1,6 @@
 // searchsorted on the device (cudasortkit/calls/search.py drives it; the
-// plugins "binary" and "merge", cudasortkit/plugins/search_*.py, launch it).
+// plugins "binary" and "merge", cudasortkit/plugins/search_*.py, launch it;
+// "tree" has its own search_tree.cu).
 //
 // `rows` independent searches: row r searches its m queries v[r*m .. r*m+m)
 // in its n sorted keys a[r*n .. r*n+n) (with `sorter`, the row's sorted
@@ -11,14 +12,7 @@
 // Tunables: BLOCK_SIZE; SAMPLES (binary: keys of a one-row search cached in
 // shared memory, 0 for none); ITEMS_PER_THREAD (merge: merge-path steps per
 // thread).
-#include "keys.cuh"
-
-// Whether key word k comes before query word x in the merged order: the
-// predicate whose count over a is the answer.
-__device__ __forceinline__ bool csk_before(csk_bits_t k, csk_bits_t x, int right)
-{
-    return right ? k <= x : k < x;
-}
+#include "search.cuh"  // csk_before
 
 __device__ __forceinline__ csk_bits_t csk_search_key(const csk_bits_t* __restrict__ a,
                                                       const long long* __restrict__ sorter,

@@ -17,13 +17,19 @@ class BinarySearch(SearchPlugin):
     templates = ("search.cu",)
     config = {"block_size": 256, "samples": 1024, "items_per_thread": 1}
 
-    def estimate(self, query: SearchQuery) -> float:
+    def _levels(self, query: SearchQuery) -> float:
         # Every query pays one dependent global load per halving of its
         # range; the shared samples take log2(SAMPLES) of them off one row.
         levels = math.log2(query.n + 1)
         if query.rows == 1 and query.n >= 2 * self.config["samples"]:
             levels = max(1.0, levels - math.log2(self.config["samples"]))
-        return query.rows * query.m * (levels + 1)
+        return levels
+
+    def estimate(self, query: SearchQuery) -> float:
+        return query.rows * query.m * (self._levels(query) + 1)
+
+    def note(self, query: SearchQuery) -> str:
+        return f"about {self._levels(query):.0f} dependent global loads a query"
 
     def run(self, job, query: SearchQuery) -> None:
         kernel = job.kernel("search.cu", "csk_search_binary")

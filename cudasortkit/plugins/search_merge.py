@@ -1,14 +1,22 @@
-"""searchsorted "merge": for long query arrays, the queries sorted first
-(calls/search.py's argsort), then one merge-path pass of a and the sorted
-queries, scattering every answer to its query's place (kernels/search.cu's
-csk_search_merge). One row without sorter only."""
+"""searchsorted "merge": the queries sorted first (calls/search.py's
+argsort), then one merge-path pass of a and the sorted queries, scattering
+every answer to its query's place (kernels/search.cu's csk_search_merge).
+One row without sorter only; measured slower than binary and tree (see
+the costs below), so it runs when named."""
 from __future__ import annotations
 
 from ..sdk.search import SearchPlugin, SearchQuery
 
-#: What the query argsort costs per query, in the units of the merge pass
-#: (one key or query read): a declared guess until the tuner measures it.
+#: Costs in the estimates' unit (one dependent global load of one query,
+#: what binary's estimate counts), from an H200 at 2^24 float32 queries into
+#: 2^24 keys: binary 1.78 ms for an estimate of 15 a query (so ~7 ps a
+#: unit); merge 3.9 ms, its argsort of the queries ~0.7 ms (~6 units a
+#: query) and its merge pass 3.2 ms over 2^25 keys and queries (~13 units
+#: an item: a diagonal search a thread, queries read through their order).
+#: So merge is declared slower than binary (and tree) wherever those serve:
+#: it runs when named.
 SORT_COST_PER_QUERY = 6.0
+MERGE_COST_PER_ITEM = 13.0
 
 
 class MergeSearch(SearchPlugin):
@@ -26,7 +34,10 @@ class MergeSearch(SearchPlugin):
         return None
 
     def estimate(self, query: SearchQuery) -> float:
-        return query.m * (SORT_COST_PER_QUERY + 1) + query.n
+        return query.m * SORT_COST_PER_QUERY + (query.n + query.m) * MERGE_COST_PER_ITEM
+
+    def note(self, query: SearchQuery) -> str:
+        return "an argsort of the queries, then a merge pass over keys and queries"
 
     def run(self, job, query: SearchQuery) -> None:
         kernel = job.kernel("search.cu", "csk_search_merge")

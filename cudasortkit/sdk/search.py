@@ -60,8 +60,13 @@ class SearchPlugin:
         return None
 
     def estimate(self, query: SearchQuery) -> float:
-        """Declared relative cost of `query` (auto runs the lowest)."""
+        """Declared cost of `query` (auto runs the lowest), counted in
+        dependent global loads of one query, so that plugins compare."""
         raise NotImplementedError
+
+    def note(self, query: SearchQuery) -> str:
+        """What the estimate counts for `query`, in words (explain prints it)."""
+        return ""
 
     def run(self, job, query: SearchQuery) -> None:
         raise NotImplementedError
