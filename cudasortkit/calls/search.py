@@ -31,6 +31,7 @@ from ..gpu.arrays import Operand, Result, library_of
 from ..sdk import registry
 from ..sdk.plugin import RUN_ERRORS
 from ..sdk.search import SearchPlugin, SearchQuery
+from ..tuning.kinds import SEARCH
 from .axes import Rows
 
 GROUP = SearchPlugin.entry_point_group
@@ -46,6 +47,7 @@ class SearchDecision:
     estimates: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
     asked: str = "auto"
+    reason: str = "the lowest declared estimate among the plugins that serve it"
 
     def __str__(self):
         q = self.query
@@ -54,7 +56,7 @@ class SearchDecision:
         if self.asked != "auto":
             lines.append(f"  named by algorithm={self.asked!r}")
         else:
-            lines.append("  auto: the lowest declared estimate among the plugins that serve it")
+            lines.append(f"  auto: {self.reason}")
         for name, cost in sorted(self.estimates.items(), key=lambda x: x[1]):
             lines.append(f"  {name}: estimate {cost:,.0f}")
         for name, why in sorted(self.skipped.items()):
@@ -190,6 +192,10 @@ def _choose(query: SearchQuery, algorithm: str) -> SearchDecision:
         reasons = "; ".join(f"{k}: {w}" for k, w in sorted(decision.skipped.items()))
         raise ValueError(f"no search plugin serves this call ({reasons or 'none installed'})")
     decision.plugin = min(decision.estimates, key=lambda k: (decision.estimates[k], k))
+    if algorithm == "auto":  # measured on this device where measured (tuning/kinds.py)
+        pick = SEARCH.choose(query, {n: plugins[n] for n in decision.estimates}, decision.plugin,
+                             "the lowest declared estimate among the plugins that serve it")
+        decision.plugin, decision.reason = pick.name, pick.reason
     return decision
 
 
