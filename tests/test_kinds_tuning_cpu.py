@@ -322,3 +322,47 @@ def test_cli_sweep_stores_into_the_cache_and_auto_uses_it(fake_gpu, monkeypatch,
                                     np.zeros(1 << 20, np.float32)).plugin == "merge"
     with pytest.raises(SystemExit, match="unknown plugin kinds"):
         tune.main(["--kinds", "sorting"])
+
+
+def test_the_real_cases_check_against_numpy(monkeypatch):
+    """The sweep's cases with a NumPy stand-in for CuPy (host arrays: the
+    CPU plugin runs, a GPU plugin asked by name declines with ValueError)."""
+    import sys
+    import types
+
+    fake = types.SimpleNamespace(asarray=np.asarray, asnumpy=np.asarray,
+                                 take_along_axis=np.take_along_axis)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    monkeypatch.setattr(choosing, "gpu_available", lambda: False)
+    rng = np.random.default_rng(0)
+    cells = [tune_kinds._select_cell("topk", 1, 5000, 16), tune_kinds._select_cell("topk", 64, 300, 5),
+             tune_kinds._select_cell("partition", 1, 5001, None),
+             tune_kinds._search_cell(1000, 300), tune_kinds._search_cell(1000, 300, "int64", sorter=True),
+             tune_kinds._search_cell(100, 30, rows=8),
+             tune_kinds._multikey_cell(("int32", "float32", "int32"), 4000, device=False)]
+    names = {SELECTION.group: ["numpy_select", "radix_select"], SEARCH.group: ["binary"],
+             MULTIKEY.group: ["numpy", "packed"]}
+    timed = []
+    out = tune_kinds.sweep([(c, names[c.kind.group]) for c in cells], lambda *a: timed.append(a[1:3]),
+                           time_ms=lambda fn, repeats: 1.0, log=lambda m: None, rng=rng)
+    assert out["wrong"] == [] and out["failed"] == []
+    assert [t[0] for t in timed] == ["numpy_select"] * 3 + ["binary"] * 3 + ["numpy"]
+    assert {s[1] for s in out["skipped"]} == {"radix_select", "packed"}
+    # a wrong answer is seen: the reference of another draw
+    case = cells[0].setup(np.random.default_rng(5))
+    other = cells[0].setup(np.random.default_rng(6))
+    assert case.wrong(other.run("numpy_select")) == "values differ from NumPy's top-k"
+    search = cells[3].setup(rng)
+    assert search.wrong(np.zeros(300, np.int64)) == "insertion points differ from numpy.searchsorted"
+
+
+def test_show_lists_the_kinds_measurements():
+    from cudasortkit.tuning.report import show
+
+    table = cache.empty(INFO)
+    table["kinds"] = {SELECTION.group: section(radix_select=0.41, sort_select=0.62)}
+    text = show(table, "x.json")
+    assert "selection (tune --kinds; ms, fastest first)" in text
+    assert "topk float32 rows 2^0 row_len 2^20 k 2^4" in text
+    assert "radix_select 0.4100, sort_select 0.6200" in text

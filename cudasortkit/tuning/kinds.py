@@ -80,8 +80,9 @@ class Kind:
         return tuple(out)
 
     def describe(self, shape: tuple) -> str:
-        return " ".join(f"{name} 2^{v}" if log2 else str(v)
-                        for (name, log2), v in zip(self.fields, shape))
+        """E.g. "topk float32 rows 2^0 row_len 2^20 k 2^4"."""
+        return " ".join(f"{name} 2^{v}" if log2 else str(v) if name in ("op", "dtype", "on")
+                        else f"{name} {v}" for (name, log2), v in zip(self.fields, shape))
 
     def choose(self, request, candidates: dict, declared: str, why: str) -> Pick:
         """auto's choice among `candidates` (name -> plugin that serves the
