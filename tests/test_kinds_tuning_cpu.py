@@ -309,11 +309,20 @@ def test_cli_sweep_stores_into_the_cache_and_auto_uses_it(fake_gpu, monkeypatch,
     cells = [tune_kinds.Cell(c.kind, c.shape, c.label, Case) for c in _fake_cells()]
     monkeypatch.setattr(tune_kinds, "grid", lambda quick, which=None: calls.append((quick, which))
                         or cells)
-    monkeypatch.setattr(tune_kinds, "_gpu_ms", lambda fn, repeats: names[fn()])
+    repeats = {}
+
+    def fake_ms(fn, n):
+        name = fn()
+        repeats[name] = n
+        return names[name]
+
+    monkeypatch.setattr(tune_kinds, "_gpu_ms", fake_ms)
+    names["numpy_select"] = 5.0
     assert tune.main(["--kinds", "selection,search", "--quick"]) == 0
     assert calls == [(True, ["selection", "search"])]
     out = capsys.readouterr().out
-    assert "done in" in out and "4 entries" in out and "cache:" in out
+    assert "done in" in out and "5 entries" in out and "cache:" in out
+    assert repeats == {"radix_select": 3, "sort_select": 3, "numpy_select": 1, "binary": 3, "merge": 3}
     runtime.reset()  # a new process reading the file
     table = runtime.context().table["kinds"]
     assert table[SELECTION.group]["radix_select"]["results"] == {KEY: 0.2}

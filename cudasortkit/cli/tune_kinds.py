@@ -213,16 +213,20 @@ class _LexsortCase:
 
 # ------------------------------------------------------------------ the sweep
 def _gpu_ms(fn, repeats: int) -> float:
+    """CUDA-event median of `repeats` runs after warm-up; one run (the
+    checked one was its warm-up) where repeats is 1."""
     from ..gpu.timing import time_gpu
 
-    return time_gpu(lambda i: fn(), warmup=2, repeats=repeats, max_repeats=repeats)["median_ms"]
+    return time_gpu(lambda i: fn(), warmup=0 if repeats <= 1 else 2, repeats=repeats,
+                    max_repeats=repeats)["median_ms"]
 
 
-def sweep(work, put, *, repeats=5, time_ms=_gpu_ms, log=print, rng=None) -> dict:
+def sweep(work, put, *, repeats=5, time_ms=_gpu_ms, log=print, rng=None, once=()) -> dict:
     """Measure `work` (plan()): per cell, each plugin's result checked once,
-    then timed (time_ms(fn, repeats) -> ms) and stored (put(kind, name,
-    shape, ms)). Returns {"entries", "skipped": [(label, name, why)],
-    "wrong": [...], "failed": [...], "best": {(group, key): name}}."""
+    then timed (time_ms(fn, repeats) -> ms; plugins named in `once`: one
+    repeat) and stored (put(kind, name, shape, ms)). Returns {"entries",
+    "skipped": [(label, name, why)], "wrong": [...], "failed": [...],
+    "best": {(group, key): name}}."""
     rng = rng or np.random.default_rng(0)
     out = {"entries": 0, "skipped": [], "wrong": [], "failed": [], "best": {}}
     for cell, names in work:
@@ -248,7 +252,7 @@ def sweep(work, put, *, repeats=5, time_ms=_gpu_ms, log=print, rng=None) -> dict
                 out["wrong"].append((cell.label, name, why))
                 log(f"{cell.label}: {name} gave a WRONG result ({why}); not timed")
                 continue
-            times[name] = time_ms(lambda name=name: case.run(name), repeats)
+            times[name] = time_ms(lambda name=name: case.run(name), 1 if name in once else repeats)
             put(cell.kind, name, cell.shape, times[name])
             out["entries"] += 1
         case.free()
@@ -288,8 +292,13 @@ def main(args) -> int:
         plugin = plugins[kind.group][name]
         ctx.store.put_kind(kind.group, name, cache.kind_hash(plugin), kind.key(shape), ms)
 
+    # --quick times the CPU plugins once (seconds per call at the large
+    # shapes, where they are far behind; their wall times vary little)
+    once = {n for found in plugins.values() for n, p in found.items()
+            if quick and getattr(p, "device", "gpu") == "cpu"}
     with runtime.tuning_now():  # the sorts inside (sort_select, passes) start no measuring
-        summary = sweep(work, put, repeats=args.repeats or (3 if quick else 10), time_ms=_gpu_ms)
+        summary = sweep(work, put, repeats=args.repeats or (3 if quick else 10), time_ms=_gpu_ms,
+                        once=once)
     saved = ctx.store.save()
     ctx.changed()
     print(f"done in {time.monotonic() - start:.1f} s: {summary['entries']} entries, "
