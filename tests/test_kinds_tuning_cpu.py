@@ -243,6 +243,12 @@ def test_the_plan_takes_every_plugin_of_each_kind_or_those_named():
     assert by_kind["multikey"] == ["numpy", "packed", "passes"]
     only = tune_kinds.plan(cells, plugins, {"merge"})
     assert {c.kind for c, _ in only} == {SEARCH} and all(n == ["merge"] for _, n in only)
+    # --quick: CPU plugins only where the inputs hold at most 2^24 keys
+    quick = {c.label: names for c, names in tune_kinds.plan(cells, plugins, None, 1 << 24)}
+    assert "numpy_select" not in quick["topk 4096 x 32,000 float32 k=50"]
+    assert "radix_select" in quick["topk 4096 x 32,000 float32 k=50"]
+    assert "numpy_select" in quick["topk 1 x 16,777,216 float32 k=1,048,576"]
+    assert "numpy" in quick["lexsort of 2 keys (int32,float32) x 1,048,576 on the host"]
 
 
 class FakeCase:
@@ -323,6 +329,7 @@ def test_cli_sweep_stores_into_the_cache_and_auto_uses_it(fake_gpu, monkeypatch,
     out = capsys.readouterr().out
     assert "done in" in out and "5 entries" in out and "cache:" in out
     assert repeats == {"radix_select": 3, "sort_select": 3, "numpy_select": 1, "binary": 3, "merge": 3}
+    assert "CPU plugins up to 16,777,216 keys" in out
     runtime.reset()  # a new process reading the file
     table = runtime.context().table["kinds"]
     assert table[SELECTION.group]["radix_select"]["results"] == {KEY: 0.2}

@@ -40,32 +40,36 @@ MULTIKEY_FULL_KEYS = MULTIKEY_KEYS + (("int64", "int64", "float64"), ("uint8", "
 class Cell:
     """One shape of one kind: `label` says it, `setup(rng)` makes its inputs
     and returns a Case (run(name) through the public function, wrong(result)
-    -> None or why, free())."""
+    -> None or why, free()); `keys`: how many keys its inputs hold."""
 
     kind: Kind
     shape: tuple
     label: str
     setup: Callable
+    keys: int = 0
 
 
 def _select_cell(op, rows, row_len, k, dtype="float32") -> Cell:
     k = row_len // 2 if op == "partition" else k  # partition: kth at the middle
     shape = (op, dtype, lg(rows), lg(row_len), lg(row_len if op == "partition" else k))
     label = f"{op} {rows} x {row_len:,} {dtype} {'kth' if op == 'partition' else 'k'}={k:,}"
-    return Cell(SELECTION, shape, label, lambda rng: _SelectCase(op, rows, row_len, k, dtype, rng))
+    return Cell(SELECTION, shape, label, lambda rng: _SelectCase(op, rows, row_len, k, dtype, rng),
+                rows * row_len)
 
 
 def _search_cell(n, m, dtype="float32", rows=1, sorter=False) -> Cell:
     shape = (dtype, lg(n), lg(m), lg(rows), str(int(sorter)))
     label = f"searchsorted {rows} x {n:,} keys, {m:,} {dtype} queries{' with sorter' if sorter else ''}"
-    return Cell(SEARCH, shape, label, lambda rng: _SearchCase(n, m, dtype, rows, sorter, rng))
+    return Cell(SEARCH, shape, label, lambda rng: _SearchCase(n, m, dtype, rows, sorter, rng),
+                rows * (n + m))
 
 
 def _multikey_cell(dtypes, n, device=True) -> Cell:
     bits = sum(key_bits(d) for d in dtypes)
     shape = (str(len(dtypes)), str(bits), lg(n), "device" if device else "host")
     label = f"lexsort of {len(dtypes)} keys ({','.join(dtypes)}) x {n:,} on the {shape[3]}"
-    return Cell(MULTIKEY, shape, label, lambda rng: _LexsortCase(dtypes, n, device, rng))
+    return Cell(MULTIKEY, shape, label, lambda rng: _LexsortCase(dtypes, n, device, rng),
+                n * len(dtypes))
 
 
 def grid(quick: bool, kinds=None) -> list:
@@ -88,13 +92,21 @@ def grid(quick: bool, kinds=None) -> list:
     return cells
 
 
-def plan(cells, plugins: dict, names=None) -> list:
+#: --quick measures the CPU plugins only at cells of at most this many keys:
+#: above it they take seconds a call, far behind the GPU's.
+QUICK_CPU_MAX_KEYS = 1 << 24
+
+
+def plan(cells, plugins: dict, names=None, cpu_max_keys=None) -> list:
     """[(cell, [plugin names])]: every working plugin of the cell's kind
-    (`plugins`: group -> {name: plugin}), those in `names` when given."""
+    (`plugins`: group -> {name: plugin}), those in `names` when given;
+    CPU plugins only at cells of at most `cpu_max_keys` keys when given."""
     out = []
     for cell in cells:
-        found = sorted(plugins.get(cell.kind.group, {}))
-        chosen = [n for n in found if names is None or n in names]
+        found = plugins.get(cell.kind.group, {})
+        chosen = [n for n in sorted(found) if (names is None or n in names) and not (
+            cpu_max_keys is not None and cell.keys > cpu_max_keys
+            and getattr(found[n], "device", "gpu") == "cpu")]
         if chosen:
             out.append((cell, chosen))
     return out
@@ -279,21 +291,21 @@ def main(args) -> int:
     for name in filter(None, (x.strip() for x in args.exclude.split(","))):
         for found in plugins.values():
             found.pop(name, None)
-    work = plan(grid(quick, kinds), plugins, names)
+    work = plan(grid(quick, kinds), plugins, names, QUICK_CPU_MAX_KEYS if quick else None)
     if not work:
         raise SystemExit("no plugin of those kinds to measure")
     ctx = runtime.context()
     print(f"measuring {sum(len(n) for _, n in work)} (plugin, shape) pairs of "
           f"{', '.join(sorted({c.kind.what for c, _ in work}))} | "
-          f"{'quick' if quick else 'full'} grid", flush=True)
+          f"{'quick' if quick else 'full'} grid"
+          + (f" (CPU plugins up to {QUICK_CPU_MAX_KEYS:,} keys)" if quick else ""), flush=True)
     start = time.monotonic()
 
     def put(kind, name, shape, ms):
         plugin = plugins[kind.group][name]
         ctx.store.put_kind(kind.group, name, cache.kind_hash(plugin), kind.key(shape), ms)
 
-    # --quick times the CPU plugins once (seconds per call at the large
-    # shapes, where they are far behind; their wall times vary little)
+    # --quick times the CPU plugins once (their wall times vary little)
     once = {n for found in plugins.values() for n, p in found.items()
             if quick and getattr(p, "device", "gpu") == "cpu"}
     with runtime.tuning_now():  # the sorts inside (sort_select, passes) start no measuring
