@@ -115,6 +115,8 @@ def plan(cells, plugins: dict, names=None, cpu_max_keys=None) -> list:
 # ------------------------------------------------------------------ cases
 def _values(rng, dtype, size):
     dt = np.dtype(dtype)
+    if dt in (np.float32, np.float64):
+        return rng.standard_normal(size, dtype=dt)
     if dt.kind == "f":
         return rng.standard_normal(size).astype(dt)
     info = np.iinfo(dt)
