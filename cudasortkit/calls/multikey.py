@@ -23,6 +23,7 @@ from ..gpu.arrays import Operand, Result, library_of
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
 from ..sdk.plugin import RUN_ERRORS
+from ..tuning.kinds import MULTIKEY
 
 GROUP = MultikeyPlugin.entry_point_group
 _selector = None
@@ -42,8 +43,14 @@ def default_selector():
 
 def choose(job: MultikeyJob, algorithm: str = "auto") -> MultikeyPlugin:
     """The plugin for `job`: the named one (ValueError if it is unknown,
-    broken or cannot take the job), or auto's: the working plugin of
-    lowest priority that supports it."""
+    broken or cannot take the job), or auto's (choose_why)."""
+    return choose_why(job, algorithm)[0]
+
+
+def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
+    """(plugin, reason) for `job`. auto: among the working plugins that
+    support it, the fastest measured on this device near the job's shape
+    (tuning/kinds.py), else the one of lowest declared priority."""
     found = registry.plugins(GROUP)
     if algorithm != "auto":
         plugin = found.get(algorithm)
@@ -53,12 +60,17 @@ def choose(job: MultikeyJob, algorithm: str = "auto") -> MultikeyPlugin:
         if not registry.call(plugin, "supports", job):
             raise ValueError(f"multi-key plugin {algorithm!r} cannot order these keys "
                              f"({'device' if job.on_device else 'host'} keys, {job.bits} bits)")
-        return plugin
-    able = [p for p in found.values() if registry.call(p, "supports", job)]
+        return plugin, "asked for by name"
+    able = {p.name: p for p in found.values() if registry.call(p, "supports", job)}
     if not able:
         raise ValueError("no installed multi-key plugin can order these keys; "
                          "see python -m cudasortkit list")
-    return min(able, key=lambda p: (p.priority, p.name))
+    declared = min(able.values(), key=lambda p: (p.priority, p.name))
+    others = ", ".join(f"{n} {p.priority}" for n, p in sorted(able.items()) if n != declared.name)
+    why = (f"lowest declared priority ({declared.priority}) among the plugins that support it"
+           + (f" (others: {others})" if others else ""))
+    pick = MULTIKEY.choose(job, able, declared.name, why)
+    return able[pick.name], pick.reason
 
 
 def _run(job: MultikeyJob, algorithm: str):

@@ -31,6 +31,7 @@ from ..gpu.arrays import Operand, Result, library_of
 from ..sdk import registry
 from ..sdk.plugin import RUN_ERRORS
 from ..sdk.search import SearchPlugin, SearchQuery
+from ..tuning.kinds import SEARCH
 from .axes import Rows
 
 GROUP = SearchPlugin.entry_point_group
@@ -48,6 +49,8 @@ class SearchDecision:
     asked: str = "auto"
     #: Each estimated plugin's words for what its estimate counts.
     notes: dict = field(default_factory=dict)
+    reason: str = ("the lowest declared estimate among the plugins that serve it "
+                   "(units: one dependent global load of one query)")
 
     def __str__(self):
         q = self.query
@@ -56,8 +59,7 @@ class SearchDecision:
         if self.asked != "auto":
             lines.append(f"  named by algorithm={self.asked!r}")
         else:
-            lines.append("  auto: the lowest declared estimate among the plugins that serve it "
-                         "(units: one dependent global load of one query)")
+            lines.append(f"  auto: {self.reason}")
         for name, cost in sorted(self.estimates.items(), key=lambda x: x[1]):
             note = self.notes.get(name)
             lines.append(f"  {name}: estimate {cost:,.0f}" + (f" ({note})" if note else ""))
@@ -195,6 +197,10 @@ def _choose(query: SearchQuery, algorithm: str) -> SearchDecision:
         reasons = "; ".join(f"{k}: {w}" for k, w in sorted(decision.skipped.items()))
         raise ValueError(f"no search plugin serves this call ({reasons or 'none installed'})")
     decision.plugin = min(decision.estimates, key=lambda k: (decision.estimates[k], k))
+    if algorithm == "auto":  # measured on this device where measured (tuning/kinds.py)
+        pick = SEARCH.choose(query, {n: plugins[n] for n in decision.estimates}, decision.plugin,
+                             "the lowest declared estimate among the plugins that serve it")
+        decision.plugin, decision.reason = pick.name, pick.reason
     return decision
 
 

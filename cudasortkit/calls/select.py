@@ -34,6 +34,7 @@ from ..sdk.plugin import RUN_ERRORS, Request
 from ..sdk.segments import Segments
 from ..sdk.select_job import SelectJob
 from ..sdk.selection import HostSelectJob, SelectRequest
+from ..tuning.kinds import SELECTION
 from .axes import Rows
 
 
@@ -110,7 +111,7 @@ class SelectCalls:
             request = SelectRequest("partition", key_name(keys.dtype), rows.rows, rows.row_len,
                                     rows.row_len, False, True, keys.on_device,
                                     check_kth(0 if kth is None else kth, rows.row_len))
-        return choosing.explain(request, algorithm)
+        return choosing.explain(request, algorithm, SELECTION.choose)
 
     # ----------------------------------------------------------- the work
     @staticmethod
@@ -127,7 +128,7 @@ class SelectCalls:
         if not isinstance(algorithm, str):
             raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
         while True:
-            plugin, _ = choosing.choose(request, algorithm)
+            plugin, _ = choosing.choose(request, algorithm, SELECTION.choose)
             if request.rows * request.k == 0:  # nothing to select: no plugin runs
                 return (keys.wrap_host(np.empty(0, keys.dtype)),
                         keys.wrap_host(np.empty(0, INDEX_DTYPE)))

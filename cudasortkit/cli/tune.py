@@ -6,6 +6,7 @@ the best configs, so algorithm="auto" (and plugins asked for by name) use them.
     python -m cudasortkit.tune --show           # print the cached table
     python -m cudasortkit.tune --plot tune.png  # throughput vs size (matplotlib)
     python -m cudasortkit.tune --check          # the selection bars, measured now
+    python -m cudasortkit.tune --kinds --quick  # selection, multikey and search plugins
 
 See docs/tuning.md.
 """
@@ -60,6 +61,11 @@ def build_parser(parser=None):
                              f"rows of {_ROWS} keys (2^22 in all), sort only: every plugin's default "
                              "config, each tunable varied alone, then the winners combined, every "
                              "entry; in this process; under a minute on an H100 (see docs/tuning.md)")
+    parser.add_argument("--kinds", nargs="?", const="all", default=None, metavar="KINDS",
+                        help="measure the plugins of the other kinds instead of the sorts: "
+                             "selection, multikey, search (comma-separated; default all), on a "
+                             "grid of shapes (--quick: a small one); auto then chooses among them "
+                             "from these measurements (see docs/tuning.md)")
     parser.add_argument("--plugins", default=None, help="comma-separated plugin names (default: all)")
     parser.add_argument("--exclude", default="", help="comma-separated plugin names to leave out")
     where = parser.add_mutually_exclusive_group()
@@ -163,6 +169,10 @@ def main(argv=None, args=None) -> int:
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1, default=str)
         return 0
+    if args.kinds:
+        from .tune_kinds import main as kinds_main
+
+        return kinds_main(args)
     return _sweep(args)
 
 

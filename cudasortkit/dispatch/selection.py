@@ -1,11 +1,15 @@
 """auto for selection requests (topk, partition): which SelectPlugin serves one.
 
-The rule, from what plugins declare (nothing is measured for selection
-yet): host arrays under HOST_CUTOFF keys, and every request on a machine
-without a GPU, go to a CPU plugin; otherwise the GPU plugin of lowest
-declared priority for the request's (rows, row length, k)
-(SelectPlugin.priorities), ties by name. A plugin asked for by name must
-serve the request or ValueError says why and which can."""
+The declared rule: host arrays under HOST_CUTOFF keys, and every request
+on a machine without a GPU, go to a CPU plugin; otherwise the GPU plugin of
+lowest declared priority for the request's (rows, row length, k)
+(SelectPlugin.priorities), ties by name. Where the caller passes `measured`
+(calls/select.py passes tuning/kinds.py's SELECTION.choose: this layer does
+not import tuning/), that GPU choice is made from this device's
+measurements instead where they reach the request; the plugins measured
+then are the GPU ones and, for device arrays (what is measured), the CPU
+ones too. A plugin asked for by name must serve the request or ValueError
+says why and which can."""
 from __future__ import annotations
 
 from ..errors import PluginError
@@ -30,8 +34,10 @@ def serving(request: SelectRequest) -> dict:
     return out
 
 
-def choose(request: SelectRequest, algorithm: str = "auto") -> tuple:
-    """(plugin, reason) for `request`."""
+def choose(request: SelectRequest, algorithm: str = "auto", measured=None) -> tuple:
+    """(plugin, reason) for `request`; `measured(request, candidates,
+    declared name, why)` -> an object with .name and .reason, when given,
+    makes the GPU choice from measurements (module docstring)."""
     if algorithm != "auto":
         return _by_name(request, algorithm), "asked for by name"
     pool = serving(request)
@@ -50,13 +56,17 @@ def choose(request: SelectRequest, algorithm: str = "auto") -> tuple:
     name = min(gpu, key=lambda n: (gpu[n].priority_for(request)[0], n))
     priority, rule = gpu[name].priority_for(request)
     others = ", ".join(f"{n} {gpu[n].priority_for(request)[0]}" for n in sorted(gpu) if n != name)
-    return gpu[name], (f"lowest declared priority ({priority}, by {rule}) among the GPU plugins "
-                       f"that serve it{' (others: ' + others + ')' if others else ''}; "
-                       "nothing measured")
+    why = (f"lowest declared priority ({priority}, by {rule}) among the GPU plugins "
+           f"that serve it{' (others: ' + others + ')' if others else ''}")
+    if measured is None:
+        return gpu[name], why + "; nothing measured"
+    pool = {**cpu, **gpu} if request.on_device else gpu
+    pick = measured(request, pool, name, why)
+    return pool[pick.name], pick.reason
 
 
-def explain(request: SelectRequest, algorithm: str = "auto") -> Decision:
-    plugin, why = choose(request, algorithm)
+def explain(request: SelectRequest, algorithm: str = "auto", measured=None) -> Decision:
+    plugin, why = choose(request, algorithm, measured)
     return Decision(plugin.name, None, None, f"{request}: {why}", algorithm=algorithm)
 
 

@@ -5,7 +5,8 @@ Layout (schema 1)::
     {"schema": 1,
      "device": {"name", "compute_capability", "sm_count", "driver", "nvcc", "cudasortkit"},
      "plugins": {NAME: {"hash": SHA, "results": {OP: {DTYPE: {BUCKET: ENTRY}}}}},
-     "host":    {OP: {DTYPE: {BUCKET: {"extra_ms", "via"}}}}}
+     "host":    {OP: {DTYPE: {BUCKET: {"extra_ms", "via"}}}},
+     "kinds":   {GROUP: {NAME: {"hash": SHA, "results": {SHAPE: MS}}}}}
 
 OP is "sort", "argsort" (8-byte values) or "pairs" (4-byte values); BUCKET is
 log2 of the measured size as a string. An ENTRY holds the best measured
@@ -15,6 +16,13 @@ re-timing and "sweep_ms" the sweep's time (comparable with "default_ms"). A plug
 hash differs) has its results dropped on load, so it re-tunes; a changed
 driver, nvcc or cudasortkit version is a different device key, so a
 different file.
+
+"kinds" holds the measurements of the other plugin kinds (selection,
+multikey, search; `python -m cudasortkit.tune --kinds`), a section per
+entry-point GROUP: SHAPE is the kind's shape key (tuning/kinds.py), MS the
+median time of plugin NAME there. Its "hash" is kind_hash(plugin): the
+chooser ignores the results of a plugin whose hash changed, and the next
+measurement replaces them.
 
 Nothing here may crash a sort: a file that is not a cache of this schema,
 down to every entry (validate), is reported once, moved aside and rebuilt;
@@ -150,6 +158,42 @@ def plugin_hash(plugin) -> str:
     return digest
 
 
+def kind_hash(plugin) -> str:
+    """Hash of what a non-sort plugin's timings depend on: its class's
+    declarations, its Python module, its kernel templates and the shared
+    headers (as plugin_hash for sorts)."""
+    cls = type(plugin)
+    key = ("kind", cls)
+    cached = _hashes.get(key)
+    if cached is not None:
+        return cached
+    h = hashlib.sha256()
+    h.update(repr((getattr(cls, "entry_point_group", ""), getattr(cls, "name", ""),
+                   getattr(cls, "device", ""), tuple(getattr(cls, "dtypes", ()) or ()),
+                   repr(getattr(cls, "config", None)), repr(getattr(cls, "priorities", None)),
+                   getattr(cls, "priority", None))).encode())
+    files = []
+    templates = tuple(getattr(cls, "templates", ()) or ())
+    if templates:
+        from ..build.render import include_dirs, template_path
+
+        package = getattr(cls, "template_package", "cudasortkit.kernels")
+        files += [template_path(package, t) for t in templates]
+        for d in include_dirs(package):
+            files += sorted(glob.glob(os.path.join(d, "*.cuh")))
+    with contextlib.suppress(TypeError, OSError):
+        files.append(inspect.getsourcefile(cls))
+    for path in files:
+        if not path:
+            continue
+        h.update(os.path.basename(path).encode())
+        with contextlib.suppress(OSError), open(path, "rb") as f:
+            h.update(f.read())
+    digest = h.hexdigest()[:16]
+    _hashes[key] = digest
+    return digest
+
+
 # ---------------------------------------------------------------- file lock
 class FileLock:
     """An exclusive lock on `path` shared by processes: fcntl.flock on POSIX,
@@ -221,7 +265,7 @@ class FileLock:
 
 # ---------------------------------------------------------------- the store
 def empty(info: dict | None = None) -> dict:
-    return {"schema": SCHEMA, "device": dict(info or {}), "plugins": {}, "host": {}}
+    return {"schema": SCHEMA, "device": dict(info or {}), "plugins": {}, "host": {}, "kinds": {}}
 
 
 class CorruptCache(ValueError):
@@ -288,6 +332,24 @@ def _table_problem(table, what: str, entry_problem) -> str | None:
     return None
 
 
+def _kinds_problem(kinds) -> str | None:
+    """Why the "kinds" section is malformed, or None: {GROUP: {NAME:
+    {"hash": text or None, "results": {SHAPE: positive finite ms}}}}."""
+    if not isinstance(kinds, dict):
+        return "'kinds' is not an object"
+    for group, by_name in kinds.items():
+        if not isinstance(by_name, dict):
+            return f"kinds {group}: not an object"
+        for name, block in by_name.items():
+            if not (isinstance(block, dict) and isinstance(block.get("hash"), (str, type(None)))
+                    and isinstance(block.get("results", {}), dict)):
+                return f"kinds {group} plugin {name!r} is malformed"
+            for shape, ms in block.setdefault("results", {}).items():
+                if not _time(ms):
+                    return f"kinds {group} {name} {shape[:40]}: time is not a positive finite number"
+    return None
+
+
 def validate(data) -> dict:
     """`data` if it is a cache of this SCHEMA down to every entry, else
     CorruptCache saying what is wrong: whatever passes here is safe to read."""
@@ -298,10 +360,11 @@ def validate(data) -> dict:
     data.setdefault("plugins", {})
     data.setdefault("host", {})
     data.setdefault("device", {})
+    data.setdefault("kinds", {})
     for key in ("plugins", "device"):
         if not isinstance(data[key], dict):
             raise CorruptCache(f"{key!r} is not an object")
-    problem = _table_problem(data["host"], "host", _host_problem)
+    problem = _table_problem(data["host"], "host", _host_problem) or _kinds_problem(data["kinds"])
     for name, block in data["plugins"].items():
         if problem:
             break
@@ -407,6 +470,14 @@ def merge(base: dict, new: dict) -> dict:
     for op, by_dtype in new.get("host", {}).items():
         for dtype, by_bucket in by_dtype.items():
             out["host"].setdefault(op, {}).setdefault(dtype, {}).update(copy.deepcopy(by_bucket))
+    for group, by_name in new.get("kinds", {}).items():
+        mine_group = out.setdefault("kinds", {}).setdefault(group, {})
+        for name, block in by_name.items():
+            mine = mine_group.get(name)
+            if mine is None or mine.get("hash") != block.get("hash"):  # changed plugin: replaced
+                mine_group[name] = copy.deepcopy(block)
+            else:
+                mine["results"].update(block.get("results", {}))
     return out
 
 
@@ -466,12 +537,24 @@ class Store:
             for data in (self.data, self._pending):
                 data["host"].setdefault(op, {}).setdefault(dtype, {})[str(bucket)] = dict(entry)
 
+    def put_kind(self, group: str, name: str, plugin_hash: str | None, shape: str,
+                 ms: float) -> None:
+        """Record plugin `name`'s (of kind `group`) median time at `shape`;
+        a changed hash replaces that plugin's earlier results."""
+        with self.lock:
+            for data in (self.data, self._pending):
+                by_name = data.setdefault("kinds", {}).setdefault(group, {})
+                block = by_name.get(name)
+                if block is None or block.get("hash") != plugin_hash:
+                    block = by_name[name] = {"hash": plugin_hash, "results": {}}
+                block["results"][shape] = float(ms)
+
     def save(self) -> bool:
         """Merge pending results into the file; False if kept in memory only."""
         with self.lock:
             if self.read_only:
                 return False
-            if not self._pending["plugins"] and not self._pending["host"]:
+            if not (self._pending["plugins"] or self._pending["host"] or self._pending["kinds"]):
                 return True
             try:
                 os.makedirs(self.directory, exist_ok=True)

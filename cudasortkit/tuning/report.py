@@ -97,6 +97,28 @@ def format_config(cfg) -> str:
     return ",".join(f"{short.get(k, k)}={v}" for k, v in sorted(cfg.items()))
 
 
+def kinds_section(table: dict) -> list:
+    """Lines of the other kinds' measurements (tune --kinds): per kind and
+    shape, every plugin's ms, fastest first."""
+    from .kinds import KINDS
+
+    lines = []
+    for group, by_name in sorted(table.get("kinds", {}).items()):
+        kind = KINDS.get(group)
+        shapes: dict = {}
+        for name, block in by_name.items():
+            for key, ms in block.get("results", {}).items():
+                shapes.setdefault(key, []).append((ms, name))
+        if not shapes:
+            continue
+        lines += ["", f"{kind.what if kind else group} (tune --kinds; ms, fastest first)"]
+        for key in sorted(shapes):
+            shape = kind.parse(key) if kind else None
+            label = kind.describe(shape) if shape else key
+            lines.append(f"  {label:48} " + ", ".join(f"{n} {ms:.4f}" for ms, n in sorted(shapes[key])))
+    return lines
+
+
 def show(table: dict, path: str = "", verbose: bool = False) -> str:
     """The cached table: per (op, dtype, size) each plugin's best time (ms,
     device-array call time; numpy: host wall time) and what auto picks for device and
@@ -139,6 +161,7 @@ def show(table: dict, path: str = "", verbose: bool = False) -> str:
             row += f"  {hd.name if hd else '-':12}"
             lines.append(row.rstrip())
     lines += _rows_section(table, plugins)
+    lines += kinds_section(table)
     if verbose:
         lines.append("")
         lines.append("entries (plugin op dtype n: ms [config] default_ms tried rejected)")
