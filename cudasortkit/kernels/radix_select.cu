@@ -28,6 +28,19 @@ __device__ __forceinline__ csk_bits_t rs_word(csk_bits_t x, csk_bits_t flip)
     return (csk_bits_t)(csk_to_ordered(x) ^ flip);
 }
 
+// The thread's keys of tile [start, end): kv[u] = keys[start + u *
+// BLOCK_SIZE + threadIdx.x] (0 past the end), every load issued before
+// any is used (the tile is BLOCK_SIZE * ITEMS_PER_THREAD keys).
+__device__ __forceinline__ void rs_load_tile(const csk_bits_t* __restrict__ rk, long long start,
+                                             long long end, csk_bits_t* kv)
+{
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const long long i = start + (long long)u * BLOCK_SIZE + threadIdx.x;
+        kv[u] = i < end ? rk[i] : (csk_bits_t)0;
+    }
+}
+
 // Exclusive prefix sum of v over the block's threads in thread order;
 // *total gets the block's sum. Every thread of the block calls it.
 __device__ __forceinline__ long long rs_block_exclusive(long long v, long long* s_warp,
@@ -117,9 +130,12 @@ rs_hist(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     const int high = shift + 8;  // the bits at and above `high` must equal the prefix's
     const bool first = high >= CSK_KEY_BITS;
     const unsigned long long want = first ? 0ull : prefix[row] >> high;
-    for (long long i = start + threadIdx.x; i < end; i += BLOCK_SIZE) {
-        const unsigned long long w = rs_word(rk[i], flip);
-        if (first || (w >> high) == want)
+    csk_bits_t kv[ITEMS_PER_THREAD];
+    rs_load_tile(rk, start, end, kv);
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const unsigned long long w = rs_word(kv[u], flip);
+        if (start + (long long)u * BLOCK_SIZE + threadIdx.x < end && (first || (w >> high) == want))
             atomicAdd(&s_hist[(unsigned)(w >> shift) & (RS_BINS - 1)], 1u);
     }
     __syncthreads();
@@ -171,10 +187,14 @@ rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
     const csk_bits_t target = (csk_bits_t)prefix[row];
     long long less = 0, equal = 0;
-    for (long long i = start + threadIdx.x; i < end; i += BLOCK_SIZE) {
-        const csk_bits_t w = rs_word(rk[i], flip);
-        less += w < target;
-        equal += w == target;
+    csk_bits_t kv[ITEMS_PER_THREAD];
+    rs_load_tile(rk, start, end, kv);
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const bool valid = start + (long long)u * BLOCK_SIZE + threadIdx.x < end;
+        const csk_bits_t w = rs_word(kv[u], flip);
+        less += valid && w < target;
+        equal += valid && w == target;
     }
     less = rs_block_sum(less, s_sum);
     equal = rs_block_sum(equal, s_sum);
@@ -266,10 +286,15 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     long long* index = out_index + row * out_len;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned below_lane = (1u << lane) - 1u;
-    for (long long chunk = start; chunk < end; chunk += BLOCK_SIZE) {
+    csk_bits_t kv[ITEMS_PER_THREAD];
+    rs_load_tile(rk, start, end, kv);
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {  // chunks of BLOCK_SIZE keys in index order
+        const long long chunk = start + (long long)u * BLOCK_SIZE;
+        if (chunk >= end) break;  // the same in every thread
         const long long i = chunk + threadIdx.x;
         const bool valid = i < end;
-        const csk_bits_t key = valid ? rk[i] : (csk_bits_t)0;
+        const csk_bits_t key = kv[u];
         const csk_bits_t w = rs_word(key, flip);
         const bool is_less = valid && w < target, is_equal = valid && w == target;
         const bool is_greater = valid && !is_less && !is_equal;
