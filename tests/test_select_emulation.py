@@ -90,8 +90,9 @@ def stream_select(words, k, cap, block=64):
 
 def multi_block_select(words, k, tile, block=64):
     """The long-row path: 8-bit digit passes (rs_hist, its last block
-    picking), rs_count / rs_scan per tile, rs_scatter mode 0 with its
-    early exit. Returns the candidates and how many tiles exited early."""
+    picking), rs_count per tile (its last block scanning), rs_scatter mode
+    0 with its early exit. Returns the candidates and how many tiles exited
+    early."""
     bits = 8 * words.dtype.itemsize
     w = np.array([int(x) for x in words], dtype=object)
     prefix, remaining = 0, k

@@ -173,13 +173,17 @@ __device__ __forceinline__ long long rs_block_sum(long long v, long long* s_sum)
 }
 
 // counts[(r * nb + b) * 2 + {0, 1}] = the words of tile b of row r below
-// the row's target word T = prefix[r], and equal to it.
+// the row's target word T = prefix[r], and equal to it. The row's last
+// block to finish (done[r] counts them; zero on entry, zero again after)
+// turns the row's counts into exclusive prefix sums over its tiles (both
+// columns) and writes the row's sums to totals[r * 2 + {0, 1}].
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
          const unsigned long long* __restrict__ prefix, long long* __restrict__ counts,
-         int largest)
+         long long* __restrict__ totals, unsigned int* __restrict__ done, int largest)
 {
     __shared__ long long s_sum[BLOCK_SIZE / 32];
+    __shared__ int s_last;
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
     const long long start = b * RS_TILE;
     const long long end = start + RS_TILE < row_len ? start + RS_TILE : row_len;
@@ -201,47 +205,34 @@ rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     if (threadIdx.x == 0) {
         counts[(long long)blockIdx.x * 2] = less;
         counts[(long long)blockIdx.x * 2 + 1] = equal;
+        __threadfence();  // the counts are out before done[row] counts this block
+        s_last = atomicAdd(&done[row], 1u) == (unsigned int)(nb - 1);
     }
-}
-
-// One block per row: counts become exclusive prefix sums over the row's
-// tiles (both columns), and totals[r * 2 + {0, 1}] the row's sums.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_scan(long long* __restrict__ counts, long long nb, long long* __restrict__ totals)
-{
-    __shared__ long long s_less[BLOCK_SIZE], s_equal[BLOCK_SIZE];
-    long long* c = counts + (long long)blockIdx.x * nb * 2;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    long long* c = counts + row * nb * 2;
     const long long per = (nb + BLOCK_SIZE - 1) / BLOCK_SIZE;
-    const long long lo = threadIdx.x * per;
-    const long long hi = lo + per < nb ? lo + per : nb;
-    long long less = 0, equal = 0;
-    for (long long i = lo; i < hi; ++i) {
-        less += c[2 * i];
-        equal += c[2 * i + 1];
+    const long long lo = threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
+    long long my_less = 0, my_equal = 0;
+    for (long long i = lo; i < hi; ++i) {  // other blocks' counts: from L2 (__ldcg)
+        my_less += __ldcg(c + 2 * i);
+        my_equal += __ldcg(c + 2 * i + 1);
     }
-    s_less[threadIdx.x] = less;
-    s_equal[threadIdx.x] = equal;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        long long run_less = 0, run_equal = 0;
-        for (int t = 0; t < BLOCK_SIZE; ++t) {
-            const long long l = s_less[t], e = s_equal[t];
-            s_less[t] = run_less;
-            s_equal[t] = run_equal;
-            run_less += l;
-            run_equal += e;
-        }
-        totals[blockIdx.x * 2] = run_less;
-        totals[blockIdx.x * 2 + 1] = run_equal;
-    }
-    __syncthreads();
-    long long run_less = s_less[threadIdx.x], run_equal = s_equal[threadIdx.x];
+    long long row_less, row_equal;
+    long long run_less = rs_block_exclusive(my_less, s_sum, &row_less);
+    long long run_equal = rs_block_exclusive(my_equal, s_sum, &row_equal);
     for (long long i = lo; i < hi; ++i) {
-        const long long l = c[2 * i], e = c[2 * i + 1];
+        const long long l = __ldcg(c + 2 * i), e = __ldcg(c + 2 * i + 1);
         c[2 * i] = run_less;
         c[2 * i + 1] = run_equal;
         run_less += l;
         run_equal += e;
+    }
+    if (threadIdx.x == 0) {
+        totals[row * 2] = row_less;
+        totals[row * 2 + 1] = row_equal;
+        done[row] = 0;
     }
 }
 

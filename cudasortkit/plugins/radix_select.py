@@ -5,8 +5,8 @@ digit first, narrow the candidates to the word T of rank `target` (k for
 topk, kth + 1 for partition): one pass per key byte, each reading the row
 once and keeping a 256-bin histogram per row; the row's last block to
 finish a pass picks its digit (no launch of its own). Then one counting
-pass and one scatter pass, both in tiles of block_size x items_per_thread
-keys:
+pass (its last block per row scans the tiles' counts) and one scatter
+pass, both in tiles of block_size x items_per_thread keys:
 
 - topk: the words below T and the first ties (by index) land in index
   order in a candidate buffer of k per row (tiles holding none of them
@@ -89,8 +89,7 @@ class RadixSelect(SelectPlugin):
             job.launch(hist, rows * nb, block, job.keys_in, row_len, nb, buf["prefix"],
                        buf["remaining"], buf["hist"], buf["done"], shift, largest, target)
         job.launch(kernel("rs_count"), rows * nb, block, job.keys_in, row_len, nb,
-                   buf["prefix"], buf["counts"], largest)
-        job.launch(kernel("rs_scan"), rows, block, buf["counts"], nb, buf["totals"])
+                   buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest)
         if partition:
             job.launch(kernel("rs_scatter"), rows * nb, block, job.keys_in, row_len, nb, k,
                        buf["prefix"], buf["counts"], buf["totals"], job.keys_out,
