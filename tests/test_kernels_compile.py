@@ -381,7 +381,8 @@ def test_selection_launches_match_the_kernels(name):
                         SelectRequest("topk", dtype, 4, 20000, 50, True),
                         SelectRequest("topk", dtype, 1, 100000, 1000, True),
                         SelectRequest("topk", dtype, 2, 70000, 3000, False),
-                        SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,))):
+                        SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,)),
+                        SelectRequest("partition", dtype, 100, 300, 300, False, True, True, (3,))):
             if plugin.unsupported(request) is not None:
                 continue
             job = _SelectRecordingJob(plugin, request, dtype)

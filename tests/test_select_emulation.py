@@ -88,19 +88,18 @@ def stream_select(words, k, cap, block=64):
     return cand_w, cand_x
 
 
-def multi_block_select(words, k, tile, block=64):
-    """The long-row path: 8-bit digit passes (rs_hist, its last block
-    picking), rs_count per tile (its last block scanning), rs_scatter mode
-    0 with its early exit. Returns the candidates and how many tiles exited
-    early."""
+def multi_block_select(words, k, tile, digit):
+    """The long-row path: digit passes (rs_hist, its last block picking),
+    rs_count per tile (its last block scanning), rs_scatter mode 0 with its
+    early exit. Returns the candidates and how many tiles exited early."""
     bits = 8 * words.dtype.itemsize
     w = np.array([int(x) for x in words], dtype=object)
     prefix, remaining = 0, k
-    for shift in range(bits - 8, -1, -8):
-        high = shift + 8
+    for shift, width in radix_select.digit_passes(bits, digit):
+        high = shift + width
         sel = w if high >= bits else w[(w >> high) == (prefix >> high)]
-        digits = np.array([(x >> shift) & 255 for x in sel], np.int64)
-        d, below, _ = pick(np.bincount(digits, minlength=256), remaining)
+        digits = np.array([(x >> shift) & ((1 << width) - 1) for x in sel], np.int64)
+        d, below, _ = pick(np.bincount(digits, minlength=1 << width), remaining)
         remaining -= below
         prefix |= d << shift
     target = prefix
@@ -180,14 +179,26 @@ def test_stream_select_candidates_give_the_reference_topk(cap):
                 assert np.array_equal(got, expected), (name, k, largest, cap)
 
 
-def test_multi_block_path_and_its_early_exit_give_the_reference_topk():
+def test_digit_passes_cover_every_bit_once():
+    for bits in (8, 16, 32, 64):
+        for digit in (8, radix_select.WIDE_DIGIT):
+            passes = radix_select.digit_passes(bits, digit)
+            assert all(0 < width <= min(digit, WIDE) for _, width in passes)
+            covered = [b for shift, width in passes
+                       for b in range(shift + width - 1, shift - 1, -1)]
+            assert covered == list(range(bits - 1, -1, -1))  # most significant first, no gap
+    assert radix_select.digit_passes(32, 11) == [(21, 11), (10, 11), (0, 10)]
+
+
+@pytest.mark.parametrize("digit", [8, radix_select.WIDE_DIGIT])
+def test_multi_block_path_and_its_early_exit_give_the_reference_topk(digit):
     exits = 0
     for name, keys, ks in _rows():
         for largest in (True, False):
             words = selection_words(keys, largest)
             for k in ks:
                 _, expected = reference_topk(keys, k, -1, largest)
-                cand_w, cand_x, skipped = multi_block_select(words, k, tile=16)
+                cand_w, cand_x, skipped = multi_block_select(words, k, 16, digit)
                 exits += skipped
                 assert np.array_equal(finish(cand_w, cand_x), expected), (name, k, largest)
     assert exits  # the early exit happened

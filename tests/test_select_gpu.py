@@ -183,6 +183,31 @@ def test_radix_select_partition_of_several_long_rows(rng):
         assert_partition_values(csk.partition(dev, kth, algorithm="radix_select"), a, kth)
 
 
+@pytest.mark.parametrize("rows", [64, 65])
+def test_radix_select_digit_width_rule(rows, rng):
+    """The long-row path's digits: 11 bits for at most WIDE_ROWS (64) rows,
+    8 bits for more (partition always takes it; topk for rows of more than
+    STREAM_ROW keys, referenced by the CPU plugin)."""
+    from cudasortkit.plugins.radix_select import STREAM_ROW, WIDE_ROWS
+
+    assert WIDE_ROWS == 64
+    for dtype in ("float32", "int8", "float64"):
+        a = make_keys("special", as_dtype(dtype), rows * 300, rng).reshape(rows, 300)
+        for kth in (0, 150, -1):
+            assert_partitioned(csk.argpartition(_device(a), kth, algorithm="radix_select"),
+                               a, kth)
+    a = make_keys("few_unique", np.dtype("float32"), rows * (STREAM_ROW + 1), rng)
+    a = a.reshape(rows, STREAM_ROW + 1)
+    a[:, :1000] = rng.standard_normal((rows, 1000))
+    dev = _device(a)
+    for k in (5, 3000):
+        for largest in (True, False):
+            v, i = csk.topk(dev, k, largest=largest, algorithm="radix_select")
+            ev, ei = csk.topk(a, k, largest=largest, algorithm="numpy_select")
+            assert np.array_equal(to_numpy(i), ei)
+            assert_same_bits(v, ev)
+
+
 def test_auto_partition_with_several_kth_and_a_host_array():
     a = np.random.default_rng(1).standard_normal(1 << 17).astype(np.float32)
     assert_partitioned(csk.argpartition(a, [5, 100, 70000]), a, [5, 100, 70000])

@@ -1,6 +1,6 @@
 // Radix select (plugins/radix_select.py drives it): per row, the key of
-// rank `target` (1-based) in the selection order, found by 8-bit digit
-// histograms from the most significant digit down, then one pass that
+// rank `target` (1-based) in the selection order, found by digit
+// histograms (11 or 8 bits a digit) from the most significant digit down, then one pass that
 // writes keys before it (and the first ties) in index order. Rows of
 // medium length take one block each instead (rs_stream_select), and
 // topk's k <= RS_SORT_CAP candidates are sorted in one block
@@ -18,7 +18,9 @@
 #include "keys.cuh"
 
 #define RS_TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
-#define RS_BINS 256
+// The widest digit (rs_stream_select's, and rs_hist's for few rows) and its bins.
+#define RS_WIDE 11
+#define RS_WIDE_BINS (1 << RS_WIDE)
 #if BLOCK_SIZE % 32 != 0
 #error "BLOCK_SIZE must be a multiple of 32"
 #endif
@@ -103,31 +105,33 @@ __device__ __forceinline__ void rs_pick_bin(const Bin* bins, int nbins, long lon
     __syncthreads();
 }
 
-// hist[r * 256 + d] += how many words of row r match prefix[r] above bit
-// shift + 8 and have digit d at `shift`. hist and done start at zero. The
-// row's last block to finish (done[r] counts them) picks the digit: the
-// digit of the word of rank remaining[r] (target on the first pass, shift
-// + 8 == the key bits, where prefix[r] is not read yet) joins prefix[r],
-// remaining[r] becomes the rank among the words with that digit, and the
-// row's bins and done[r] are zeroed again for the next pass.
+// hist[r * stride + d] += how many words of row r match prefix[r] above
+// bit shift + width and have digit d (width bits, at most RS_WIDE) at
+// `shift`. hist and done start at zero. The row's last block to finish
+// (done[r] counts them) picks the digit: the digit of the word of rank
+// remaining[r] (target on the first pass, shift + width == the key bits,
+// where prefix[r] is not read yet) joins prefix[r], remaining[r] becomes
+// the rank among the words with that digit, and the row's bins and done[r]
+// are zeroed again for the next pass.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_hist(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
         unsigned long long* __restrict__ prefix, long long* __restrict__ remaining,
-        unsigned long long* __restrict__ hist, unsigned int* __restrict__ done, int shift,
-        int largest, long long target)
+        unsigned long long* __restrict__ hist, long long stride, unsigned int* __restrict__ done,
+        int shift, int width, int largest, long long target)
 {
-    __shared__ unsigned int s_hist[RS_BINS];
+    __shared__ unsigned int s_hist[RS_WIDE_BINS];
     __shared__ long long s_warp[BLOCK_SIZE / 32];
     __shared__ int s_last, s_digit;
     __shared__ long long s_below, s_count;
-    for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE) s_hist[i] = 0;
+    const int nbins = 1 << width;
+    for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE) s_hist[i] = 0;
     __syncthreads();
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
     const long long start = b * RS_TILE;
     const long long end = start + RS_TILE < row_len ? start + RS_TILE : row_len;
     const csk_bits_t* rk = keys + row * row_len;
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
-    const int high = shift + 8;  // the bits at and above `high` must equal the prefix's
+    const int high = shift + width;  // the bits at and above `high` must equal the prefix's
     const bool first = high >= CSK_KEY_BITS;
     const unsigned long long want = first ? 0ull : prefix[row] >> high;
     csk_bits_t kv[ITEMS_PER_THREAD];
@@ -136,11 +140,11 @@ rs_hist(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
         const unsigned long long w = rs_word(kv[u], flip);
         if (start + (long long)u * BLOCK_SIZE + threadIdx.x < end && (first || (w >> high) == want))
-            atomicAdd(&s_hist[(unsigned)(w >> shift) & (RS_BINS - 1)], 1u);
+            atomicAdd(&s_hist[(unsigned)(w >> shift) & (nbins - 1)], 1u);
     }
     __syncthreads();
-    unsigned long long* h = hist + row * RS_BINS;
-    for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE)
+    unsigned long long* h = hist + row * stride;
+    for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE)
         if (s_hist[i]) atomicAdd(&h[i], (unsigned long long)s_hist[i]);
     __threadfence();  // this block's counts are in the bins before done[row] counts it
     __syncthreads();
@@ -149,13 +153,13 @@ rs_hist(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     if (!s_last) return;
     __threadfence();
     const long long rank = first ? target : remaining[row];
-    rs_pick_bin(h, RS_BINS, rank, &s_digit, &s_below, &s_count, s_warp);
+    rs_pick_bin(h, nbins, rank, &s_digit, &s_below, &s_count, s_warp);
     if (threadIdx.x == 0) {
         remaining[row] = rank - s_below;
         prefix[row] = (first ? 0ull : prefix[row]) | ((unsigned long long)s_digit << shift);
         done[row] = 0;
     }
-    for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE) h[i] = 0;
+    for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE) h[i] = 0;
 }
 
 // Block sums of `v` over the block; every thread gets the total.
@@ -364,8 +368,6 @@ __device__ __forceinline__ unsigned long long rs_head(csk_bits_t w, int bits)
     return bits == 0 ? 0ull : (unsigned long long)w >> (CSK_KEY_BITS - bits);
 }
 
-#define RS_WIDE 11
-#define RS_WIDE_BINS (1 << RS_WIDE)
 // rs_stream_select sorts at most this many candidates in shared memory
 #define RS_CAP 1024
 // rs_stream_select's keys per thread of a chunk (loaded before they are used)

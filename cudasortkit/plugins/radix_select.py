@@ -1,18 +1,19 @@
 """`radix_select`: top-k and single-kth partition by radix select (kernels/radix_select.cu).
 
-Per row, 8-bit digit histograms of the selection words, most significant
-digit first, narrow the candidates to the word T of rank `target` (k for
-topk, kth + 1 for partition): one pass per key byte, each reading the row
-once and keeping a 256-bin histogram per row; the row's last block to
-finish a pass picks its digit (no launch of its own). Then one counting
-pass (its last block per row scans the tiles' counts) and one scatter
-pass, both in tiles of block_size x items_per_thread keys:
+Per row, digit histograms of the selection words, most significant digit
+first, narrow the candidates to the word T of rank `target` (k for topk,
+kth + 1 for partition): one pass per digit (11 bits for at most WIDE_ROWS
+rows, else 8), each reading the row once and keeping a histogram per row;
+the row's last block to finish a pass picks its digit (no launch of its
+own). Then one counting pass (its last block per row scans the tiles'
+counts) and one scatter pass, both in tiles of block_size x
+items_per_thread keys:
 
 - topk: the words below T and the first ties (by index) land in index
   order in a candidate buffer of k per row (tiles holding none of them
   stop at once); those are sorted and gathered (`_finish`). About
-  KEY_BYTES + 2 reads of the keys and a sort of k keys, instead of a sort
-  of all of them.
+  passes + 2 reads of the keys and a sort of k keys, instead of a sort of
+  all of them.
 - partition (one kth): a stable three-way partition around T (below,
   equal, above, each in index order) is written directly: no sort at all.
 
@@ -39,9 +40,26 @@ STREAM_ROW = 1 << 16
 STREAM_THREADS = 512
 #: k at most this: the candidates are sorted in one block (RS_SORT_CAP of radix_select.cu).
 SORT_CAP = 2048
+#: The long-row path's digit for at most WIDE_ROWS rows (RS_WIDE of
+#: radix_select.cu: 2,048 bins a row, 3 passes for 32-bit keys instead of
+#: 4); more rows keep 8-bit digits (256 bins a row).
+WIDE_DIGIT = 11
+WIDE_ROWS = 64
 #: One row of at most this many keys goes to sort_select by default (one
 #: block's shared-memory sort beats the radix passes' launches).
 SHORT_ROW = 4096
+
+
+def digit_passes(key_bits: int, digit: int) -> list:
+    """(shift, width) of each histogram pass, most significant digit first:
+    `digit` bits a pass, the last pass the bits left (32 bits at 11: 11,
+    11, 10)."""
+    passes, top = [], key_bits
+    while top > 0:
+        width = min(digit, top)
+        passes.append((top - width, width))
+        top -= width
+    return passes
 
 
 class RadixSelect(SelectPlugin):
@@ -51,8 +69,8 @@ class RadixSelect(SelectPlugin):
     ops = ("topk", "partition")
     priority = 100
     #: one short row: sort_select (priority 500, one block's sort) wins below
-    #: this one's 600 (its passes are launches); several rows take the
-    #: streaming path (rs_stream_select) at the default 100.
+    #: this one's 600 (its passes are launches); everything else takes the
+    #: default 100 (several rows of at most STREAM_ROW keys: rs_stream_select).
     priorities = ((1, SHORT_ROW, None, 600),)
     tunables = {
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
@@ -77,17 +95,20 @@ class RadixSelect(SelectPlugin):
         target = job.request.kth[0] + 1 if partition else k
         largest = 0 if partition else int(job.largest)
         cand = rows * k if not partition else 0
+        digit = WIDE_DIGIT if rows <= WIDE_ROWS else 8
+        stride = 1 << digit  # bins per row
         # hist and done adjacent: one memset zeroes both (rs_hist zeroes them again per pass)
         buf = job.alloc_parts((
-            ("prefix", rows * 8), ("remaining", rows * 8), ("hist", rows * 256 * 8),
+            ("prefix", rows * 8), ("remaining", rows * 8), ("hist", rows * stride * 8),
             ("done", rows * 4), ("counts", rows * nb * 16), ("totals", rows * 16),
             ("cand_words", cand * job.key_bytes), ("cand_index", cand * 8)))
         kernel = lambda name: job.kernel("radix_select.cu", name, value_bytes=0)  # noqa: E731
         job.memset32(buf["hist"], 0, (buf["done"] + rows * 4 - buf["hist"]) // 4)
         hist = kernel("rs_hist")
-        for shift in range(job.key_bits - 8, -1, -8):
+        for shift, width in digit_passes(job.key_bits, digit):
             job.launch(hist, rows * nb, block, job.keys_in, row_len, nb, buf["prefix"],
-                       buf["remaining"], buf["hist"], buf["done"], shift, largest, target)
+                       buf["remaining"], buf["hist"], stride, buf["done"], shift, width,
+                       largest, target)
         job.launch(kernel("rs_count"), rows * nb, block, job.keys_in, row_len, nb,
                    buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest)
         if partition:
