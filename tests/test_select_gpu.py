@@ -162,8 +162,9 @@ def test_radix_select_paths_on_both_sides_of_their_size_rules(dist):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_radix_select_streamed_rows_every_dtype(dtype, rng):
     """Streamed rows longer than RS_CAP: digit passes over global memory for
-    every key width (8 to 64 bits), then the candidates in shared memory."""
-    for dist in ("special", "few_unique", "uniform"):
+    every key width (8 to 64 bits), then the candidates in shared memory, or
+    (all bits known, over RS_CAP ties) the ties by index."""
+    for dist in ("special", "few_unique", "uniform", "all_equal"):
         a = make_keys(dist, as_dtype(dtype), 3 * 3000, rng).reshape(3, 3000)
         dev = _device(a)
         for largest in (True, False):
