@@ -395,11 +395,15 @@ def test_selection_launches_match_the_kernels(name):
 
     plugin = SELECT_PLUGINS[name]
     checked = 0
+    compiled = {}  # (template, dtype, config): nvcc's answer, once
     for dtype in ("uint8", "float32", "float64"):
         for request in (SelectRequest("topk", dtype, 3, 10000, 7, True),
                         SelectRequest("topk", dtype, 5, 1000, 7, False),
                         SelectRequest("topk", dtype, 4, 20000, 50, True),
-                        SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,))):
+                        SelectRequest("topk", dtype, 1, 100000, 1000, True),
+                        SelectRequest("topk", dtype, 2, 70000, 3000, False),
+                        SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,)),
+                        SelectRequest("partition", dtype, 100, 300, 300, False, True, True, (3,))):
             if plugin.unsupported(request) is not None:
                 continue
             job = _SelectRecordingJob(plugin, request, dtype)
@@ -407,7 +411,10 @@ def test_selection_launches_match_the_kernels(name):
             assert job.launches
             for (template, kernel, config), grid, block, args in job.launches:
                 tpl = KernelTemplate(template, plugin.template_package)
-                rc, msg, ptx = _compile_ptx(tpl, dtype, 0, config)
+                key = (template, dtype, tuple(sorted(config.items())))
+                if key not in compiled:
+                    compiled[key] = _compile_ptx(tpl, dtype, 0, config)
+                rc, msg, ptx = compiled[key]
                 assert rc == 0, msg
                 letters = tpl.signature(kernel, dtype, 0, config)
                 assert len(letters) == len(args), f"{name} {kernel}: {len(args)} arguments " \

@@ -13,7 +13,7 @@ from cudasortkit.sdk.selection import SelectRequest
 
 from helpers import as_dtype, is_bf16, make_keys, to_device, to_numpy
 from select_reference import (assert_partition_values, assert_partitioned, assert_same_bits,
-                              assert_topk)
+                              assert_topk, reference_topk)
 
 pytestmark = pytest.mark.gpu
 
@@ -128,6 +128,85 @@ def test_partition_every_dtype(name, dtype, rng):
                 continue  # one kth only: sort_select serves several (auto checks)
             assert_partitioned(csk.argpartition(dev, kth, algorithm=name), a, kth)
             assert_partition_values(csk.partition(dev, kth, algorithm=name), a, kth)
+
+
+def _assert_topk_prefix(got, a, order, k):
+    """assert_topk against `order`, the rows' full selection order (one
+    reference sort serves every k)."""
+    values, indices = got
+    ei = order[:, :k]
+    assert np.array_equal(to_numpy(indices), ei)
+    assert_same_bits(values, np.take_along_axis(a, ei, -1))
+
+
+@pytest.mark.parametrize("dist", ["special", "few_unique", "all_equal"])
+def test_radix_select_paths_on_both_sides_of_their_size_rules(dist):
+    """radix_select's paths: several rows of at most STREAM_ROW keys (one
+    block per row, rs_stream_select), one more key (the multi-block passes,
+    several rows at once); k up to SORT_CAP sorted in one block
+    (rs_sort_small), one more through the core's argsort; rows where over
+    RS_CAP (1024) keys share the k-th's digit (more passes, ties by index)."""
+    from cudasortkit.plugins.radix_select import SORT_CAP, STREAM_ROW
+
+    rng = np.random.default_rng(11)
+    for length in (STREAM_ROW, STREAM_ROW + 1):
+        a = make_keys(dist, np.dtype("float32"), 2 * length, rng).reshape(2, length)
+        dev = _device(a)
+        for largest in (True, False):
+            order = reference_topk(a, length, -1, largest)[1]
+            for k in (1, 50, SORT_CAP, SORT_CAP + 1, length):
+                got = csk.topk(dev, k, largest=largest, algorithm="radix_select")
+                _assert_topk_prefix(got, a, order, k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_radix_select_streamed_rows_every_dtype(dtype, rng):
+    """Streamed rows longer than RS_CAP: digit passes over global memory for
+    every key width (8 to 64 bits), then the candidates in shared memory, or
+    (all bits known, over RS_CAP ties) the ties by index."""
+    for dist in ("special", "few_unique", "uniform", "all_equal"):
+        a = make_keys(dist, as_dtype(dtype), 3 * 3000, rng).reshape(3, 3000)
+        dev = _device(a)
+        for largest in (True, False):
+            order = reference_topk(a, 3000, -1, largest)[1]
+            for k in (1, 7, 1500, 2049, 3000):
+                _assert_topk_prefix(csk.topk(dev, k, largest=largest, algorithm="radix_select"),
+                                    a, order, k)
+
+
+def test_radix_select_partition_of_several_long_rows(rng):
+    """Partition's digit passes over several rows of several tiles each: the
+    last block of each row picks that row's digit."""
+    a = make_keys("special", np.dtype("float32"), 3 * 20000, rng).reshape(3, 20000)
+    dev = _device(a)
+    for kth in (0, 9999, 19999):
+        assert_partitioned(csk.argpartition(dev, kth, algorithm="radix_select"), a, kth)
+        assert_partition_values(csk.partition(dev, kth, algorithm="radix_select"), a, kth)
+
+
+@pytest.mark.parametrize("rows", [64, 65])
+def test_radix_select_digit_width_rule(rows, rng):
+    """The long-row path's digits: 11 bits for at most WIDE_ROWS (64) rows,
+    8 bits for more (partition always takes it; topk for rows of more than
+    STREAM_ROW keys, referenced by the CPU plugin)."""
+    from cudasortkit.plugins.radix_select import STREAM_ROW, WIDE_ROWS
+
+    assert WIDE_ROWS == 64
+    for dtype in ("float32", "int8", "float64"):
+        a = make_keys("special", as_dtype(dtype), rows * 300, rng).reshape(rows, 300)
+        for kth in (0, 150, -1):
+            assert_partitioned(csk.argpartition(_device(a), kth, algorithm="radix_select"),
+                               a, kth)
+    a = make_keys("few_unique", np.dtype("float32"), rows * (STREAM_ROW + 1), rng)
+    a = a.reshape(rows, STREAM_ROW + 1)
+    a[:, :1000] = rng.standard_normal((rows, 1000))
+    dev = _device(a)
+    for k in (5, 3000):
+        for largest in (True, False):
+            v, i = csk.topk(dev, k, largest=largest, algorithm="radix_select")
+            ev, ei = csk.topk(a, k, largest=largest, algorithm="numpy_select")
+            assert np.array_equal(to_numpy(i), ei)
+            assert_same_bits(v, ev)
 
 
 def test_auto_partition_with_several_kth_and_a_host_array():

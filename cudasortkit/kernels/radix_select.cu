@@ -1,7 +1,10 @@
 // Radix select (plugins/radix_select.py drives it): per row, the key of
-// rank `target` (1-based) in the selection order, found by 8-bit digit
-// histograms from the most significant digit down, then one pass that
-// writes keys before it (and the first ties) in index order.
+// rank `target` (1-based) in the selection order, found by digit
+// histograms (11 or 8 bits a digit) from the most significant digit down, then one pass that
+// writes keys before it (and the first ties) in index order. Rows of
+// medium length take one block each instead (rs_stream_select), and
+// topk's k <= RS_SORT_CAP candidates are sorted in one block
+// (rs_sort_small).
 //
 // Selection words: keys.cuh's ordered word (NaN the largest word, -0.0 ==
 // +0.0) xor `flip` (all ones for largest=True, so NaNs come first): the
@@ -15,7 +18,9 @@
 #include "keys.cuh"
 
 #define RS_TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
-#define RS_BINS 256
+// The widest digit (rs_stream_select's, and rs_hist's for few rows) and its bins.
+#define RS_WIDE 11
+#define RS_WIDE_BINS (1 << RS_WIDE)
 #if BLOCK_SIZE % 32 != 0
 #error "BLOCK_SIZE must be a multiple of 32"
 #endif
@@ -25,69 +30,136 @@ __device__ __forceinline__ csk_bits_t rs_word(csk_bits_t x, csk_bits_t flip)
     return (csk_bits_t)(csk_to_ordered(x) ^ flip);
 }
 
-// prefix = 0, remaining = target (1 <= target <= row_len) for every row.
-extern "C" __global__ void rs_init(unsigned long long* __restrict__ prefix,
-                                   long long* __restrict__ remaining, long long rows,
-                                   long long target)
+// The thread's keys of tile [start, end): kv[u] = keys[start + u *
+// BLOCK_SIZE + threadIdx.x] (0 past the end), every load issued before
+// any is used (the tile is BLOCK_SIZE * ITEMS_PER_THREAD keys).
+__device__ __forceinline__ void rs_load_tile(const csk_bits_t* __restrict__ rk, long long start,
+                                             long long end, csk_bits_t* kv)
 {
-    const long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (r < rows) {
-        prefix[r] = 0;
-        remaining[r] = target;
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const long long i = start + (long long)u * BLOCK_SIZE + threadIdx.x;
+        kv[u] = i < end ? rk[i] : (csk_bits_t)0;
     }
 }
 
-// hist[r * 256 + d] += how many words of row r match prefix[r] above bit
-// shift + 8 and have digit d at `shift`. hist starts at zero (rs_pick
-// zeroes it again after reading it).
+// Exclusive prefix sum of v over the block's threads in thread order;
+// *total gets the block's sum. Every thread of the block calls it.
+__device__ __forceinline__ long long rs_block_exclusive(long long v, long long* s_warp,
+                                                        long long* total)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    long long inc = v;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const long long t = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d) inc += t;
+    }
+    if (lane == 31) s_warp[warp] = inc;
+    __syncthreads();
+    long long before = 0, sum = 0;
+    for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
+        const long long x = s_warp[q];
+        if (q < warp) before += x;
+        sum += x;
+    }
+    __syncthreads();  // s_warp may be rewritten by the next call
+    *total = sum;
+    return before + inc - v;
+}
+
+__device__ __forceinline__ long long rs_bin(const unsigned int* bins, int d) { return bins[d]; }
+// global bins another block wrote with atomics: read from L2, never a stale L1 line
+__device__ __forceinline__ long long rs_bin(const unsigned long long* bins, int d)
+{
+    return (long long)__ldcg(bins + d);
+}
+
+// The digit holding the word of rank `rank` (1 <= rank <= the bins' sum):
+// the first bin whose running count reaches it. The one thread whose bins
+// hold it writes *s_digit, *s_below (the count in the bins before it) and
+// *s_count (its bin's count); every thread sees them after the call.
+template <typename Bin>
+__device__ __forceinline__ void rs_pick_bin(const Bin* bins, int nbins, long long rank,
+                                            int* s_digit, long long* s_below,
+                                            long long* s_count, long long* s_warp)
+{
+    const int per = (nbins + BLOCK_SIZE - 1) / BLOCK_SIZE;
+    const int lo = threadIdx.x * per, hi = lo + per < nbins ? lo + per : nbins;
+    long long mine = 0;
+    for (int d = lo; d < hi; ++d) mine += rs_bin(bins, d);
+    long long total;
+    long long run = rs_block_exclusive(mine, s_warp, &total);
+    if (run < rank && rank <= run + mine) {
+        for (int d = lo; d < hi; ++d) {
+            const long long c = rs_bin(bins, d);
+            if (run + c >= rank) {
+                *s_digit = d;
+                *s_below = run;
+                *s_count = c;
+                break;
+            }
+            run += c;
+        }
+    }
+    __syncthreads();
+}
+
+// hist[r * stride + d] += how many words of row r match prefix[r] above
+// bit shift + width and have digit d (width bits, at most RS_WIDE) at
+// `shift`. hist and done start at zero. The row's last block to finish
+// (done[r] counts them) picks the digit: the digit of the word of rank
+// remaining[r] (target on the first pass, shift + width == the key bits,
+// where prefix[r] is not read yet) joins prefix[r], remaining[r] becomes
+// the rank among the words with that digit, and the row's bins and done[r]
+// are zeroed again for the next pass.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_hist(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
-        const unsigned long long* __restrict__ prefix, unsigned long long* __restrict__ hist,
-        int shift, int largest)
+        unsigned long long* __restrict__ prefix, long long* __restrict__ remaining,
+        unsigned long long* __restrict__ hist, long long stride, unsigned int* __restrict__ done,
+        int shift, int width, int largest, long long target)
 {
-    __shared__ unsigned int s_hist[RS_BINS];
-    for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE) s_hist[i] = 0;
+    __shared__ unsigned int s_hist[RS_WIDE_BINS];
+    __shared__ long long s_warp[BLOCK_SIZE / 32];
+    __shared__ int s_last, s_digit;
+    __shared__ long long s_below, s_count;
+    const int nbins = 1 << width;
+    for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE) s_hist[i] = 0;
     __syncthreads();
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
     const long long start = b * RS_TILE;
     const long long end = start + RS_TILE < row_len ? start + RS_TILE : row_len;
     const csk_bits_t* rk = keys + row * row_len;
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
-    const int high = shift + 8;  // the bits at and above `high` must equal the prefix's
-    const unsigned long long want = high >= CSK_KEY_BITS ? 0ull : prefix[row] >> high;
-    for (long long i = start + threadIdx.x; i < end; i += BLOCK_SIZE) {
-        const unsigned long long w = rs_word(rk[i], flip);
-        if (high >= CSK_KEY_BITS || (w >> high) == want)
-            atomicAdd(&s_hist[(unsigned)(w >> shift) & (RS_BINS - 1)], 1u);
+    const int high = shift + width;  // the bits at and above `high` must equal the prefix's
+    const bool first = high >= CSK_KEY_BITS;
+    const unsigned long long want = first ? 0ull : prefix[row] >> high;
+    csk_bits_t kv[ITEMS_PER_THREAD];
+    rs_load_tile(rk, start, end, kv);
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const unsigned long long w = rs_word(kv[u], flip);
+        if (start + (long long)u * BLOCK_SIZE + threadIdx.x < end && (first || (w >> high) == want))
+            atomicAdd(&s_hist[(unsigned)(w >> shift) & (nbins - 1)], 1u);
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE)
-        if (s_hist[i]) atomicAdd(&hist[row * RS_BINS + i], (unsigned long long)s_hist[i]);
-}
-
-// One block per row: the digit at `shift` of the word of rank remaining[r]
-// (the first digit whose running count reaches it) joins prefix[r], and
-// remaining[r] becomes the rank among the words with that digit. Then the
-// row's histogram is zeroed for the next pass.
-extern "C" __global__ void rs_pick(unsigned long long* __restrict__ hist,
-                                   unsigned long long* __restrict__ prefix,
-                                   long long* __restrict__ remaining, int shift)
-{
-    const long long row = blockIdx.x;
-    unsigned long long* h = hist + row * RS_BINS;
+    unsigned long long* h = hist + row * stride;
+    for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE)
+        if (s_hist[i]) atomicAdd(&h[i], (unsigned long long)s_hist[i]);
+    __threadfence();  // this block's counts are in the bins before done[row] counts it
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(&done[row], 1u) == (unsigned int)(nb - 1);
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const long long rank = first ? target : remaining[row];
+    rs_pick_bin(h, nbins, rank, &s_digit, &s_below, &s_count, s_warp);
     if (threadIdx.x == 0) {
-        const unsigned long long rank = (unsigned long long)remaining[row];
-        unsigned long long below = 0;
-        int d = 0;
-        for (; d < RS_BINS - 1; ++d) {
-            if (below + h[d] >= rank) break;
-            below += h[d];
-        }
-        remaining[row] = (long long)(rank - below);
-        prefix[row] |= (unsigned long long)d << shift;
+        remaining[row] = rank - s_below;
+        prefix[row] = (first ? 0ull : prefix[row]) | ((unsigned long long)s_digit << shift);
+        done[row] = 0;
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < RS_BINS; i += blockDim.x) h[i] = 0;
+    for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE) h[i] = 0;
 }
 
 // Block sums of `v` over the block; every thread gets the total.
@@ -105,13 +177,17 @@ __device__ __forceinline__ long long rs_block_sum(long long v, long long* s_sum)
 }
 
 // counts[(r * nb + b) * 2 + {0, 1}] = the words of tile b of row r below
-// the row's target word T = prefix[r], and equal to it.
+// the row's target word T = prefix[r], and equal to it. The row's last
+// block to finish (done[r] counts them; zero on entry, zero again after)
+// turns the row's counts into exclusive prefix sums over its tiles (both
+// columns) and writes the row's sums to totals[r * 2 + {0, 1}].
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
          const unsigned long long* __restrict__ prefix, long long* __restrict__ counts,
-         int largest)
+         long long* __restrict__ totals, unsigned int* __restrict__ done, int largest)
 {
     __shared__ long long s_sum[BLOCK_SIZE / 32];
+    __shared__ int s_last;
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
     const long long start = b * RS_TILE;
     const long long end = start + RS_TILE < row_len ? start + RS_TILE : row_len;
@@ -119,57 +195,48 @@ rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
     const csk_bits_t target = (csk_bits_t)prefix[row];
     long long less = 0, equal = 0;
-    for (long long i = start + threadIdx.x; i < end; i += BLOCK_SIZE) {
-        const csk_bits_t w = rs_word(rk[i], flip);
-        less += w < target;
-        equal += w == target;
+    csk_bits_t kv[ITEMS_PER_THREAD];
+    rs_load_tile(rk, start, end, kv);
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const bool valid = start + (long long)u * BLOCK_SIZE + threadIdx.x < end;
+        const csk_bits_t w = rs_word(kv[u], flip);
+        less += valid && w < target;
+        equal += valid && w == target;
     }
     less = rs_block_sum(less, s_sum);
     equal = rs_block_sum(equal, s_sum);
     if (threadIdx.x == 0) {
         counts[(long long)blockIdx.x * 2] = less;
         counts[(long long)blockIdx.x * 2 + 1] = equal;
+        __threadfence();  // the counts are out before done[row] counts this block
+        s_last = atomicAdd(&done[row], 1u) == (unsigned int)(nb - 1);
     }
-}
-
-// One block per row: counts become exclusive prefix sums over the row's
-// tiles (both columns), and totals[r * 2 + {0, 1}] the row's sums.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_scan(long long* __restrict__ counts, long long nb, long long* __restrict__ totals)
-{
-    __shared__ long long s_less[BLOCK_SIZE], s_equal[BLOCK_SIZE];
-    long long* c = counts + (long long)blockIdx.x * nb * 2;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    long long* c = counts + row * nb * 2;
     const long long per = (nb + BLOCK_SIZE - 1) / BLOCK_SIZE;
-    const long long lo = threadIdx.x * per;
-    const long long hi = lo + per < nb ? lo + per : nb;
-    long long less = 0, equal = 0;
-    for (long long i = lo; i < hi; ++i) {
-        less += c[2 * i];
-        equal += c[2 * i + 1];
+    const long long lo = threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
+    long long my_less = 0, my_equal = 0;
+    for (long long i = lo; i < hi; ++i) {  // other blocks' counts: from L2 (__ldcg)
+        my_less += __ldcg(c + 2 * i);
+        my_equal += __ldcg(c + 2 * i + 1);
     }
-    s_less[threadIdx.x] = less;
-    s_equal[threadIdx.x] = equal;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        long long run_less = 0, run_equal = 0;
-        for (int t = 0; t < BLOCK_SIZE; ++t) {
-            const long long l = s_less[t], e = s_equal[t];
-            s_less[t] = run_less;
-            s_equal[t] = run_equal;
-            run_less += l;
-            run_equal += e;
-        }
-        totals[blockIdx.x * 2] = run_less;
-        totals[blockIdx.x * 2 + 1] = run_equal;
-    }
-    __syncthreads();
-    long long run_less = s_less[threadIdx.x], run_equal = s_equal[threadIdx.x];
+    long long row_less, row_equal;
+    long long run_less = rs_block_exclusive(my_less, s_sum, &row_less);
+    long long run_equal = rs_block_exclusive(my_equal, s_sum, &row_equal);
     for (long long i = lo; i < hi; ++i) {
-        const long long l = c[2 * i], e = c[2 * i + 1];
+        const long long l = __ldcg(c + 2 * i), e = __ldcg(c + 2 * i + 1);
         c[2 * i] = run_less;
         c[2 * i + 1] = run_equal;
         run_less += l;
         run_equal += e;
+    }
+    if (threadIdx.x == 0) {
+        totals[row * 2] = row_less;
+        totals[row * 2 + 1] = row_equal;
+        done[row] = 0;
     }
 }
 
@@ -197,6 +264,16 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     const long long row_less = totals[row * 2], row_equal = totals[row * 2 + 1];
     long long run_less = counts[(long long)blockIdx.x * 2];
     long long run_equal = counts[(long long)blockIdx.x * 2 + 1];
+    if (mode == 0) {
+        // topk writes no key of a tile without words below T, and without
+        // ties while ties are still taken: such a tile (most of them) ends here
+        const bool last = b + 1 == nb;
+        const long long next_less = last ? row_less : counts[((long long)blockIdx.x + 1) * 2];
+        const long long next_equal = last ? row_equal
+                                          : counts[((long long)blockIdx.x + 1) * 2 + 1];
+        if (next_less == run_less && (next_equal == run_equal || row_less + run_equal >= k))
+            return;
+    }
     // words above T before this tile: the tile's start less the others
     long long run_greater = start - run_less - run_equal;
     const long long out_len = mode == 0 ? k : row_len;
@@ -204,13 +281,20 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     long long* index = out_index + row * out_len;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned below_lane = (1u << lane) - 1u;
-    for (long long chunk = start; chunk < end; chunk += BLOCK_SIZE) {
+    csk_bits_t kv[ITEMS_PER_THREAD];
+    rs_load_tile(rk, start, end, kv);
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {  // chunks of BLOCK_SIZE keys in index order
+        const long long chunk = start + (long long)u * BLOCK_SIZE;
+        if (chunk >= end) break;  // the same in every thread
         const long long i = chunk + threadIdx.x;
         const bool valid = i < end;
-        const csk_bits_t key = valid ? rk[i] : (csk_bits_t)0;
+        const csk_bits_t key = kv[u];
         const csk_bits_t w = rs_word(key, flip);
         const bool is_less = valid && w < target, is_equal = valid && w == target;
         const bool is_greater = valid && !is_less && !is_equal;
+        // topk: a chunk without words below T or ties writes nothing (run_greater is partition's)
+        if (mode == 0 && !__syncthreads_or(is_less || is_equal)) continue;
         const unsigned m_less = __ballot_sync(0xffffffffu, is_less);
         const unsigned m_equal = __ballot_sync(0xffffffffu, is_equal);
         if (lane == 0) {
@@ -253,96 +337,200 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     }
 }
 
-// topk of a row that fits in shared memory, one block per row: the row's
-// selection words are loaded once into dynamic shared memory (row_len
-// words), the digit passes of rs_hist / rs_pick run there, and one more
-// pass over it writes the words below the target T and the first ties,
-// in index order, to the row's k candidates (as rs_scatter's mode 0).
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_block_select(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
-                csk_bits_t* __restrict__ cand_words, long long* __restrict__ cand_index,
-                int largest)
+// Sorts s_w[0, p) ascending by (word, index s_x), p a power of two
+// (bitonic network); every thread of the block calls it.
+__device__ __forceinline__ void rs_bitonic(csk_bits_t* s_w, long long* s_x, int p)
 {
-    extern __shared__ unsigned long long rs_block_smem[];
-    csk_bits_t* s_words = (csk_bits_t*)rs_block_smem;
-    __shared__ unsigned int s_hist[RS_BINS];
-    __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_equal[BLOCK_SIZE / 32];
-    __shared__ unsigned long long s_prefix;
-    __shared__ long long s_remaining;
+    for (int size = 2; size <= p; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < p / 2; t += BLOCK_SIZE) {
+                const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+                const bool up = (i & size) == 0;
+                const bool j_first = s_w[j] < s_w[i] || (s_w[j] == s_w[i] && s_x[j] < s_x[i]);
+                if (j_first == up) {
+                    const csk_bits_t w = s_w[i];
+                    const long long x = s_x[i];
+                    s_w[i] = s_w[j];
+                    s_x[i] = s_x[j];
+                    s_w[j] = w;
+                    s_x[j] = x;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// The word's top `bits` bits (0 when bits == 0).
+__device__ __forceinline__ unsigned long long rs_head(csk_bits_t w, int bits)
+{
+    return bits == 0 ? 0ull : (unsigned long long)w >> (CSK_KEY_BITS - bits);
+}
+
+// rs_stream_select sorts at most this many candidates in shared memory
+#define RS_CAP 1024
+// rs_stream_select's keys per thread of a chunk (loaded before they are used)
+#define RS_STREAM_ITEMS 4
+#define RS_STREAM_CHUNK (BLOCK_SIZE * RS_STREAM_ITEMS)
+
+// topk of many rows of medium length, one block per row, the row streamed
+// from global memory (no row-sized buffer: several blocks share an SM, and
+// the row's later reads come from L2). The words' top `bits` bits are
+// narrowed to the target's (the word of rank k), 11-bit digits at a time,
+// each a histogram pass over the row, until at most RS_CAP words share
+// them (or all bits are known). Then one pass in index order writes the
+// words below that prefix (k - remaining of them, all among the k) to the
+// row's candidates and gathers the words sharing it into shared memory,
+// where they are sorted by (word, index) and the first `remaining` join the
+// candidates; or, all bits known, the first `remaining` ties by index go
+// there directly. Candidates of equal words are in index order (equal words
+// share a prefix), as the stable sort of the candidates needs.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
+                 csk_bits_t* __restrict__ cand_words, long long* __restrict__ cand_index,
+                 int largest)
+{
+    __shared__ unsigned int s_hist[RS_WIDE_BINS];
+    __shared__ csk_bits_t s_w[RS_CAP];
+    __shared__ long long s_x[RS_CAP];
+    __shared__ long long s_warp[BLOCK_SIZE / 32];
+    __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_match[BLOCK_SIZE / 32];
+    __shared__ int s_digit;
+    __shared__ long long s_below, s_count;
     const long long row = blockIdx.x;
     const csk_bits_t* rk = keys + row * row_len;
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
-#pragma unroll 8
-    for (long long i = threadIdx.x; i < row_len; i += BLOCK_SIZE) s_words[i] = rs_word(rk[i], flip);
-    if (threadIdx.x == 0) {
-        s_prefix = 0;
-        s_remaining = k;  // 1 <= k <= row_len: the target's rank
-    }
-    for (int shift = CSK_KEY_BITS - 8; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < RS_BINS; i += BLOCK_SIZE) s_hist[i] = 0;
-        __syncthreads();  // the words, the prefix and the zeroed bins are in place
-        const int high = shift + 8;
-        const unsigned long long want = high >= CSK_KEY_BITS ? 0ull : s_prefix >> high;
-        for (long long i = threadIdx.x; i < row_len; i += BLOCK_SIZE) {
-            const unsigned long long w = s_words[i];
-            if (high >= CSK_KEY_BITS || (w >> high) == want)
-                atomicAdd(&s_hist[(unsigned)(w >> shift) & (RS_BINS - 1)], 1u);
+    unsigned long long prefix = 0;  // the target word's top `bits` bits (every thread's the same)
+    int bits = 0;
+    long long remaining = k, match = row_len;  // the target's rank among `match` sharing the prefix
+    while (match > RS_CAP && bits < CSK_KEY_BITS) {
+        const int width = CSK_KEY_BITS - bits < RS_WIDE ? CSK_KEY_BITS - bits : RS_WIDE;
+        const int shift = CSK_KEY_BITS - bits - width, nbins = 1 << width;
+        for (int i = threadIdx.x; i < nbins; i += BLOCK_SIZE) s_hist[i] = 0;
+        __syncthreads();
+        for (long long chunk = 0; chunk < row_len; chunk += RS_STREAM_CHUNK) {
+            csk_bits_t wv[RS_STREAM_ITEMS];  // all loads in flight before the atomics
+#pragma unroll
+            for (int u = 0; u < RS_STREAM_ITEMS; ++u) {
+                const long long i = chunk + u * BLOCK_SIZE + threadIdx.x;
+                wv[u] = i < row_len ? rk[i] : (csk_bits_t)0;
+            }
+#pragma unroll
+            for (int u = 0; u < RS_STREAM_ITEMS; ++u) {
+                const unsigned long long w = rs_word(wv[u], flip);
+                if (chunk + u * BLOCK_SIZE + threadIdx.x < row_len
+                        && (bits == 0 || (w >> (shift + width)) == prefix))
+                    atomicAdd(&s_hist[(unsigned)(w >> shift) & (nbins - 1)], 1u);
+            }
         }
         __syncthreads();
-        if (threadIdx.x == 0) {  // as rs_pick
-            const long long rank = s_remaining;
-            long long below = 0;
-            int d = 0;
-            for (; d < RS_BINS - 1; ++d) {
-                if (below + (long long)s_hist[d] >= rank) break;
-                below += s_hist[d];
-            }
-            s_remaining = rank - below;
-            s_prefix |= (unsigned long long)d << shift;
-        }
-        __syncthreads();  // before the bins are zeroed again or the prefix read
+        rs_pick_bin(s_hist, nbins, remaining, &s_digit, &s_below, &s_count, s_warp);
+        remaining -= s_below;
+        match = s_count;
+        prefix = (prefix << width) | (unsigned long long)s_digit;
+        bits += width;
     }
-    const csk_bits_t target = (csk_bits_t)s_prefix;
-    const long long need = s_remaining, row_less = k - need;
+    const bool direct = bits == CSK_KEY_BITS;  // the prefix is the target word: matches are ties
+    const long long less_total = k - remaining, match_need = direct ? remaining : match;
     csk_bits_t* words = cand_words + row * k;
     long long* index = cand_index + row * k;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned below_lane = (1u << lane) - 1u;
-    long long run_less = 0, run_equal = 0;
-    for (long long chunk = 0; chunk < row_len; chunk += BLOCK_SIZE) {
-        const long long i = chunk + threadIdx.x;
-        const bool valid = i < row_len;
-        const csk_bits_t w = valid ? s_words[i] : (csk_bits_t)0;
-        const bool is_less = valid && w < target, is_equal = valid && w == target;
-        const unsigned m_less = __ballot_sync(0xffffffffu, is_less);
-        const unsigned m_equal = __ballot_sync(0xffffffffu, is_equal);
-        if (lane == 0) {
-            s_less[warp] = __popc(m_less);
-            s_equal[warp] = __popc(m_equal);
+    long long run_less = 0, run_match = 0;
+    for (long long chunk = 0; chunk < row_len; chunk += RS_STREAM_CHUNK) {
+        csk_bits_t wv[RS_STREAM_ITEMS];  // all loads in flight first
+        bool any = false;
+#pragma unroll
+        for (int u = 0; u < RS_STREAM_ITEMS; ++u) {
+            const long long i = chunk + u * BLOCK_SIZE + threadIdx.x;
+            wv[u] = rs_word(i < row_len ? rk[i] : (csk_bits_t)0, flip);
+            any |= i < row_len && rs_head(wv[u], bits) <= prefix;
         }
-        __syncthreads();
-        long long before_less = 0, before_equal = 0, chunk_less = 0, chunk_equal = 0;
-        for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
-            if (q < warp) {
-                before_less += s_less[q];
-                before_equal += s_equal[q];
+        if (!__syncthreads_or(any)) continue;  // no key of the chunk is written (most chunks)
+#pragma unroll
+        for (int u = 0; u < RS_STREAM_ITEMS; ++u) {
+            const long long i = chunk + u * BLOCK_SIZE + threadIdx.x;
+            const bool valid = i < row_len;
+            const csk_bits_t w = wv[u];
+            const unsigned long long head = rs_head(w, bits);
+            const bool is_less = valid && head < prefix, is_match = valid && head == prefix;
+            const unsigned m_less = __ballot_sync(0xffffffffu, is_less);
+            const unsigned m_match = __ballot_sync(0xffffffffu, is_match);
+            if (lane == 0) {
+                s_less[warp] = __popc(m_less);
+                s_match[warp] = __popc(m_match);
             }
-            chunk_less += s_less[q];
-            chunk_equal += s_equal[q];
+            __syncthreads();
+            long long before_less = 0, before_match = 0, chunk_less = 0, chunk_match = 0;
+            for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
+                if (q < warp) {
+                    before_less += s_less[q];
+                    before_match += s_match[q];
+                }
+                chunk_less += s_less[q];
+                chunk_match += s_match[q];
+            }
+            const long long rank_less = run_less + before_less + __popc(m_less & below_lane);
+            const long long rank_match = run_match + before_match + __popc(m_match & below_lane);
+            if (is_less) {
+                words[rank_less] = w;
+                index[rank_less] = i;
+            } else if (is_match && direct) {
+                if (rank_match < remaining) {
+                    words[less_total + rank_match] = w;
+                    index[less_total + rank_match] = i;
+                }
+            } else if (is_match) {  // rank_match < match <= RS_CAP
+                s_w[rank_match] = w;
+                s_x[rank_match] = i;
+            }
+            run_less += chunk_less;
+            run_match += chunk_match;
+            __syncthreads();  // s_less / s_match are rewritten next
         }
-        const long long rank_less = run_less + before_less + __popc(m_less & below_lane);
-        const long long rank_equal = run_equal + before_equal + __popc(m_equal & below_lane);
-        if (is_less) {
-            words[rank_less] = w;
-            index[rank_less] = i;
-        } else if (is_equal && rank_equal < need) {
-            words[row_less + rank_equal] = w;
-            index[row_less + rank_equal] = i;
-        }
-        run_less += chunk_less;
-        run_equal += chunk_equal;
-        __syncthreads();  // s_less / s_equal are rewritten by the next chunk
-        if (run_less >= row_less && run_equal >= need) break;  // the same in every thread
+        if (run_less >= less_total && run_match >= match_need) break;  // the same in every thread
+    }
+    if (direct) return;
+    int p = 1;
+    while (p < match) p <<= 1;  // match <= RS_CAP, a power of two
+    for (int i = (int)match + threadIdx.x; i < p; i += BLOCK_SIZE) {
+        s_w[i] = CSK_ALL_ONES;
+        s_x[i] = 0x7fffffffffffffffll;  // after every real word: indices are below it
+    }
+    rs_bitonic(s_w, s_x, p);
+    for (long long j = threadIdx.x; j < remaining; j += BLOCK_SIZE) {
+        words[less_total + j] = s_w[j];
+        index[less_total + j] = s_x[j];
+    }
+}
+
+#define RS_SORT_CAP 2048
+
+// topk's results for k <= RS_SORT_CAP, one block per row: the row's k
+// candidates (cand_words / cand_index, rows x k) sorted in shared memory by
+// (word, index), the selection order with its tie rule, and gathered:
+// rs_finish without the separate sort.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_sort_small(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
+              const csk_bits_t* __restrict__ cand_words,
+              const long long* __restrict__ cand_index, csk_bits_t* __restrict__ keys_out,
+              long long* __restrict__ index_out)
+{
+    __shared__ csk_bits_t s_w[RS_SORT_CAP];
+    __shared__ long long s_x[RS_SORT_CAP];
+    const long long row = blockIdx.x;
+    int p = 1;
+    while (p < k) p <<= 1;
+    for (int i = threadIdx.x; i < p; i += BLOCK_SIZE) {
+        s_w[i] = i < k ? cand_words[row * k + i] : CSK_ALL_ONES;
+        s_x[i] = i < k ? cand_index[row * k + i] : 0x7fffffffffffffffll;
+    }
+    rs_bitonic(s_w, s_x, p);
+    for (int j = threadIdx.x; j < k; j += BLOCK_SIZE) {
+        const long long i = s_x[j];
+        index_out[row * k + j] = i;
+        keys_out[row * k + j] = keys[row * row_len + i];
     }
 }
 

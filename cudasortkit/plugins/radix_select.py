@@ -1,22 +1,32 @@
 """`radix_select`: top-k and single-kth partition by radix select (kernels/radix_select.cu).
 
-Per row, 8-bit digit histograms of the selection words, most significant
-digit first, narrow the candidates to the word T of rank `target` (k for
-topk, kth + 1 for partition): one pass per key byte, each reading the row
-once and keeping a 256-bin histogram per row. Then one counting pass and
-one scatter pass, both in tiles of block_size x items_per_thread keys:
+Per row, digit histograms of the selection words, most significant digit
+first, narrow the candidates to the word T of rank `target` (k for topk,
+kth + 1 for partition): one pass per digit (11 bits for at most WIDE_ROWS
+rows, else 8), each reading the row once and keeping a histogram per row;
+the row's last block to finish a pass picks its digit (no launch of its
+own). Then one counting pass (its last block per row scans the tiles'
+counts) and one scatter pass, both in tiles of block_size x
+items_per_thread keys:
 
 - topk: the words below T and the first ties (by index) land in index
-  order in a candidate buffer of k per row, which the core's stable argsort
-  (job.argsort_rows) orders; the results are gathered through it. About
-  KEY_BYTES + 2 reads of the keys and a sort of k keys, instead of a sort
-  of all of them.
+  order in a candidate buffer of k per row (tiles holding none of them
+  stop at once); those are sorted and gathered (`_finish`). About
+  passes + 2 reads of the keys and a sort of k keys, instead of a sort of
+  all of them.
 - partition (one kth): a stable three-way partition around T (below,
   equal, above, each in index order) is written directly: no sort at all.
 
-topk of several rows that each fit in a block's shared memory takes one
-block per row instead (rs_block_select): the row is read once into shared
-memory and every pass runs there.
+topk of several rows of at most STREAM_ROW keys takes one block per row
+instead (rs_stream_select): an 11-bit digit histogram over the row read
+from global memory, then one more read gathering the few keys that share
+the target's digit into shared memory (more histogram passes only where
+over RS_CAP keys share it), so several blocks fit an SM and the rows' later
+reads come from L2.
+
+k <= SORT_CAP candidates per row are sorted and gathered by one block per
+row in shared memory (rs_sort_small); larger k through the core's stable
+argsort of the candidates' words (job.argsort_rows) and rs_finish.
 """
 from __future__ import annotations
 
@@ -24,13 +34,32 @@ from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
 
-#: Shared memory rs_block_select takes besides the row (bins, warp counts), rounded up.
-BLOCK_STATIC = 4096
-#: Threads of rs_block_select's block: many loads in flight per SM.
-BLOCK_THREADS = 1024
+#: topk of several rows of at most this many keys: one block per row (rs_stream_select).
+STREAM_ROW = 1 << 16
+#: Threads of rs_stream_select's block.
+STREAM_THREADS = 512
+#: k at most this: the candidates are sorted in one block (RS_SORT_CAP of radix_select.cu).
+SORT_CAP = 2048
+#: The long-row path's digit for at most WIDE_ROWS rows (RS_WIDE of
+#: radix_select.cu: 2,048 bins a row, 3 passes for 32-bit keys instead of
+#: 4); more rows keep 8-bit digits (256 bins a row).
+WIDE_DIGIT = 11
+WIDE_ROWS = 64
 #: One row of at most this many keys goes to sort_select by default (one
 #: block's shared-memory sort beats the radix passes' launches).
 SHORT_ROW = 4096
+
+
+def digit_passes(key_bits: int, digit: int) -> list:
+    """(shift, width) of each histogram pass, most significant digit first:
+    `digit` bits a pass, the last pass the bits left (32 bits at 11: 11,
+    11, 10)."""
+    passes, top = [], key_bits
+    while top > 0:
+        width = min(digit, top)
+        passes.append((top - width, width))
+        top -= width
+    return passes
 
 
 class RadixSelect(SelectPlugin):
@@ -40,8 +69,8 @@ class RadixSelect(SelectPlugin):
     ops = ("topk", "partition")
     priority = 100
     #: one short row: sort_select (priority 500, one block's sort) wins below
-    #: this one's 600 (its passes are launches); several rows take the
-    #: shared-memory path at the default 100.
+    #: this one's 600 (its passes are launches); everything else takes the
+    #: default 100 (several rows of at most STREAM_ROW keys: rs_stream_select).
     priorities = ((1, SHORT_ROW, None, 600),)
     tunables = {
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
@@ -56,9 +85,8 @@ class RadixSelect(SelectPlugin):
         return reason
 
     def run(self, job):
-        if (job.request.op == "topk" and job.rows > 1
-                and job.row_len * job.key_bytes + BLOCK_STATIC <= job.limits.shared_per_block_optin):
-            return self._rows_in_shared_memory(job)
+        if job.request.op == "topk" and job.rows > 1 and job.row_len <= STREAM_ROW:
+            return self._rows_streamed(job)
         rows, row_len, k = job.rows, job.row_len, job.k
         block = int(job.config["block_size"])
         tile = block * int(job.config["items_per_thread"])
@@ -67,22 +95,22 @@ class RadixSelect(SelectPlugin):
         target = job.request.kth[0] + 1 if partition else k
         largest = 0 if partition else int(job.largest)
         cand = rows * k if not partition else 0
+        digit = WIDE_DIGIT if rows <= WIDE_ROWS else 8
+        stride = 1 << digit  # bins per row
+        # hist and done adjacent: one memset zeroes both (rs_hist zeroes them again per pass)
         buf = job.alloc_parts((
-            ("prefix", rows * 8), ("remaining", rows * 8), ("hist", rows * 256 * 8),
-            ("counts", rows * nb * 16), ("totals", rows * 16),
+            ("prefix", rows * 8), ("remaining", rows * 8), ("hist", rows * stride * 8),
+            ("done", rows * 4), ("counts", rows * nb * 16), ("totals", rows * 16),
             ("cand_words", cand * job.key_bytes), ("cand_index", cand * 8)))
         kernel = lambda name: job.kernel("radix_select.cu", name, value_bytes=0)  # noqa: E731
-        job.launch(kernel("rs_init"), job.blocks(rows, 256), 256, buf["prefix"],
-                   buf["remaining"], rows, target)
-        job.memset32(buf["hist"], 0, rows * 256 * 2)
-        hist, pick = kernel("rs_hist"), kernel("rs_pick")
-        for shift in range(job.key_bits - 8, -1, -8):
+        job.memset32(buf["hist"], 0, (buf["done"] + rows * 4 - buf["hist"]) // 4)
+        hist = kernel("rs_hist")
+        for shift, width in digit_passes(job.key_bits, digit):
             job.launch(hist, rows * nb, block, job.keys_in, row_len, nb, buf["prefix"],
-                       buf["hist"], shift, largest)
-            job.launch(pick, rows, 64, buf["hist"], buf["prefix"], buf["remaining"], shift)
+                       buf["remaining"], buf["hist"], stride, buf["done"], shift, width,
+                       largest, target)
         job.launch(kernel("rs_count"), rows * nb, block, job.keys_in, row_len, nb,
-                   buf["prefix"], buf["counts"], largest)
-        job.launch(kernel("rs_scan"), rows, block, buf["counts"], nb, buf["totals"])
+                   buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest)
         if partition:
             job.launch(kernel("rs_scatter"), rows * nb, block, job.keys_in, row_len, nb, k,
                        buf["prefix"], buf["counts"], buf["totals"], job.keys_out,
@@ -91,25 +119,33 @@ class RadixSelect(SelectPlugin):
         job.launch(kernel("rs_scatter"), rows * nb, block, job.keys_in, row_len, nb, k,
                    buf["prefix"], buf["counts"], buf["totals"], buf["cand_words"],
                    buf["cand_index"], largest, 0)
-        order = job.argsort_rows(buf["cand_words"], WORD_DTYPES[job.key_bytes], rows, k)
-        job.launch(kernel("rs_finish"), min(job.blocks(rows * k, block), MAX_GRID), block,
-                   job.keys_in, row_len, k, rows, buf["cand_index"], order, job.keys_out,
-                   job.values_out)
+        self._finish(job, buf["cand_words"], buf["cand_index"])
 
-    @staticmethod
-    def _rows_in_shared_memory(job):
-        """topk of several rows that each fit in shared memory: one block
-        per row selects from the row held there (rs_block_select), reading
-        the keys once; then the k candidates are sorted and gathered."""
-        rows, row_len, k = job.rows, job.row_len, job.k
+    def _rows_streamed(self, job):
+        """topk of several rows of at most STREAM_ROW keys: one block per
+        row streams it (rs_stream_select) into its k candidates."""
+        rows, k = job.rows, job.k
         buf = job.alloc_parts((("cand_words", rows * k * job.key_bytes),
                                ("cand_index", rows * k * 8)))
-        config = dict(job.config, block_size=BLOCK_THREADS)
-        select = job.kernel("radix_select.cu", "rs_block_select", config=config, value_bytes=0)
-        job.launch(select, rows, BLOCK_THREADS, job.keys_in, row_len, k, buf["cand_words"],
-                   buf["cand_index"], int(job.largest), shared=row_len * job.key_bytes)
-        order = job.argsort_rows(buf["cand_words"], WORD_DTYPES[job.key_bytes], rows, k)
+        config = dict(job.config, block_size=STREAM_THREADS)
+        select = job.kernel("radix_select.cu", "rs_stream_select", config=config, value_bytes=0)
+        job.launch(select, rows, STREAM_THREADS, job.keys_in, job.row_len, k,
+                   buf["cand_words"], buf["cand_index"], int(job.largest))
+        self._finish(job, buf["cand_words"], buf["cand_index"])
+
+    @staticmethod
+    def _finish(job, cand_words, cand_index):
+        """topk's results from rows x k candidates (selection words and
+        positions in the row; equal words in index order): sorted by
+        (word, index) and gathered."""
+        rows, row_len, k = job.rows, job.row_len, job.k
         block = int(job.config["block_size"])
+        if k <= SORT_CAP:
+            small = job.kernel("radix_select.cu", "rs_sort_small", value_bytes=0)
+            job.launch(small, rows, block, job.keys_in, row_len, k, cand_words, cand_index,
+                       job.keys_out, job.values_out)
+            return
+        order = job.argsort_rows(cand_words, WORD_DTYPES[job.key_bytes], rows, k)
         finish = job.kernel("radix_select.cu", "rs_finish", value_bytes=0)
         job.launch(finish, min(job.blocks(rows * k, block), MAX_GRID), block, job.keys_in,
-                   row_len, k, rows, buf["cand_index"], order, job.keys_out, job.values_out)
+                   row_len, k, rows, cand_index, order, job.keys_out, job.values_out)

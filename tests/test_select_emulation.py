@@ -1,0 +1,216 @@
+"""NumPy emulations of radix_select's kernels (kernels/radix_select.cu),
+step for step as the kernels do them, checked on the CPU against the
+reference of tests/select_reference.py: which keys become topk's
+candidates, in which order, for ties across a digit bucket's boundary,
+NaN, -0.0, k = row length, k in the last bucket and rows of one key
+repeated. The GPU tests (test_select_gpu.py) run the kernels themselves."""
+import numpy as np
+import pytest
+
+from cudasortkit.plugins import radix_select
+from cudasortkit.plugins.numpy_select import selection_words
+
+from helpers import as_dtype, make_keys
+from select_reference import reference_topk
+
+WIDE = 11  # RS_WIDE of radix_select.cu
+SENTINEL = -1
+
+
+def pick(hist, rank):
+    """rs_pick_bin: the first bin whose running count reaches `rank`:
+    (digit, count in the bins before it, its count)."""
+    run = np.cumsum(hist)
+    d = int(np.searchsorted(run, rank))  # first d with run[d] >= rank
+    return d, int(run[d] - hist[d]), int(hist[d])
+
+
+def ordered_pass(length, block, need_less, need_match, classify, write):
+    """The kernels' pass in index order, BLOCK keys a chunk, ranks among the
+    keys of each class so far; stops once both classes are complete."""
+    run_less = run_match = 0
+    for chunk in range(0, length, block):
+        idx = np.arange(chunk, min(chunk + block, length))
+        is_less, is_match = classify(idx)
+        rank_less = run_less + np.cumsum(is_less) - is_less
+        rank_match = run_match + np.cumsum(is_match) - is_match
+        write(idx, is_less, is_match, rank_less, rank_match)
+        run_less += int(is_less.sum())
+        run_match += int(is_match.sum())
+        if run_less >= need_less and run_match >= need_match:
+            break
+
+
+def stream_select(words, k, cap, block=64):
+    """rs_stream_select on one row of selection words: its k candidates
+    (words, indices), SENTINEL where it would write nothing."""
+    bits = 8 * words.dtype.itemsize
+    w = [int(x) for x in words]
+    wa = np.array(w, dtype=object)
+    prefix, nbits, remaining, match = 0, 0, k, len(w)
+    while match > cap and nbits < bits:
+        width = min(WIDE, bits - nbits)
+        shift = bits - nbits - width
+        sel = wa if nbits == 0 else wa[(wa >> (shift + width)) == prefix]
+        digits = np.array([(x >> shift) & ((1 << width) - 1) for x in sel], np.int64)
+        d, below, count = pick(np.bincount(digits, minlength=1 << width), remaining)
+        remaining, match = remaining - below, count
+        prefix, nbits = (prefix << width) | d, nbits + width
+    direct = nbits == bits
+    less_total = k - remaining
+    head = np.zeros(len(w), dtype=object) if nbits == 0 else wa >> (bits - nbits)
+    cand_w = np.full(k, SENTINEL, dtype=object)
+    cand_x = np.full(k, SENTINEL, np.int64)
+    smem_w = np.full(cap, SENTINEL, dtype=object)
+    smem_x = np.full(cap, SENTINEL, np.int64)
+
+    def classify(idx):
+        h = head[idx]
+        return (h < prefix).astype(np.int64), (h == prefix).astype(np.int64)
+
+    def write(idx, is_less, is_match, rank_less, rank_match):
+        for j, i in enumerate(idx):
+            if is_less[j]:
+                cand_w[rank_less[j]], cand_x[rank_less[j]] = w[i], i
+            elif is_match[j] and direct:
+                if rank_match[j] < remaining:
+                    at = less_total + rank_match[j]
+                    cand_w[at], cand_x[at] = w[i], i
+            elif is_match[j]:
+                assert rank_match[j] < match <= cap
+                smem_w[rank_match[j]], smem_x[rank_match[j]] = w[i], i
+
+    ordered_pass(len(w), block, less_total, remaining if direct else match, classify, write)
+    if not direct:  # rs_bitonic: by (word, index); the first `remaining` join the candidates
+        order = sorted(range(match), key=lambda j: (smem_w[j], smem_x[j]))[:remaining]
+        cand_w[less_total:] = smem_w[order]
+        cand_x[less_total:] = smem_x[order]
+    return cand_w, cand_x
+
+
+def multi_block_select(words, k, tile, digit):
+    """The long-row path: digit passes (rs_hist, its last block picking),
+    rs_count per tile (its last block scanning), rs_scatter mode 0 with its
+    early exit. Returns the candidates and how many tiles exited early."""
+    bits = 8 * words.dtype.itemsize
+    w = np.array([int(x) for x in words], dtype=object)
+    prefix, remaining = 0, k
+    for shift, width in radix_select.digit_passes(bits, digit):
+        high = shift + width
+        sel = w if high >= bits else w[(w >> high) == (prefix >> high)]
+        digits = np.array([(x >> shift) & ((1 << width) - 1) for x in sel], np.int64)
+        d, below, _ = pick(np.bincount(digits, minlength=1 << width), remaining)
+        remaining -= below
+        prefix |= d << shift
+    target = prefix
+    nb = -(-len(w) // tile)
+    less = [int(np.sum(w[b * tile:(b + 1) * tile] < target)) for b in range(nb)]
+    equal = [int(np.sum(w[b * tile:(b + 1) * tile] == target)) for b in range(nb)]
+    run_less = np.concatenate([[0], np.cumsum(less)])
+    run_equal = np.concatenate([[0], np.cumsum(equal)])
+    row_less, row_equal = int(run_less[-1]), int(run_equal[-1])
+    assert row_less == k - remaining and row_less < k <= row_less + row_equal
+    cand_w = np.full(k, SENTINEL, dtype=object)
+    cand_x = np.full(k, SENTINEL, np.int64)
+    skipped = 0
+    for b in range(nb):
+        nl, ne = int(run_less[b + 1]), int(run_equal[b + 1])
+        rl, re = int(run_less[b]), int(run_equal[b])
+        skip = nl == rl and (ne == re or row_less + re >= k)
+        start, end = b * tile, min((b + 1) * tile, len(w))
+        wrote = []
+        for i in range(start, end):
+            if w[i] < target:
+                wrote.append((rl, i))
+                rl += 1
+            elif w[i] == target:
+                if row_less + re < k:
+                    wrote.append((row_less + re, i))
+                re += 1
+        if skip:  # the early exit drops nothing the tile would write
+            assert not wrote
+            skipped += 1
+        for at, i in wrote:
+            cand_w[at], cand_x[at] = w[i], i
+    return cand_w, cand_x, skipped
+
+
+def finish(cand_w, cand_x):
+    """rs_sort_small: by (word, index); and the argsort path: a stable sort
+    by word alone. Both must give the same order."""
+    assert SENTINEL not in list(cand_x), "a candidate was never written"
+    by_pair = sorted(range(len(cand_x)), key=lambda j: (cand_w[j], cand_x[j]))
+    by_word = sorted(range(len(cand_x)), key=lambda j: cand_w[j])  # stable
+    assert by_pair == by_word, "equal words are not in index order among the candidates"
+    return cand_x[by_pair]
+
+
+def _rows():
+    """(name, keys, ks) rows: ties across a bucket's boundary, NaN and
+    -0.0, a row of one key repeated, random dtypes."""
+    rng = np.random.default_rng(29)
+    # 2.0 opens a bucket of the 11-bit top digit of float32 (sign, exponent,
+    # two mantissa bits); 1.75 is the bucket below it: ties on both sides
+    edge = np.array([1.75] * 40 + [2.0] * 40 + [1.5, 3.0, -0.0, 0.0] * 10, np.float32)
+    rng.shuffle(edge)
+    yield "bucket edge", edge, (1, 39, 40, 41, 80, 81, 119, 120)
+    special = make_keys("special", np.float32, 300, rng)
+    special[::7] = np.nan
+    special[::11] = -0.0
+    special[::13] = 0.0
+    yield "nan and signed zero", special, (1, 5, 43, 44, 150, 299, 300)
+    yield "all equal", np.full(200, 3.5, np.float32), (1, 7, 199, 200)
+    for dtype in ("float16", "bfloat16", "int8", "uint64", "float64", "bool"):
+        for dist in ("uniform", "few_unique", "special"):
+            keys = make_keys(dist, as_dtype(dtype), 257, rng)
+            yield f"{dist} {dtype}", keys, (1, 2, 100, 256, 257)
+
+
+@pytest.mark.parametrize("cap", [4, 32, radix_select.SORT_CAP])
+def test_stream_select_candidates_give_the_reference_topk(cap):
+    """rs_stream_select: more digit passes where more than `cap` keys share
+    the digit (down to all bits known: ties taken by index), one where few do."""
+    for name, keys, ks in _rows():
+        for largest in (True, False):
+            words = selection_words(keys, largest)
+            for k in ks:
+                _, expected = reference_topk(keys, k, -1, largest)
+                got = finish(*stream_select(words, k, cap))
+                assert np.array_equal(got, expected), (name, k, largest, cap)
+
+
+def test_digit_passes_cover_every_bit_once():
+    for bits in (8, 16, 32, 64):
+        for digit in (8, radix_select.WIDE_DIGIT):
+            passes = radix_select.digit_passes(bits, digit)
+            assert all(0 < width <= min(digit, WIDE) for _, width in passes)
+            covered = [b for shift, width in passes
+                       for b in range(shift + width - 1, shift - 1, -1)]
+            assert covered == list(range(bits - 1, -1, -1))  # most significant first, no gap
+    assert radix_select.digit_passes(32, 11) == [(21, 11), (10, 11), (0, 10)]
+
+
+@pytest.mark.parametrize("digit", [8, radix_select.WIDE_DIGIT])
+def test_multi_block_path_and_its_early_exit_give_the_reference_topk(digit):
+    exits = 0
+    for name, keys, ks in _rows():
+        for largest in (True, False):
+            words = selection_words(keys, largest)
+            for k in ks:
+                _, expected = reference_topk(keys, k, -1, largest)
+                cand_w, cand_x, skipped = multi_block_select(words, k, 16, digit)
+                exits += skipped
+                assert np.array_equal(finish(cand_w, cand_x), expected), (name, k, largest)
+    assert exits  # the early exit happened
+
+
+def test_kernel_constants_match_the_plugin():
+    """SORT_CAP is RS_SORT_CAP; the 11-bit digit and RS_CAP as emulated."""
+    import re
+    from importlib.resources import files
+
+    source = files("cudasortkit.kernels").joinpath("radix_select.cu").read_text()
+    define = dict(re.findall(r"#define (RS_\w+) (\d+)", source))
+    assert int(define["RS_SORT_CAP"]) == radix_select.SORT_CAP
+    assert int(define["RS_WIDE"]) == WIDE
+    assert int(define["RS_CAP"]) <= radix_select.SORT_CAP
