@@ -175,7 +175,8 @@ def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorith
 def lexsort(keys, axis=-1, *, algorithm="auto", stream=None):
     """numpy.lexsort: int64 indices that sort by several keys, the LAST key
     primary, stable (NaNs last, -0.0 == +0.0). keys: a sequence of arrays of
-    one shape (or an array whose rows are the keys); device keys are 1-D.
+    one shape (or an array whose rows are the keys), ordered along `axis`
+    (N-D device keys: CuPy arrays or CUDA tensors).
     algorithm: a multi-key plugin (numpy, packed, passes) or "auto"
     (docs/multikey.md)."""
     return multikey.lexsort(keys, axis, selector=selector, algorithm=algorithm, stream=stream)

@@ -131,3 +131,37 @@ def test_unique_rows_torch_and_stream():
     for g, w in zip(got, np.unique(a, axis=0, **FLAGS)):
         assert isinstance(g, torch.Tensor) and g.is_cuda
         np.testing.assert_array_equal(g.cpu().numpy(), w)
+
+
+@pytest.mark.parametrize("algorithm", ["packed", "passes"])
+@pytest.mark.parametrize("shape,axis", [((7, 300), -1), ((7, 300), 0), ((4, 5, 129), 1),
+                                        ((4, 5, 129), -1), ((3, 0), 1), ((1, 1), 0)])
+def test_lexsort_of_n_d_device_keys_along_an_axis(shape, axis, algorithm):
+    """N-D CuPy keys: numpy.lexsort(keys, axis) row by row (NaN, -0.0, ties)."""
+    n = int(np.prod(shape))
+    a = keys_of("float32", n, 3).reshape(shape)
+    b = keys_of("int16", n, 4).reshape(shape)
+    want = np.lexsort((comparable(a), b), axis=axis)
+    got = csk.lexsort((cp.asarray(a), cp.asarray(b)), axis=axis, algorithm=algorithm)
+    assert isinstance(got, cp.ndarray) and got.dtype == np.int64 and got.shape == shape
+    np.testing.assert_array_equal(got.get(), want)
+
+
+def test_lexsort_of_n_d_torch_keys_in_a_callers_stream():
+    torch = pytest.importorskip("torch")
+    a = keys_of("int32", 6 * 1000, 5).reshape(6, 1000)
+    b = keys_of("float64", 6 * 1000, 6).reshape(6, 1000)
+    want = np.lexsort((a, comparable(b)), axis=0)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+        torch.cuda._sleep(2_000_000)  # a busy stream: ordering bugs read unfinished keys
+        got = csk.lexsort((ta, tb), axis=0, stream=s)
+    s.synchronize()
+    assert got.device.type == "cuda" and got.dtype == torch.int64
+    np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+def test_lexsort_of_n_d_device_keys_refuses_other_kinds():
+    with pytest.raises(ValueError, match="same shape"):
+        csk.lexsort((cp.zeros((2, 3)), cp.zeros((3, 2))))

@@ -11,7 +11,9 @@ sort), all in the caller's stream.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import math
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
@@ -20,6 +22,7 @@ from ..dispatch.execute import run
 from ..dispatch.request import caller_ordering, make_request
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of
+from ..gpu.streams import handle_of
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
 from ..sdk.plugin import RUN_ERRORS
@@ -192,10 +195,64 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     if len(shapes) > 1:
         raise ValueError("all keys need to be the same shape")
     (shape,) = shapes
-    if len(shape) != 1 or axis not in (-1, 0):
-        raise ValueError(f"lexsort of device keys orders 1-D keys (axis -1 or 0); got shape "
-                         f"{shape}, axis {axis}")
+    if len(shape) != 1:
+        return _lexsort_along(keys, shape, axis, selector, algorithm, stream)
+    normalize_axis_index(axis, 1)
     return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream)
+
+
+def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
+    """lexsort of N-D CuPy or CUDA-tensor keys along `axis`: the keys moved
+    to rows of the axis's length and ordered at once with the row number as
+    the most significant key, so each row's order occupies its own span;
+    positions within the row are the global ones minus the row's start.
+    The library's own reshapes run in the caller's stream."""
+    library = library_of(keys[0])
+    if library not in ("cupy", "torch") or any(library_of(k) != library for k in keys):
+        raise ValueError(f"lexsort of N-D device keys takes CuPy arrays or CUDA tensors (one "
+                         f"library for all keys); got {library} keys of shape {shape}")
+    ax = normalize_axis_index(axis, len(shape))
+    length, n = shape[ax], math.prod(shape)
+    with _library_stream(library, stream):
+        xp = _namespace(library)
+        on = {"device": keys[0].device} if library == "torch" else {}
+        moved = [xp.moveaxis(k, ax, -1) for k in keys]
+        rows_shape = tuple(moved[0].shape)
+        if n == 0:
+            return xp.moveaxis(xp.zeros(rows_shape, dtype=xp.int64, **on), -1, ax)
+        flat = [m.reshape(-1) for m in moved]  # a copy where the axis was not last
+        row_dtype = xp.int32 if n < (1 << 31) else xp.int64
+        row = xp.arange(n, dtype=row_dtype, **on) // length  # position i: a key of row i // length
+    order = order_of([row, *reversed(flat)], (False,) * (len(keys) + 1), selector, algorithm,
+                     stream)
+    with _library_stream(library, stream):
+        local = order - row.to(xp.int64) * length if library == "torch" else \
+            order - row.astype(xp.int64) * length
+        return xp.moveaxis(local.reshape(rows_shape), -1, ax)
+
+
+def _namespace(library: str):
+    if library == "torch":
+        import torch
+
+        return torch
+    import cupy
+
+    return cupy
+
+
+def _library_stream(library: str, stream):
+    """A context running the library's work in `stream` (None: its current one)."""
+    if stream is None:
+        return contextlib.nullcontext()
+    handle = handle_of(stream)
+    if library == "torch":
+        import torch
+
+        return torch.cuda.stream(torch.cuda.ExternalStream(handle))
+    import cupy
+
+    return cupy.cuda.ExternalStream(handle)
 
 
 def _host_key(k) -> np.ndarray:
