@@ -19,6 +19,7 @@ import numpy as np
 
 from ..build.template import KernelTemplate
 from ..dtypes import key_dtype, key_name
+from .declarations import check_implements, check_name, check_subclass
 
 
 def key_bits(dtype) -> int:
@@ -119,12 +120,8 @@ class MultikeyPlugin:
 
     @staticmethod
     def check_declarations(cls, entry_point_name: str | None = None) -> None:
-        if not isinstance(cls.name, str) or not cls.name.isidentifier():
-            raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
-        if entry_point_name is not None and cls.name != entry_point_name:
-            raise ValueError(f"entry point {entry_point_name!r} loads a plugin named "
-                             f"{cls.name!r}; they must match")
-        if cls.device not in ("cpu", "gpu"):
-            raise ValueError(f"{cls.__name__}.device must be 'cpu' or 'gpu', got {cls.device!r}")
-        if cls.run is MultikeyPlugin.run:
-            raise TypeError(f"{cls.__name__} must implement run(job)")
+        check_subclass(cls, MultikeyPlugin)
+        check_name(cls, entry_point_name)
+        if cls.device not in ("cpu", "gpu"):  # templates: multikey.cu is the core's own
+            raise ValueError(f"{cls.name}: device must be 'cpu' or 'gpu', got {cls.device!r}")
+        check_implements(cls, MultikeyPlugin, "run")

@@ -14,8 +14,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
-from ..dtypes import KEY_DTYPES
 from ..errors import KernelError
+from .declarations import (check_device, check_dtypes, check_implements, check_name,
+                           check_subclass, check_tunables)
 
 
 @dataclass(frozen=True)
@@ -266,38 +267,12 @@ def _valid_config_takes_limits(cls) -> bool:
 
 def check_plugin_class(cls, entry_point_name: str | None = None) -> None:
     """Raise TypeError/ValueError describing what is wrong with a plugin class."""
-    if not (isinstance(cls, type) and issubclass(cls, SortPlugin)) or cls is SortPlugin:
-        raise TypeError(f"{cls!r} is not a subclass of cudasortkit.SortPlugin")
-    if not isinstance(cls.name, str) or not cls.name.isidentifier():
-        raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
-    if entry_point_name is not None and cls.name != entry_point_name:
-        raise ValueError(
-            f"entry point {entry_point_name!r} loads a plugin named {cls.name!r}; they must match"
-        )
-    unknown = [d for d in cls.dtypes if d not in KEY_DTYPES]
-    if not cls.dtypes or unknown:
-        raise ValueError(
-            f"{cls.name}: dtypes must be a non-empty subset of {KEY_DTYPES}, "
-            f"unknown: {unknown}" if unknown else f"{cls.name}: declares no key dtypes"
-        )
-    if cls.device not in ("gpu", "cpu"):
-        raise ValueError(f"{cls.name}: device must be 'gpu' or 'cpu', got {cls.device!r}")
-    for tname, tunable in cls.tunables.items():
-        if not isinstance(tunable, Tunable):
-            raise TypeError(f"{cls.name}: tunable {tname!r} must be a cudasortkit.Tunable")
-        if not tname.isidentifier():
-            raise ValueError(f"{cls.name}: tunable name {tname!r} is not an identifier")
-    if cls.device == "gpu":
-        if "block_size" not in cls.tunables:
-            raise ValueError(f"{cls.name}: a GPU plugin must declare a 'block_size' tunable")
-        if not cls.templates:
-            raise ValueError(f"{cls.name}: a GPU plugin must declare its kernel templates")
-        from ..build.render import template_path
-
-        for template in cls.templates:
-            template_path(cls.template_package, template)  # raises FileNotFoundError
-    if cls.run is SortPlugin.run:
-        raise TypeError(f"{cls.name}: does not implement run()")
+    check_subclass(cls, SortPlugin)
+    check_name(cls, entry_point_name)
+    check_dtypes(cls)
+    check_device(cls)
+    check_tunables(cls, Tunable)
+    check_implements(cls, SortPlugin, "run")
 
 
 #: What a plugin's run() may raise as part of its contract (the caller's

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..dtypes import KEY_DTYPES
+from .declarations import (check_device, check_dtypes, check_implements, check_name,
+                           check_subclass)
 
 
 @dataclass
@@ -74,24 +76,10 @@ class SearchPlugin:
     @staticmethod
     def check_declarations(cls, entry_point_name: str | None = None) -> None:
         """Raise TypeError/ValueError saying what is wrong with `cls`."""
-        if not isinstance(cls.name, str) or not cls.name.isidentifier():
-            raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
-        if entry_point_name is not None and cls.name != entry_point_name:
-            raise ValueError(f"entry point {entry_point_name!r} loads a search plugin named "
-                             f"{cls.name!r}; they must match")
-        unknown = [d for d in cls.dtypes if d not in KEY_DTYPES]
-        if not cls.dtypes or unknown:
-            raise ValueError(f"{cls.name}: dtypes must be a non-empty subset of {KEY_DTYPES}")
-        if cls.device != "gpu":
-            raise ValueError(f"{cls.name}: search plugins run on the GPU (device='gpu')")
+        check_subclass(cls, SearchPlugin)
+        check_name(cls, entry_point_name)
+        check_dtypes(cls)
+        check_device(cls, devices=("gpu",))
         if "block_size" not in cls.config:
             raise ValueError(f"{cls.name}: config must set block_size")
-        from ..build.render import template_path
-
-        if not cls.templates:
-            raise ValueError(f"{cls.name}: a GPU plugin must declare its kernel templates")
-        for template in cls.templates:
-            template_path(cls.template_package, template)  # raises FileNotFoundError
-        for method in ("run", "estimate"):
-            if getattr(cls, method) is getattr(SearchPlugin, method):
-                raise TypeError(f"{cls.name}: does not implement {method}()")
+        check_implements(cls, SearchPlugin, "run", "estimate")

@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from ..dtypes import KEY_DTYPES
+from .declarations import (check_device, check_dtypes, check_implements, check_name,
+                           check_subclass, check_tunables)
 from .plugin import Tunable
 
 #: What a SelectRequest asks for.
@@ -143,41 +144,19 @@ class SelectPlugin:
     @staticmethod
     def check_declarations(cls, entry_point_name: str | None = None) -> None:
         """Raise TypeError/ValueError saying what is wrong with `cls`."""
-        if not (isinstance(cls, type) and issubclass(cls, SelectPlugin)) or cls is SelectPlugin:
-            raise TypeError(f"{cls!r} is not a subclass of cudasortkit.SelectPlugin")
-        if not isinstance(cls.name, str) or not cls.name.isidentifier():
-            raise ValueError(f"{cls.__name__}.name must be an identifier, got {cls.name!r}")
-        if entry_point_name is not None and cls.name != entry_point_name:
-            raise ValueError(f"entry point {entry_point_name!r} loads a plugin named "
-                             f"{cls.name!r}; they must match")
-        unknown = [d for d in cls.dtypes if d not in KEY_DTYPES]
-        if not cls.dtypes or unknown:
-            raise ValueError(f"{cls.name}: dtypes must be a non-empty subset of {KEY_DTYPES}"
-                             + (f", unknown: {unknown}" if unknown else ""))
+        check_subclass(cls, SelectPlugin)
+        check_name(cls, entry_point_name)
+        check_dtypes(cls)
         if not cls.ops or any(op not in SELECT_OPS for op in cls.ops):
             raise ValueError(f"{cls.name}: ops must be a non-empty subset of {SELECT_OPS}, "
                              f"got {cls.ops!r}")
-        if cls.device not in ("gpu", "cpu"):
-            raise ValueError(f"{cls.name}: device must be 'gpu' or 'cpu', got {cls.device!r}")
-        for tname, tunable in cls.tunables.items():
-            if not isinstance(tunable, Tunable) or not tname.isidentifier():
-                raise TypeError(f"{cls.name}: tunable {tname!r} must be a cudasortkit.Tunable "
-                                "named by an identifier")
+        check_device(cls)
+        check_tunables(cls, Tunable)
         for rule in cls.priorities:
             if not (isinstance(rule, tuple) and len(rule) == 4):
                 raise ValueError(f"{cls.name}: priorities are (max_rows, max_row_len, max_k, "
                                  f"priority) tuples, got {rule!r}")
-        if cls.device == "gpu":
-            if "block_size" not in cls.tunables:
-                raise ValueError(f"{cls.name}: a GPU plugin must declare a 'block_size' tunable")
-            if not cls.templates:
-                raise ValueError(f"{cls.name}: a GPU plugin must declare its kernel templates")
-            from ..build.render import template_path
-
-            for template in cls.templates:
-                template_path(cls.template_package, template)  # raises FileNotFoundError
-        if cls.run is SelectPlugin.run:
-            raise TypeError(f"{cls.name}: does not implement run()")
+        check_implements(cls, SelectPlugin, "run")
 
 
 class HostSelectJob:
