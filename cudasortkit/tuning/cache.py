@@ -132,30 +132,9 @@ def plugin_hash(plugin) -> str:
     shared headers next to them and in cudasortkit's kernels/, its Python
     module, its tunables and dtypes. Any change there means re-tuning."""
     cls = type(plugin)
-    cached = _hashes.get(cls)
-    if cached is not None:
-        return cached
-    h = hashlib.sha256()
-    h.update(repr((cls.name, tuple(cls.dtypes), cls.stable, cls.pairs, cls.device,
-                   sorted((k, t.default, tuple(t.values)) for k, t in cls.tunables.items()))).encode())
-    files = []
-    if cls.device == "gpu":
-        from ..build.render import include_dirs, template_path
-
-        files += [template_path(cls.template_package, t) for t in cls.templates]
-        for d in include_dirs(cls.template_package):
-            files += sorted(glob.glob(os.path.join(d, "*.cuh")))
-    with contextlib.suppress(TypeError, OSError):
-        files.append(inspect.getsourcefile(cls))
-    for path in files:
-        if not path:
-            continue
-        h.update(os.path.basename(path).encode())
-        with contextlib.suppress(OSError), open(path, "rb") as f:
-            h.update(f.read())
-    digest = h.hexdigest()[:16]
-    _hashes[cls] = digest
-    return digest
+    return _hash(cls, cls, (cls.name, tuple(cls.dtypes), cls.stable, cls.pairs, cls.device,
+                            sorted((k, t.default, tuple(t.values))
+                                   for k, t in cls.tunables.items())))
 
 
 def kind_hash(plugin) -> str:
@@ -163,18 +142,25 @@ def kind_hash(plugin) -> str:
     declarations, its Python module, its kernel templates and the shared
     headers (as plugin_hash for sorts)."""
     cls = type(plugin)
-    key = ("kind", cls)
+    return _hash(("kind", cls), cls, (
+        getattr(cls, "entry_point_group", ""), getattr(cls, "name", ""),
+        getattr(cls, "device", ""), tuple(getattr(cls, "dtypes", ()) or ()),
+        repr(getattr(cls, "config", None)), repr(getattr(cls, "priorities", None)),
+        getattr(cls, "priority", None)))
+
+
+def _hash(key, cls, declarations) -> str:
+    """sha256 (16 hex digits, memoised under `key`) of the declarations'
+    repr and the files behind cls: its kernel templates, the headers on
+    their include path and its Python source."""
     cached = _hashes.get(key)
     if cached is not None:
         return cached
     h = hashlib.sha256()
-    h.update(repr((getattr(cls, "entry_point_group", ""), getattr(cls, "name", ""),
-                   getattr(cls, "device", ""), tuple(getattr(cls, "dtypes", ()) or ()),
-                   repr(getattr(cls, "config", None)), repr(getattr(cls, "priorities", None)),
-                   getattr(cls, "priority", None))).encode())
+    h.update(repr(declarations).encode())
     files = []
     templates = tuple(getattr(cls, "templates", ()) or ())
-    if templates:
+    if templates and getattr(cls, "device", "gpu") == "gpu":
         from ..build.render import include_dirs, template_path
 
         package = getattr(cls, "template_package", "cudasortkit.kernels")
