@@ -376,24 +376,34 @@ class Selector:
     # -------------------------------------------------------------- by name
     @staticmethod
     def _by_name(request: Request, name: str):
-        entry = registry.entries().get(name)
-        if entry is None:
-            raise ValueError(f"unknown algorithm {name!r}; known: "
-                             f"{', '.join(sorted(registry.entries())) or 'none'} (or 'auto')")
-        if not entry.ok:
-            if entry.plugin is not None:  # loaded, then taken out of service
-                raise ValueError(f"algorithm {name!r} is disabled: {entry.error}")
-            raise ValueError(f"algorithm {name!r} failed to load: {entry.error}")
-        try:
-            reason = registry.call(entry.plugin, "unsupported", request)
-        except PluginError as exc:
-            raise ValueError(f"algorithm {name!r} is disabled: {exc.reason}") from exc
-        if reason is None and entry.plugin.device == "gpu" and not gpu_available():
-            reason = f"{name} needs a GPU: {unavailable_reason()}"
-        if reason is not None:
-            raise ValueError(f"algorithm {name!r} cannot {describe(request)}: {reason}; "
-                             f"algorithms that can: {_can_list(request) or 'none'}")
-        return entry.plugin
+        return named_plugin(name, request, group=registry.GROUP, label="algorithm",
+                            task=describe(request), serving=lambda: _can_list(request))
+
+
+def named_plugin(name: str, request, *, group: str, label: str, task: str, serving: Callable):
+    """The plugin `name` of entry-point group `group` for `request`, asked
+    for by name: ValueError (naming it as `label`, the work as `task` and
+    the plugins that can serve it, `serving()`) when it is unknown,
+    disabled, cannot serve the request or needs a GPU this machine lacks."""
+    table = registry.entries(group)
+    entry = table.get(name)
+    if entry is None:
+        raise ValueError(f"unknown {label} {name!r}; known: "
+                         f"{', '.join(sorted(table)) or 'none'} (or 'auto')")
+    if not entry.ok:
+        if entry.plugin is not None:  # loaded, then taken out of service
+            raise ValueError(f"{label} {name!r} is disabled: {entry.error}")
+        raise ValueError(f"{label} {name!r} failed to load: {entry.error}")
+    try:
+        reason = registry.call(entry.plugin, "unsupported", request)
+    except PluginError as exc:
+        raise ValueError(f"{label} {name!r} is disabled: {exc.reason}") from exc
+    if reason is None and entry.plugin.device == "gpu" and not gpu_available():
+        reason = f"{name} needs a GPU: {unavailable_reason()}"
+    if reason is not None:
+        raise ValueError(f"{label} {name!r} cannot {task}: {reason}; "
+                         f"algorithms that can: {serving() or 'none'}")
+    return entry.plugin
 
 
 _warned_cpu = False

@@ -16,7 +16,7 @@ from ..errors import PluginError
 from ..gpu.device import gpu_available, unavailable_reason
 from ..sdk import registry
 from ..sdk.selection import SelectPlugin, SelectRequest
-from .select import HOST_CUTOFF, Decision
+from .select import HOST_CUTOFF, Decision, named_plugin
 
 GROUP = SelectPlugin.entry_point_group
 
@@ -71,20 +71,6 @@ def explain(request: SelectRequest, algorithm: str = "auto", measured=None) -> D
 
 
 def _by_name(request: SelectRequest, name: str):
-    table = registry.entries(GROUP)
-    entry = table.get(name)
-    if entry is None:
-        raise ValueError(f"unknown selection algorithm {name!r}; known: "
-                         f"{', '.join(sorted(table)) or 'none'} (or 'auto')")
-    if not entry.ok:
-        raise ValueError(f"selection algorithm {name!r} is disabled: {entry.error}")
-    try:
-        reason = registry.call(entry.plugin, "unsupported", request)
-    except PluginError as exc:
-        raise ValueError(f"selection algorithm {name!r} is disabled: {exc.reason}") from exc
-    if reason is None and entry.plugin.device == "gpu" and not gpu_available():
-        reason = f"{name} needs a GPU: {unavailable_reason()}"
-    if reason is not None:
-        raise ValueError(f"selection algorithm {name!r} cannot serve {request}: {reason}; "
-                         f"algorithms that can: {', '.join(sorted(serving(request))) or 'none'}")
-    return entry.plugin
+    return named_plugin(name, request, group=GROUP, label="selection algorithm",
+                        task=f"serve {request}",
+                        serving=lambda: ", ".join(sorted(serving(request))))
