@@ -240,6 +240,38 @@ rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     }
 }
 
+// Block-wide ranks of two disjoint flags a and b of this thread's key, in
+// thread order: *before_a / *before_b = keys of the block's earlier threads
+// flagged a / b, *total_a / *total_b = the whole block's. Called by every
+// thread of the block; s_a and s_b are BLOCK_SIZE / 32 shared words, free
+// again after the caller's next __syncthreads().
+__device__ __forceinline__ void rs_block_rank2(bool a, bool b, unsigned* s_a, unsigned* s_b,
+                                               long long* before_a, long long* before_b,
+                                               long long* total_a, long long* total_b)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned below_lane = (1u << lane) - 1u;
+    const unsigned m_a = __ballot_sync(0xffffffffu, a), m_b = __ballot_sync(0xffffffffu, b);
+    if (lane == 0) {
+        s_a[warp] = __popc(m_a);
+        s_b[warp] = __popc(m_b);
+    }
+    __syncthreads();
+    long long ba = 0, bb = 0, ta = 0, tb = 0;
+    for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
+        if (q < warp) {
+            ba += s_a[q];
+            bb += s_b[q];
+        }
+        ta += s_a[q];
+        tb += s_b[q];
+    }
+    *before_a = ba + __popc(m_a & below_lane);
+    *before_b = bb + __popc(m_b & below_lane);
+    *total_a = ta;
+    *total_b = tb;
+}
+
 // Every word of the row below the target T goes to its rank among them
 // (index order), the equal ones after them, by index:
 // mode 0 (topk): into out_words / out_index (rows x k) the words below T
@@ -279,8 +311,6 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     const long long out_len = mode == 0 ? k : row_len;
     csk_bits_t* words = out_words + row * out_len;
     long long* index = out_index + row * out_len;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned below_lane = (1u << lane) - 1u;
     csk_bits_t kv[ITEMS_PER_THREAD];
     rs_load_tile(rk, start, end, kv);
 #pragma unroll
@@ -295,29 +325,14 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
         const bool is_greater = valid && !is_less && !is_equal;
         // topk: a chunk without words below T or ties writes nothing (run_greater is partition's)
         if (mode == 0 && !__syncthreads_or(is_less || is_equal)) continue;
-        const unsigned m_less = __ballot_sync(0xffffffffu, is_less);
-        const unsigned m_equal = __ballot_sync(0xffffffffu, is_equal);
-        if (lane == 0) {
-            s_less[warp] = __popc(m_less);
-            s_equal[warp] = __popc(m_equal);
-        }
-        __syncthreads();
-        long long before_less = 0, before_equal = 0, chunk_less = 0, chunk_equal = 0;
-        for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
-            if (q < warp) {
-                before_less += s_less[q];
-                before_equal += s_equal[q];
-            }
-            chunk_less += s_less[q];
-            chunk_equal += s_equal[q];
-        }
-        const long long rank_less = run_less + before_less + __popc(m_less & below_lane);
-        const long long rank_equal = run_equal + before_equal + __popc(m_equal & below_lane);
+        long long before_less, before_equal, chunk_less, chunk_equal;
+        rs_block_rank2(is_less, is_equal, s_less, s_equal, &before_less, &before_equal,
+                       &chunk_less, &chunk_equal);
+        const long long rank_less = run_less + before_less;
+        const long long rank_equal = run_equal + before_equal;
         // position of this key among the chunk's greater ones: its position
         // in the chunk less the less and equal keys before it
-        const long long rank_greater = run_greater + threadIdx.x
-            - (before_less + __popc(m_less & below_lane))
-            - (before_equal + __popc(m_equal & below_lane));
+        const long long rank_greater = run_greater + threadIdx.x - before_less - before_equal;
         long long pos = -1;
         if (is_less)
             pos = rank_less;
@@ -435,8 +450,6 @@ rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long lo
     const long long less_total = k - remaining, match_need = direct ? remaining : match;
     csk_bits_t* words = cand_words + row * k;
     long long* index = cand_index + row * k;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned below_lane = (1u << lane) - 1u;
     long long run_less = 0, run_match = 0;
     for (long long chunk = 0; chunk < row_len; chunk += RS_STREAM_CHUNK) {
         csk_bits_t wv[RS_STREAM_ITEMS];  // all loads in flight first
@@ -455,24 +468,11 @@ rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long lo
             const csk_bits_t w = wv[u];
             const unsigned long long head = rs_head(w, bits);
             const bool is_less = valid && head < prefix, is_match = valid && head == prefix;
-            const unsigned m_less = __ballot_sync(0xffffffffu, is_less);
-            const unsigned m_match = __ballot_sync(0xffffffffu, is_match);
-            if (lane == 0) {
-                s_less[warp] = __popc(m_less);
-                s_match[warp] = __popc(m_match);
-            }
-            __syncthreads();
-            long long before_less = 0, before_match = 0, chunk_less = 0, chunk_match = 0;
-            for (int q = 0; q < BLOCK_SIZE / 32; ++q) {
-                if (q < warp) {
-                    before_less += s_less[q];
-                    before_match += s_match[q];
-                }
-                chunk_less += s_less[q];
-                chunk_match += s_match[q];
-            }
-            const long long rank_less = run_less + before_less + __popc(m_less & below_lane);
-            const long long rank_match = run_match + before_match + __popc(m_match & below_lane);
+            long long before_less, before_match, chunk_less, chunk_match;
+            rs_block_rank2(is_less, is_match, s_less, s_match, &before_less, &before_match,
+                           &chunk_less, &chunk_match);
+            const long long rank_less = run_less + before_less;
+            const long long rank_match = run_match + before_match;
             if (is_less) {
                 words[rank_less] = w;
                 index[rank_less] = i;
