@@ -177,7 +177,7 @@ def lexsort(keys, axis=-1, *, algorithm="auto", stream=None):
     primary, stable (NaNs last, -0.0 == +0.0). keys: a sequence of arrays of
     one shape (or an array whose rows are the keys), ordered along `axis`
     (N-D device keys: CuPy arrays or CUDA tensors).
-    algorithm: a multi-key plugin (numpy, packed, passes) or "auto"
+    algorithm: a multi-key plugin (numpy_lexsort, packed, passes) or "auto"
     (docs/multikey.md)."""
     return multikey.lexsort(keys, axis, selector=selector, algorithm=algorithm, stream=stream)
 
@@ -250,29 +250,30 @@ def argpartition(a, kth, *, axis=-1, stream=None, algorithm="auto"):
 
 
 def algorithms() -> list:
-    """One dict per registered plugin: name, kind ("sort" or "selection"),
-    dtypes, stable, pairs, tunables, status, error; sorts first."""
+    """One dict per registered plugin of every kind: name, kind ("sort",
+    "selection", "search" or "multikey"), dtypes, stable, pairs, tunables,
+    status, error; sorts first."""
     rows = []
-    listed = [(kind, name, entry)
-              for kind, group in (("sort", registry.GROUP), ("selection", SELECTION_GROUP))
-              for name, entry in sorted(registry.entries(group).items())]
-    for kind, name, entry in listed:
-        p = entry.plugin
-        rows.append({
-            "name": name,
-            "kind": kind,
-            "status": "ok" if entry.ok else "error",
-            "error": entry.error,
-            "target": entry.target,
-            "distribution": entry.distribution,
-            "device": p.device if p else None,
-            "dtypes": tuple(p.dtypes) if p else (),
-            "stable": p.stable if p else None,
-            "pairs": p.pairs if p else None,
-            "segmented": p.segmented if p else None,
-            "tunables": {k: {"default": t.default, "values": t.values} for k, t in p.tunables.items()} if p else {},
-            "summary": p.summary if p else "",
-        })
+    for group in registry.KINDS:
+        kind = "sort" if group == registry.GROUP else group.rsplit(".", 1)[1]
+        for name, entry in sorted(registry.entries(group).items()):
+            p = entry.plugin
+            rows.append({
+                "name": name,
+                "kind": kind,
+                "status": "ok" if entry.ok else "error",
+                "error": entry.error,
+                "target": entry.target,
+                "distribution": entry.distribution,
+                "device": p.device if p else None,
+                "dtypes": tuple(getattr(p, "dtypes", ())) if p else (),
+                "stable": getattr(p, "stable", None) if p else None,
+                "pairs": getattr(p, "pairs", None) if p else None,
+                "segmented": getattr(p, "segmented", None) if p else None,
+                "tunables": {k: {"default": t.default, "values": t.values}
+                             for k, t in getattr(p, "tunables", {}).items()} if p else {},
+                "summary": getattr(p, "summary", "") if p else "",
+            })
     return rows
 
 

@@ -52,7 +52,8 @@ def _entry_point_names() -> list:
     cfg = configparser.ConfigParser()
     cfg.read(CHECKOUT / "setup.cfg")
     names = []
-    for group in ("cudasortkit.algorithms", "cudasortkit.selection"):  # list shows every kind
+    for group in ("cudasortkit.algorithms", "cudasortkit.selection", "cudasortkit.search",
+                  "cudasortkit.multikey"):  # list shows every kind
         text = cfg["options.entry_points"].get(group, "")
         names += [line.split("=")[0].strip() for line in text.strip().splitlines()]
     return names

@@ -240,7 +240,7 @@ def test_the_plan_takes_every_plugin_of_each_kind_or_those_named():
     by_kind = {c.kind.what: names for c, names in work}
     assert set(by_kind["selection"]) == set(plugins[SELECTION.group])
     assert set(by_kind["search"]) >= {"binary", "merge"}
-    assert by_kind["multikey"] == ["numpy", "packed", "passes"]
+    assert by_kind["multikey"] == ["numpy_lexsort", "packed", "passes"]
     only = tune_kinds.plan(cells, plugins, {"merge"})
     assert {c.kind for c, _ in only} == {SEARCH} and all(n == ["merge"] for _, n in only)
     # --quick: CPU plugins only where the inputs hold at most 2^24 keys
@@ -248,7 +248,7 @@ def test_the_plan_takes_every_plugin_of_each_kind_or_those_named():
     assert "numpy_select" not in quick["topk 4096 x 32,000 float32 k=50"]
     assert "radix_select" in quick["topk 4096 x 32,000 float32 k=50"]
     assert "numpy_select" in quick["topk 1 x 16,777,216 float32 k=1,048,576"]
-    assert "numpy" in quick["lexsort of 2 keys (int32,float32) x 1,048,576 on the host"]
+    assert "numpy_lexsort" in quick["lexsort of 2 keys (int32,float32) x 1,048,576 on the host"]
 
 
 class FakeCase:
@@ -359,12 +359,12 @@ def test_the_real_cases_check_against_numpy(monkeypatch):
              tune_kinds._search_cell(100, 30, rows=8),
              tune_kinds._multikey_cell(("int32", "float32", "int32"), 4000, device=False)]
     names = {SELECTION.group: ["numpy_select", "radix_select"], SEARCH.group: ["binary"],
-             MULTIKEY.group: ["numpy", "packed"]}
+             MULTIKEY.group: ["numpy_lexsort", "packed"]}
     timed = []
     out = tune_kinds.sweep([(c, names[c.kind.group]) for c in cells], lambda *a: timed.append(a[1:3]),
                            time_ms=lambda fn, repeats: 1.0, log=lambda m: None, rng=rng)
     assert out["wrong"] == [] and out["failed"] == []
-    assert [t[0] for t in timed] == ["numpy_select"] * 3 + ["binary"] * 3 + ["numpy"]
+    assert [t[0] for t in timed] == ["numpy_select"] * 3 + ["binary"] * 3 + ["numpy_lexsort"]
     assert {s[1] for s in out["skipped"]} == {"radix_select", "packed"}
     # a wrong answer is seen: the reference of another draw
     case = cells[0].setup(np.random.default_rng(5))

@@ -184,9 +184,9 @@ class _DeviceKey:
 
 def test_multikey_kind_registered_and_auto_choice():
     found = registry.plugins("cudasortkit.multikey")
-    assert {"numpy", "packed", "passes"} <= set(found)
+    assert {"numpy_lexsort", "packed", "passes"} <= set(found)
     host = MultikeyJob([np.arange(3)], (False,), 3)
-    assert multikey.choose(host).name == "numpy"
+    assert multikey.choose(host).name == "numpy_lexsort"
     fits = MultikeyJob([_DeviceKey("int64"), _DeviceKey("float32"), _DeviceKey("int16"),
                         _DeviceKey("bool")], (False,) * 4, 3)
     assert fits.bits == 64 + 32 + 16 + 1 and multikey.choose(fits).name == "packed"

@@ -301,11 +301,11 @@ def argsort_fields(a: np.ndarray, order, axis, descending) -> np.ndarray:
     keys = field_keys(a, order)
     if isinstance(descending, (bool, np.bool_)) and not descending:
         job = MultikeyJob(keys, (False,) * len(keys), a.size, axis=axis)
-        return _run(job, "numpy")
+        return _run(job, "numpy_lexsort")
     if a.ndim != 1:
         raise ValueError("descending=True with order= sorts 1-D structured arrays (or axis=None)")
     job = MultikeyJob(keys, _check_descending(descending, len(keys)), a.size)
-    return _run(job, "numpy")
+    return _run(job, "numpy_lexsort")
 
 
 def sort_fields(a: np.ndarray, order, axis, descending) -> np.ndarray:

@@ -183,11 +183,12 @@ def cmd_list(args) -> int:
             print(f"{head}{row['target']}: {row['error']}")
             continue
         flags = ", ".join(f for f, on in (("stable", row["stable"]), ("pairs", row["pairs"])) if on)
-        if row.get("kind") == "selection":  # topk / partition plugins (docs/select.md)
-            flags = "selection"
+        if row["kind"] != "sort":  # selection, search, multikey: their own kinds (docs/plugins.md)
+            flags = row["kind"]
         tun = " ".join(f"{k}={v['default']}{list(v['values'])}" for k, v in row["tunables"].items())
         print(f"{head}{row['device']:3}  [{flags}]  {row['summary']}")
-        print(f"{indent}dtypes: {' '.join(row['dtypes'])}")
+        if row["dtypes"]:
+            print(f"{indent}dtypes: {' '.join(row['dtypes'])}")
         if tun:
             print(f"{indent}tunables: {tun}")
     return 0

@@ -27,7 +27,7 @@ def word_dtype(bits: int) -> np.dtype:
 
 
 class NumpyLexsort(MultikeyPlugin):
-    name = "numpy"
+    name = "numpy_lexsort"
     summary = "host keys: numpy.lexsort, or stable NumPy passes when a key descends"
     device = "cpu"
     priority = 0

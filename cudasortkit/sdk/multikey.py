@@ -4,7 +4,7 @@ A plugin of this kind (entry-point group ``cudasortkit.multikey``) returns
 the stable int64 order of n rows by several 1-D keys of length n, the first
 key most significant (SQL's ORDER BY; lexsort reverses its keys into this
 order), each ascending or descending in NumPy 2.5's order (NaNs last both
-ways, -0.0 == +0.0). Built-in: ``numpy`` (host keys), ``packed`` (keys whose
+ways, -0.0 == +0.0). Built-in: ``numpy_lexsort`` (host keys), ``packed`` (keys whose
 widths add up to at most 128 bits, radix-sorted as one packed key) and
 ``passes`` (any keys: one stable sort per key, least significant first).
 
