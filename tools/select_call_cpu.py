@@ -8,6 +8,7 @@ no-op). The measured tables are those of an empty cache directory.
 Absolute numbers are this machine's and the stand-ins' (CuPy's attributes
 are Cython, faster); compare before and after a change on one machine.
 `python tools/select_call_cpu.py [calls] [--profile]`"""
+import math
 import os
 import sys
 import tempfile
@@ -48,7 +49,7 @@ class ndarray:
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
         if shape == (-1,):
-            shape = (int(np.prod(self.shape)),)
+            shape = (math.prod(self.shape),)
         return ndarray(tuple(shape), self.dtype, self.data.ptr)
 
     @property
