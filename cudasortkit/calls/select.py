@@ -79,8 +79,8 @@ class SelectCalls:
         #: auto's choice per request shape, memoised (dispatch/selection.py's
         #: Choices: keyed on the registry's and the measured tables' generations).
         self.choices = choosing.Choices(SELECTION.choose, runtime.generation)
-        #: (plugin, dtype) -> the plugin's default config, asked once (a new
-        #: plugin object after a registry change asks again).
+        #: (plugin, default_config's arguments) -> its answer, asked once (a
+        #: new plugin object after a registry change asks again).
         self._configs: dict = {}
 
     # ------------------------------------------------------------- public
@@ -152,15 +152,15 @@ class SelectCalls:
                     raise
                 # auto: that plugin is out of service now; choose again
 
-    def _config(self, plugin, dtype: str) -> dict:
-        """The plugin's default config for `dtype`, a new dict per job
-        (default_config() runs once per plugin and dtype, guarded)."""
-        config = self._configs.get((plugin, dtype))
+    def _config(self, plugin, *args) -> dict:
+        """plugin.default_config(*args) (guarded), a new dict per job; asked
+        once per plugin and arguments."""
+        config = self._configs.get((plugin, args))
         if config is None:
-            config = registry.call(plugin, "default_config", dtype)
+            config = registry.call(plugin, "default_config", *args)
             if len(self._configs) >= MAX_CONFIGS:
                 self._configs.clear()
-            self._configs[(plugin, dtype)] = config
+            self._configs[(plugin, args)] = config
         return dict(config)
 
     def _run_host(self, plugin, request, keys: Operand):
@@ -190,9 +190,12 @@ class SelectCalls:
             count = request.rows * request.k
             values, indices = _DeviceOut.pair(keys, count, state, caller)
             poison(state, values.ptr, count * keys.dtype.itemsize, indices.ptr, count * 8)
+            # as Job would make it (registry.default_config: indices are 8-byte
+            # values), unless the plugin's config depends on the size
+            config = None if hasattr(plugin, "size_config") else \
+                self._config(plugin, request.dtype, 8)
             job = SelectJob(plugin, state, request, keys_in=keys.device_ptr(state),
-                            keys_out=values.ptr, indices_out=indices.ptr,
-                            config=self._config(plugin, request.dtype),
+                            keys_out=values.ptr, indices_out=indices.ptr, config=config,
                             argsort_rows=self._argsort_rows)
             try:
                 with registry.guarded(plugin, "run", expected=RUN_ERRORS):
