@@ -363,6 +363,9 @@ class _SelectRecordingJob:
     def kernel(self, template, name, defines=None, config=None, value_bytes=None):
         return template, name, dict(self.config if config is None else config)
 
+    def kernels(self, template, names, defines=None, config=None, value_bytes=None):
+        return tuple(self.kernel(template, name, defines, config, value_bytes) for name in names)
+
     def alloc(self, nbytes):
         return 0x10000
 

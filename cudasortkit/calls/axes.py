@@ -18,6 +18,7 @@ sort, which the public API runs (dispatch/execute.py).
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 
 import numpy as np
@@ -93,7 +94,7 @@ class Rows:
             shape = (1,)
         self.shape = shape
         self.axis = normalize_axis(axis, len(shape)) if (axis is not None or shape) else None
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        n = math.prod(shape)  # ints (_shape): math's, several times faster than NumPy's
         self.n = n
         last = len(shape) - 1
         if self.axis is None:
@@ -101,7 +102,7 @@ class Rows:
             self.moved_shape = (n,)
         else:
             self.row_len = shape[self.axis]
-            self.rows = int(np.prod(shape[:self.axis] + shape[self.axis + 1:], dtype=np.int64))
+            self.rows = math.prod(shape[:self.axis] + shape[self.axis + 1:])
             self.moved_shape = shape[:self.axis] + shape[self.axis + 1:] + (self.row_len,)
         self.moves = self.axis is not None and self.axis != last
         #: Sorted along its last axis: the result is `flat`'s in the input's shape.

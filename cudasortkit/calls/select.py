@@ -34,8 +34,12 @@ from ..sdk.plugin import RUN_ERRORS, Request
 from ..sdk.segments import Segments
 from ..sdk.select_job import SelectJob
 from ..sdk.selection import HostSelectJob, SelectRequest
+from ..tuning import runtime
 from ..tuning.kinds import SELECTION
 from .axes import Rows
+
+#: Default configs kept at most (dropped all together past it).
+MAX_CONFIGS = 256
 
 
 def _check_bool(name: str, value) -> bool:
@@ -72,6 +76,12 @@ class SelectCalls:
 
     def __init__(self, selector):
         self.selector = selector
+        #: auto's choice per request shape, memoised (dispatch/selection.py's
+        #: Choices: keyed on the registry's and the measured tables' generations).
+        self.choices = choosing.Choices(SELECTION.choose, runtime.generation)
+        #: (plugin, default_config's arguments) -> its answer, asked once (a
+        #: new plugin object after a registry change asks again).
+        self._configs: dict = {}
 
     # ------------------------------------------------------------- public
     def topk(self, a, k, axis, largest, sorted_, out, stream, algorithm):
@@ -128,7 +138,8 @@ class SelectCalls:
         if not isinstance(algorithm, str):
             raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
         while True:
-            plugin, _ = choosing.choose(request, algorithm, SELECTION.choose)
+            plugin, _ = self.choices.choose(request, algorithm,
+                                            keys.ordinal if keys.on_device else None)
             if request.rows * request.k == 0:  # nothing to select: no plugin runs
                 return (keys.wrap_host(np.empty(0, keys.dtype)),
                         keys.wrap_host(np.empty(0, INDEX_DTYPE)))
@@ -141,11 +152,21 @@ class SelectCalls:
                     raise
                 # auto: that plugin is out of service now; choose again
 
-    @staticmethod
-    def _run_host(plugin, request, keys: Operand):
+    def _config(self, plugin, *args) -> dict:
+        """plugin.default_config(*args) (guarded), a new dict per job; asked
+        once per plugin and arguments."""
+        config = self._configs.get((plugin, args))
+        if config is None:
+            config = registry.call(plugin, "default_config", *args)
+            if len(self._configs) >= MAX_CONFIGS:
+                self._configs.clear()
+            self._configs[(plugin, args)] = config
+        return dict(config)
+
+    def _run_host(self, plugin, request, keys: Operand):
         state = get_device(keys.ordinal) if keys.on_device else None
         host = keys.host(state).reshape(request.rows, request.row_len)
-        job = HostSelectJob(request, host, registry.call(plugin, "default_config", request.dtype))
+        job = HostSelectJob(request, host, self._config(plugin, request.dtype))
         with registry.guarded(plugin, "run", expected=RUN_ERRORS):
             result = plugin.run(job)
         shape = (request.rows, request.k)
@@ -167,11 +188,14 @@ class SelectCalls:
         try:
             caller = ordering.caller if ordering is not None else None
             count = request.rows * request.k
-            values = _DeviceOut(keys, count, keys.dtype, state, caller)
-            indices = _DeviceOut(keys, count, INDEX_DTYPE, state, caller)
+            values, indices = _DeviceOut.pair(keys, count, state, caller)
             poison(state, values.ptr, count * keys.dtype.itemsize, indices.ptr, count * 8)
+            # as Job would make it (registry.default_config: indices are 8-byte
+            # values), unless the plugin's config depends on the size
+            config = None if hasattr(plugin, "size_config") else \
+                self._config(plugin, request.dtype, 8)
             job = SelectJob(plugin, state, request, keys_in=keys.device_ptr(state),
-                            keys_out=values.ptr, indices_out=indices.ptr,
+                            keys_out=values.ptr, indices_out=indices.ptr, config=config,
                             argsort_rows=self._argsort_rows)
             try:
                 with registry.guarded(plugin, "run", expected=RUN_ERRORS):
@@ -238,18 +262,14 @@ class _DeviceOut:
     pool buffer downloaded and wrapped as the caller's kind (host arrays,
     other __cuda_array_interface__ objects)."""
 
-    def __init__(self, like: Operand, count: int, dtype, state, caller):
+    def __init__(self, like: Operand, count: int, dtype, state, caller, value=None):
         self.like, self.count, self.dtype, self.state = like, count, np.dtype(dtype), state
         self.value = self._buf = None
-        if like.library == "cupy":
-            import cupy
-
-            with cupy.cuda.Device(like.ordinal):
-                if caller in (None, 1, cupy.cuda.get_current_stream().ptr or 1):
-                    self.value = cupy.empty(count, self.dtype)
-                else:
-                    with cupy_stream(caller):
-                        self.value = cupy.empty(count, self.dtype)
+        if value is not None:  # made by pair()
+            self.value = value
+            self.ptr = int(value.data.ptr)
+        elif like.library == "cupy":
+            self.value, = _cupy_empty(like, count, (self.dtype,), caller)
             self.ptr = int(self.value.data.ptr)
         elif like.library == "torch":
             import torch
@@ -265,6 +285,17 @@ class _DeviceOut:
             self._buf = state.allocate(max(count, 1) * self.dtype.itemsize, "selection result")
             self.ptr = int(self._buf)
 
+    @classmethod
+    def pair(cls, like: Operand, count: int, state, caller) -> tuple:
+        """(values, int64 indices) of `count` elements each (CuPy's made
+        under one device and stream switch)."""
+        if like.library == "cupy":
+            values, indices = _cupy_empty(like, count, (like.dtype, INDEX_DTYPE), caller)
+            return (cls(like, count, like.dtype, state, caller, values),
+                    cls(like, count, INDEX_DTYPE, state, caller, indices))
+        return (cls(like, count, like.dtype, state, caller),
+                cls(like, count, INDEX_DTYPE, state, caller))
+
     def finish(self):
         if self._buf is None:
             return self.value
@@ -275,6 +306,18 @@ class _DeviceOut:
         finally:
             self._buf.free()
         return self.like.wrap_host(host)
+
+
+def _cupy_empty(like: Operand, count: int, dtypes: tuple, caller) -> list:
+    """New CuPy arrays of `count` elements of each of `dtypes` on the keys'
+    device, allocated in the caller's stream's order."""
+    import cupy
+
+    with cupy.cuda.Device(like.ordinal):
+        if caller in (None, 1, cupy.cuda.get_current_stream().ptr or 1):
+            return [cupy.empty(count, dtype) for dtype in dtypes]
+        with cupy_stream(caller):
+            return [cupy.empty(count, dtype) for dtype in dtypes]
 
 
 # ------------------------------------------------------------ shapes, out=

@@ -9,8 +9,14 @@ not import tuning/), that GPU choice is made from this device's
 measurements instead where they reach the request; the plugins measured
 then are the GPU ones and, for device arrays (what is measured), the CPU
 ones too. A plugin asked for by name must serve the request or ValueError
-says why and which can."""
+says why and which can.
+
+`Choices` memoises choose()'s answer per request shape for the calls
+(explain() decides afresh)."""
 from __future__ import annotations
+
+import threading
+from typing import Callable
 
 from ..errors import PluginError
 from ..gpu.device import gpu_available, unavailable_reason
@@ -63,6 +69,38 @@ def choose(request: SelectRequest, algorithm: str = "auto", measured=None) -> tu
     pool = {**cpu, **gpu} if request.on_device else gpu
     pick = measured(request, pool, name, why)
     return pool[pick.name], pick.reason
+
+
+class Choices:
+    """choose()'s (plugin, reason) memoised per request: the key holds the
+    request's every field, the name asked for, the keys' device and what
+    else may change the answer: the registry (registry.generation: a
+    plugin registered, refreshed or taken out of service), the measured
+    tables (`generation()`, the tuning runtime's, handed in: this layer
+    does not import tuning/) and whether a GPU is here. So a call whose
+    plugin fails (taken out of service) chooses again, and new
+    measurements are never answered from the memo."""
+
+    MAX_CHOICES = 4096
+
+    def __init__(self, measured=None, generation: Callable[[], int] = lambda: 0):
+        self.measured, self.generation = measured, generation
+        self._memo: dict = {}
+        self._lock = threading.Lock()
+
+    def choose(self, request: SelectRequest, algorithm: str = "auto", device=None) -> tuple:
+        """choose(request, algorithm, measured), memoised; `device` is the
+        keys' device (an ordinal, None for host keys)."""
+        key = (request, algorithm, device, registry.generation, self.generation(),
+               gpu_available())
+        found = self._memo.get(key)
+        if found is None:
+            found = choose(request, algorithm, self.measured)
+            with self._lock:
+                if len(self._memo) >= self.MAX_CHOICES:
+                    self._memo.clear()
+                self._memo[key] = found
+        return found
 
 
 def explain(request: SelectRequest, algorithm: str = "auto", measured=None) -> Decision:

@@ -102,21 +102,21 @@ class RadixSelect(SelectPlugin):
             ("prefix", rows * 8), ("remaining", rows * 8), ("hist", rows * stride * 8),
             ("done", rows * 4), ("counts", rows * nb * 16), ("totals", rows * 16),
             ("cand_words", cand * job.key_bytes), ("cand_index", cand * 8)))
-        kernel = lambda name: job.kernel("radix_select.cu", name, value_bytes=0)  # noqa: E731
+        hist, count, scatter = job.kernels("radix_select.cu", ("rs_hist", "rs_count", "rs_scatter"),
+                                           value_bytes=0)
         job.memset32(buf["hist"], 0, (buf["done"] + rows * 4 - buf["hist"]) // 4)
-        hist = kernel("rs_hist")
         for shift, width in digit_passes(job.key_bits, digit):
             job.launch(hist, rows * nb, block, job.keys_in, row_len, nb, buf["prefix"],
                        buf["remaining"], buf["hist"], stride, buf["done"], shift, width,
                        largest, target)
-        job.launch(kernel("rs_count"), rows * nb, block, job.keys_in, row_len, nb,
+        job.launch(count, rows * nb, block, job.keys_in, row_len, nb,
                    buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest)
         if partition:
-            job.launch(kernel("rs_scatter"), rows * nb, block, job.keys_in, row_len, nb, k,
+            job.launch(scatter, rows * nb, block, job.keys_in, row_len, nb, k,
                        buf["prefix"], buf["counts"], buf["totals"], job.keys_out,
                        job.values_out, largest, 1)
             return
-        job.launch(kernel("rs_scatter"), rows * nb, block, job.keys_in, row_len, nb, k,
+        job.launch(scatter, rows * nb, block, job.keys_in, row_len, nb, k,
                    buf["prefix"], buf["counts"], buf["totals"], buf["cand_words"],
                    buf["cand_index"], largest, 0)
         self._finish(job, buf["cand_words"], buf["cand_index"])
@@ -128,7 +128,8 @@ class RadixSelect(SelectPlugin):
         buf = job.alloc_parts((("cand_words", rows * k * job.key_bytes),
                                ("cand_index", rows * k * 8)))
         config = dict(job.config, block_size=STREAM_THREADS)
-        select = job.kernel("radix_select.cu", "rs_stream_select", config=config, value_bytes=0)
+        select, = job.kernels("radix_select.cu", ("rs_stream_select",), config=config,
+                              value_bytes=0)
         job.launch(select, rows, STREAM_THREADS, job.keys_in, job.row_len, k,
                    buf["cand_words"], buf["cand_index"], int(job.largest))
         self._finish(job, buf["cand_words"], buf["cand_index"])
@@ -141,11 +142,11 @@ class RadixSelect(SelectPlugin):
         rows, row_len, k = job.rows, job.row_len, job.k
         block = int(job.config["block_size"])
         if k <= SORT_CAP:
-            small = job.kernel("radix_select.cu", "rs_sort_small", value_bytes=0)
+            small, = job.kernels("radix_select.cu", ("rs_sort_small",), value_bytes=0)
             job.launch(small, rows, block, job.keys_in, row_len, k, cand_words, cand_index,
                        job.keys_out, job.values_out)
             return
         order = job.argsort_rows(cand_words, WORD_DTYPES[job.key_bytes], rows, k)
-        finish = job.kernel("radix_select.cu", "rs_finish", value_bytes=0)
+        finish, = job.kernels("radix_select.cu", ("rs_finish",), value_bytes=0)
         job.launch(finish, min(job.blocks(rows * k, block), MAX_GRID), block, job.keys_in,
                    row_len, k, rows, cand_index, order, job.keys_out, job.values_out)

@@ -26,11 +26,10 @@ class SortSelect(SelectPlugin):
     def run(self, job):
         block = job.config["block_size"]
         words = int(job.alloc(max(job.n * job.key_bytes, 1)))
-        encode = job.kernel("select.cu", "select_encode", value_bytes=0)
+        encode, gather = job.kernels("select.cu", ("select_encode", "select_gather"), value_bytes=0)
         job.launch(encode, min(job.blocks(job.n, block), MAX_GRID), block, job.keys_in, words,
                    job.n, int(job.largest))
         order = job.argsort_rows(words, WORD_DTYPES[job.key_bytes])
-        gather = job.kernel("select.cu", "select_gather", value_bytes=0)
         total = job.rows * job.k
         job.launch(gather, min(job.blocks(total, block), MAX_GRID), block, job.keys_in, order,
                    job.keys_out, job.values_out, job.rows, job.row_len, job.k)

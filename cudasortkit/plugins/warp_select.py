@@ -37,7 +37,7 @@ class WarpSelect(SelectPlugin):
         while 32 * items < job.row_len:  # a power of two: few compiled variants
             items *= 2
         block = int(job.config["block_size"])
-        kernel = job.kernel("warp_select.cu", "warp_select", defines={"row_items": items},
-                            value_bytes=0)
+        kernel, = job.kernels("warp_select.cu", ("warp_select",), defines={"row_items": items},
+                              value_bytes=0)
         job.launch(kernel, job.blocks(job.rows, block // 32), block, job.keys_in, job.keys_out,
                    job.values_out, job.rows, job.row_len, job.k, int(job.largest))

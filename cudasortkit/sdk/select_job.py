@@ -1,10 +1,20 @@
 """SelectJob: what a GPU selection plugin's run() gets (sdk/selection.py)."""
 from __future__ import annotations
 
-from typing import Callable
+import threading
+from typing import Any, Callable, Mapping
 
+from ..gpu import caches
 from .job import Job
 from .selection import SelectRequest
+
+#: SelectJob.kernels' answers: the Kernel objects of build/template.py's
+#: kernel cache (the one cache: nothing is compiled or prepared here),
+#: under the key that cache uses plus the names asked for; cleared with it.
+_kept: dict = {}
+_kept_lock = threading.Lock()
+MAX_KEPT = 1024
+caches.register(_kept.clear)
 
 
 class SelectJob(Job):
@@ -23,6 +33,27 @@ class SelectJob(Job):
         self.rows, self.row_len, self.k = request.rows, request.row_len, request.k
         self.largest, self.sorted = request.largest, request.sorted
         self._argsort_rows = argsort_rows
+
+    def kernels(self, template: str, names: tuple, defines: Mapping[str, Any] = None,
+                config: Mapping[str, Any] = None, value_bytes: int | None = None) -> tuple:
+        """Job.kernel(template, name, ...) of each of `names` (a tuple), in
+        order: the kernel cache is asked once per (device, template,
+        defines, names, dtype, value_bytes, config) and its Kernel objects
+        kept, so a repeat call of the shape costs one lookup."""
+        config = self.config if config is None else config
+        value_bytes = self.value_bytes if value_bytes is None else value_bytes
+        defined = tuple(defines.items()) if defines else ()
+        key = (self.state.ordinal, type(self.plugin).template_package, template, defined, names,
+               self.dtype, value_bytes, tuple(config.items()))
+        found = _kept.get(key)
+        if found is None:
+            found = tuple(self.kernel(template, name, defines, config, value_bytes)
+                          for name in names)
+            with _kept_lock:
+                if len(_kept) >= MAX_KEPT:
+                    _kept.clear()
+                _kept[key] = found
+        return found
 
     def argsort_rows(self, words: int, word_dtype: str, rows: int | None = None,
                      row_len: int | None = None) -> int:

@@ -173,9 +173,15 @@ _memo_lock = threading.Lock()
 
 def choose(kind: Kind, shape: tuple, candidates: dict, declared: str, why: str) -> Pick:
     """decide() over this device's table; the declared choice where there
-    is one candidate, no GPU, or the table cannot be read (warned once)."""
+    is one candidate, no GPU, or the table cannot be read (warned once).
+    Memoised per (shape, candidates, declared choice) under the measured
+    tables' generation (runtime.generation: a table written, or reset()),
+    the registry's generation and the device and cache directory asked for
+    (settings: as runtime.context() picks its table), so a call that is
+    answered from the memo reads no table."""
     if len(candidates) <= 1:
         return Pick(declared, why)
+    from .. import settings
     from ..gpu.device import gpu_available
     from ..sdk import registry
     from . import runtime
@@ -183,11 +189,11 @@ def choose(kind: Kind, shape: tuple, candidates: dict, declared: str, why: str) 
     if not gpu_available():
         return Pick(declared, f"nothing measured (no GPU here); declared: {why}")
     try:
-        ctx = runtime.context()
         key = (kind.group, shape, tuple(sorted(candidates)), declared, why, runtime.generation(),
-               registry.generation, id(ctx))
+               registry.generation, settings.device_ordinal(), settings.cache_dir())
         pick = _memo.get(key)
         if pick is None:
+            ctx = runtime.context()
             hashes = {n: cache.kind_hash(p) for n, p in candidates.items()}
             pick = decide(ctx.table.get("kinds", {}).get(kind.group, {}), kind, shape, candidates,
                           declared, why, hashes)

@@ -1,0 +1,193 @@
+"""Host (Python) time of csk.topk / csk.partition of a CuPy array, without a
+GPU: the real public call, selection choice, SelectJob and plugin run()
+over stand-ins for CuPy (its attributes, allocation and current stream),
+the device state (pool allocation, memsets, the stream join) and the
+kernels (each kernel's real signature from its template, so every
+launch's argument count is still checked; the driver launch itself is a
+no-op). The measured tables are those of an empty cache directory.
+Absolute numbers are this machine's and the stand-ins' (CuPy's attributes
+are Cython, faster); compare before and after a change on one machine.
+`python tools/select_call_cpu.py [calls] [--profile]`"""
+import math
+import os
+import sys
+import tempfile
+import time
+import types
+
+import numpy as np
+
+# this checkout's cudasortkit (and its entry points), not an installed one
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# ----------------------------------------------------------- CuPy stand-in
+cupy = types.ModuleType("cupy")
+cupy.__path__ = []
+_next = [0x10000]
+
+
+class _Mem:
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, ptr):
+        self.ptr, self.device_id = ptr, 0
+
+
+class _Flags:
+    c_contiguous = True
+
+
+class ndarray:
+    def __init__(self, shape, dtype, ptr=None):
+        # kept cheap (CuPy's own allocation is not what this measures)
+        self.shape = shape if isinstance(shape, tuple) else (shape,)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        if ptr is None:
+            ptr = _next[0] = _next[0] + (1 << 20)
+        self.data, self.flags = _Mem(ptr), _Flags()
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        if shape == (-1,):
+            shape = (math.prod(self.shape),)
+        return ndarray(tuple(shape), self.dtype, self.data.ptr)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "version": 3, "strides": None}
+
+
+class _Device:
+    def __init__(self, ordinal=0):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+ndarray.__module__ = "cupy"
+_stream = types.SimpleNamespace(ptr=0)
+cupy.ndarray = ndarray
+cupy.ascontiguousarray = lambda a: a
+cupy.empty = ndarray
+cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                  get_current_stream=lambda: _stream, Device=_Device)
+sys.modules["cupy"] = cupy
+os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-select-call-")
+
+import cudasortkit as csk  # noqa: E402
+from cudasortkit.build import template  # noqa: E402
+from cudasortkit.build.prototype import argument_letters  # noqa: E402
+from cudasortkit.dispatch import request as dispatch_request  # noqa: E402
+from cudasortkit.dispatch import selection as choosing  # noqa: E402
+from cudasortkit.gpu import device  # noqa: E402
+from cudasortkit.calls import select as select_calls  # noqa: E402
+
+
+# ------------------------------------------------------ device stand-ins
+class _Buf(int):
+    def free(self):
+        pass
+
+
+class _Cuda:
+    class Error(Exception):
+        pass
+
+    @staticmethod
+    def memset_d32_async(*args):
+        pass
+
+    memset_d8_async = memcpy_dtod_async = memset_d32_async
+
+
+class _Joiner:
+    def wait_for(self, streams):
+        pass
+
+    def signal(self, streams):
+        pass
+
+
+class _State:
+    ordinal = 0
+    name = "Stand-in GPU"
+    compute_capability = (9, 0)
+    sm_count = 132
+    limits = device.DeviceLimits.sm90()
+    cuda = _Cuda
+
+    def __init__(self):
+        self.stream = types.SimpleNamespace(handle=7, synchronize=lambda: None)
+        self.joiner = _Joiner()
+
+    def activate(self):
+        return self
+
+    def allocate(self, nbytes, who=None):
+        return _Buf(0x900000)
+
+
+class _Function:
+    @staticmethod
+    def _launch_kernel(grid, block, packed, shared, stream):
+        pass
+
+
+def _make(self, state, dtype, value_bytes, config, name, owner):
+    """A kernel with its template's real signature, never compiled."""
+    source = self.render(dtype, value_bytes, config)
+    return template.Kernel(_Function(), name, self.file,
+                           argument_letters(source, name, self.include_dirs),
+                           shared_allowed=state.limits.shared_per_block)
+
+
+def install():
+    state = _State()
+    for module in (device, choosing):
+        module.gpu_available = lambda: True
+    for module in (device, dispatch_request, select_calls):
+        module.get_device = lambda ordinal=None: state
+    device.driver_version = lambda: "stand-in"
+    template.KernelTemplate._make = _make
+
+
+CASES = {"topk (1, 2^23) k=1000": ((1, 1 << 23), 1000),
+         "topk (4096, 32000) k=50": ((4096, 32000), 50)}
+
+
+def main(calls=2000, profile=False):
+    install()
+    for label, (shape, k) in CASES.items():
+        a = ndarray(shape, "float32")
+        fn = lambda: csk.topk(a, k)  # noqa: E731
+        fn()
+        assert csk.explain(a, kind="topk", k=k).name == "radix_select"
+        best = []
+        for _ in range(7):
+            t = time.process_time()  # CPU time: other processes on the machine count less
+            for _ in range(calls // 7):
+                fn()
+            best.append((time.process_time() - t) * 1e6 / (calls // 7))
+        print(f"{label:26} {min(best):7.1f} us per call (host only, stand-ins)")
+        if profile:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(200):
+                fn()
+            prof.disable()
+            stats = pstats.Stats(prof)
+            print(f"  {stats.total_calls // 200} Python function calls per call")
+            stats.sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    args = [x for x in sys.argv[1:] if not x.startswith("--")]
+    main(int(args[0]) if args else 2000, "--profile" in sys.argv)
