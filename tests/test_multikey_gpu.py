@@ -165,3 +165,34 @@ def test_lexsort_of_n_d_torch_keys_in_a_callers_stream():
 def test_lexsort_of_n_d_device_keys_refuses_other_kinds():
     with pytest.raises(ValueError, match="same shape"):
         csk.lexsort((cp.zeros((2, 3)), cp.zeros((3, 2))))
+
+
+def test_pycuda_and_bare_interface_arrays_for_unique_rows_and_n_d_lexsort():
+    """pycuda GPUArrays and bare __cuda_array_interface__ objects: unique
+    rows and N-D lexsort answer as NumPy, as pycuda GPUArrays (the kind
+    cudasortkit returns for them)."""
+    from pycuda import gpuarray
+
+    from cudasortkit.gpu.device import get_device
+
+    get_device()  # pycuda's arrays need a current context
+
+    class Bare:
+        def __init__(self, arr):
+            self.__cuda_array_interface__ = arr.__cuda_array_interface__
+            self._keep = arr
+
+    rows = np.random.default_rng(7).integers(0, 3, (5000, 4)).astype(np.uint8)
+    want = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    for a in (gpuarray.to_gpu(rows), Bare(gpuarray.to_gpu(rows))):
+        got = csk.unique(a, axis=0, return_inverse=True, return_counts=True)
+        assert all(isinstance(g, gpuarray.GPUArray) for g in got)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.get(), w)
+    a = keys_of("float32", 3 * 700, 8).reshape(3, 700)
+    b = keys_of("int32", 3 * 700, 9).reshape(3, 700)
+    want = np.lexsort((a, b), axis=1)
+    for wrap in (lambda x: x, Bare):
+        got = csk.lexsort((wrap(gpuarray.to_gpu(a)), wrap(gpuarray.to_gpu(b))), axis=1)
+        assert isinstance(got, gpuarray.GPUArray)
+        np.testing.assert_array_equal(got.get(), want)

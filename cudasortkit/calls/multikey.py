@@ -21,7 +21,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from ..dispatch.execute import run
 from ..dispatch.request import caller_ordering, make_request
 from ..errors import PluginError
-from ..gpu.arrays import Operand, Result, library_of
+from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..gpu.streams import handle_of
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
@@ -191,7 +191,7 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
 
             return torch.from_numpy(np.ascontiguousarray(result))
         return result
-    shapes = {tuple(getattr(k, "shape", ())) for k in keys}
+    shapes = {shape_of(k) for k in keys}
     if len(shapes) > 1:
         raise ValueError("all keys need to be the same shape")
     (shape,) = shapes
@@ -208,9 +208,12 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
     positions within the row are the global ones minus the row's start.
     The library's own reshapes run in the caller's stream."""
     library = library_of(keys[0])
-    if library not in ("cupy", "torch") or any(library_of(k) != library for k in keys):
-        raise ValueError(f"lexsort of N-D device keys takes CuPy arrays or CUDA tensors (one "
-                         f"library for all keys); got {library} keys of shape {shape}")
+    if any(library_of(k) != library for k in keys):
+        raise ValueError(f"lexsort of N-D device keys takes keys of one array library; got "
+                         f"{', '.join(sorted({library_of(k) for k in keys}))}")
+    if library in ("gpuarray", "cai"):
+        return through_cupy(keys, stream, lambda views: _lexsort_along(
+            views, shape, axis, selector, algorithm, stream))
     ax = normalize_axis_index(axis, len(shape))
     length, n = shape[ax], math.prod(shape)
     with _library_stream(library, stream):
@@ -229,6 +232,28 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
         local = order - row.to(xp.int64) * length if library == "torch" else \
             order - row.astype(xp.int64) * length
         return xp.moveaxis(local.reshape(rows_shape), -1, ax)
+
+
+def through_cupy(arrays, stream, fn):
+    """fn(CuPy views of pycuda or __cuda_array_interface__ `arrays`), its
+    device results copied into new pycuda GPUArrays (the kind cudasortkit
+    returns for those inputs) in the caller's stream: for the calls whose
+    device path reshapes with an array library's own operations."""
+    try:
+        import cupy
+        from pycuda import gpuarray
+    except ImportError as exc:
+        raise TypeError(f"this call orders pycuda and __cuda_array_interface__ arrays through "
+                        f"CuPy views, and needs cupy and pycuda installed ({exc})") from exc
+    results = fn([cupy.asarray(a) for a in arrays])
+    single = not isinstance(results, tuple)
+    copies = []
+    with _library_stream("cupy", stream):
+        for r in (results,) if single else results:
+            g = gpuarray.empty(tuple(r.shape), r.dtype)
+            cupy.asarray(g)[...] = r
+            copies.append(g)
+    return copies[0] if single else tuple(copies)
 
 
 def _namespace(library: str):

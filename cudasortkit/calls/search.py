@@ -27,7 +27,7 @@ from ..build.corekernels import key_minmax
 from ..dispatch.request import caller_ordering
 from ..dtypes import is_bfloat16, key_name
 from ..errors import PluginError
-from ..gpu.arrays import Operand, Result, library_of
+from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..sdk import registry
 from ..sdk.plugin import RUN_ERRORS
 from ..sdk.search import SearchPlugin, SearchQuery
@@ -76,22 +76,22 @@ class _Call:
         if side not in SIDES:
             raise ValueError(f"search side must be 'left' or 'right' (got {side!r})")
         self.right = side == "right"
-        a_shape = _shape(a)
+        a_shape = shape_of(a)
         if not a_shape:
             raise ValueError("searchsorted: a must have at least one dimension "
                              "(1-D, or (..., n) sorted along its last axis), got a 0-d array")
         self.a = Rows(a, -1, "a", stream)
         self.batched = len(a_shape) > 1
-        self.scalar = not _shape(v) and not self.batched
+        self.scalar = not shape_of(v) and not self.batched
         if self.batched:
-            v_shape = _shape(v)
+            v_shape = shape_of(v)
             if len(v_shape) != len(a_shape) or v_shape[:-1] != a_shape[:-1]:
                 raise ValueError(f"searchsorted: with a of shape {a_shape} (batched along the last "
                                  f"axis), v must have shape {a_shape[:-1]} + (m,), got {v_shape}")
             self.v = Rows(v, -1, "v", stream)
         else:
             self.v = Rows(v, None, "v", stream)
-        self.v_shape = _shape(v)
+        self.v_shape = shape_of(v)
         self.n, self.rows = self.a.row_len, self.a.rows
         self.m = self.v.n // self.rows if self.rows else 0
         self.keys = Operand(self.a.flat, "a")
@@ -102,7 +102,7 @@ class _Call:
 
     def _sorter(self, sorter, a_shape, stream):
         """sorter as int64 of a's shape (flat), or the error NumPy raises."""
-        s_shape = _shape(sorter)
+        s_shape = shape_of(sorter)
         if s_shape != a_shape:
             raise ValueError(f"sorter.size must equal a.size (sorter has a's shape): sorter has "
                              f"shape {s_shape}, a {a_shape}")
@@ -125,15 +125,6 @@ class _Call:
     def query(self) -> SearchQuery:
         return SearchQuery(dtype=key_name(self.keys.dtype), n=self.n, m=self.m, rows=self.rows,
                            right=self.right, sorter=int(self.sorter is not None))
-
-
-def _shape(x) -> tuple:
-    if hasattr(x, "__cuda_array_interface__") and not hasattr(x, "shape"):
-        return tuple(int(d) for d in x.__cuda_array_interface__["shape"])
-    shape = getattr(x, "shape", None)
-    if shape is None:
-        return np.shape(x)
-    return tuple(int(d) for d in shape)
 
 
 # ------------------------------------------------------------------- calls

@@ -26,7 +26,7 @@ from ..gpu.arrays import Operand, Result, library_of
 from ..sdk.job import Job
 from ..sdk.multikey import device_ptr, launch
 from ..sdk.scan import DeviceScan
-from .multikey import default_selector, new_array, order_of
+from .multikey import default_selector, new_array, order_of, through_cupy
 
 _DEVICE = ("cupy", "torch", "gpuarray", "cai")
 
@@ -43,6 +43,10 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
         host = _host_array(a)
         return np.unique(host, return_index=return_index, return_inverse=return_inverse,
                          return_counts=return_counts, axis=0, equal_nan=equal_nan)
+    if library_of(a) in ("gpuarray", "cai"):  # pycuda, the interface: through CuPy views
+        return through_cupy([a], stream, lambda views: unique_rows(
+            views[0], return_index=return_index, return_inverse=return_inverse,
+            return_counts=return_counts, equal_nan=equal_nan, stream=stream, selector=selector))
     shape = tuple(a.shape)
     if not shape:
         raise np.exceptions.AxisError(0, 0)
@@ -64,8 +68,6 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
         results = np.unique(host, return_index=return_index, return_inverse=return_inverse,
                             return_counts=return_counts, axis=0, equal_nan=equal_nan)
         return _wrap(flat, results, any(flags))
-    if library_of(a) not in ("cupy", "torch"):
-        raise TypeError("unique_rows of device arrays takes CuPy arrays and CUDA tensors")
     selector = selector or default_selector()
     columns = [rows[:, j] for j in range(width)]
 

@@ -28,6 +28,17 @@ _UNREAD = object()
 _LIBRARY_OF_TYPE = {np.ndarray: "numpy"}
 
 
+def shape_of(x) -> tuple:
+    """The shape of any accepted array (NumPy, CuPy, torch, pycuda, a bare
+    __cuda_array_interface__ object, nested lists)."""
+    if hasattr(x, "__cuda_array_interface__") and not hasattr(x, "shape"):
+        return tuple(int(d) for d in x.__cuda_array_interface__["shape"])
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return np.shape(x)
+    return tuple(int(d) for d in shape)
+
+
 def library_of(a) -> str:
     """numpy, cupy, torch, torch-cpu, gpuarray, cai or other."""
     library = _LIBRARY_OF_TYPE.get(type(a))
