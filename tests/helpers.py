@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudasortkit.dtypes import KEY_DTYPES, numpy_dtype
+from cudasortkit.gpu.device import DeviceLimits
 
 INT_DTYPES = [d for d in KEY_DTYPES if d[0] in "iu"]
 FLOAT_DTYPES = [d for d in KEY_DTYPES if "float" in d]
@@ -225,3 +226,34 @@ def sorts_one_array(plugin) -> bool:
 
     return plugin.device == "gpu" and plugin.unsupported(
         Request("sort", plugin.dtypes[0], 1000)) is None
+
+
+class FakeState:
+    """A device state without a GPU, with an H100's limits, for CPU tests of
+    tuning and selection (see fake_device)."""
+
+    name = "Fake GPU 9000"
+    compute_capability = (9, 0)
+    sm_count = 132
+    ordinal = 0
+    limits = DeviceLimits.sm90()
+
+    def free_memory(self):
+        return 80 << 30
+
+
+def fake_device(tmp_path, monkeypatch, *also_gpu_available) -> FakeState:
+    """Make the code see one FakeState GPU with an empty tuning cache in
+    tmp_path: gpu_available() (also in the modules `also_gpu_available`,
+    which imported it by name), get_device() and current_limits()."""
+    from cudasortkit.gpu import device
+    from cudasortkit.tuning import cache, runtime
+
+    state = FakeState()
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
+    for module in (device, *also_gpu_available):
+        monkeypatch.setattr(module, "gpu_available", lambda: True)
+    monkeypatch.setattr(device, "get_device", lambda ordinal=None: state)
+    monkeypatch.setattr(device, "current_limits", lambda: state.limits)
+    runtime.reset()
+    return state

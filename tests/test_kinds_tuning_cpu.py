@@ -12,12 +12,12 @@ from cudasortkit.calls import multikey
 from cudasortkit.cli import tune, tune_kinds
 from cudasortkit.dispatch import selection as choosing
 from cudasortkit.gpu import device
-from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.sdk import registry
 from cudasortkit.sdk.multikey import MultikeyJob
 from cudasortkit.sdk.selection import SelectRequest
 from cudasortkit.tuning import cache, kinds, runtime
 from cudasortkit.tuning.kinds import MULTIKEY, SEARCH, SELECTION, Pick, decide
+from helpers import fake_device
 
 INFO = {"name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 132, "driver": "12.8",
         "nvcc": "Build cuda_12.8", "cudasortkit": "0.1.0"}
@@ -147,17 +147,6 @@ def test_files_without_a_kinds_section_still_load():
 
 
 # --------------------------------------------------- the kinds' auto, faked GPU
-class FakeState:
-    name = "Fake GPU 9000"
-    compute_capability = (9, 0)
-    sm_count = 132
-    ordinal = 0
-    limits = DeviceLimits.sm90()
-
-    def free_memory(self):
-        return 80 << 30
-
-
 class _DeviceKey:
     on_device = True
 
@@ -167,13 +156,7 @@ class _DeviceKey:
 
 @pytest.fixture
 def fake_gpu(tmp_path, monkeypatch):
-    state = FakeState()
-    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    monkeypatch.setattr(device, "gpu_available", lambda: True)
-    monkeypatch.setattr(choosing, "gpu_available", lambda: True)
-    monkeypatch.setattr(device, "get_device", lambda ordinal=None: state)
-    monkeypatch.setattr(device, "current_limits", lambda: state.limits)
-    runtime.reset()
+    fake_device(tmp_path, monkeypatch, choosing)
     yield runtime
     runtime.reset()
 

@@ -15,13 +15,13 @@ from cudasortkit import api
 from cudasortkit.calls.select import SelectCalls
 from cudasortkit.dispatch import selection as choosing
 from cudasortkit.gpu import caches, device
-from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.sdk import job as sdk_job
 from cudasortkit.sdk import registry
 from cudasortkit.sdk.select_job import SelectJob
 from cudasortkit.sdk.selection import SelectPlugin, SelectRequest
 from cudasortkit.tuning import cache, runtime
 from cudasortkit.tuning.kinds import SELECTION
+from helpers import fake_device
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUP = SelectPlugin.entry_point_group
@@ -104,26 +104,10 @@ def test_a_new_or_broken_plugin_is_never_answered_from_the_memo(counted):
 
 
 # ------------------------------------------------- measured tables, faked GPU
-class FakeState:
-    name = "Fake GPU 9000"
-    compute_capability = (9, 0)
-    sm_count = 132
-    ordinal = 0
-    limits = DeviceLimits.sm90()
-
-    def free_memory(self):
-        return 80 << 30
-
-
 @pytest.fixture
 def fake_gpu(tmp_path, monkeypatch):
-    state = FakeState()
-    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    monkeypatch.setattr(device, "gpu_available", lambda: True)
-    monkeypatch.setattr(choosing, "gpu_available", lambda: True)
-    monkeypatch.setattr(device, "get_device", lambda ordinal=None: state)
+    state = fake_device(tmp_path, monkeypatch, choosing)
     monkeypatch.setattr(device, "driver_version", lambda: "12.8")
-    runtime.reset()
     yield state
     runtime.reset()
 

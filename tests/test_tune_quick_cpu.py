@@ -12,24 +12,12 @@ import types
 
 import pytest
 
-from cudasortkit.gpu import device
 from cudasortkit.sdk import registry
 from cudasortkit.gpu import timing
 from cudasortkit.cli import tune
-from cudasortkit.gpu.device import DeviceLimits
 from cudasortkit.tuning import cache, runtime, tuner
 from cudasortkit.tuning.policy import ROWS
-
-
-class FakeState:
-    name = "Fake GPU 9000"
-    compute_capability = (9, 0)
-    sm_count = 132
-    ordinal = 0
-    limits = DeviceLimits.sm90()
-
-    def free_memory(self):
-        return 80 << 30
+from helpers import FakeState, fake_device
 
 
 class FakeInputs:
@@ -114,11 +102,7 @@ class FakeBar:
 
 @pytest.fixture
 def fake_gpu(tmp_path, monkeypatch):
-    state = FakeState()
-    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    monkeypatch.setattr(device, "gpu_available", lambda: True)
-    monkeypatch.setattr(device, "get_device", lambda ordinal=None: state)
-    monkeypatch.setattr(device, "current_limits", lambda: state.limits)
+    state = fake_device(tmp_path, monkeypatch)
     monkeypatch.setattr(tuner, "Case", FakeCase)
     monkeypatch.setattr(tuner, "Inputs", FakeInputs)
     monkeypatch.setattr(timing, "time_gpu", fake_time_gpu)
