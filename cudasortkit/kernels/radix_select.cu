@@ -434,17 +434,9 @@ rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long lo
 #pragma unroll
             for (int u = 0; u < RS_STREAM_ITEMS; ++u) {
                 const unsigned long long w = rs_word(wv[u], flip);
-                const bool take = chunk + u * BLOCK_SIZE + threadIdx.x < row_len
-                                  && (bits == 0 || (w >> (shift + width)) == prefix);
-                // One add per distinct bin of the warp: real keys (floats of
-                // one magnitude) share their top bits, and 32 adds to one
-                // shared word serialise.
-                const unsigned bin = (unsigned)(w >> shift) & (nbins - 1);
-                const unsigned active = __ballot_sync(0xffffffffu, take);
-                if (take) {
-                    const unsigned peers = __match_any_sync(active, bin);
-                    if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&s_hist[bin], __popc(peers));
-                }
+                if (chunk + u * BLOCK_SIZE + threadIdx.x < row_len
+                        && (bits == 0 || (w >> (shift + width)) == prefix))
+                    atomicAdd(&s_hist[(unsigned)(w >> shift) & (nbins - 1)], 1u);
             }
         }
         __syncthreads();
