@@ -12,50 +12,9 @@ import types
 
 import numpy as np
 
-# ----------------------------------------------------------- CuPy stand-in
-cupy = types.ModuleType("cupy")
-cupy.__path__ = []
-_next = [0x10000]
+from cupy_standin import install  # noqa: E402  (tools/: next to this script)
 
-
-class _Mem:
-    __slots__ = ("ptr", "device_id")
-
-    def __init__(self, ptr):
-        self.ptr, self.device_id = ptr, 0
-
-
-class _Flags:
-    c_contiguous = True
-
-
-class ndarray:
-    def __init__(self, shape, dtype, ptr=None):
-        # kept cheap (CuPy's own allocation is not what this measures)
-        self.shape, self.dtype = shape, dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
-        if ptr is None:
-            ptr = _next[0] = _next[0] + (1 << 20)
-        self.data, self.flags = _Mem(ptr), _Flags()
-        self.size = shape[0]
-        self.itemsize = self.dtype.itemsize
-
-    def reshape(self, *shape):
-        return self
-
-    @property
-    def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
-                "version": 3, "strides": None}
-
-
-ndarray.__module__ = "cupy"
-_stream = types.SimpleNamespace(ptr=0)
-cupy.ndarray = ndarray
-cupy.ascontiguousarray = lambda a: a
-cupy.empty = ndarray
-cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
-                                  get_current_stream=lambda: _stream)
-sys.modules["cupy"] = cupy
+ndarray = install()
 
 from cudasortkit import api  # noqa: E402
 from cudasortkit.calls import prepared as prep  # noqa: E402

@@ -8,75 +8,19 @@ no-op). The measured tables are those of an empty cache directory.
 Absolute numbers are this machine's and the stand-ins' (CuPy's attributes
 are Cython, faster); compare before and after a change on one machine.
 `python tools/select_call_cpu.py [calls] [--profile]`"""
-import math
 import os
 import sys
 import tempfile
 import time
 import types
 
-import numpy as np
 
 # this checkout's cudasortkit (and its entry points), not an installed one
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# ----------------------------------------------------------- CuPy stand-in
-cupy = types.ModuleType("cupy")
-cupy.__path__ = []
-_next = [0x10000]
+from cupy_standin import install  # noqa: E402  (tools/: next to this script)
 
-
-class _Mem:
-    __slots__ = ("ptr", "device_id")
-
-    def __init__(self, ptr):
-        self.ptr, self.device_id = ptr, 0
-
-
-class _Flags:
-    c_contiguous = True
-
-
-class ndarray:
-    def __init__(self, shape, dtype, ptr=None):
-        # kept cheap (CuPy's own allocation is not what this measures)
-        self.shape = shape if isinstance(shape, tuple) else (shape,)
-        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
-        if ptr is None:
-            ptr = _next[0] = _next[0] + (1 << 20)
-        self.data, self.flags = _Mem(ptr), _Flags()
-
-    def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
-        if shape == (-1,):
-            shape = (math.prod(self.shape),)
-        return ndarray(tuple(shape), self.dtype, self.data.ptr)
-
-    @property
-    def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
-                "version": 3, "strides": None}
-
-
-class _Device:
-    def __init__(self, ordinal=0):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-ndarray.__module__ = "cupy"
-_stream = types.SimpleNamespace(ptr=0)
-cupy.ndarray = ndarray
-cupy.ascontiguousarray = lambda a: a
-cupy.empty = ndarray
-cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
-                                  get_current_stream=lambda: _stream, Device=_Device)
-sys.modules["cupy"] = cupy
+ndarray = install()
 os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-select-call-")
 
 import cudasortkit as csk  # noqa: E402

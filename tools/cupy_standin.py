@@ -1,0 +1,74 @@
+"""A stand-in `cupy` module for timing cudasortkit's host (Python) path on a
+machine without a GPU (tools/plan_call_cpu.py, tools/select_call_cpu.py):
+arrays with the attributes and __cuda_array_interface__ cudasortkit reads,
+cheap allocation, the current device and stream. `install()` registers it
+as sys.modules["cupy"] before cudasortkit is imported."""
+import math
+import sys
+import types
+
+import numpy as np
+
+_next = [0x10000]
+
+
+class _Mem:
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, ptr):
+        self.ptr, self.device_id = ptr, 0
+
+
+class _Flags:
+    c_contiguous = True
+
+
+class ndarray:
+    def __init__(self, shape, dtype, ptr=None):
+        # kept cheap (CuPy's own allocation is not what the tools measure)
+        self.shape = shape if isinstance(shape, tuple) else (shape,)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        if ptr is None:
+            ptr = _next[0] = _next[0] + (1 << 20)
+        self.data, self.flags = _Mem(ptr), _Flags()
+        self.size = math.prod(self.shape)
+        self.itemsize = self.dtype.itemsize
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        if shape == (-1,):
+            shape = (self.size,)
+        return ndarray(tuple(shape), self.dtype, self.data.ptr)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "version": 3, "strides": None}
+
+
+ndarray.__module__ = "cupy"
+
+
+class _Device:
+    def __init__(self, ordinal=0):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def install():
+    """Register the stand-in as `cupy` and return its ndarray class."""
+    cupy = types.ModuleType("cupy")
+    cupy.__path__ = []
+    stream = types.SimpleNamespace(ptr=0)
+    cupy.ndarray = ndarray
+    cupy.ascontiguousarray = lambda a: a
+    cupy.empty = ndarray
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                      get_current_stream=lambda: stream, Device=_Device)
+    sys.modules["cupy"] = cupy
+    return ndarray
