@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .calls import axes, multikey
+from .calls import axes, multikey, search, unique as uniques
 from .calls.plan import Plan
 from .calls.prepared import PreparedCalls
 from .calls.select import SelectCalls
@@ -204,10 +204,8 @@ def unique(a, return_index=False, return_inverse=False, return_counts=False, axi
     2-D array: unique rows. Device arrays stay on the device (one wait, for
     the number of unique values); see docs/unique_search.md. Results are
     always sorted (NumPy allows that for sorted=False too)."""
-    from .calls.unique import unique as _unique
-
-    return _unique(prepared, a, return_index, return_inverse, return_counts, axis, equal_nan,
-                   stream)
+    return uniques.unique(prepared, a, return_index, return_inverse, return_counts, axis,
+                          equal_nan, stream)
 
 
 def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=None):
@@ -215,17 +213,14 @@ def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=Non
     in sorted a; batched as torch.searchsorted when a is (..., n) and v
     (..., m). algorithm: "auto" or a search plugin's name (explain_searchsorted
     says which auto takes); see docs/unique_search.md."""
-    from .calls.search import searchsorted as _searchsorted
-
-    return _searchsorted(prepared, a, v, side, sorter, algorithm, stream)
+    return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream)
 
 
 def explain_searchsorted(a, v, side="left", sorter=None, *, algorithm="auto"):
     """Which search plugin searchsorted(a, v, ...) runs on the device, and
     why (print it). Nothing is searched."""
-    from .calls.search import explain as _explain
+    return search.explain(a, v, side, sorter, algorithm)
 
-    return _explain(a, v, side, sorter, algorithm)
 
 def topk(a, k, *, axis=-1, largest=True, sorted=True, out=None, stream=None, algorithm="auto"):
     """(values, int64 indices) of the k largest (largest=False: smallest)
