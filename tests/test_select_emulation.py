@@ -204,6 +204,109 @@ def test_multi_block_path_and_its_early_exit_give_the_reference_topk(digit):
     assert exits  # the early exit happened
 
 
+def sampled_select(words, k, samples, m, cap):
+    """The sampled path (rs_sample, rs_filter, rs_final) on one row of
+    selection words: (topk's indices in order, which case rs_final took:
+    "below", "ties" or "exact")."""
+    bits = 8 * words.dtype.itemsize
+    w = [int(x) for x in words]
+    comp = lambda i: (w[i] << 32) | i  # noqa: E731
+    sample = sorted(comp(i) for i in radix_select.sample_positions(len(w), samples))
+    t = sample[m - 1] >> 32
+    below = [comp(i) for i in range(len(w)) if w[i] < t]  # rs_filter (any order serves)
+    np.random.default_rng(len(below)).shuffle(below)
+    n_less, n_equal = len(below), sum(x == t for x in w)
+    if k <= n_less <= cap:
+        case, prefix, nbits, under, match = "below", 0, 0, 0, n_less
+        while under + match > radix_select.SORT_CAP:
+            width = min(WIDE, 64 - nbits)
+            shift = 64 - nbits - width
+            sel = below if nbits == 0 else [c for c in below if c >> (64 - nbits) == prefix]
+            hist = np.bincount([(c >> shift) & ((1 << width) - 1) for c in sel],
+                               minlength=1 << width)
+            d, before, match = pick(hist, k - under)
+            under, prefix, nbits = under + before, (prefix << width) | d, nbits + width
+        chosen = [c for c in below if nbits == 0 or c >> (64 - nbits) <= prefix]
+        assert len(chosen) == under + match <= radix_select.SORT_CAP
+    elif n_less < k <= n_less + n_equal and n_less <= cap:
+        case = "ties"
+        ties = [comp(i) for i in range(len(w)) if w[i] == t][:k - n_less]  # index order
+        chosen = below + ties
+    else:
+        case = "exact"
+        cand_w, cand_x = stream_select(words, k, 1024)
+        chosen = [(int(a) << 32) | int(b) for a, b in zip(cand_w, cand_x)]
+    assert bits <= 32
+    return np.array([c & 0xFFFFFFFF for c in sorted(chosen)[:k]], np.int64), case
+
+
+def _adversarial(n, samples, m, rng, where):
+    """float32 keys whose sampled positions hold the row's largest keys
+    (topk's threshold too high: the exact path) or its smallest (too many
+    keys below the threshold: overflow, the exact path for a small cap)."""
+    keys = rng.standard_normal(n).astype(np.float32)
+    pos = np.array(radix_select.sample_positions(n, samples))
+    keys[pos] = (100.0 if where == "high" else -100.0) + rng.random(len(pos)).astype(np.float32)
+    return keys
+
+
+def test_sampled_path_gives_the_reference_topk_in_all_three_cases():
+    """Whatever the sample, rs_final's three cases give the reference's
+    indices: the k first candidates below the threshold, those plus ties by
+    index, or (threshold missed) the exact path."""
+    rng = np.random.default_rng(31)
+    seen = set()
+    rows = [(name, keys, ks) for name, keys, ks in _rows() if keys.dtype.itemsize <= 4]
+    rows += [("high sample", _adversarial(512, 32, 3, rng, "high"), (1, 5, 40)),
+             ("low sample", _adversarial(512, 32, 3, rng, "low"), (1, 5, 40)),
+             ("normal", rng.standard_normal(600).astype(np.float32), (1, 3, 20, 100))]
+    for name, keys, ks in rows:
+        if len(keys) < 64:
+            continue
+        samples = 32
+        for largest in (True, False):
+            words = selection_words(keys, largest)
+            for k in ks:
+                for m, cap in ((3, 40), (3, len(keys)), (8, len(keys))):
+                    _, expected = reference_topk(keys, k, -1, largest)
+                    got, case = sampled_select(words, k, samples, m, cap)
+                    seen.add(case)
+                    assert np.array_equal(got, expected), (name, k, largest, m, cap, case)
+    assert seen == {"below", "ties", "exact"}
+
+
+def test_sampled_path_narrows_a_long_candidate_list():
+    """More than SORT_CAP keys below the threshold: 11-bit digits of the
+    composites narrow them (rs_final's loop) before the sort."""
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 50, 6000).astype(np.int32)  # many ties, distinct composites
+    for largest in (True, False):
+        words = selection_words(keys, largest)
+        for k in (1, 100, radix_select.SORT_CAP):
+            got, case = sampled_select(words, k, 64, 60, len(keys))
+            assert case == "below"
+            assert np.array_equal(got, reference_topk(keys, k, -1, largest)[1])
+
+
+def test_sample_plan_and_positions():
+    """sample_plan's rule (None for short rows, k over SORT_CAP or a
+    threshold over a quarter into the sample; samples a power of two within
+    the kernel's bounds; cap at most the row) and rs_sample's positions: one
+    in each stride."""
+    assert radix_select.sample_plan(radix_select.SAMPLED_MIN_ROW - 1, 5) is None
+    assert radix_select.sample_plan(1 << 20, radix_select.SORT_CAP + 1) is None
+    assert radix_select.sample_plan(1 << 13, 2048) is None
+    for n, k in ((1 << 13, 1), (32000, 50), (1 << 23, 1000), ((1 << 32) - 1, 2048)):
+        samples, m, cap = radix_select.sample_plan(n, k)
+        assert samples & (samples - 1) == 0
+        assert radix_select.MIN_SAMPLES <= samples <= radix_select.MAX_SAMPLES
+        assert 2 <= m <= samples // 4 and k <= cap <= n
+    assert radix_select.sample_plan(1 << 32, 5) is None  # positions would need 33 bits
+    pos = np.array(radix_select.sample_positions(32000, 512))
+    stride = 32000 // 512
+    assert np.array_equal(pos // stride, np.arange(512)) and len(set(pos % stride)) > 8
+
+
 def test_kernel_constants_match_the_plugin():
     """SORT_CAP is RS_SORT_CAP; the 11-bit digit and RS_CAP as emulated."""
     import re
@@ -212,5 +315,6 @@ def test_kernel_constants_match_the_plugin():
     source = files("cudasortkit.kernels").joinpath("radix_select.cu").read_text()
     define = dict(re.findall(r"#define (RS_\w+) (\d+)", source))
     assert int(define["RS_SORT_CAP"]) == radix_select.SORT_CAP
+    assert int(define["RS_SAMPLE_MAX"]) == radix_select.MAX_SAMPLES
     assert int(define["RS_WIDE"]) == WIDE
     assert int(define["RS_CAP"]) <= radix_select.SORT_CAP

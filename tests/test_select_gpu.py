@@ -174,6 +174,55 @@ def test_radix_select_streamed_rows_every_dtype(dtype, rng):
                                     a, order, k)
 
 
+SAMPLED_QUICK = ["float32", "int8", "bfloat16", "uint16"]
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(d, marks=() if d in SAMPLED_QUICK
+                                                 else pytest.mark.slow) for d in DTYPES])
+def test_radix_select_sampled_path(dtype, rng):
+    """The sampled path (keys of at most 32 bits, k <= SORT_CAP, rows of at
+    least SAMPLED_MIN_ROW keys): rows of every distribution, one long row
+    (over SORT_CAP keys below the threshold: the narrowing loop), prime
+    lengths; all-equal and few-unique rows take the ties case."""
+    from cudasortkit.plugins.radix_select import SAMPLED_MIN_ROW, SORT_CAP, sample_plan
+
+    dt = as_dtype(dtype)
+    for rows, length in ((1, (1 << 18) + 3), (6, 10007), (2, SAMPLED_MIN_ROW)):
+        for dist in ("special", "few_unique", "all_equal", "uniform", "sorted", "reverse"):
+            a = make_keys(dist, dt, rows * length, rng).reshape(rows, length)
+            dev = _device(a)
+            for largest in (True, False):
+                order = reference_topk(a, length, -1, largest)[1]
+                for k in (1, 50, 1000, SORT_CAP):
+                    if dt.itemsize > 4 or sample_plan(length, k) is None:
+                        continue
+                    got = csk.topk(dev, k, largest=largest, algorithm="radix_select")
+                    _assert_topk_prefix(got, a, order, k)
+
+
+def test_radix_select_sampled_path_when_the_threshold_misses(rng):
+    """Rows whose sampled positions hold their largest keys (topk's
+    threshold too high: too few keys pass) or their smallest (too many:
+    over the candidates' capacity), NaN among them: rs_final takes the exact
+    path for those rows and the result is still the reference's."""
+    from cudasortkit.plugins.radix_select import sample_plan, sample_positions
+
+    length = 40000
+    a = rng.standard_normal((4, length)).astype(np.float32)
+    for k in (1, 30, 700):
+        samples, _, _ = sample_plan(length, k)
+        pos = np.array(sample_positions(length, samples))
+        b = a.copy()
+        b[0, pos] = 1e6 + np.arange(len(pos))  # largest=True: too few pass
+        b[1, pos] = -1e6 - np.arange(len(pos))  # largest=False: too few; True: overflow
+        b[2, pos] = np.nan
+        dev = _device(b)
+        for largest in (True, False):
+            order = reference_topk(b, length, -1, largest)[1]
+            _assert_topk_prefix(csk.topk(dev, k, largest=largest, algorithm="radix_select"),
+                                b, order, k)
+
+
 def test_radix_select_partition_of_several_long_rows(rng):
     """Partition's digit passes over several rows of several tiles each: the
     last block of each row picks that row's digit."""

@@ -401,10 +401,9 @@ __device__ __forceinline__ unsigned long long rs_head(csk_bits_t w, int bits)
 // candidates; or, all bits known, the first `remaining` ties by index go
 // there directly. Candidates of equal words are in index order (equal words
 // share a prefix), as the stable sort of the candidates needs.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
-                 csk_bits_t* __restrict__ cand_words, long long* __restrict__ cand_index,
-                 int largest)
+__device__ __forceinline__ void rs_stream_row(const csk_bits_t* __restrict__ rk, long long row_len,
+                                              long long k, csk_bits_t* __restrict__ words,
+                                              long long* __restrict__ index, int largest)
 {
     __shared__ unsigned int s_hist[RS_WIDE_BINS];
     __shared__ csk_bits_t s_w[RS_CAP];
@@ -413,8 +412,6 @@ rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long lo
     __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_match[BLOCK_SIZE / 32];
     __shared__ int s_digit;
     __shared__ long long s_below, s_count;
-    const long long row = blockIdx.x;
-    const csk_bits_t* rk = keys + row * row_len;
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
     unsigned long long prefix = 0;  // the target word's top `bits` bits (every thread's the same)
     int bits = 0;
@@ -448,8 +445,6 @@ rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long lo
     }
     const bool direct = bits == CSK_KEY_BITS;  // the prefix is the target word: matches are ties
     const long long less_total = k - remaining, match_need = direct ? remaining : match;
-    csk_bits_t* words = cand_words + row * k;
-    long long* index = cand_index + row * k;
     long long run_less = 0, run_match = 0;
     for (long long chunk = 0; chunk < row_len; chunk += RS_STREAM_CHUNK) {
         csk_bits_t wv[RS_STREAM_ITEMS];  // all loads in flight first
@@ -505,6 +500,16 @@ rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long lo
     }
 }
 
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_stream_select(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
+                 csk_bits_t* __restrict__ cand_words, long long* __restrict__ cand_index,
+                 int largest)
+{
+    const long long row = blockIdx.x;
+    rs_stream_row(keys + row * row_len, row_len, k, cand_words + row * k, cand_index + row * k,
+                  largest);
+}
+
 #define RS_SORT_CAP 2048
 
 // topk's results for k <= RS_SORT_CAP, one block per row: the row's k
@@ -552,3 +557,301 @@ rs_finish(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         keys_out[j] = keys[r * row_len + i];
     }
 }
+
+#if CSK_KEY_BITS <= 32  // composites of a word and a 32-bit position fit 64 bits
+// ---------------------------------------------------------------------
+// Sampled topk (keys of at most 32 bits, k <= RS_SORT_CAP): a random
+// sample of each row sets a threshold word T, one pass over the row keeps
+// the words below T, and one block per row picks the k first of those.
+// About one read of the keys, where the histogram passes above take 3 to 5.
+//
+// Candidates are composites (word << 32) | position: distinct, and their
+// ascending order is the selection order with its tie rule (equal words by
+// index), so no step below needs to keep index order.
+//
+// Why the result is exact whatever the sample: let L and E count the row's
+// words below T and equal to it. If k <= L, every word of rank <= k is
+// below T: the k smallest candidates are the answer. If L < k <= L + E, the
+// answer is all L candidates and the first k - L words equal to T by
+// index. Otherwise (L + E < k: T too low; or L over the row's candidate
+// capacity) the row takes rs_stream_row, the exact path that needs no
+// threshold. The sample only decides how fast a row goes.
+
+// Sorts s[0, p) ascending, p a power of two (bitonic network); every
+// thread of the block calls it.
+__device__ __forceinline__ void rs_bitonic64(unsigned long long* s, int p)
+{
+    for (int size = 2; size <= p; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < p / 2; t += BLOCK_SIZE) {
+                const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+                const unsigned long long a = s[i], b = s[j];
+                if ((b < a) == ((i & size) == 0)) {
+                    s[i] = b;
+                    s[j] = a;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ unsigned long long rs_composite(csk_bits_t w, long long i)
+{
+    return ((unsigned long long)w << 32) | (unsigned long long)i;
+}
+
+// The largest sample of one row (RS_SAMPLE_MAX words in shared memory).
+#define RS_SAMPLE_MAX 2048
+// Keys each thread loads before it uses any, in rs_final's passes over a candidate list.
+#define RS_LIST_ITEMS 4
+
+// Per row: thresh[r] = T, the word of rank m (1-based) among `samples`
+// words of the row (samples <= RS_SAMPLE_MAX), one from each of `samples`
+// equal strides at a hashed offset (no stride pattern of the data lines up
+// with it); counts[2r], counts[2r + 1] (rs_filter's L and E) zeroed. T is
+// found by digit histograms of the sample in shared memory, most
+// significant digit first, until one sample word or all bits are left.
+// One block per row.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_sample(const csk_bits_t* __restrict__ keys, long long row_len, int samples, int m,
+          unsigned long long* __restrict__ thresh, unsigned long long* __restrict__ counts,
+          int largest)
+{
+    __shared__ csk_bits_t s_w[RS_SAMPLE_MAX];
+    __shared__ unsigned int s_hist[RS_WIDE_BINS];
+    __shared__ long long s_warp[BLOCK_SIZE / 32];
+    __shared__ int s_digit;
+    __shared__ long long s_below, s_count;
+    __shared__ csk_bits_t s_t;
+    const long long row = blockIdx.x;
+    const csk_bits_t* rk = keys + row * row_len;
+    const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
+    const long long stride = row_len / samples;  // >= 1 (the plugin's rule)
+    for (int j = threadIdx.x; j < samples; j += BLOCK_SIZE) {
+        unsigned int h = (unsigned int)j;  // lowbias32: every bit of j moves every bit
+        h ^= h >> 16;
+        h *= 0x7feb352du;
+        h ^= h >> 15;
+        h *= 0x846ca68bu;
+        h ^= h >> 16;
+        s_w[j] = rs_word(rk[(long long)j * stride + (long long)(h % (unsigned long long)stride)],
+                         flip);
+    }
+    unsigned long long prefix = 0;  // the rank-m word's top `bits` bits
+    int bits = 0;
+    long long rank = m, match = samples;  // its rank among the `match` sharing the prefix
+    while (bits < CSK_KEY_BITS && match > 1) {
+        const int width = CSK_KEY_BITS - bits < RS_WIDE ? CSK_KEY_BITS - bits : RS_WIDE;
+        const int shift = CSK_KEY_BITS - bits - width;
+        for (int i = threadIdx.x; i < (1 << width); i += BLOCK_SIZE) s_hist[i] = 0;
+        __syncthreads();  // (also: the sample is in s_w)
+        for (int j = threadIdx.x; j < samples; j += BLOCK_SIZE) {
+            const csk_bits_t w = s_w[j];
+            if (rs_head(w, bits) == prefix)
+                atomicAdd(&s_hist[(unsigned)((unsigned long long)w >> shift) & ((1u << width) - 1)],
+                          1u);
+        }
+        __syncthreads();
+        rs_pick_bin(s_hist, 1 << width, rank, &s_digit, &s_below, &s_count, s_warp);
+        rank -= s_below;
+        match = s_count;
+        prefix = (prefix << width) | (unsigned long long)s_digit;
+        bits += width;
+    }
+    if (bits < CSK_KEY_BITS) {  // one sample word has the prefix: it is T
+        for (int j = threadIdx.x; j < samples; j += BLOCK_SIZE)
+            if (rs_head(s_w[j], bits) == prefix) s_t = s_w[j];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        thresh[row] = bits < CSK_KEY_BITS ? (unsigned long long)s_t : prefix;
+        counts[2 * row] = 0;
+        counts[2 * row + 1] = 0;
+    }
+}
+
+// The words of tile b of row r below T = thresh[r] join the row's
+// candidates cand[r * cap + j] (as composites; j counted by counts[2r],
+// which may pass cap: those beyond it are not written), and counts[2r + 1]
+// counts the words equal to T. Tiles of BLOCK_SIZE * ITEMS_PER_THREAD keys;
+// a warp takes its place in the block's share by one shared atomic, the
+// block its share of the row's by one global atomic.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_filter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
+          const unsigned long long* __restrict__ thresh, unsigned long long* __restrict__ counts,
+          unsigned long long* __restrict__ cand, long long cap, int largest)
+{
+    __shared__ unsigned int s_less, s_equal;
+    __shared__ unsigned long long s_base;
+    const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
+    const long long start = b * RS_TILE;
+    const int len = (int)(start + RS_TILE < row_len ? RS_TILE : row_len - start);
+    const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
+    const csk_bits_t t = (csk_bits_t)thresh[row];
+    const csk_bits_t* rk = keys + row * row_len + start;
+    if (threadIdx.x == 0) s_less = s_equal = 0;
+    csk_bits_t kv[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const int o = u * BLOCK_SIZE + threadIdx.x;
+        kv[u] = o < len ? rk[o] : (csk_bits_t)0;
+    }
+    unsigned int less = 0, equal = 0;
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const bool valid = u * BLOCK_SIZE + (int)threadIdx.x < len;
+        kv[u] = rs_word(kv[u], flip);
+        less += valid && kv[u] < t;
+        equal += valid && kv[u] == t;
+    }
+    // the thread's place among its warp's (inclusive scan), the warp's in the block's
+    const int lane = threadIdx.x & 31;
+    unsigned int inc = less, eq = equal;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const unsigned int x = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d) inc += x;
+        eq += __shfl_xor_sync(0xffffffffu, eq, d);
+    }
+    __syncthreads();  // s_less and s_equal are zero
+    unsigned int warp_base = 0;
+    if (lane == 31) {
+        if (inc) warp_base = atomicAdd(&s_less, inc);
+        if (eq) atomicAdd(&s_equal, eq);
+    }
+    warp_base = __shfl_sync(0xffffffffu, warp_base, 31);
+    __syncthreads();
+    if (s_less == 0 && s_equal == 0) return;  // most tiles (the same in every thread)
+    if (threadIdx.x == 0) {
+        s_base = s_less ? atomicAdd(&counts[2 * row], (unsigned long long)s_less) : 0ull;
+        if (s_equal) atomicAdd(&counts[2 * row + 1], (unsigned long long)s_equal);
+    }
+    __syncthreads();
+    if (less == 0) return;
+    long long pos = (long long)s_base + warp_base + inc - less;
+    unsigned long long* out = cand + row * cap;
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const int o = u * BLOCK_SIZE + threadIdx.x;
+        if (o < len && kv[u] < t) {
+            if (pos < cap) out[pos] = rs_composite(kv[u], start + o);
+            ++pos;
+        }
+    }
+}
+
+// topk's results, one block per row, from rs_filter's candidates (see the
+// section's comment for the three cases): sorted by (word, index) and
+// written as keys (gathered from the row) and positions. scratch_words /
+// scratch_index (rows x k) hold rs_stream_row's candidates for rows that
+// take it.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
+         const unsigned long long* __restrict__ thresh,
+         const unsigned long long* __restrict__ counts, const unsigned long long* __restrict__ cand,
+         long long cap, csk_bits_t* __restrict__ scratch_words,
+         long long* __restrict__ scratch_index, csk_bits_t* __restrict__ keys_out,
+         long long* __restrict__ index_out, int largest)
+{
+    __shared__ unsigned long long s_c[RS_SORT_CAP];
+    __shared__ unsigned int s_hist[RS_WIDE_BINS];
+    __shared__ long long s_warp[BLOCK_SIZE / 32];
+    __shared__ unsigned int s_n;
+    __shared__ int s_digit;
+    __shared__ long long s_below, s_count;
+    const long long row = blockIdx.x;
+    const csk_bits_t* rk = keys + row * row_len;
+    const long long n_less = (long long)counts[2 * row], n_equal = (long long)counts[2 * row + 1];
+    const unsigned long long* list = cand + row * cap;
+    int pk = 1;
+    while (pk < k) pk <<= 1;
+    long long n = 0;  // composites in s_c[0, n)
+    if (n_less >= k && n_less <= cap) {
+        // narrow the list's composites (distinct) by 11-bit digits, most
+        // significant first, until those up to the prefix are few: at most
+        // `limit` (>= k) to sort
+        const long long limit = pk > 64 ? pk : 64;
+        unsigned long long prefix = 0;
+        int bits = 0;
+        long long below = 0, match = n_less;  // composites under / sharing the prefix
+        while (below + match > limit) {  // match > 1: bits < 64 here
+            const int width = 64 - bits < RS_WIDE ? 64 - bits : RS_WIDE;
+            const int shift = 64 - bits - width;
+            for (int i = threadIdx.x; i < RS_WIDE_BINS; i += BLOCK_SIZE) s_hist[i] = 0;
+            __syncthreads();
+            for (long long base = 0; base < n_less; base += RS_LIST_ITEMS * BLOCK_SIZE) {
+                unsigned long long c[RS_LIST_ITEMS];  // every load in flight first
+#pragma unroll
+                for (int u = 0; u < RS_LIST_ITEMS; ++u) {
+                    const long long j = base + u * BLOCK_SIZE + threadIdx.x;
+                    c[u] = j < n_less ? list[j] : 0ull;
+                }
+#pragma unroll
+                for (int u = 0; u < RS_LIST_ITEMS; ++u)
+                    if (base + u * BLOCK_SIZE + threadIdx.x < n_less
+                            && (bits == 0 || (c[u] >> (64 - bits)) == prefix))
+                        atomicAdd(&s_hist[(unsigned)(c[u] >> shift) & ((1u << width) - 1)], 1u);
+            }
+            __syncthreads();
+            rs_pick_bin(s_hist, 1 << width, k - below, &s_digit, &s_below, &s_count, s_warp);
+            below += s_below;
+            match = s_count;
+            prefix = (prefix << width) | (unsigned long long)s_digit;
+            bits += width;
+        }
+        if (threadIdx.x == 0) s_n = 0;
+        __syncthreads();
+        for (long long base = 0; base < n_less; base += RS_LIST_ITEMS * BLOCK_SIZE) {
+            unsigned long long c[RS_LIST_ITEMS];
+#pragma unroll
+            for (int u = 0; u < RS_LIST_ITEMS; ++u) {
+                const long long j = base + u * BLOCK_SIZE + threadIdx.x;
+                c[u] = j < n_less ? list[j] : 0ull;
+            }
+#pragma unroll
+            for (int u = 0; u < RS_LIST_ITEMS; ++u)
+                if (base + u * BLOCK_SIZE + threadIdx.x < n_less
+                        && (bits == 0 || (c[u] >> (64 - bits)) <= prefix))
+                    s_c[atomicAdd(&s_n, 1u)] = c[u];
+        }
+        __syncthreads();
+        n = s_n;  // below + match <= limit
+    } else if (n_less < k && k <= n_less + n_equal && n_less <= cap) {
+        // all n_less candidates, then the first k - n_less words equal to T by index
+        for (long long j = threadIdx.x; j < n_less; j += BLOCK_SIZE) s_c[j] = list[j];
+        const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
+        const csk_bits_t t = (csk_bits_t)thresh[row];
+        const long long need = k - n_less;
+        long long found = 0;
+        for (long long chunk = 0; chunk < row_len && found < need; chunk += BLOCK_SIZE) {
+            const long long i = chunk + threadIdx.x;
+            const bool tie = i < row_len && rs_word(rk[i], flip) == t;
+            long long total;
+            const long long before = rs_block_exclusive(tie ? 1 : 0, s_warp, &total);
+            if (tie && found + before < need) s_c[n_less + found + before] = rs_composite(t, i);
+            found += total;  // the same in every thread
+        }
+        __syncthreads();
+        n = k;
+    } else {
+        // T missed: the exact path, its k candidates sorted below
+        rs_stream_row(rk, row_len, k, scratch_words + row * k, scratch_index + row * k, largest);
+        __syncthreads();  // the block's scratch writes are seen by all its threads
+        for (long long j = threadIdx.x; j < k; j += BLOCK_SIZE)
+            s_c[j] = rs_composite(scratch_words[row * k + j], scratch_index[row * k + j]);
+        __syncthreads();
+        n = k;
+    }
+    int p = 1;
+    while (p < n) p <<= 1;
+    for (long long j = n + threadIdx.x; j < p; j += BLOCK_SIZE) s_c[j] = ~0ull;
+    rs_bitonic64(s_c, p);
+    for (long long j = threadIdx.x; j < k; j += BLOCK_SIZE) {
+        const long long i = (long long)(s_c[j] & 0xffffffffull);
+        index_out[row * k + j] = i;
+        keys_out[row * k + j] = rk[i];
+    }
+}
+#endif  // CSK_KEY_BITS <= 32

@@ -27,8 +27,20 @@ reads come from L2.
 k <= SORT_CAP candidates per row are sorted and gathered by one block per
 row in shared memory (rs_sort_small); larger k through the core's stable
 argsort of the candidates' words (job.argsort_rows) and rs_finish.
+
+topk of keys of at most 32 bits with k <= SORT_CAP, over rows of at least
+SAMPLED_MIN_ROW keys, takes the sampled path instead (sample_plan): a
+random sample of each row sets a threshold word, one pass over the row
+keeps the words below it, and one block per row picks and sorts the first
+k of those (rs_sample, rs_filter, rs_final): about one read of the keys
+and three launches. The result is exact whatever the sample; a row whose
+threshold missed (too few or too many words below it, about one row in
+10^5 for keys in random order) takes rs_stream_row's exact path inside
+rs_final.
 """
 from __future__ import annotations
+
+import math
 
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
@@ -48,6 +60,52 @@ WIDE_ROWS = 64
 #: One row of at most this many keys goes to sort_select by default (one
 #: block's shared-memory sort beats the radix passes' launches).
 SHORT_ROW = 4096
+#: The sampled path's shortest row, and its samples a row (powers of two,
+#: RS_SAMPLE_MAX of radix_select.cu at most).
+SAMPLED_MIN_ROW = 1 << 13
+MIN_SAMPLES, MAX_SAMPLES = 512, 2048
+#: rs_sample and rs_final's threads: a whole SM's for at most WIDE_ROWS rows
+#: (one row's candidates are many), a quarter of it for more (more blocks an SM).
+FEW_ROWS_THREADS, MANY_ROWS_THREADS = 1024, 256
+
+
+def sample_plan(row_len: int, k: int):
+    """(samples, m, cap) of the sampled path for rows of `row_len` keys and
+    this k, or None where it does not pay (short rows, a threshold more than
+    a quarter into the sample) or cannot run (positions of 32 bits or more).
+
+    The threshold is the word of rank m in the sample, so about (m - 1) /
+    samples of the row falls below it. With lam = k * samples / row_len
+    samples expected among the row's k first, m - 1 = lam + 3 sqrt(lam) + 4
+    leaves fewer than k words below the threshold about once in 10^5 rows
+    (a gamma tail), and a row keeps at most `cap` = 3 m / samples of its
+    length as candidates (overflow is rarer still): either miss sends the
+    row to the exact path, so these constants set only the speed."""
+    if k > SORT_CAP or row_len < SAMPLED_MIN_ROW or row_len >= 1 << 32:
+        return None
+    samples = min(MAX_SAMPLES, max(MIN_SAMPLES, 1 << max(0, (row_len // 64 - 1).bit_length())))
+    lam = k * samples / row_len
+    m = math.ceil(lam + 3 * math.sqrt(lam) + 4) + 1
+    if m > samples // 4:
+        return None
+    cap = min(row_len, -(-(3 * m * row_len // samples + 64) // 64) * 64)
+    return samples, m, cap
+
+
+def sample_positions(row_len: int, samples: int) -> list:
+    """The row positions rs_sample reads (its hash, for tests): one in each
+    of `samples` strides of row_len // samples keys."""
+    stride = row_len // samples
+    out = []
+    for j in range(samples):
+        h = j
+        h ^= h >> 16
+        h = (h * 0x7FEB352D) & 0xFFFFFFFF
+        h ^= h >> 15
+        h = (h * 0x846CA68B) & 0xFFFFFFFF
+        h ^= h >> 16
+        out.append(j * stride + h % stride)
+    return out
 
 
 def digit_passes(key_bits: int, digit: int) -> list:
@@ -85,6 +143,10 @@ class RadixSelect(SelectPlugin):
         return reason
 
     def run(self, job):
+        if job.request.op == "topk" and job.key_bits <= 32:
+            plan = sample_plan(job.row_len, job.k)
+            if plan is not None:
+                return self._sampled(job, *plan)
         if job.request.op == "topk" and job.rows > 1 and job.row_len <= STREAM_ROW:
             return self._rows_streamed(job)
         rows, row_len, k = job.rows, job.row_len, job.k
@@ -120,6 +182,29 @@ class RadixSelect(SelectPlugin):
                    buf["prefix"], buf["counts"], buf["totals"], buf["cand_words"],
                    buf["cand_index"], largest, 0)
         self._finish(job, buf["cand_words"], buf["cand_index"])
+
+    def _sampled(self, job, samples: int, m: int, cap: int):
+        """topk by a sampled threshold (sample_plan; radix_select.cu's
+        sampled section): rs_sample, rs_filter over tiles, rs_final."""
+        rows, row_len, k = job.rows, job.row_len, job.k
+        tile = int(job.config["block_size"]) * int(job.config["items_per_thread"])
+        nb = job.blocks(row_len, tile)
+        buf = job.alloc_parts((
+            ("thresh", rows * 8), ("counts", rows * 16), ("cand", rows * cap * 8),
+            ("scratch_words", rows * k * job.key_bytes), ("scratch_index", rows * k * 8)))
+        threads = FEW_ROWS_THREADS if rows <= WIDE_ROWS else MANY_ROWS_THREADS
+        per_row = dict(job.config, block_size=threads)
+        sample, final = job.kernels("radix_select.cu", ("rs_sample", "rs_final"), config=per_row,
+                                    value_bytes=0)
+        filt, = job.kernels("radix_select.cu", ("rs_filter",), value_bytes=0)
+        largest = int(job.largest)
+        job.launch(sample, rows, threads, job.keys_in, row_len, samples, m,
+                   buf["thresh"], buf["counts"], largest)
+        job.launch(filt, rows * nb, int(job.config["block_size"]), job.keys_in, row_len, nb,
+                   buf["thresh"], buf["counts"], buf["cand"], cap, largest)
+        job.launch(final, rows, threads, job.keys_in, row_len, k, buf["thresh"],
+                   buf["counts"], buf["cand"], cap, buf["scratch_words"], buf["scratch_index"],
+                   job.keys_out, job.values_out, largest)
 
     def _rows_streamed(self, job):
         """topk of several rows of at most STREAM_ROW keys: one block per
