@@ -386,6 +386,14 @@ class _SelectRecordingJob:
         self.sorts.append((word_dtype, rows, row_len))
         return 0x20000
 
+    def sort_rows(self, words, word_dtype, rows, row_len):
+        self.sorts.append((word_dtype, rows, row_len))
+        return 0x30000
+
+    def read(self, src, nbytes):
+        """A count read back (radix_select's sampled sort): k + 1 candidates."""
+        return (self.k + 1).to_bytes(8, "little") + bytes(max(0, nbytes - 8))
+
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 @pytest.mark.parametrize("name", sorted(SELECT_PLUGINS))
@@ -405,6 +413,7 @@ def test_selection_launches_match_the_kernels(name):
                         SelectRequest("topk", dtype, 4, 20000, 50, True),
                         SelectRequest("topk", dtype, 1, 100000, 1000, True),
                         SelectRequest("topk", dtype, 2, 70000, 3000, False),
+                        SelectRequest("topk", dtype, 1, 200000, 3000, True),
                         SelectRequest("partition", dtype, 2, 5000, 5000, False, True, True, (17,)),
                         SelectRequest("partition", dtype, 100, 300, 300, False, True, True, (3,))):
             if plugin.unsupported(request) is not None:

@@ -307,6 +307,20 @@ def test_sample_plan_and_positions():
     assert np.array_equal(pos // stride, np.arange(512)) and len(set(pos % stride)) > 8
 
 
+def test_large_k_plan():
+    """large_k_plan: one row, k over SORT_CAP, at least 16 keys a sample,
+    the threshold at most half into the sample, cap past the expected
+    candidates and within the row."""
+    assert radix_select.large_k_plan(2, 1 << 24, 5000) is None
+    assert radix_select.large_k_plan(1, 1 << 24, radix_select.SORT_CAP) is None
+    assert radix_select.large_k_plan(1, 16 * radix_select.LARGE_K_SAMPLES - 1, 5000) is None
+    assert radix_select.large_k_plan(1, 1 << 20, 1 << 19) is None
+    for n, k in ((1 << 17, 2049), (1 << 24, 1 << 20), (1 << 24, 3000)):
+        samples, m, cap = radix_select.large_k_plan(1, n, k)
+        assert samples == radix_select.LARGE_K_SAMPLES and m <= samples // 2
+        assert (m - 1) * n / samples < cap <= n and k < cap
+
+
 def test_kernel_constants_match_the_plugin():
     """SORT_CAP is RS_SORT_CAP; the 11-bit digit and RS_CAP as emulated."""
     import re
@@ -315,6 +329,7 @@ def test_kernel_constants_match_the_plugin():
     source = files("cudasortkit.kernels").joinpath("radix_select.cu").read_text()
     define = dict(re.findall(r"#define (RS_\w+) (\d+)", source))
     assert int(define["RS_SORT_CAP"]) == radix_select.SORT_CAP
-    assert int(define["RS_SAMPLE_MAX"]) == radix_select.MAX_SAMPLES
+    assert int(define["RS_SAMPLE_MAX"]) == radix_select.LARGE_K_SAMPLES
+    assert radix_select.MAX_SAMPLES <= radix_select.LARGE_K_SAMPLES
     assert int(define["RS_WIDE"]) == WIDE
     assert int(define["RS_CAP"]) <= radix_select.SORT_CAP

@@ -183,8 +183,11 @@ def test_radix_select_sampled_path(dtype, rng):
     """The sampled path (keys of at most 32 bits, k <= SORT_CAP, rows of at
     least SAMPLED_MIN_ROW keys): rows of every distribution, one long row
     (over SORT_CAP keys below the threshold: the narrowing loop), prime
-    lengths; all-equal and few-unique rows take the ties case."""
-    from cudasortkit.plugins.radix_select import SAMPLED_MIN_ROW, SORT_CAP, sample_plan
+    lengths; all-equal and few-unique rows take the ties case. One long row
+    with k over SORT_CAP takes the sampled sort (large_k_plan), or the exact
+    passes where ties at the threshold are needed."""
+    from cudasortkit.plugins.radix_select import (SAMPLED_MIN_ROW, SORT_CAP, large_k_plan,
+                                                  sample_plan)
 
     dt = as_dtype(dtype)
     for rows, length in ((1, (1 << 18) + 3), (6, 10007), (2, SAMPLED_MIN_ROW)):
@@ -193,8 +196,9 @@ def test_radix_select_sampled_path(dtype, rng):
             dev = _device(a)
             for largest in (True, False):
                 order = reference_topk(a, length, -1, largest)[1]
-                for k in (1, 50, 1000, SORT_CAP):
-                    if dt.itemsize > 4 or sample_plan(length, k) is None:
+                for k in (1, 50, 1000, SORT_CAP, SORT_CAP + 1, 5000):
+                    if dt.itemsize > 4 or (sample_plan(length, k) is None
+                                           and large_k_plan(rows, length, k) is None):
                         continue
                     got = csk.topk(dev, k, largest=largest, algorithm="radix_select")
                     _assert_topk_prefix(got, a, order, k)
@@ -205,8 +209,20 @@ def test_radix_select_sampled_path_when_the_threshold_misses(rng):
     threshold too high: too few keys pass) or their smallest (too many:
     over the candidates' capacity), NaN among them: rs_final takes the exact
     path for those rows and the result is still the reference's."""
-    from cudasortkit.plugins.radix_select import sample_plan, sample_positions
+    from cudasortkit.plugins.radix_select import large_k_plan, sample_plan, sample_positions
 
+    length = (1 << 17) + 1  # one row: also the sampled sort (k over SORT_CAP)
+    a = rng.standard_normal((1, length)).astype(np.float32)
+    for k in (3000, 9000):
+        samples, _, _ = large_k_plan(1, length, k)
+        pos = np.array(sample_positions(length, samples))
+        for fill in (1e6 + np.arange(len(pos)), -1e6 - np.arange(len(pos)), np.nan):
+            b = a.copy()
+            b[0, pos] = fill
+            for largest in (True, False):
+                order = reference_topk(b, length, -1, largest)[1]
+                _assert_topk_prefix(csk.topk(_device(b), k, largest=largest,
+                                             algorithm="radix_select"), b, order, k)
     length = 40000
     a = rng.standard_normal((4, length)).astype(np.float32)
     for k in (1, 30, 700):

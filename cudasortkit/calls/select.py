@@ -211,18 +211,20 @@ class SelectCalls:
             if ordering is not None:
                 ordering.end()
 
-    def _argsort_rows(self, job, words: int, word_dtype: str, rows: int, row_len: int) -> int:
-        """SelectJob.argsort_rows: a stable ascending argsort of each of
-        `rows` rows of `row_len` unsigned words through a sort plugin auto
-        picks (rows as uniform segments: positions count from each row's
-        start), its buffers the job's temporaries."""
+    def _argsort_rows(self, job, words: int, word_dtype: str, rows: int, row_len: int,
+                      order: bool = True) -> int:
+        """SelectJob.argsort_rows (order) and sort_rows (not order): a stable
+        ascending argsort of each of `rows` rows of `row_len` unsigned words
+        (positions count from each row's start), or the sorted words, through
+        a sort plugin auto picks (rows as uniform segments), its buffers the
+        job's temporaries."""
         state, n = job.state, rows * row_len
         segments = Segments.rows(rows, row_len) if rows > 1 else None
         request = Request.from_fields(
-            kind="argsort", dtype=word_dtype, n=n, stable=True, descending=False, value_bytes=8,
-            on_device=True, key_range=None, options={}, segments=segments,
-            range_probe=_WordsRange(state, words, n, word_dtype))
-        order = int(job.alloc(max(n, 1) * 8))
+            kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
+            descending=False, value_bytes=8 if order else 0, on_device=True, key_range=None,
+            options={}, segments=segments, range_probe=_WordsRange(state, words, n, word_dtype))
+        positions = int(job.alloc(max(n, 1) * 8)) if order else 0
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
             plugin, config = self.selector.choose(request, "auto")
@@ -230,15 +232,15 @@ class SelectCalls:
                 raise ValueError(f"no GPU sort plugin can sort the rows of {job.plugin.name}: "
                                  f"auto chose {plugin.name}")
             values_in = 0
-            if not plugin.makes_indices:
+            if order and not plugin.makes_indices:
                 values_in = int(job.alloc(max(n, 1) * 8))
                 iota64(state, values_in, n)
             try:
-                run_job(plugin, config, request, state, n, words, sorted_words, values_in, order,
-                        RUN_ERRORS)
+                run_job(plugin, config, request, state, n, words, sorted_words, values_in,
+                        positions, RUN_ERRORS)
             except PluginError:
                 continue  # that sort plugin is out of service now: auto chooses again
-            return order
+            return positions if order else sorted_words
 
 
 class _WordsRange:

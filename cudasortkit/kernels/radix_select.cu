@@ -603,7 +603,7 @@ __device__ __forceinline__ unsigned long long rs_composite(csk_bits_t w, long lo
 }
 
 // The largest sample of one row (RS_SAMPLE_MAX words in shared memory).
-#define RS_SAMPLE_MAX 2048
+#define RS_SAMPLE_MAX 8192
 // Keys each thread loads before it uses any, in rs_final's passes over a candidate list.
 #define RS_LIST_ITEMS 4
 
@@ -852,6 +852,26 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         const long long i = (long long)(s_c[j] & 0xffffffffull);
         index_out[row * k + j] = i;
         keys_out[row * k + j] = rk[i];
+    }
+}
+// topk of one row for k over RS_SORT_CAP: `sorted` holds the row's cap
+// candidate slots in ascending order (rs_filter's composites, then the
+// unused slots' all-ones); where rs_filter kept at least k and at most cap
+// (counts[0]), the first k give the positions and the keys. Otherwise
+// nothing is written: the plugin sees the count and takes the exact path.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_take(const csk_bits_t* __restrict__ keys, long long k, long long cap,
+        const unsigned long long* __restrict__ counts,
+        const unsigned long long* __restrict__ sorted, csk_bits_t* __restrict__ keys_out,
+        long long* __restrict__ index_out)
+{
+    const long long below = (long long)counts[0];
+    if (below < k || below > cap) return;
+    const long long stride = (long long)gridDim.x * BLOCK_SIZE;
+    for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < k; j += stride) {
+        const long long i = (long long)(sorted[j] & 0xffffffffull);
+        index_out[j] = i;
+        keys_out[j] = keys[i];
     }
 }
 #endif  // CSK_KEY_BITS <= 32

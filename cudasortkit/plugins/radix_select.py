@@ -92,6 +92,30 @@ def sample_plan(row_len: int, k: int):
     return samples, m, cap
 
 
+#: The samples of large_k_plan's row (RS_SAMPLE_MAX of radix_select.cu).
+LARGE_K_SAMPLES = 8192
+
+
+def large_k_plan(rows: int, row_len: int, k: int):
+    """(samples, m, cap) of one row's topk for k over SORT_CAP through a
+    sampled threshold and a sort of the candidates (RadixSelect._sampled_sort),
+    or None where it does not pay or cannot run: several rows, a row
+    shorter than 16 keys a sample, k past half the row, positions of 32 bits
+    or more. m as sample_plan's; cap = (m - 1 + 4 sqrt(m - 1) + 64) / samples
+    of the row, four standard deviations over the expected candidates: all
+    cap slots are sorted, and a miss (about once in 10^4 calls for keys in
+    random order) costs the exact passes after the sampled ones."""
+    samples = LARGE_K_SAMPLES
+    if rows != 1 or k <= SORT_CAP or row_len < 16 * samples or row_len >= 1 << 32:
+        return None
+    lam = k * samples / row_len
+    below = math.ceil(lam + 3 * math.sqrt(lam) + 4)
+    if below + 1 > samples // 2:
+        return None
+    cap = min(row_len, math.ceil((below + 4 * math.sqrt(below) + 64) * row_len / samples))
+    return samples, below + 1, cap
+
+
 def sample_positions(row_len: int, samples: int) -> list:
     """The row positions rs_sample reads (its hash, for tests): one in each
     of `samples` strides of row_len // samples keys."""
@@ -147,8 +171,15 @@ class RadixSelect(SelectPlugin):
             plan = sample_plan(job.row_len, job.k)
             if plan is not None:
                 return self._sampled(job, *plan)
+            plan = large_k_plan(job.rows, job.row_len, job.k)
+            if plan is not None and self._sampled_sort(job, *plan):
+                return None
         if job.request.op == "topk" and job.rows > 1 and job.row_len <= STREAM_ROW:
             return self._rows_streamed(job)
+        return self._exact(job)
+
+    def _exact(self, job):
+        """The digit-histogram passes over tiles of every row (see the module's comment)."""
         rows, row_len, k = job.rows, job.row_len, job.k
         block = int(job.config["block_size"])
         tile = block * int(job.config["items_per_thread"])
@@ -205,6 +236,33 @@ class RadixSelect(SelectPlugin):
         job.launch(final, rows, threads, job.keys_in, row_len, k, buf["thresh"],
                    buf["counts"], buf["cand"], cap, buf["scratch_words"], buf["scratch_index"],
                    job.keys_out, job.values_out, largest)
+
+    def _sampled_sort(self, job, samples: int, m: int, cap: int) -> bool:
+        """topk of one row for k over SORT_CAP (large_k_plan): rs_sample and
+        rs_filter as the sampled path into cap slots (those left unused stay
+        all ones), the core sorts the slots (keys only) and rs_take keeps the
+        first k, all queued at once; then the host reads how many words fell
+        below the threshold (one wait, after the work). False where the
+        threshold missed (under k, or over cap): rs_take wrote nothing and
+        the caller takes the exact path."""
+        row_len, k = job.row_len, job.k
+        block = int(job.config["block_size"])
+        nb = job.blocks(row_len, block * int(job.config["items_per_thread"]))
+        buf = job.alloc_parts((("thresh", 8), ("counts", 16), ("cand", cap * 8)))
+        per_row = dict(job.config, block_size=FEW_ROWS_THREADS)
+        sample, = job.kernels("radix_select.cu", ("rs_sample",), config=per_row, value_bytes=0)
+        filt, take = job.kernels("radix_select.cu", ("rs_filter", "rs_take"), value_bytes=0)
+        largest = int(job.largest)
+        job.memset32(buf["cand"], 0xFFFFFFFF, 2 * cap)
+        job.launch(sample, 1, FEW_ROWS_THREADS, job.keys_in, row_len, samples, m, buf["thresh"],
+                   buf["counts"], largest)
+        job.launch(filt, nb, block, job.keys_in, row_len, nb, buf["thresh"], buf["counts"],
+                   buf["cand"], cap, largest)
+        ordered = job.sort_rows(buf["cand"], "uint64", 1, cap)
+        job.launch(take, min(job.blocks(k, block), MAX_GRID), block, job.keys_in, k, cap,
+                   buf["counts"], ordered, job.keys_out, job.values_out)
+        below = int.from_bytes(job.read(buf["counts"], 8), "little")
+        return k <= below <= cap
 
     def _rows_streamed(self, job):
         """topk of several rows of at most STREAM_ROW keys: one block per

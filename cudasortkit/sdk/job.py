@@ -177,6 +177,22 @@ class Job:
             if self.recorder is not None:
                 self.recorder.copy(dst, src, nbytes)
 
+    def read(self, src: int, nbytes: int) -> bytes:
+        """nbytes at device address src, once the job's work so far has run:
+        the host waits for the job's stream here (so a launch plan, which
+        records work to replay it, cannot hold a job that reads)."""
+        if self.recorder is not None:
+            raise RuntimeError(f"{self.where}: a launch plan cannot record a read to the host")
+        import numpy as np
+
+        host = np.empty(int(nbytes), np.uint8)
+        try:
+            self.state.cuda.memcpy_dtoh_async(host, int(src), self.stream)
+            self.stream.synchronize()
+        except self.state.cuda.Error as exc:
+            raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
+        return host.tobytes()
+
     def memset32(self, dst: int, value: int, count: int) -> None:
         if count:
             dst, value, count = int(dst), int(value), int(count)
