@@ -4,7 +4,8 @@ every tensor says `is_cuda` (its storage stays on the CPU: torch.empty,
 reshape, detach, stride, data_ptr are PyTorch's own), and the CUDA stream
 functions the path calls are Python fakes with the real ones' cost
 structure (torch.cuda.current_stream: a lazy-init check, _get_device_index,
-a Stream built through a Python __new__, then the cuda_stream getter).
+a Stream built through a Python __new__, then the cuda_stream getter;
+torch._C._cuda_getCurrentRawStream, a C function in a CUDA build: one call).
 `torch.cuda.stream(s)` makes `s` current, as the real context does, so the
 stream rules can be followed too. `install()` patches torch in place and
 returns the module."""
@@ -66,9 +67,14 @@ class stream:  # noqa: N801  (torch.cuda.stream)
         return False
 
 
+def _current_raw_stream(index):
+    return getattr(_local, "handle", 0)
+
+
 def install():
     torch.Tensor.is_cuda = property(lambda self: True)
     torch.cuda.current_stream = current_stream
+    torch._C._cuda_getCurrentRawStream = _current_raw_stream
     torch.cuda.Stream, torch.cuda.ExternalStream = Stream, ExternalStream
     torch.cuda.stream = stream
     return torch

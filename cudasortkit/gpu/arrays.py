@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtypes import (KEYS_RULE, VALUES_RULE, is_bfloat16, key_dtype, numpy_dtype,
                       unsupported_values, value_bytes)
-from .streams import cupy_stream, current_stream, interface_stream
+from .streams import LEGACY, cupy_stream, current_stream, interface_stream, torch_current_stream
 
 #: Tests set this to fill fresh result buffers with a poison byte before any
 #: kernel writes them, so an element a plugin forgets to write shows up.
@@ -416,23 +416,27 @@ class Result:
         return self._wrap.wrap_host(target)
 
 
-def _cupy_empty(n, dtype, ordinal, stream: int):
+def _cupy_empty(n, dtype, ordinal, stream: int | None):
     """cupy.empty on the caller's device, allocated in the caller's stream's
-    order (CuPy's pool hands out blocks per stream)."""
+    order (CuPy's pool hands out blocks per stream; None or LEGACY: CuPy's
+    current stream, where it allocates anyway)."""
     import cupy
 
     with cupy.cuda.Device(ordinal):
-        if stream in (1, cupy.cuda.get_current_stream().ptr or 1):
+        if stream is None or stream == LEGACY or stream == (cupy.cuda.get_current_stream().ptr
+                                                            or LEGACY):
             return cupy.empty(n, dtype)
         with cupy_stream(stream):
             return cupy.empty(n, dtype)
 
 
-def _torch_empty(n, dtype, device, stream: int):
+def _torch_empty(n, dtype, device, stream: int | None):
+    """torch.empty on the tensor's device, allocated in the caller's
+    stream's order (None: PyTorch's current stream, the caller's)."""
     import torch
 
     tdtype = numpy_to_torch_dtype(dtype)
-    if stream in (1, torch.cuda.current_stream(device).cuda_stream or 1):
+    if stream is None or stream == LEGACY or stream == torch_current_stream(device):
         return torch.empty(n, dtype=tdtype, device=device)
     with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
         return torch.empty(n, dtype=tdtype, device=device)
