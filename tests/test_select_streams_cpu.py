@@ -192,3 +192,10 @@ def test_results_take_each_call_s_dtype_and_shape(cuda_torch):
                            algorithm="recording_select")
     assert values.dtype == torch.int16 and tuple(values.shape) == (3, 6)
 
+
+def test_numpy_to_torch_dtype_answers_each_dtype():
+    for _ in range(2):  # the second round from the memo
+        for dt, want in ((np.float32, torch.float32), (np.int64, torch.int64),
+                         (np.bool_, torch.bool), (np.uint8, torch.uint8),
+                         (np.float16, torch.float16), (">f8", torch.float64)):
+            assert arrays.numpy_to_torch_dtype(np.dtype(dt)) is want

@@ -128,10 +128,19 @@ def torch_to_numpy_dtype(tdtype, what: str = "a", role: str = "keys") -> np.dtyp
     raise _unsupported_dtype(what, tdtype, role)
 
 
-def numpy_to_torch_dtype(dt: np.dtype):
-    import torch
+#: np.dtype -> torch dtype, filled as asked (the conversion reads the
+#: dtype's name, microseconds; it depends on nothing else).
+_TO_TORCH: dict = {}
 
-    return torch.bool if dt == np.bool_ else getattr(torch, dt.name)
+
+def numpy_to_torch_dtype(dt: np.dtype):
+    tdtype = _TO_TORCH.get(dt)
+    if tdtype is None:
+        import torch
+
+        tdtype = torch.bool if dt == np.bool_ else getattr(torch, dt.name)
+        _TO_TORCH[dt] = tdtype
+    return tdtype
 
 
 def _torch_interface(t, what: str, role: str = "keys") -> dict:
