@@ -1,5 +1,5 @@
 """The selection calls' stream rules for CUDA torch tensors, without a GPU:
-real CPU PyTorch whose tensors say is_cuda, its CUDA stream functions
+real CPU PyTorch whose tensors say is_cuda on cuda:0, its CUDA stream functions
 fakes that count how often they are asked, a faked device whose joiner
 records the streams it orders on, and a GPU selection plugin that only
 records its jobs. The work is ordered on the caller's stream (stream=, else
@@ -94,11 +94,14 @@ class _Torch:
             fake.asked += 1
             return fake.handle
 
-        def empty(*args, **kwargs):
+        def empty(*args, device=None, **kwargs):  # on the CPU, wherever it is asked
+            assert device == cuda0
             fake.allocated_on.append(fake.handle or LEGACY)
             return real_empty(*args, **kwargs)
 
+        cuda0 = torch.device("cuda", 0)
         monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True), raising=False)
+        monkeypatch.setattr(torch.Tensor, "device", property(lambda t: cuda0), raising=False)
         monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", raw_stream, raising=False)
         monkeypatch.setattr(torch.cuda, "ExternalStream", lambda h, device=None: Stream(h))

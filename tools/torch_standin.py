@@ -1,7 +1,8 @@
 """Real CPU PyTorch made to pass for CUDA PyTorch, for timing cudasortkit's
 host (Python) path on a machine without a GPU (tools/select_call_cpu.py):
-every tensor says `is_cuda` (its storage stays on the CPU: torch.empty,
-reshape, detach, stride, data_ptr are PyTorch's own), and the CUDA stream
+every tensor says `is_cuda` and is on device cuda:0 (its storage stays on
+the CPU: torch.empty, which takes device= and leaves it out, reshape,
+detach, stride, data_ptr are PyTorch's own), and the CUDA stream
 functions the path calls are Python fakes with the real ones' cost
 structure (torch.cuda.current_stream: a lazy-init check, _get_device_index,
 a Stream built through a Python __new__, then the cuda_stream getter;
@@ -50,7 +51,7 @@ class ExternalStream(Stream):
 
 def current_stream(device=None):
     _lazy_init()
-    index = _get_device_index(device, optional=True, allow_cpu=True)
+    index = _get_device_index(device, optional=True)
     return Stream(stream_id=getattr(_local, "handle", 0), device_index=index, device_type=1)
 
 
@@ -71,8 +72,18 @@ def _current_raw_stream(index):
     return getattr(_local, "handle", 0)
 
 
+_CUDA0 = torch.device("cuda", 0)
+_empty = torch.empty
+
+
+def empty(*args, device=None, **kwargs):
+    return _empty(*args, **kwargs)
+
+
 def install():
     torch.Tensor.is_cuda = property(lambda self: True)
+    torch.Tensor.device = property(lambda self: _CUDA0)
+    torch.empty = empty
     torch.cuda.current_stream = current_stream
     torch._C._cuda_getCurrentRawStream = _current_raw_stream
     torch.cuda.Stream, torch.cuda.ExternalStream = Stream, ExternalStream
