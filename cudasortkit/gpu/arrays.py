@@ -26,6 +26,8 @@ _UNREAD = object()
 
 #: type -> library, for the types whose library the type alone decides.
 _LIBRARY_OF_TYPE = {np.ndarray: "numpy"}
+#: torch's tensor types seen so far (the tensor's is_cuda decides the library).
+_TORCH_TYPES: set = set()
 
 
 def shape_of(x) -> tuple:
@@ -44,12 +46,15 @@ def library_of(a) -> str:
     library = _LIBRARY_OF_TYPE.get(type(a))
     if library is not None:
         return library
+    if type(a) in _TORCH_TYPES:
+        return "torch" if a.is_cuda else "torch-cpu"
     module = type(a).__module__.split(".")[0]
     if isinstance(a, np.ma.MaskedArray):
         return "masked"
     if isinstance(a, np.ndarray):
         library = "numpy"
     elif module == "torch":
+        _TORCH_TYPES.add(type(a))
         return "torch" if a.is_cuda else "torch-cpu"
     elif module == "cupy":
         library = "cupy"
@@ -116,15 +121,19 @@ _TORCH_DTYPES: dict = {}
 
 def torch_to_numpy_dtype(tdtype, what: str = "a", role: str = "keys") -> np.dtype:
     """The NumPy dtype of a torch dtype; TypeError for ones without one."""
+    dt = _TORCH_DTYPES.get(tdtype)
+    if dt is not None:
+        return dt
     import torch
 
     if not _TORCH_DTYPES:
         _TORCH_DTYPES.update(_torch_dtypes())
-    dt = _TORCH_DTYPES.get(tdtype)
-    if dt is not None:
+        dt = _TORCH_DTYPES.get(tdtype)
+        if dt is not None:
+            return dt
+    if tdtype == torch.bfloat16:  # ml_dtypes' (TypeError without it): kept once made
+        dt = _TORCH_DTYPES[tdtype] = numpy_dtype("bfloat16")
         return dt
-    if tdtype == torch.bfloat16:
-        return numpy_dtype("bfloat16")
     raise _unsupported_dtype(what, tdtype, role)
 
 
@@ -147,7 +156,8 @@ def _torch_interface(t, what: str, role: str = "keys") -> dict:
     """What __cuda_array_interface__ would say of a CUDA tensor, read from the
     tensor itself (PyTorch's interface refuses bfloat16 and float8)."""
     dt = torch_to_numpy_dtype(t.dtype, what, role)
-    return {"shape": tuple(t.shape), "strides": tuple(s * dt.itemsize for s in t.stride()),
+    itemsize = dt.itemsize
+    return {"shape": tuple(t.shape), "strides": tuple([s * itemsize for s in t.stride()]),
             "data": (t.data_ptr(), False), "dtype": dt}
 
 
@@ -292,7 +302,7 @@ class Operand:
     def current_stream(self) -> int:
         """The caller's current stream as this array's library sees it."""
         if self.library == "torch":
-            return current_stream("torch", self.array.device)
+            return torch_current_stream(self.array.device)
         return current_stream(self.library, None)
 
     @property
