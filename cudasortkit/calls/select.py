@@ -39,6 +39,8 @@ from .axes import Rows
 
 #: Default configs kept at most (dropped all together past it).
 MAX_CONFIGS = 256
+#: Requests kept at most (dropped all together past it).
+MAX_REQUESTS = 4096
 
 
 def _check_bool(name: str, value) -> bool:
@@ -81,6 +83,8 @@ class SelectCalls:
         #: (plugin, default_config's arguments) -> its answer, asked once (a
         #: new plugin object after a registry change asks again).
         self._configs: dict = {}
+        #: SelectRequest per its fields (the keys' NumPy dtype for its name).
+        self._requests: dict = {}
 
     # ------------------------------------------------------------- public
     def topk(self, a, k, axis, largest, sorted_, out, stream, algorithm):
@@ -91,8 +95,7 @@ class SelectCalls:
             raise ValueError(f"k must be in [0, {rows.row_len}] (the length of axis "
                              f"{rows.axis}), got {k}")
         keys = Operand(rows.flat, "a")
-        request = SelectRequest("topk", key_name(keys.dtype), rows.rows, rows.row_len, k,
-                                largest, sorted_, keys.on_device)
+        request = self._request("topk", keys, rows, k, largest, sorted_)
         targets = _check_outs(out, rows, k, keys.dtype)
         values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k))
         return (_write(targets[0], _restore(values, rows), rows),
@@ -103,8 +106,7 @@ class SelectCalls:
         rows = self._rows(a, axis, stream, "partition")
         kths = check_kth(kth, rows.row_len)
         keys = Operand(rows.flat, "a")
-        request = SelectRequest("partition", key_name(keys.dtype), rows.rows, rows.row_len,
-                                rows.row_len, False, True, keys.on_device, kths)
+        request = self._request("partition", keys, rows, rows.row_len, False, True, kths)
         values, indices = self._select(request, keys, rows, algorithm, stream, rows.moved_shape)
         return _restore(indices if want_indices else values, rows)
 
@@ -123,6 +125,20 @@ class SelectCalls:
         return choosing.explain(request, algorithm, SELECTION.choose)
 
     # ----------------------------------------------------------- the work
+    def _request(self, op: str, keys: Operand, rows: Rows, k: int, largest: bool,
+                 sorted_: bool, kth: tuple = ()) -> SelectRequest:
+        """The SelectRequest of checked arguments, made once per its fields
+        (a frozen dataclass takes microseconds to make)."""
+        key = (op, keys.dtype, rows.rows, rows.row_len, k, largest, sorted_, keys.on_device, kth)
+        request = self._requests.get(key)
+        if request is None:
+            request = SelectRequest(op, key_name(keys.dtype), rows.rows, rows.row_len, k,
+                                    largest, sorted_, keys.on_device, kth)
+            if len(self._requests) >= MAX_REQUESTS:
+                self._requests.clear()
+            self._requests[key] = request
+        return request
+
     @staticmethod
     def _rows(a, axis, stream, what):
         if not isinstance(axis, (type(None), int, np.integer)) or isinstance(axis, bool):
