@@ -100,7 +100,7 @@ def current_stream(library: str, device) -> int:
     if library == "cupy":
         import cupy
 
-        return handle_of(cupy.cuda.get_current_stream().ptr)
+        return cupy.cuda.get_current_stream().ptr or LEGACY  # an address (never negative)
     if library == "torch":
         return torch_current_stream(device)
     return LEGACY
