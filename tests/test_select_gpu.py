@@ -294,6 +294,36 @@ def test_caller_stream():
     assert_topk((v, i), a, 10)
 
 
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_torch_current_and_given_streams(axis):
+    """A torch tensor's topk orders on torch's current stream (and on
+    stream= when given): its input is written there behind a long kernel,
+    and its results read there right after the call, so a missing
+    dependency or a result allocated on another stream shows as wrong data."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    old, new = (rng.standard_normal((8, 4096)).astype(np.float32) for _ in range(2))
+    x = torch.from_numpy(old).cuda()
+    new_dev, old_dev = torch.from_numpy(new).cuda(), torch.from_numpy(old).cuda()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(int(30e6))  # cycles: ~20-30 ms at H100 clocks
+        x.copy_(new_dev)
+        v, i = csk.topk(x, 10, axis=axis)
+        got = v.clone(), i.clone()
+    s.synchronize()
+    assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), new, 10, axis)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(int(30e6))
+        x.copy_(old_dev)
+    v, i = csk.topk(x, 10, axis=axis, stream=s)  # the default stream current
+    with torch.cuda.stream(s):
+        got = v.clone(), i.clone()
+    s.synchronize()
+    assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), old, 10, axis)
+
+
 def test_explain_says_which_and_why():
     cupy = pytest.importorskip("cupy")
     d = csk.explain(cupy.zeros(1 << 20, np.float32), kind="topk", k=1000)

@@ -1,6 +1,9 @@
-"""Host (Python) time of csk.topk / csk.partition of a CuPy array, without a
-GPU: the real public call, selection choice, SelectJob and plugin run()
-over stand-ins for CuPy (its attributes, allocation and current stream),
+"""Host (Python) time of csk.topk of a CuPy array and of a CUDA PyTorch
+tensor, without a GPU: the real public call, selection choice, SelectJob
+and plugin run() over stand-ins for CuPy (its attributes, allocation and
+current stream) and for CUDA PyTorch (real CPU PyTorch whose tensors say
+is_cuda, its CUDA stream functions Python fakes: tools/torch_standin.py;
+skipped without torch),
 the device state (pool allocation, memsets, the stream join) and the
 kernels (each kernel's real signature from its template, so every
 launch's argument count is still checked; the driver launch itself is a
@@ -21,6 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from cupy_standin import install  # noqa: E402  (tools/: next to this script)
 
 ndarray = install()
+try:
+    import torch_standin  # noqa: E402
+except ImportError:  # no PyTorch here: CuPy only
+    torch_standin = None
 os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-select-call-")
 
 import cudasortkit as csk  # noqa: E402
@@ -104,32 +111,47 @@ CASES = {"topk (1, 2^23) k=1000": ((1, 1 << 23), 1000),
          "topk (4096, 32000) k=50": ((4096, 32000), 50)}
 
 
+def inputs():
+    """(label, float32 array maker) per library: CuPy, then torch if here."""
+    yield "cupy", lambda shape: ndarray(shape, "float32")
+    if torch_standin is not None:
+        torch = torch_standin.install()
+        # never written or read (the launches are no-ops): pages never touched
+        yield "torch", lambda shape: torch.empty(shape, dtype=torch.float32)
+
+
 def main(calls=2000, profile=False):
     install()
-    for label, (shape, k) in CASES.items():
-        a = ndarray(shape, "float32")
-        fn = lambda: csk.topk(a, k)  # noqa: E731
-        fn()
-        assert csk.explain(a, kind="topk", k=k).name == "radix_select"
-        best = []
-        for _ in range(7):
-            t = time.process_time()  # CPU time: other processes on the machine count less
-            for _ in range(calls // 7):
-                fn()
-            best.append((time.process_time() - t) * 1e6 / (calls // 7))
-        print(f"{label:26} {min(best):7.1f} us per call (host only, stand-ins)")
-        if profile:
-            import cProfile
-            import pstats
+    for library, make in inputs():
+        for label, (shape, k) in CASES.items():
+            run_case(f"{library:5} {label}", make(shape), k, calls, profile)
 
-            prof = cProfile.Profile()
-            prof.enable()
-            for _ in range(200):
-                fn()
-            prof.disable()
-            stats = pstats.Stats(prof)
-            print(f"  {stats.total_calls // 200} Python function calls per call")
-            stats.sort_stats("cumulative").print_stats(25)
+
+def run_case(label, a, k, calls, profile):
+    fn = lambda: csk.topk(a, k)  # noqa: E731
+    values, indices = fn()
+    want = tuple(a.shape[:-1]) + (k,)
+    assert type(values) is type(a) and tuple(values.shape) == tuple(indices.shape) == want
+    assert csk.explain(a, kind="topk", k=k).name == "radix_select"
+    best = []
+    for _ in range(7):
+        t = time.process_time()  # CPU time: other processes on the machine count less
+        for _ in range(calls // 7):
+            fn()
+        best.append((time.process_time() - t) * 1e6 / (calls // 7))
+    print(f"{label:32} {min(best):7.1f} us per call (host only, stand-ins)")
+    if profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(200):
+            fn()
+        prof.disable()
+        stats = pstats.Stats(prof)
+        print(f"  {stats.total_calls // 200} Python function calls per call")
+        stats.sort_stats("cumulative").print_stats(25)
 
 
 if __name__ == "__main__":

@@ -89,22 +89,8 @@ class Rows:
         self.library = library
         self.original = a
         self.stream = stream
-        shape = self._shape(a, library)
-        if not shape and zero_d_as_1d:
-            shape = (1,)
-        self.shape = shape
-        self.axis = normalize_axis(axis, len(shape)) if (axis is not None or shape) else None
-        n = math.prod(shape)  # ints (_shape): math's, several times faster than NumPy's
-        self.n = n
-        last = len(shape) - 1
-        if self.axis is None:
-            self.row_len, self.rows = n, 1
-            self.moved_shape = (n,)
-        else:
-            self.row_len = shape[self.axis]
-            self.rows = math.prod(shape[:self.axis] + shape[self.axis + 1:])
-            self.moved_shape = shape[:self.axis] + shape[self.axis + 1:] + (self.row_len,)
-        self.moves = self.axis is not None and self.axis != last
+        (self.shape, self.axis, self.n, self.rows, self.row_len, self.moved_shape,
+         self.moves) = _layout(self._shape(a, library), axis, zero_d_as_1d)
         #: Sorted along its last axis: the result is `flat`'s in the input's shape.
         self.in_place_rows = self.axis is not None and not self.moves
         self.flat = self._flatten(a)
@@ -112,9 +98,16 @@ class Rows:
     # ----------------------------------------------------------- in and out
     @staticmethod
     def _shape(a, library) -> tuple:
-        if library in _MOVABLE:
-            return tuple(int(x) for x in a.shape)
-        return tuple(int(x) for x in a.__cuda_array_interface__["shape"])
+        """The shape as a tuple of ints (NumPy's and CuPy's already is)."""
+        if library in ("numpy", "cupy"):
+            shape = a.shape
+            if type(shape) is tuple:
+                return shape
+        elif library not in _MOVABLE:
+            shape = a.__cuda_array_interface__["shape"]
+        else:
+            shape = a.shape
+        return tuple(map(int, shape))
 
     def stream_context(self):
         """The caller's stream= as the current stream of the array's library
@@ -134,16 +127,11 @@ class Rows:
         if lib in ("numpy",):
             m = np.moveaxis(a, self.axis, -1) if self.moves else a
             return np.ascontiguousarray(m).reshape(-1)
-        if lib == "cupy":
-            import cupy
-
+        if lib == "cupy" or lib in ("torch", "torch-cpu"):
+            if self.stream is None:  # the current stream: no stream switch
+                return self._flat_copy(a)
             with self.stream_context():
-                m = cupy.moveaxis(a, self.axis, -1) if self.moves else a
-                return cupy.ascontiguousarray(m).reshape(-1)
-        if lib in ("torch", "torch-cpu"):
-            with self.stream_context():
-                m = a.movedim(self.axis, -1) if self.moves else a
-                return m.contiguous().reshape(-1)
+                return self._flat_copy(a)
         cai = a.__cuda_array_interface__
         own_shape = tuple(cai["shape"])  # () for a 0-d array seen as 1-D
         if len(own_shape) == 1:
@@ -157,6 +145,17 @@ class Rows:
                              "a C-contiguous array sorted along its last axis (or axis=None); "
                              "for any axis pass a NumPy, CuPy or PyTorch array")
         return _FlatInterface(cai, self.n)
+
+    def _flat_copy(self, a):
+        """A CuPy or torch array's keys, the axis moved last, as a flat
+        contiguous array (a copy only where they are not so already)."""
+        if self.library == "cupy":
+            import cupy
+
+            m = cupy.moveaxis(a, self.axis, -1) if self.moves else a
+            return cupy.ascontiguousarray(m).reshape(-1)
+        m = a.movedim(self.axis, -1) if self.moves else a
+        return m.contiguous().reshape(-1)
 
     def restore(self, flat_result):
         """A flat result (the caller's kind) in the input's shape, the axis back in place."""
@@ -185,6 +184,41 @@ class Rows:
         if self.rows != 1 or _named_segmented(algorithm):
             return Segments.rows(self.rows, self.row_len)
         return None
+
+
+#: _layout's answers per (shape, axis, zero_d_as_1d) for an axis given as
+#: None or an int (an axis of another type is checked afresh each time);
+#: dropped all together past MAX_LAYOUTS. They depend on nothing else.
+_LAYOUTS: dict = {}
+MAX_LAYOUTS = 4096
+
+
+def _layout(shape: tuple, axis, zero_d_as_1d: bool) -> tuple:
+    """(shape, axis, n, rows, row_len, moved_shape, moves) of an array of
+    `shape` seen as rows along `axis` (Rows' fields)."""
+    key = (shape, axis, zero_d_as_1d)
+    remember = axis is None or type(axis) is int
+    if remember:
+        found = _LAYOUTS.get(key)
+        if found is not None:
+            return found
+    if not shape and zero_d_as_1d:
+        shape = (1,)
+    axis = normalize_axis(axis, len(shape)) if (axis is not None or shape) else None
+    n = math.prod(shape)  # ints (_shape): math's, several times faster than NumPy's
+    if axis is None:
+        row_len, rows, moved_shape = n, 1, (n,)
+    else:
+        row_len = shape[axis]
+        rows = math.prod(shape[:axis] + shape[axis + 1:])
+        moved_shape = shape[:axis] + shape[axis + 1:] + (row_len,)
+    moves = axis is not None and axis != len(shape) - 1
+    found = (shape, axis, n, rows, row_len, moved_shape, moves)
+    if remember:
+        if len(_LAYOUTS) >= MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = found
+    return found
 
 
 def _named_segmented(algorithm: str) -> bool:

@@ -23,10 +23,9 @@ from ..dispatch import selection as choosing
 from ..dispatch.request import caller_ordering
 from ..dtypes import INDEX_DTYPE, key_name
 from ..errors import PluginError
-from ..gpu.arrays import (Operand, library_of, not_an_array, numpy_to_torch_dtype,
-                          torch_to_numpy_dtype)
+from ..gpu.arrays import Operand, library_of, not_an_array, torch_to_numpy_dtype
 from ..gpu.device import get_device
-from ..gpu.streams import cupy_stream
+from ..gpu.streams import LEGACY, cupy_stream, torch_current_stream
 from ..launch.outputs import poison
 from ..launch.run import run_job
 from ..sdk import registry
@@ -40,6 +39,8 @@ from .axes import Rows
 
 #: Default configs kept at most (dropped all together past it).
 MAX_CONFIGS = 256
+#: Requests kept at most (dropped all together past it).
+MAX_REQUESTS = 4096
 
 
 def _check_bool(name: str, value) -> bool:
@@ -82,6 +83,8 @@ class SelectCalls:
         #: (plugin, default_config's arguments) -> its answer, asked once (a
         #: new plugin object after a registry change asks again).
         self._configs: dict = {}
+        #: SelectRequest per its fields (the keys' NumPy dtype for its name).
+        self._requests: dict = {}
 
     # ------------------------------------------------------------- public
     def topk(self, a, k, axis, largest, sorted_, out, stream, algorithm):
@@ -92,22 +95,20 @@ class SelectCalls:
             raise ValueError(f"k must be in [0, {rows.row_len}] (the length of axis "
                              f"{rows.axis}), got {k}")
         keys = Operand(rows.flat, "a")
-        request = SelectRequest("topk", key_name(keys.dtype), rows.rows, rows.row_len, k,
-                                largest, sorted_, keys.on_device)
+        request = self._request("topk", keys, rows, k, largest, sorted_)
         targets = _check_outs(out, rows, k, keys.dtype)
-        values, indices = self._select(request, keys, rows, algorithm, stream)
-        return (_write(targets[0], _restore(values, rows, k), rows),
-                _write(targets[1], _restore(indices, rows, k), rows))
+        values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k))
+        return (_write(targets[0], _restore(values, rows), rows),
+                _write(targets[1], _restore(indices, rows), rows))
 
     def partition(self, a, kth, axis, algorithm, stream, want_indices: bool):
         """numpy.partition (want_indices False) or numpy.argpartition."""
         rows = self._rows(a, axis, stream, "partition")
         kths = check_kth(kth, rows.row_len)
         keys = Operand(rows.flat, "a")
-        request = SelectRequest("partition", key_name(keys.dtype), rows.rows, rows.row_len,
-                                rows.row_len, False, True, keys.on_device, kths)
-        values, indices = self._select(request, keys, rows, algorithm, stream)
-        return _restore(indices if want_indices else values, rows, rows.row_len)
+        request = self._request("partition", keys, rows, rows.row_len, False, True, kths)
+        values, indices = self._select(request, keys, rows, algorithm, stream, rows.moved_shape)
+        return _restore(indices if want_indices else values, rows)
 
     def explain(self, a, kind, k, kth, axis, largest, algorithm):
         """The Decision for a topk (k) or partition (kth) of `a`."""
@@ -124,6 +125,20 @@ class SelectCalls:
         return choosing.explain(request, algorithm, SELECTION.choose)
 
     # ----------------------------------------------------------- the work
+    def _request(self, op: str, keys: Operand, rows: Rows, k: int, largest: bool,
+                 sorted_: bool, kth: tuple = ()) -> SelectRequest:
+        """The SelectRequest of checked arguments, made once per its fields
+        (a frozen dataclass takes microseconds to make)."""
+        key = (op, keys.dtype, rows.rows, rows.row_len, k, largest, sorted_, keys.on_device, kth)
+        request = self._requests.get(key)
+        if request is None:
+            request = SelectRequest(op, key_name(keys.dtype), rows.rows, rows.row_len, k,
+                                    largest, sorted_, keys.on_device, kth)
+            if len(self._requests) >= MAX_REQUESTS:
+                self._requests.clear()
+            self._requests[key] = request
+        return request
+
     @staticmethod
     def _rows(a, axis, stream, what):
         if not isinstance(axis, (type(None), int, np.integer)) or isinstance(axis, bool):
@@ -133,20 +148,22 @@ class SelectCalls:
             raise TypeError("topk needs an integer axis (as torch.topk's dim), got None")
         return Rows(a, axis, "a", stream)
 
-    def _select(self, request: SelectRequest, keys: Operand, rows: Rows, algorithm, stream):
-        """(values, int64 indices), each 1-D of rows * k, the caller's kind."""
+    def _select(self, request: SelectRequest, keys: Operand, rows: Rows, algorithm, stream,
+                shape: tuple):
+        """(values, int64 indices), each of `shape` (rows * k elements: the
+        result's shape with the axis last, _shaped), the caller's kind."""
         if not isinstance(algorithm, str):
             raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
         while True:
             plugin, _ = self.choices.choose(request, algorithm,
                                             keys.ordinal if keys.on_device else None)
             if request.rows * request.k == 0:  # nothing to select: no plugin runs
-                return (keys.wrap_host(np.empty(0, keys.dtype)),
-                        keys.wrap_host(np.empty(0, INDEX_DTYPE)))
+                return (keys.wrap_host(np.empty(shape, keys.dtype)),
+                        keys.wrap_host(np.empty(shape, INDEX_DTYPE)))
             try:
                 if plugin.device == "cpu":
-                    return self._run_host(plugin, request, keys)
-                return self._run_device(plugin, request, keys, stream)
+                    return self._run_host(plugin, request, keys, shape)
+                return self._run_device(plugin, request, keys, stream, shape)
             except PluginError:
                 if algorithm != "auto":
                     raise
@@ -163,39 +180,40 @@ class SelectCalls:
             self._configs[(plugin, args)] = config
         return dict(config)
 
-    def _run_host(self, plugin, request, keys: Operand):
+    def _run_host(self, plugin, request, keys: Operand, shape: tuple):
         state = get_device(keys.ordinal) if keys.on_device else None
         host = keys.host(state).reshape(request.rows, request.row_len)
         job = HostSelectJob(request, host, self._config(plugin, request.dtype))
         with registry.guarded(plugin, "run", expected=RUN_ERRORS):
             result = plugin.run(job)
-        shape = (request.rows, request.k)
+        want = (request.rows, request.k)
         if not (isinstance(result, (tuple, list)) and len(result) == 2
-                and all(isinstance(x, np.ndarray) and x.shape == shape for x in result)
+                and all(isinstance(x, np.ndarray) and x.shape == want for x in result)
                 and result[0].dtype == keys.dtype and result[1].dtype.kind in "iu"):
             raise registry.fault(plugin, f"run returned no (keys, indices) pair of NumPy arrays "
-                                         f"of shape {shape}")
-        values = np.ascontiguousarray(result[0]).reshape(-1)
-        indices = np.ascontiguousarray(result[1], INDEX_DTYPE).reshape(-1)
+                                         f"of shape {want}")
+        values = np.ascontiguousarray(result[0]).reshape(shape)
+        indices = np.ascontiguousarray(result[1], INDEX_DTYPE).reshape(shape)
         return keys.wrap_host(values), keys.wrap_host(indices)
 
-    def _run_device(self, plugin, request, keys: Operand, stream):
+    def _run_device(self, plugin, request, keys: Operand, stream, shape: tuple):
         state, ordering = caller_ordering(stream, (keys,))
         if state is None:  # a host array for a GPU plugin: uploaded, results downloaded
             state = get_device(None)
         if ordering is not None:
             ordering.begin()
         try:
-            caller = ordering.caller if ordering is not None else None
             count = request.rows * request.k
-            values, indices = _DeviceOut.pair(keys, count, state, caller)
-            poison(state, values.ptr, count * keys.dtype.itemsize, indices.ptr, count * 8)
+            outputs = _Outputs(keys, shape, count, state,
+                               ordering.allocate_on if ordering is not None else None)
+            values, indices = outputs.ptrs
+            poison(state, values, count * keys.dtype.itemsize, indices, count * 8)
             # as Job would make it (registry.default_config: indices are 8-byte
             # values), unless the plugin's config depends on the size
             config = None if hasattr(plugin, "size_config") else \
                 self._config(plugin, request.dtype, 8)
             job = SelectJob(plugin, state, request, keys_in=keys.device_ptr(state),
-                            keys_out=values.ptr, indices_out=indices.ptr, config=config,
+                            keys_out=values, indices_out=indices, config=config,
                             argsort_rows=self._argsort_rows)
             try:
                 with registry.guarded(plugin, "run", expected=RUN_ERRORS):
@@ -206,7 +224,7 @@ class SelectCalls:
                                                  "job.values_out and returns None")
             finally:
                 job.finish()
-            return values.finish(), indices.finish()
+            return outputs.finish()
         finally:
             if ordering is not None:
                 ordering.end()
@@ -258,80 +276,93 @@ class _WordsRange:
         return self.value
 
 
-class _DeviceOut:
-    """One result of rows * k elements: a new array of the caller's device
-    library (CuPy, PyTorch) allocated in the caller's stream's order, or a
-    pool buffer downloaded and wrapped as the caller's kind (host arrays,
-    other __cuda_array_interface__ objects)."""
+class _Outputs:
+    """The (values, int64 indices) of one device run, rows * k elements
+    each in `shape`: new arrays of the caller's device library (CuPy,
+    PyTorch) allocated in the order of `allocate_on` (Ordering.allocate_on:
+    None for the library's current stream), or pool buffers that finish()
+    downloads and wraps as the caller's kind (host arrays, other
+    __cuda_array_interface__ objects)."""
 
-    def __init__(self, like: Operand, count: int, dtype, state, caller, value=None):
-        self.like, self.count, self.dtype, self.state = like, count, np.dtype(dtype), state
-        self.value = self._buf = None
-        if value is not None:  # made by pair()
-            self.value = value
-            self.ptr = int(value.data.ptr)
-        elif like.library == "cupy":
-            self.value, = _cupy_empty(like, count, (self.dtype,), caller)
-            self.ptr = int(self.value.data.ptr)
-        elif like.library == "torch":
-            import torch
-
-            device, tdtype = like.array.device, numpy_to_torch_dtype(self.dtype)
-            if caller in (None, 1, torch.cuda.current_stream(device).cuda_stream or 1):
-                self.value = torch.empty(count, dtype=tdtype, device=device)
-            else:
-                with torch.cuda.stream(torch.cuda.ExternalStream(caller, device=device)):
-                    self.value = torch.empty(count, dtype=tdtype, device=device)
-            self.ptr = int(self.value.data_ptr())
-        else:
-            self._buf = state.allocate(max(count, 1) * self.dtype.itemsize, "selection result")
-            self.ptr = int(self._buf)
-
-    @classmethod
-    def pair(cls, like: Operand, count: int, state, caller) -> tuple:
-        """(values, int64 indices) of `count` elements each (CuPy's made
-        under one device and stream switch)."""
+    def __init__(self, like: Operand, shape: tuple, count: int, state, allocate_on):
+        self.like, self.shape, self.count, self.state = like, shape, count, state
+        self._bufs = ()
         if like.library == "cupy":
-            values, indices = _cupy_empty(like, count, (like.dtype, INDEX_DTYPE), caller)
-            return (cls(like, count, like.dtype, state, caller, values),
-                    cls(like, count, INDEX_DTYPE, state, caller, indices))
-        return (cls(like, count, like.dtype, state, caller),
-                cls(like, count, INDEX_DTYPE, state, caller))
+            self.values, self.indices = _cupy_empty(like, shape, allocate_on)
+            self.ptrs = (int(self.values.data.ptr), int(self.indices.data.ptr))
+        elif like.library == "torch":
+            self.values, self.indices = _torch_empty(like, shape, allocate_on)
+            self.ptrs = (int(self.values.data_ptr()), int(self.indices.data_ptr()))
+        else:
+            bufs = []
+            for dtype in (like.dtype, INDEX_DTYPE):
+                bufs.append(state.allocate(max(count, 1) * dtype.itemsize, "selection result"))
+            self._bufs = tuple(bufs)
+            self.ptrs = tuple(int(buf) for buf in bufs)
 
-    def finish(self):
-        if self._buf is None:
-            return self.value
-        host = np.empty(self.count, self.dtype)
+    def finish(self) -> tuple:
+        """(values, indices) as the caller gets them: device arrays at once
+        (ready in stream order), pool buffers downloaded (waiting) and freed."""
+        if not self._bufs:
+            return self.values, self.indices
+        state, results = self.state, []
         try:
-            self.state.cuda.memcpy_dtoh_async(host, self.ptr, self.state.stream)
-            self.state.stream.synchronize()
+            for dtype, ptr in zip((self.like.dtype, INDEX_DTYPE), self.ptrs):
+                host = np.empty(self.count, dtype)
+                state.cuda.memcpy_dtoh_async(host, ptr, state.stream)
+                state.stream.synchronize()
+                results.append(self.like.wrap_host(host.reshape(self.shape)))
         finally:
-            self._buf.free()
-        return self.like.wrap_host(host)
+            for buf in self._bufs:
+                buf.free()
+        return tuple(results)
 
 
-def _cupy_empty(like: Operand, count: int, dtypes: tuple, caller) -> list:
-    """New CuPy arrays of `count` elements of each of `dtypes` on the keys'
-    device, allocated in the caller's stream's order."""
+def _cupy_empty(like: Operand, shape: tuple, allocate_on) -> tuple:
+    """New CuPy (values, int64 indices) arrays of `shape` on the keys'
+    device, allocated in the order of `allocate_on` (the caller's stream;
+    None or LEGACY: CuPy's current stream, where CuPy allocates anyway)."""
     import cupy
 
     with cupy.cuda.Device(like.ordinal):
-        if caller in (None, 1, cupy.cuda.get_current_stream().ptr or 1):
-            return [cupy.empty(count, dtype) for dtype in dtypes]
-        with cupy_stream(caller):
-            return [cupy.empty(count, dtype) for dtype in dtypes]
+        if allocate_on is None or allocate_on == LEGACY or \
+                allocate_on == (cupy.cuda.get_current_stream().ptr or LEGACY):
+            return cupy.empty(shape, like.dtype), cupy.empty(shape, INDEX_DTYPE)
+        with cupy_stream(allocate_on):
+            return cupy.empty(shape, like.dtype), cupy.empty(shape, INDEX_DTYPE)
+
+
+def _torch_empty(like: Operand, shape: tuple, allocate_on) -> tuple:
+    """New torch (values, int64 indices) tensors of `shape` on the keys'
+    device (values of the keys' own torch dtype), allocated in the order of
+    `allocate_on` as _cupy_empty's (PyTorch's current stream on that device
+    asked for only where a stream other than LEGACY was given)."""
+    import torch
+
+    tensor = like.array
+    device, dtype = tensor.device, tensor.dtype
+    if allocate_on is None or allocate_on == LEGACY or \
+            allocate_on == torch_current_stream(device):
+        return (torch.empty(shape, dtype=dtype, device=device),
+                torch.empty(shape, dtype=torch.int64, device=device))
+    with torch.cuda.stream(torch.cuda.ExternalStream(allocate_on, device=device)):
+        return (torch.empty(shape, dtype=dtype, device=device),
+                torch.empty(shape, dtype=torch.int64, device=device))
 
 
 # ------------------------------------------------------------ shapes, out=
-def _restore(flat, rows: Rows, k: int):
-    """A flat (rows * k) result in the input's shape with k along the axis
-    (axis=None: 1-D), the caller's kind."""
-    if rows.axis is None:
-        return flat
-    shaped = flat.reshape(rows.moved_shape[:-1] + (k,))
+def _shaped(rows: Rows, k: int) -> tuple:
+    """The shape of a topk's results with the axis last: rows x k, as the
+    input's with the axis moved last and k along it ((k,) for axis=None)."""
+    return rows.moved_shape[:-1] + (k,)
+
+
+def _restore(shaped, rows: Rows):
+    """A result of _shaped's shape (the axis last) in the input's shape
+    with k along the axis, the caller's kind."""
     if not rows.moves:
         return shaped
-    lib = library_of(flat)
+    lib = library_of(shaped)
     if lib == "numpy":
         return np.ascontiguousarray(np.moveaxis(shaped, -1, rows.axis))
     if lib == "cupy":

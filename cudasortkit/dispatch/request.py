@@ -133,8 +133,15 @@ def caller_ordering(stream, operands):
         if x.ordinal is not None and first.ordinal is not None and x.ordinal != first.ordinal:
             raise ValueError(f"{first.what} and {x.what} are on different devices "
                              f"({first.ordinal}, {x.ordinal})")
+    current = False
     if caller is None:
+        # No stream= given: the caller's stream is the current one of the
+        # arrays' library. PyTorch's is asked for on the tensors' device, so
+        # torch results allocated there need not ask again (Ordering.allocate_on
+        # is None). CuPy's is the current device's, which need not be the
+        # arrays': its results ask on theirs.
+        current = all(x.library == "torch" for x in on_device)
         caller = first.current_stream()
-    waits = {x.interface_stream for x in on_device if x.interface_stream is not None}
-    return state, Ordering(state, caller, waits)
+    waits = [x.interface_stream for x in on_device if x.interface_stream is not None]
+    return state, Ordering(state, caller, waits, current)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtypes import (KEYS_RULE, VALUES_RULE, is_bfloat16, key_dtype, numpy_dtype,
                       unsupported_values, value_bytes)
-from .streams import cupy_stream, current_stream, interface_stream
+from .streams import LEGACY, cupy_stream, current_stream, interface_stream, torch_current_stream
 
 #: Tests set this to fill fresh result buffers with a poison byte before any
 #: kernel writes them, so an element a plugin forgets to write shows up.
@@ -26,6 +26,8 @@ _UNREAD = object()
 
 #: type -> library, for the types whose library the type alone decides.
 _LIBRARY_OF_TYPE = {np.ndarray: "numpy"}
+#: torch's tensor types seen so far (the tensor's is_cuda decides the library).
+_TORCH_TYPES: set = set()
 
 
 def shape_of(x) -> tuple:
@@ -44,12 +46,15 @@ def library_of(a) -> str:
     library = _LIBRARY_OF_TYPE.get(type(a))
     if library is not None:
         return library
+    if type(a) in _TORCH_TYPES:
+        return "torch" if a.is_cuda else "torch-cpu"
     module = type(a).__module__.split(".")[0]
     if isinstance(a, np.ma.MaskedArray):
         return "masked"
     if isinstance(a, np.ndarray):
         library = "numpy"
     elif module == "torch":
+        _TORCH_TYPES.add(type(a))
         return "torch" if a.is_cuda else "torch-cpu"
     elif module == "cupy":
         library = "cupy"
@@ -116,29 +121,43 @@ _TORCH_DTYPES: dict = {}
 
 def torch_to_numpy_dtype(tdtype, what: str = "a", role: str = "keys") -> np.dtype:
     """The NumPy dtype of a torch dtype; TypeError for ones without one."""
+    dt = _TORCH_DTYPES.get(tdtype)
+    if dt is not None:
+        return dt
     import torch
 
     if not _TORCH_DTYPES:
         _TORCH_DTYPES.update(_torch_dtypes())
-    dt = _TORCH_DTYPES.get(tdtype)
-    if dt is not None:
+        dt = _TORCH_DTYPES.get(tdtype)
+        if dt is not None:
+            return dt
+    if tdtype == torch.bfloat16:  # ml_dtypes' (TypeError without it): kept once made
+        dt = _TORCH_DTYPES[tdtype] = numpy_dtype("bfloat16")
         return dt
-    if tdtype == torch.bfloat16:
-        return numpy_dtype("bfloat16")
     raise _unsupported_dtype(what, tdtype, role)
 
 
-def numpy_to_torch_dtype(dt: np.dtype):
-    import torch
+#: np.dtype -> torch dtype, filled as asked (the conversion reads the
+#: dtype's name, microseconds; it depends on nothing else).
+_TO_TORCH: dict = {}
 
-    return torch.bool if dt == np.bool_ else getattr(torch, dt.name)
+
+def numpy_to_torch_dtype(dt: np.dtype):
+    tdtype = _TO_TORCH.get(dt)
+    if tdtype is None:
+        import torch
+
+        tdtype = torch.bool if dt == np.bool_ else getattr(torch, dt.name)
+        _TO_TORCH[dt] = tdtype
+    return tdtype
 
 
 def _torch_interface(t, what: str, role: str = "keys") -> dict:
     """What __cuda_array_interface__ would say of a CUDA tensor, read from the
     tensor itself (PyTorch's interface refuses bfloat16 and float8)."""
     dt = torch_to_numpy_dtype(t.dtype, what, role)
-    return {"shape": tuple(t.shape), "strides": tuple(s * dt.itemsize for s in t.stride()),
+    itemsize = dt.itemsize
+    return {"shape": tuple(t.shape), "strides": tuple([s * itemsize for s in t.stride()]),
             "data": (t.data_ptr(), False), "dtype": dt}
 
 
@@ -283,7 +302,7 @@ class Operand:
     def current_stream(self) -> int:
         """The caller's current stream as this array's library sees it."""
         if self.library == "torch":
-            return current_stream("torch", self.array.device)
+            return torch_current_stream(self.array.device)
         return current_stream(self.library, None)
 
     @property
@@ -416,23 +435,27 @@ class Result:
         return self._wrap.wrap_host(target)
 
 
-def _cupy_empty(n, dtype, ordinal, stream: int):
+def _cupy_empty(n, dtype, ordinal, stream: int | None):
     """cupy.empty on the caller's device, allocated in the caller's stream's
-    order (CuPy's pool hands out blocks per stream)."""
+    order (CuPy's pool hands out blocks per stream; None or LEGACY: CuPy's
+    current stream, where it allocates anyway)."""
     import cupy
 
     with cupy.cuda.Device(ordinal):
-        if stream in (1, cupy.cuda.get_current_stream().ptr or 1):
+        if stream is None or stream == LEGACY or stream == (cupy.cuda.get_current_stream().ptr
+                                                            or LEGACY):
             return cupy.empty(n, dtype)
         with cupy_stream(stream):
             return cupy.empty(n, dtype)
 
 
-def _torch_empty(n, dtype, device, stream: int):
+def _torch_empty(n, dtype, device, stream: int | None):
+    """torch.empty on the tensor's device, allocated in the caller's
+    stream's order (None: PyTorch's current stream, the caller's)."""
     import torch
 
     tdtype = numpy_to_torch_dtype(dtype)
-    if stream in (1, torch.cuda.current_stream(device).cuda_stream or 1):
+    if stream is None or stream == LEGACY or stream == torch_current_stream(device):
         return torch.empty(n, dtype=tdtype, device=device)
     with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
         return torch.empty(n, dtype=tdtype, device=device)

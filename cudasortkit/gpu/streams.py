@@ -100,12 +100,26 @@ def current_stream(library: str, device) -> int:
     if library == "cupy":
         import cupy
 
-        return handle_of(cupy.cuda.get_current_stream().ptr)
+        return cupy.cuda.get_current_stream().ptr or LEGACY  # an address (never negative)
     if library == "torch":
-        import torch
-
-        return handle_of(torch.cuda.current_stream(device).cuda_stream)
+        return torch_current_stream(device)
     return LEGACY
+
+
+def torch_current_stream(device) -> int:
+    """PyTorch's current stream on `device` (a torch.device) as a handle.
+    torch.cuda.current_stream(device).cuda_stream builds a Stream object in
+    Python (microseconds); torch._C._cuda_getCurrentRawStream(index), which
+    PyTorch's own compiled code calls, returns the same handle
+    (getCurrentCUDAStream(index).stream()) directly. Used where this PyTorch
+    has it and the device names its index (a CUDA tensor's always does)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    index = device.index if device is not None else None
+    if raw is None or index is None:
+        return handle_of(torch.cuda.current_stream(device).cuda_stream)
+    return raw(index) or LEGACY  # a CUstream address (never negative); 0: the legacy default
 
 
 class Joiner:
@@ -158,12 +172,18 @@ class Joiner:
 class Ordering:
     """One call's place in the caller's stream: `begin()` before any of the
     call's GPU work (reads of the inputs included), `end()` after all of it,
-    also when the call fails."""
+    also when the call fails. `current`: `caller` was read as the current
+    stream of the arrays' library (no stream= given)."""
 
-    def __init__(self, state, caller: int, waits=()):
+    def __init__(self, state, caller: int, waits=(), current: bool = False):
         self.joiner = state.joiner
         self.caller = caller
-        self.waits = tuple({caller, *waits})
+        #: The stream new result arrays of the caller's library are allocated
+        #: in the order of: None for the library's current stream (the
+        #: caller's here: allocated as the library does, without asking
+        #: for it again), else the caller's handle.
+        self.allocate_on = None if current else caller
+        self.waits = tuple({caller, *waits}) if waits else (caller,)
 
     def begin(self) -> None:
         self.joiner.wait_for(self.waits)
