@@ -40,6 +40,7 @@ rs_final.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from cudasortkit.dtypes import KEY_DTYPES
@@ -69,6 +70,7 @@ MIN_SAMPLES, MAX_SAMPLES = 512, 2048
 FEW_ROWS_THREADS, MANY_ROWS_THREADS = 1024, 256
 
 
+@functools.lru_cache(maxsize=1024)
 def sample_plan(row_len: int, k: int):
     """(samples, m, cap) of the sampled path for rows of `row_len` keys and
     this k, or None where it does not pay (short rows, a threshold more than
@@ -96,6 +98,7 @@ def sample_plan(row_len: int, k: int):
 LARGE_K_SAMPLES = 8192
 
 
+@functools.lru_cache(maxsize=1024)
 def large_k_plan(rows: int, row_len: int, k: int):
     """(samples, m, cap) of one row's topk for k over SORT_CAP through a
     sampled threshold and a sort of the candidates (RadixSelect._sampled_sort),
