@@ -310,18 +310,18 @@ def test_torch_current_and_given_streams(axis):
     with torch.cuda.stream(s):
         torch.cuda._sleep(int(30e6))  # cycles: ~20-30 ms at H100 clocks
         x.copy_(new_dev)
-        v, i = csk.topk(x, 10, axis=axis)
+        v, i = csk.topk(x, 5, axis=axis)
         got = v.clone(), i.clone()
     s.synchronize()
-    assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), new, 10, axis)
+    assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), new, 5, axis)
     with torch.cuda.stream(s):
         torch.cuda._sleep(int(30e6))
         x.copy_(old_dev)
-    v, i = csk.topk(x, 10, axis=axis, stream=s)  # the default stream current
+    v, i = csk.topk(x, 5, axis=axis, stream=s)  # the default stream current (k <= 8: any axis)
     with torch.cuda.stream(s):
         got = v.clone(), i.clone()
     s.synchronize()
-    assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), old, 10, axis)
+    assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), old, 5, axis)
 
 
 def test_explain_says_which_and_why():
