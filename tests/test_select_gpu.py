@@ -381,3 +381,59 @@ def test_bfloat16_torch_tensors():
         v, i = csk.topk(t, 20, largest=False, algorithm=name)  # every plugin serves 500 keys, k=20
         assert v.dtype == torch.bfloat16
         assert_topk((v, i), a, 20, -1, False)
+
+
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_prepared_topk_and_partition_repeat_on_fresh_data(library):
+    """A plain repeat call of one shape is a prepared call (its launch plan
+    replayed on the new arrays): each call's results are its own keys'
+    (fresh data, poisoned results), calls of other k, largest, dtype or
+    shape in between are theirs, and a non-contiguous array of the shape
+    takes the general path."""
+    from cudasortkit import api
+
+    xp = pytest.importorskip(library)
+    rng = np.random.default_rng(8)
+
+    def dev(h):
+        return xp.asarray(h) if library == "cupy" else xp.from_numpy(h).cuda()
+
+    shapes = [((3, 40000), 50), ((1, 1 << 17), 1000), ((64, 1024), 8)]
+    for _ in range(3):
+        for shape, k in shapes:
+            for largest in (True, False):
+                h = rng.standard_normal(shape).astype(np.float32)
+                assert_topk(csk.topk(dev(h), k, largest=largest), h, k, -1, largest)
+                h16 = h.astype(np.float16)
+                assert_topk(csk.topk(dev(h16), k, largest=largest), h16, k, -1, largest)
+        h = rng.standard_normal((2, 70001)).astype(np.float32)
+        assert_partitioned(csk.argpartition(dev(h), 35000), h, 35000)
+        assert_partition_values(csk.partition(dev(h), 35000), h, 35000)
+    a = dev(rng.standard_normal((3, 40000)).astype(np.float32))
+    assert api.selections.prepared.find(a, ("topk", 50, -1, True, True, "auto")) is not None
+    wide = dev(rng.standard_normal((3, 80000)).astype(np.float32))
+    strided = wide[:, ::2]
+    assert api.selections.prepared.find(strided, ("topk", 50, -1, True, True, "auto")) is None
+    got = csk.topk(strided, 50)
+    assert_topk(got, to_numpy(strided), 50)
+
+
+def test_prepared_topk_orders_on_a_busy_torch_stream():
+    """Prepared calls (the shape's second call on) order on the caller's
+    current stream: the input is written behind a long kernel there and the
+    results are read there right after."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = torch.empty((2, 50000), device="cuda")
+    s = torch.cuda.Stream()
+    for _ in range(3):
+        h = rng.standard_normal((2, 50000)).astype(np.float32)
+        src = torch.from_numpy(h).cuda()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(int(30e6))
+            x.copy_(src)
+            v, i = csk.topk(x, 20)
+            got = v.clone(), i.clone()
+        s.synchronize()
+        assert_topk((got[0].cpu().numpy(), got[1].cpu().numpy()), h, 20)

@@ -28,11 +28,12 @@ class ndarray:
         # kept cheap (CuPy's own allocation is not what the tools measure)
         self.shape = shape if isinstance(shape, tuple) else (shape,)
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
-        if ptr is None:
-            ptr = _next[0] = _next[0] + (1 << 20)
-        self.data, self.flags = _Mem(ptr), _Flags()
         self.size = math.prod(self.shape)
         self.itemsize = self.dtype.itemsize
+        if ptr is None:  # arrays apart, as a real allocator's are (launch plans place pointers)
+            ptr = _next[0]
+            _next[0] += max(1 << 20, -(-self.size * self.itemsize // 4096) * 4096)
+        self.data, self.flags = _Mem(ptr), _Flags()
 
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape

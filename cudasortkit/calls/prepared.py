@@ -131,7 +131,8 @@ class _TorchKeys:
         return torch.empty(shape, dtype=a.dtype, device=a.device)
 
 
-_ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
+#: The array libraries whose calls are prepared, by Operand.library.
+ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
 
 
 class PreparedCall:
@@ -273,7 +274,7 @@ class PreparedCalls:
         stream=) of device keys: prepare the shape if it can be. `caller` is
         the caller's array (its shape is the result's; `keys` its 1-D view:
         the array itself, or its rows along the last axis)."""
-        adapter = _ADAPTERS.get(keys.library)
+        adapter = ADAPTERS.get(keys.library)
         if (adapter is None or kind not in ("sort", "argsort") or keys.n < 2 or keys.is_copy
                 or is_bfloat16(keys.dtype) or state is None
                 or (request.segments is not None and not request.segments.uniform)

@@ -26,6 +26,7 @@ from ..errors import PluginError
 from ..gpu.arrays import Operand, library_of, not_an_array, torch_to_numpy_dtype
 from ..gpu.device import get_device
 from ..gpu.streams import LEGACY, cupy_stream, torch_current_stream
+from ..launch import plans as launchplan
 from ..launch.outputs import poison
 from ..launch.run import run_job
 from ..sdk import registry
@@ -36,6 +37,7 @@ from ..sdk.selection import HostSelectJob, SelectRequest
 from ..tuning import runtime
 from ..tuning.kinds import SELECTION
 from .axes import Rows
+from .prepared_select import PreparedSelects
 
 #: Default configs kept at most (dropped all together past it).
 MAX_CONFIGS = 256
@@ -85,9 +87,19 @@ class SelectCalls:
         self._configs: dict = {}
         #: SelectRequest per its fields (the keys' NumPy dtype for its name).
         self._requests: dict = {}
+        #: Plain device calls made again from their launch plans (calls/prepared_select.py).
+        self.prepared = PreparedSelects()
 
     # ------------------------------------------------------------- public
     def topk(self, a, k, axis, largest, sorted_, out, stream, algorithm):
+        # a plain call (exact types: True is no k) of a shape prepared before
+        call_key = None
+        if (out is None and stream is None and type(k) is int and type(axis) is int
+                and type(largest) is bool and type(sorted_) is bool and type(algorithm) is str):
+            call_key = ("topk", k, axis, largest, sorted_, algorithm)
+            call = self.prepared.find(a, call_key)
+            if call is not None:
+                return call(a)
         largest, sorted_ = _check_bool("largest", largest), _check_bool("sorted", sorted_)
         rows = self._rows(a, axis, stream, "topk")
         k = _check_int("k", k)
@@ -97,17 +109,27 @@ class SelectCalls:
         keys = Operand(rows.flat, "a")
         request = self._request("topk", keys, rows, k, largest, sorted_)
         targets = _check_outs(out, rows, k, keys.dtype)
-        values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k))
+        note = (a, call_key) if call_key is not None and rows.in_place_rows else None
+        values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k),
+                                       note)
         return (_write(targets[0], _restore(values, rows), rows),
                 _write(targets[1], _restore(indices, rows), rows))
 
     def partition(self, a, kth, axis, algorithm, stream, want_indices: bool):
         """numpy.partition (want_indices False) or numpy.argpartition."""
+        call_key = None
+        if stream is None and type(kth) is int and type(axis) is int and type(algorithm) is str:
+            call_key = ("partition", kth, axis, algorithm)
+            call = self.prepared.find(a, call_key)
+            if call is not None:
+                return call(a)[1 if want_indices else 0]
         rows = self._rows(a, axis, stream, "partition")
         kths = check_kth(kth, rows.row_len)
         keys = Operand(rows.flat, "a")
         request = self._request("partition", keys, rows, rows.row_len, False, True, kths)
-        values, indices = self._select(request, keys, rows, algorithm, stream, rows.moved_shape)
+        note = (a, call_key) if call_key is not None and rows.in_place_rows else None
+        values, indices = self._select(request, keys, rows, algorithm, stream, rows.moved_shape,
+                                       note)
         return _restore(indices if want_indices else values, rows)
 
     def explain(self, a, kind, k, kth, axis, largest, algorithm):
@@ -149,9 +171,11 @@ class SelectCalls:
         return Rows(a, axis, "a", stream)
 
     def _select(self, request: SelectRequest, keys: Operand, rows: Rows, algorithm, stream,
-                shape: tuple):
+                shape: tuple, note=None):
         """(values, int64 indices), each of `shape` (rows * k elements: the
-        result's shape with the axis last, _shaped), the caller's kind."""
+        result's shape with the axis last, _shaped), the caller's kind.
+        `note`: (the caller's array, its call key) of a plain call to
+        prepare once a device plugin served it (PreparedSelects.note)."""
         if not isinstance(algorithm, str):
             raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
         while True:
@@ -163,7 +187,7 @@ class SelectCalls:
             try:
                 if plugin.device == "cpu":
                     return self._run_host(plugin, request, keys, shape)
-                return self._run_device(plugin, request, keys, stream, shape)
+                return self._run_device(plugin, request, keys, stream, shape, note)
             except PluginError:
                 if algorithm != "auto":
                     raise
@@ -196,7 +220,7 @@ class SelectCalls:
         indices = np.ascontiguousarray(result[1], INDEX_DTYPE).reshape(shape)
         return keys.wrap_host(values), keys.wrap_host(indices)
 
-    def _run_device(self, plugin, request, keys: Operand, stream, shape: tuple):
+    def _run_device(self, plugin, request, keys: Operand, stream, shape: tuple, note=None):
         state, ordering = caller_ordering(stream, (keys,))
         if state is None:  # a host array for a GPU plugin: uploaded, results downloaded
             state = get_device(None)
@@ -217,13 +241,15 @@ class SelectCalls:
                             argsort_rows=self._argsort_rows)
             try:
                 with registry.guarded(plugin, "run", expected=RUN_ERRORS):
-                    returned = plugin.run(job)
+                    returned = launchplan.run(plugin, job, launchplan.select_key(plugin, job))
                 if returned is not None:
                     raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU "
                                                  "selection plugin writes job.keys_out and "
                                                  "job.values_out and returns None")
             finally:
                 job.finish()
+            if note is not None:
+                self.prepared.note(*note, keys, plugin, job, shape, count)
             return outputs.finish()
         finally:
             if ordering is not None:

@@ -61,6 +61,20 @@ def rows_of(request):
     return (request.kind, segments.count, segments.row_len)
 
 
+def select_key(plugin, job) -> tuple:
+    """The plan key of a selection job (cudasortkit/sdk/select_job.py):
+    its request (op, rows, row length, k, kth, largest, sorted) stands for
+    the shape."""
+    return (job.state.ordinal, type(plugin), plugin.run, job.dtype, job.request,
+            tuple(job.config.items()))
+
+
+def plan_for(key):
+    """The LaunchPlan recorded under `key` (plan_key's or select_key's), or None."""
+    plan = _plans.get(key)
+    return plan if type(plan) is LaunchPlan else None
+
+
 def _key(ordinal, plugin, dtype, n, value_bytes, config, descending, has_values_in,
          has_values_out, rows) -> tuple:
     return (ordinal, type(plugin), plugin.run, dtype, n, value_bytes, tuple(config.items()),
@@ -94,15 +108,17 @@ def replayable(plugin_cls) -> bool:
     return verdict
 
 
-def run(plugin, job):
+def run(plugin, job, key=None):
     """plugin.run(job), or the recorded plan of the job's shape if it has
     one; what run() returned (None from a plan: the core refuses anything
-    else, launch/run.py's run_job)."""
+    else, launch/run.py's run_job). `key`: the shape's plan key where it is
+    not plan_key's (a selection job's select_key)."""
     request = job.request
     if not replayable(type(plugin)) or (request is not None and request.segments is not None
                                         and not request.segments.uniform):
         return plugin.run(job)
-    key = plan_key(plugin, job)
+    if key is None:
+        key = plan_key(plugin, job)
     plan = _plans.get(key)
     if plan is None:
         return _record(plugin, job, key)
@@ -223,9 +239,8 @@ class Recorder:
     """Builds a LaunchPlan from what a Job issues (Job calls it while recording)."""
 
     def __init__(self, job):
-        keys, values = job.n * job.key_bytes, job.n * job.value_bytes
-        self._slots = [(job.keys_in, keys), (job.keys_out, keys),
-                       (job.values_in, values), (job.values_out, values)]
+        self._slots = list(zip((job.keys_in, job.keys_out, job.values_in, job.values_out),
+                               job.slot_bytes()))
         self._temporaries = []
         self._ops = []
         self._unreplayable = None  # reason
@@ -252,6 +267,11 @@ class Recorder:
         where = self._place(dst, "a memset32 destination")
         if where is not None:
             self._ops.append(_Memset32(where, value, count))
+
+    def refuse(self, reason: str) -> None:
+        """The run did something a replay cannot repeat (a read to the host,
+        a sort through another job): no plan for this shape."""
+        self._refuse(reason)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         to = self._place(dst, "a copy destination")

@@ -153,6 +153,7 @@ class RadixSelect(SelectPlugin):
     dtypes = KEY_DTYPES
     ops = ("topk", "partition")
     priority = 100
+    replayable = True
     #: one short row: sort_select (priority 500, one block's sort) wins below
     #: this one's 600 (its passes are launches); everything else takes the
     #: default 100 (several rows of at most STREAM_ROW keys: rs_stream_select).

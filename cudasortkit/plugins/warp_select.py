@@ -22,6 +22,7 @@ class WarpSelect(SelectPlugin):
     dtypes = KEY_DTYPES
     ops = ("topk",)
     priority = 50
+    replayable = True
     tunables = {"block_size": Tunable(128, (64, 128, 256), "threads per block (4 rows at 128)")}
     templates = ("warp_select.cu",)
 

@@ -177,12 +177,18 @@ class Job:
             if self.recorder is not None:
                 self.recorder.copy(dst, src, nbytes)
 
+    def slot_bytes(self) -> tuple:
+        """The sizes of keys_in, keys_out, values_in and values_out in bytes
+        (a launch plan places pointers inside them): n keys, n values."""
+        keys, values = self.n * self.key_bytes, self.n * self.value_bytes
+        return keys, keys, values, values
+
     def read(self, src: int, nbytes: int) -> bytes:
         """nbytes at device address src, once the job's work so far has run:
-        the host waits for the job's stream here (so a launch plan, which
-        records work to replay it, cannot hold a job that reads)."""
+        the host waits for the job's stream here (so no launch plan is kept
+        of a run that reads: its replay would not)."""
         if self.recorder is not None:
-            raise RuntimeError(f"{self.where}: a launch plan cannot record a read to the host")
+            self.recorder.refuse("run() reads device memory on the host")
         import numpy as np
 
         host = np.empty(int(nbytes), np.uint8)

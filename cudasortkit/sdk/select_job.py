@@ -34,6 +34,12 @@ class SelectJob(Job):
         self.largest, self.sorted = request.largest, request.sorted
         self._argsort_rows = argsort_rows
 
+    def slot_bytes(self) -> tuple:
+        """keys_in: rows x row_len keys; keys_out and values_out (indices):
+        rows x k of each; no values_in."""
+        count = self.rows * self.k
+        return self.n * self.key_bytes, count * self.key_bytes, 0, count * 8
+
     def kernels(self, template: str, names: tuple, defines: Mapping[str, Any] = None,
                 config: Mapping[str, Any] = None, value_bytes: int | None = None) -> tuple:
         """Job.kernel(template, name, ...) of each of `names` (a tuple), in
@@ -63,6 +69,8 @@ class SelectJob(Job):
         through the core's sort plugins; freed with the job."""
         if self._argsort_rows is None:
             raise RuntimeError(f"{self.plugin.name}: this job has no sort to hand out")
+        if self.recorder is not None:  # the sort runs as a job of its own: no replay of this one
+            self.recorder.refuse("run() sorts through the core (argsort_rows)")
         return self._argsort_rows(self, words, word_dtype, self.rows if rows is None else rows,
                                   self.row_len if row_len is None else row_len)
 
@@ -72,4 +80,6 @@ class SelectJob(Job):
         plugins (argsort_rows' sort, keys only); freed with the job."""
         if self._argsort_rows is None:
             raise RuntimeError(f"{self.plugin.name}: this job has no sort to hand out")
+        if self.recorder is not None:
+            self.recorder.refuse("run() sorts through the core (sort_rows)")
         return self._argsort_rows(self, words, word_dtype, rows, row_len, order=False)

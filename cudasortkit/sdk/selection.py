@@ -109,6 +109,13 @@ class SelectPlugin:
     templates: ClassVar[tuple] = ()
     template_package: ClassVar[str] = "cudasortkit.kernels"
     summary: ClassVar[str] = ""
+    #: True if run() issues the same work for the same request (op, rows,
+    #: row length, k, kth, largest, sorted), dtype and config whatever the
+    #: keys and addresses, all through `job`: the core may record it once per
+    #: shape and replay it (cudasortkit/launch/plans.py, as SortPlugin's).
+    #: A run that sorts through job.argsort_rows / sort_rows or reads with
+    #: job.read is never recorded, whatever this says.
+    replayable: ClassVar[bool] = False
     # What listings (csk.algorithms()) show of a sort plugin, for the same columns.
     stable: ClassVar[bool] = True
     pairs: ClassVar[bool] = True
