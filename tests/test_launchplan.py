@@ -492,3 +492,39 @@ def test_a_failing_graph_launch_names_plugin_and_config(graph_driver, monkeypatc
                               "the graph of its recorded operations failed: cuGraphLaunch failed "
                               "with CUDA error 700 (CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory "
                               "access was encountered)")
+
+
+class FakeCalling(FakeSort):
+    """Issues a launch, then work through "another job" that the recorder
+    records as a call (a selection plugin's sort through the core), then a
+    launch again."""
+
+    name = "fake_calling"
+    replayable = True
+
+    def run(self, job):
+        self.runs += 1
+        at = job.alloc_parts([("words", 4096), ("sorted", 4096)])
+        job.launch(self.finish, 1, 32, job.keys_in, at["words"], job.n)
+        other_job(job, at["words"], at["sorted"], 0)
+        if job.recorder is not None:
+            job.recorder.call(other_job, at["words"], at["sorted"], 0)
+        job.launch(self.finish, 1, 32, at["sorted"], job.keys_out, job.n)
+
+
+def other_job(job, words, sorted_words, zero):
+    ISSUED.append(("other job", words, sorted_words, zero))
+
+
+def test_work_through_another_job_is_issued_again_in_its_place_and_never_graphed(graph_driver):
+    plugin = FakeCalling()
+    first, _ = run_job(plugin)
+    moved = dict(base=0x900000, keys_in=0x30000000, keys_out=0x40000000)
+    for _ in range(3):  # the same buffers again: would be captured, but not this plan
+        replayed, state = run_job(plugin, **moved)
+        direct, _ = run_job(FakeCalling(), replay=False, **moved)
+        assert replayed == direct and plugin.runs == 1
+    temp = state.buffers[0].ptr
+    assert replayed[1] == ("other job", temp, temp + 4096, 0)
+    assert [op[0] for op in replayed] == ["launch", "other job", "launch"]
+    assert launchplan.graphs_held() == 0

@@ -261,13 +261,17 @@ class SelectCalls:
         ascending argsort of each of `rows` rows of `row_len` unsigned words
         (positions count from each row's start), or the sorted words, through
         a sort plugin auto picks (rows as uniform segments), its buffers the
-        job's temporaries."""
+        job's temporaries. A job being recorded (a launch plan) records the
+        sort as one operation, issued again on replay with the plugin chosen
+        now, unless the choice read the words' range (then no plan: the
+        next words may need another plugin)."""
         state, n = job.state, rows * row_len
         segments = Segments.rows(rows, row_len) if rows > 1 else None
-        request = Request.from_fields(
-            kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
-            descending=False, value_bytes=8 if order else 0, on_device=True, key_range=None,
-            options={}, segments=segments, range_probe=_WordsRange(state, words, n, word_dtype))
+        fields = dict(kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
+                      descending=False, value_bytes=8 if order else 0, on_device=True,
+                      key_range=None, options={}, segments=segments)
+        probe = _WordsRange(state, words, n, word_dtype)
+        request = Request.from_fields(range_probe=probe, **fields)  # what auto chooses on
         positions = int(job.alloc(max(n, 1) * 8)) if order else 0
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
@@ -275,15 +279,26 @@ class SelectCalls:
             if plugin.device != "gpu":  # device words need a GPU sort plugin
                 raise ValueError(f"no GPU sort plugin can sort the rows of {job.plugin.name}: "
                                  f"auto chose {plugin.name}")
-            values_in = 0
-            if order and not plugin.makes_indices:
-                values_in = int(job.alloc(max(n, 1) * 8))
-                iota64(state, values_in, n)
+            values_in = int(job.alloc(max(n, 1) * 8)) if order and not plugin.makes_indices \
+                else 0
+
+            def issue(on_job, words, sorted_words, values_in, positions, first=False,
+                      plugin=plugin, config=config):
+                if values_in:
+                    iota64(on_job.state, values_in, n)
+                run_job(plugin, config, request if first else Request.from_fields(
+                            range_probe=_WordsRange(on_job.state, words, n, word_dtype), **fields),
+                        on_job.state, n, words, sorted_words, values_in, positions, RUN_ERRORS)
+
             try:
-                run_job(plugin, config, request, state, n, words, sorted_words, values_in,
-                        positions, RUN_ERRORS)
+                issue(job, words, sorted_words, values_in, positions, first=True)
             except PluginError:
                 continue  # that sort plugin is out of service now: auto chooses again
+            if job.recorder is not None:
+                if probe.done:
+                    job.recorder.refuse("its sort was chosen on the words' range")
+                else:
+                    job.recorder.call(issue, words, sorted_words, values_in, positions)
             return positions if order else sorted_words
 
 

@@ -30,6 +30,13 @@ __device__ __forceinline__ csk_bits_t rs_word(csk_bits_t x, csk_bits_t flip)
     return (csk_bits_t)(csk_to_ordered(x) ^ flip);
 }
 
+// A selection word and a position below 2^32 as one 64-bit composite,
+// ascending as (word, position) (keys of at most 32 bits: the sampled paths).
+__device__ __forceinline__ unsigned long long rs_composite(csk_bits_t w, long long i)
+{
+    return ((unsigned long long)w << 32) | (unsigned long long)i;
+}
+
 // The thread's keys of tile [start, end): kv[u] = keys[start + u *
 // BLOCK_SIZE + threadIdx.x] (0 past the end), every load issued before
 // any is used (the tile is BLOCK_SIZE * ITEMS_PER_THREAD keys).
@@ -105,6 +112,17 @@ __device__ __forceinline__ void rs_pick_bin(const Bin* bins, int nbins, long lon
     __syncthreads();
 }
 
+// The exact passes behind radix_select's sampled sort (one row) run only
+// where its threshold missed: gate (rs_filter's count of words below the
+// threshold, null for the plain exact path) outside [k, gate_cap].
+__device__ __forceinline__ bool rs_gated(const unsigned long long* gate, long long k,
+                                         long long gate_cap)
+{
+    if (gate == nullptr) return false;
+    const long long below = (long long)gate[0];
+    return below >= k && below <= gate_cap;
+}
+
 // hist[r * stride + d] += how many words of row r match prefix[r] above
 // bit shift + width and have digit d (width bits, at most RS_WIDE) at
 // `shift`. hist and done start at zero. The row's last block to finish
@@ -112,13 +130,15 @@ __device__ __forceinline__ void rs_pick_bin(const Bin* bins, int nbins, long lon
 // remaining[r] (target on the first pass, shift + width == the key bits,
 // where prefix[r] is not read yet) joins prefix[r], remaining[r] becomes
 // the rank among the words with that digit, and the row's bins and done[r]
-// are zeroed again for the next pass.
+// are zeroed again for the next pass. Nothing runs where rs_gated.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_hist(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
         unsigned long long* __restrict__ prefix, long long* __restrict__ remaining,
         unsigned long long* __restrict__ hist, long long stride, unsigned int* __restrict__ done,
-        int shift, int width, int largest, long long target)
+        int shift, int width, int largest, long long target,
+        const unsigned long long* __restrict__ gate, long long gate_cap)
 {
+    if (rs_gated(gate, target, gate_cap)) return;
     __shared__ unsigned int s_hist[RS_WIDE_BINS];
     __shared__ long long s_warp[BLOCK_SIZE / 32];
     __shared__ int s_last, s_digit;
@@ -180,12 +200,15 @@ __device__ __forceinline__ long long rs_block_sum(long long v, long long* s_sum)
 // the row's target word T = prefix[r], and equal to it. The row's last
 // block to finish (done[r] counts them; zero on entry, zero again after)
 // turns the row's counts into exclusive prefix sums over its tiles (both
-// columns) and writes the row's sums to totals[r * 2 + {0, 1}].
+// columns) and writes the row's sums to totals[r * 2 + {0, 1}]. Nothing
+// runs where rs_gated.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
          const unsigned long long* __restrict__ prefix, long long* __restrict__ counts,
-         long long* __restrict__ totals, unsigned int* __restrict__ done, int largest)
+         long long* __restrict__ totals, unsigned int* __restrict__ done, int largest,
+         const unsigned long long* __restrict__ gate, long long gate_k, long long gate_cap)
 {
+    if (rs_gated(gate, gate_k, gate_cap)) return;
     __shared__ long long s_sum[BLOCK_SIZE / 32];
     __shared__ int s_last;
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
@@ -279,13 +302,26 @@ __device__ __forceinline__ void rs_block_rank2(bool a, bool b, unsigned* s_a, un
 //   hold selection words, out_index positions in the row);
 // mode 1 (partition): into out_keys / out_index (rows x row_len) the
 //   caller's keys below T, then all equal to T, then all above, each part
-//   in index order: a stable three-way partition around T.
+//   in index order: a stable three-way partition around T;
+// mode 2 (the sampled sort's exact passes, one row): as mode 0, each of
+//   the k as a composite (word << 32) | position in out_index (the
+//   candidate slots; out_words unused), and the slots rs_filter wrote past
+//   k (gate[0] of them, at most gate_cap) back to all ones.
+// Nothing runs where rs_gated.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb, long long k,
            const unsigned long long* __restrict__ prefix, const long long* __restrict__ counts,
            const long long* __restrict__ totals, csk_bits_t* __restrict__ out_words,
-           long long* __restrict__ out_index, int largest, int mode)
+           long long* __restrict__ out_index, int largest, int mode,
+           const unsigned long long* __restrict__ gate, long long gate_cap)
 {
+    if (rs_gated(gate, k, gate_cap)) return;
+    if (mode == 2) {  // the candidate slots rs_filter wrote past k go back to all ones
+        const long long written = (long long)gate[0] < gate_cap ? (long long)gate[0] : gate_cap;
+        for (long long j = k + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < written;
+             j += (long long)gridDim.x * BLOCK_SIZE)
+            out_index[j] = -1ll;
+    }
     __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_equal[BLOCK_SIZE / 32];
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
     const long long start = b * RS_TILE;
@@ -296,7 +332,7 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     const long long row_less = totals[row * 2], row_equal = totals[row * 2 + 1];
     long long run_less = counts[(long long)blockIdx.x * 2];
     long long run_equal = counts[(long long)blockIdx.x * 2 + 1];
-    if (mode == 0) {
+    if (mode != 1) {
         // topk writes no key of a tile without words below T, and without
         // ties while ties are still taken: such a tile (most of them) ends here
         const bool last = b + 1 == nb;
@@ -308,7 +344,7 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
     }
     // words above T before this tile: the tile's start less the others
     long long run_greater = start - run_less - run_equal;
-    const long long out_len = mode == 0 ? k : row_len;
+    const long long out_len = mode == 1 ? row_len : k;
     csk_bits_t* words = out_words + row * out_len;
     long long* index = out_index + row * out_len;
     csk_bits_t kv[ITEMS_PER_THREAD];
@@ -324,7 +360,7 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
         const bool is_less = valid && w < target, is_equal = valid && w == target;
         const bool is_greater = valid && !is_less && !is_equal;
         // topk: a chunk without words below T or ties writes nothing (run_greater is partition's)
-        if (mode == 0 && !__syncthreads_or(is_less || is_equal)) continue;
+        if (mode != 1 && !__syncthreads_or(is_less || is_equal)) continue;
         long long before_less, before_equal, chunk_less, chunk_equal;
         rs_block_rank2(is_less, is_equal, s_less, s_equal, &before_less, &before_equal,
                        &chunk_less, &chunk_equal);
@@ -340,7 +376,9 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
             pos = row_less + rank_equal;
         else if (is_greater && mode == 1)
             pos = row_less + row_equal + rank_greater;
-        if (pos >= 0) {
+        if (pos >= 0 && mode == 2) {
+            index[pos] = (long long)rs_composite(w, i);
+        } else if (pos >= 0) {
             words[pos] = mode == 0 ? w : key;
             index[pos] = i;
         }
@@ -597,10 +635,6 @@ __device__ __forceinline__ void rs_bitonic64(unsigned long long* s, int p)
     __syncthreads();
 }
 
-__device__ __forceinline__ unsigned long long rs_composite(csk_bits_t w, long long i)
-{
-    return ((unsigned long long)w << 32) | (unsigned long long)i;
-}
 
 // The largest sample of one row (RS_SAMPLE_MAX words in shared memory).
 #define RS_SAMPLE_MAX 8192
@@ -854,19 +888,15 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         keys_out[row * k + j] = rk[i];
     }
 }
-// topk of one row for k over RS_SORT_CAP: `sorted` holds the row's cap
-// candidate slots in ascending order (rs_filter's composites, then the
-// unused slots' all-ones); where rs_filter kept at least k and at most cap
-// (counts[0]), the first k give the positions and the keys. Otherwise
-// nothing is written: the plugin sees the count and takes the exact path.
+// topk of one row for k over RS_SORT_CAP: `sorted` holds the row's
+// candidate slots in ascending order (rs_filter's composites, or where its
+// threshold missed the exact passes' k, then the unused slots' all ones):
+// the first k give the positions and the keys.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_take(const csk_bits_t* __restrict__ keys, long long k, long long cap,
-        const unsigned long long* __restrict__ counts,
+rs_take(const csk_bits_t* __restrict__ keys, long long k,
         const unsigned long long* __restrict__ sorted, csk_bits_t* __restrict__ keys_out,
         long long* __restrict__ index_out)
 {
-    const long long below = (long long)counts[0];
-    if (below < k || below > cap) return;
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < k; j += stride) {
         const long long i = (long long)(sorted[j] & 0xffffffffull);

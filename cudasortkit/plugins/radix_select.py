@@ -176,8 +176,8 @@ class RadixSelect(SelectPlugin):
             if plan is not None:
                 return self._sampled(job, *plan)
             plan = large_k_plan(job.rows, job.row_len, job.k)
-            if plan is not None and self._sampled_sort(job, *plan):
-                return None
+            if plan is not None:
+                return self._sampled_sort(job, *plan)
         if job.request.op == "topk" and job.rows > 1 and job.row_len <= STREAM_ROW:
             return self._rows_streamed(job)
         return self._exact(job)
@@ -205,17 +205,17 @@ class RadixSelect(SelectPlugin):
         for shift, width in digit_passes(job.key_bits, digit):
             job.launch(hist, rows * nb, block, job.keys_in, row_len, nb, buf["prefix"],
                        buf["remaining"], buf["hist"], stride, buf["done"], shift, width,
-                       largest, target)
+                       largest, target, 0, 0)
         job.launch(count, rows * nb, block, job.keys_in, row_len, nb,
-                   buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest)
+                   buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest, 0, 0, 0)
         if partition:
             job.launch(scatter, rows * nb, block, job.keys_in, row_len, nb, k,
                        buf["prefix"], buf["counts"], buf["totals"], job.keys_out,
-                       job.values_out, largest, 1)
+                       job.values_out, largest, 1, 0, 0)
             return
         job.launch(scatter, rows * nb, block, job.keys_in, row_len, nb, k,
                    buf["prefix"], buf["counts"], buf["totals"], buf["cand_words"],
-                   buf["cand_index"], largest, 0)
+                   buf["cand_index"], largest, 0, 0, 0)
         self._finish(job, buf["cand_words"], buf["cand_index"])
 
     def _sampled(self, job, samples: int, m: int, cap: int):
@@ -241,32 +241,43 @@ class RadixSelect(SelectPlugin):
                    buf["counts"], buf["cand"], cap, buf["scratch_words"], buf["scratch_index"],
                    job.keys_out, job.values_out, largest)
 
-    def _sampled_sort(self, job, samples: int, m: int, cap: int) -> bool:
+    def _sampled_sort(self, job, samples: int, m: int, cap: int) -> None:
         """topk of one row for k over SORT_CAP (large_k_plan): rs_sample and
-        rs_filter as the sampled path into cap slots (those left unused stay
-        all ones), the core sorts the slots (keys only) and rs_take keeps the
-        first k, all queued at once; then the host reads how many words fell
-        below the threshold (one wait, after the work). False where the
-        threshold missed (under k, or over cap): rs_take wrote nothing and
-        the caller takes the exact path."""
+        rs_filter as the sampled path, into cap candidate slots (all ones
+        where unused); the exact passes behind them (rs_hist, rs_count,
+        rs_scatter in mode 2), which run only where the threshold missed
+        and then put the exact k in the slots; the core's sort of the slots
+        (keys only); rs_take. All queued at once, no wait: replayable."""
         row_len, k = job.row_len, job.k
         block = int(job.config["block_size"])
         nb = job.blocks(row_len, block * int(job.config["items_per_thread"]))
-        buf = job.alloc_parts((("thresh", 8), ("counts", 16), ("cand", cap * 8)))
+        stride = 1 << WIDE_DIGIT
+        buf = job.alloc_parts((
+            ("thresh", 8), ("counts", 16), ("cand", cap * 8), ("prefix", 8), ("remaining", 8),
+            ("hist", stride * 8), ("done", 4), ("tiles", nb * 16), ("totals", 16)))
         per_row = dict(job.config, block_size=FEW_ROWS_THREADS)
         sample, = job.kernels("radix_select.cu", ("rs_sample",), config=per_row, value_bytes=0)
-        filt, take = job.kernels("radix_select.cu", ("rs_filter", "rs_take"), value_bytes=0)
-        largest = int(job.largest)
+        filt, hist, count, scatter, take = job.kernels(
+            "radix_select.cu", ("rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
+            value_bytes=0)
+        largest, gate = int(job.largest), buf["counts"]
         job.memset32(buf["cand"], 0xFFFFFFFF, 2 * cap)
+        job.memset32(buf["hist"], 0, (buf["done"] + 4 - buf["hist"]) // 4)
         job.launch(sample, 1, FEW_ROWS_THREADS, job.keys_in, row_len, samples, m, buf["thresh"],
                    buf["counts"], largest)
         job.launch(filt, nb, block, job.keys_in, row_len, nb, buf["thresh"], buf["counts"],
                    buf["cand"], cap, largest)
+        for shift, width in digit_passes(job.key_bits, WIDE_DIGIT):
+            job.launch(hist, nb, block, job.keys_in, row_len, nb, buf["prefix"],
+                       buf["remaining"], buf["hist"], stride, buf["done"], shift, width, largest,
+                       k, gate, cap)
+        job.launch(count, nb, block, job.keys_in, row_len, nb, buf["prefix"], buf["tiles"],
+                   buf["totals"], buf["done"], largest, gate, k, cap)
+        job.launch(scatter, nb, block, job.keys_in, row_len, nb, k, buf["prefix"], buf["tiles"],
+                   buf["totals"], 0, buf["cand"], largest, 2, gate, cap)
         ordered = job.sort_rows(buf["cand"], "uint64", 1, cap)
-        job.launch(take, min(job.blocks(k, block), MAX_GRID), block, job.keys_in, k, cap,
-                   buf["counts"], ordered, job.keys_out, job.values_out)
-        below = int.from_bytes(job.read(buf["counts"], 8), "little")
-        return k <= below <= cap
+        job.launch(take, min(job.blocks(k, block), MAX_GRID), block, job.keys_in, k, ordered,
+                   job.keys_out, job.values_out)
 
     def _rows_streamed(self, job):
         """topk of several rows of at most STREAM_ROW keys: one block per

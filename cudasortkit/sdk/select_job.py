@@ -69,8 +69,6 @@ class SelectJob(Job):
         through the core's sort plugins; freed with the job."""
         if self._argsort_rows is None:
             raise RuntimeError(f"{self.plugin.name}: this job has no sort to hand out")
-        if self.recorder is not None:  # the sort runs as a job of its own: no replay of this one
-            self.recorder.refuse("run() sorts through the core (argsort_rows)")
         return self._argsort_rows(self, words, word_dtype, self.rows if rows is None else rows,
                                   self.row_len if row_len is None else row_len)
 
@@ -80,6 +78,4 @@ class SelectJob(Job):
         plugins (argsort_rows' sort, keys only); freed with the job."""
         if self._argsort_rows is None:
             raise RuntimeError(f"{self.plugin.name}: this job has no sort to hand out")
-        if self.recorder is not None:
-            self.recorder.refuse("run() sorts through the core (sort_rows)")
         return self._argsort_rows(self, words, word_dtype, rows, row_len, order=False)
