@@ -263,15 +263,18 @@ class SelectCalls:
         a sort plugin auto picks (rows as uniform segments), its buffers the
         job's temporaries. A job being recorded (a launch plan) records the
         sort as one operation, issued again on replay with the plugin chosen
-        now, unless the choice read the words' range (then no plan: the
-        next words may need another plugin)."""
+        now, a choice made without the words' range (so that it holds for
+        every replay's words)."""
         state, n = job.state, rows * row_len
         segments = Segments.rows(rows, row_len) if rows > 1 else None
         fields = dict(kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
                       descending=False, value_bytes=8 if order else 0, on_device=True,
                       key_range=None, options={}, segments=segments)
-        probe = _WordsRange(state, words, n, word_dtype)
-        request = Request.from_fields(range_probe=probe, **fields)  # what auto chooses on
+        # what auto chooses on: no range to read while the job is recorded
+        # (its replays keep this choice, whatever their words' range)
+        recording = job.recorder is not None
+        probe = None if recording else _WordsRange(state, words, n, word_dtype)
+        request = Request.from_fields(range_probe=probe, **fields)
         positions = int(job.alloc(max(n, 1) * 8)) if order else 0
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
@@ -287,18 +290,15 @@ class SelectCalls:
                 if values_in:
                     iota64(on_job.state, values_in, n)
                 run_job(plugin, config, request if first else Request.from_fields(
-                            range_probe=_WordsRange(on_job.state, words, n, word_dtype), **fields),
+                            range_probe=None, **fields),
                         on_job.state, n, words, sorted_words, values_in, positions, RUN_ERRORS)
 
             try:
                 issue(job, words, sorted_words, values_in, positions, first=True)
             except PluginError:
                 continue  # that sort plugin is out of service now: auto chooses again
-            if job.recorder is not None:
-                if probe.done:
-                    job.recorder.refuse("its sort was chosen on the words' range")
-                else:
-                    job.recorder.call(issue, words, sorted_words, values_in, positions)
+            if recording:
+                job.recorder.call(issue, words, sorted_words, values_in, positions)
             return positions if order else sorted_words
 
 

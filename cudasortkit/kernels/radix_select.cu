@@ -37,6 +37,16 @@ __device__ __forceinline__ unsigned long long rs_composite(csk_bits_t w, long lo
     return ((unsigned long long)w << 32) | (unsigned long long)i;
 }
 
+// The value of an unused candidate slot of a row of row_len keys: after
+// every composite of the row (word all ones, position bits all ones), and
+// zero in the bits no position of the row sets, as every composite is, so
+// a sort that skips digits all keys share skips those.
+__device__ __forceinline__ unsigned long long rs_pad(long long row_len)
+{
+    const int bits = row_len > 1 ? 64 - __clzll((unsigned long long)(row_len - 1)) : 1;
+    return (0xffffffffull << 32) | ((1ull << bits) - 1);
+}
+
 // The thread's keys of tile [start, end): kv[u] = keys[start + u *
 // BLOCK_SIZE + threadIdx.x] (0 past the end), every load issued before
 // any is used (the tile is BLOCK_SIZE * ITEMS_PER_THREAD keys).
@@ -306,7 +316,7 @@ __device__ __forceinline__ void rs_block_rank2(bool a, bool b, unsigned* s_a, un
 // mode 2 (the sampled sort's exact passes, one row): as mode 0, each of
 //   the k as a composite (word << 32) | position in out_index (the
 //   candidate slots; out_words unused), and the slots rs_filter wrote past
-//   k (gate[0] of them, at most gate_cap) back to all ones.
+//   k (gate[0] of them, at most gate_cap) back to rs_pad.
 // Nothing runs where rs_gated.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb, long long k,
@@ -316,11 +326,12 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
            const unsigned long long* __restrict__ gate, long long gate_cap)
 {
     if (rs_gated(gate, k, gate_cap)) return;
-    if (mode == 2) {  // the candidate slots rs_filter wrote past k go back to all ones
+    if (mode == 2) {  // the candidate slots rs_filter wrote past k are unused again
         const long long written = (long long)gate[0] < gate_cap ? (long long)gate[0] : gate_cap;
+        const long long pad = (long long)rs_pad(row_len);
         for (long long j = k + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < written;
              j += (long long)gridDim.x * BLOCK_SIZE)
-            out_index[j] = -1ll;
+            out_index[j] = pad;
     }
     __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_equal[BLOCK_SIZE / 32];
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
@@ -888,9 +899,19 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         keys_out[row * k + j] = rk[i];
     }
 }
+// count candidate slots of a row of row_len keys made unused (rs_pad).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_fill(unsigned long long* __restrict__ slots, long long count, long long row_len)
+{
+    const unsigned long long pad = rs_pad(row_len);
+    for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < count;
+         j += (long long)gridDim.x * BLOCK_SIZE)
+        slots[j] = pad;
+}
+
 // topk of one row for k over RS_SORT_CAP: `sorted` holds the row's
 // candidate slots in ascending order (rs_filter's composites, or where its
-// threshold missed the exact passes' k, then the unused slots' all ones):
+// threshold missed the exact passes' k, then the unused slots' rs_pad):
 // the first k give the positions and the keys.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_take(const csk_bits_t* __restrict__ keys, long long k,

@@ -243,8 +243,8 @@ class RadixSelect(SelectPlugin):
 
     def _sampled_sort(self, job, samples: int, m: int, cap: int) -> None:
         """topk of one row for k over SORT_CAP (large_k_plan): rs_sample and
-        rs_filter as the sampled path, into cap candidate slots (all ones
-        where unused); the exact passes behind them (rs_hist, rs_count,
+        rs_filter as the sampled path, into cap candidate slots (rs_fill's
+        pad where unused); the exact passes behind them (rs_hist, rs_count,
         rs_scatter in mode 2), which run only where the threshold missed
         and then put the exact k in the slots; the core's sort of the slots
         (keys only); rs_take. All queued at once, no wait: replayable."""
@@ -257,11 +257,12 @@ class RadixSelect(SelectPlugin):
             ("hist", stride * 8), ("done", 4), ("tiles", nb * 16), ("totals", 16)))
         per_row = dict(job.config, block_size=FEW_ROWS_THREADS)
         sample, = job.kernels("radix_select.cu", ("rs_sample",), config=per_row, value_bytes=0)
-        filt, hist, count, scatter, take = job.kernels(
-            "radix_select.cu", ("rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
+        fill, filt, hist, count, scatter, take = job.kernels(
+            "radix_select.cu",
+            ("rs_fill", "rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
             value_bytes=0)
         largest, gate = int(job.largest), buf["counts"]
-        job.memset32(buf["cand"], 0xFFFFFFFF, 2 * cap)
+        job.launch(fill, min(job.blocks(cap, block), MAX_GRID), block, buf["cand"], cap, row_len)
         job.memset32(buf["hist"], 0, (buf["done"] + 4 - buf["hist"]) // 4)
         job.launch(sample, 1, FEW_ROWS_THREADS, job.keys_in, row_len, samples, m, buf["thresh"],
                    buf["counts"], largest)
