@@ -912,17 +912,26 @@ rs_fill(unsigned long long* __restrict__ slots, long long count, long long row_l
 // topk of one row for k over RS_SORT_CAP: `sorted` holds the row's
 // candidate slots in ascending order (rs_filter's composites, or where its
 // threshold missed the exact passes' k, then the unused slots' rs_pad):
-// the first k give the positions and the keys.
+// the first k give the positions, and the keys: decoded from the words,
+// read from the row only where the word does not tell the bits (a NaN's
+// payload, the sign of a zero).
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_take(const csk_bits_t* __restrict__ keys, long long k,
         const unsigned long long* __restrict__ sorted, csk_bits_t* __restrict__ keys_out,
-        long long* __restrict__ index_out)
+        long long* __restrict__ index_out, int largest)
 {
+    const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < k; j += stride) {
-        const long long i = (long long)(sorted[j] & 0xffffffffull);
+        const unsigned long long c = sorted[j];
+        const long long i = (long long)(c & 0xffffffffull);
+        const csk_bits_t u = (csk_bits_t)((csk_bits_t)(c >> 32) ^ flip);  // the ordered word
         index_out[j] = i;
-        keys_out[j] = keys[i];
+#if CSK_KEY_KIND == CSK_KIND_FLOAT
+        keys_out[j] = (u == CSK_ALL_ONES || u == CSK_SIGN_BIT) ? keys[i] : csk_from_ordered(u);
+#else
+        keys_out[j] = csk_from_ordered(u);
+#endif
     }
 }
 #endif  // CSK_KEY_BITS <= 32

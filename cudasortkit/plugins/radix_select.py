@@ -278,7 +278,7 @@ class RadixSelect(SelectPlugin):
                    buf["totals"], 0, buf["cand"], largest, 2, gate, cap)
         ordered = job.sort_rows(buf["cand"], "uint64", 1, cap)
         job.launch(take, min(job.blocks(k, block), MAX_GRID), block, job.keys_in, k, ordered,
-                   job.keys_out, job.values_out)
+                   job.keys_out, job.values_out, largest)
 
     def _rows_streamed(self, job):
         """topk of several rows of at most STREAM_ROW keys: one block per
