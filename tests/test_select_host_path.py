@@ -188,3 +188,14 @@ def test_the_stand_in_run_of_the_gpu_path_works():
     assert out.returncode == 0, out.stderr
     libraries = 2 if importlib.util.find_spec("torch") else 1
     assert out.stdout.count("us per call") == 2 * libraries, out.stdout
+
+
+def test_prepared_selection_stamps_move_with_the_measured_tables():
+    """A prepared topk holds the measured tables' generation: new
+    measurements (runtime.reset, a written table) send it back to the
+    general path."""
+    from cudasortkit.calls import prepared_select
+
+    before = prepared_select.stamps()
+    runtime.reset()
+    assert prepared_select.stamps() != before

@@ -31,7 +31,7 @@ MAX_CALLS = 1024
 
 
 def stamps() -> tuple:
-    return registry.generation, runtime.generation, launchplan.generation
+    return registry.generation, runtime.generation(), launchplan.generation
 
 
 class PreparedSelect:
