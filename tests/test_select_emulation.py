@@ -313,11 +313,12 @@ def test_large_k_plan():
     candidates and within the row."""
     assert radix_select.large_k_plan(2, 1 << 24, 5000) is None
     assert radix_select.large_k_plan(1, 1 << 24, radix_select.SORT_CAP) is None
-    assert radix_select.large_k_plan(1, 16 * radix_select.LARGE_K_SAMPLES - 1, 5000) is None
+    assert radix_select.large_k_plan(1, 16 * radix_select.MAX_SAMPLES - 1, 2049) is None
     assert radix_select.large_k_plan(1, 1 << 20, 1 << 19) is None
-    for n, k in ((1 << 17, 2049), (1 << 24, 1 << 20), (1 << 24, 3000)):
+    for n, k, samples_want in ((1 << 17, 2049, 8192), (1 << 24, 1 << 20, 32768),
+                               (1 << 24, 3000, 32768), (16 * 2048, 2049, 2048)):
         samples, m, cap = radix_select.large_k_plan(1, n, k)
-        assert samples == radix_select.LARGE_K_SAMPLES and m <= samples // 2
+        assert samples == samples_want and 16 * samples <= n and m <= samples // 2
         assert (m - 1) * n / samples < cap <= n and k < cap
 
 
@@ -329,7 +330,8 @@ def test_kernel_constants_match_the_plugin():
     source = files("cudasortkit.kernels").joinpath("radix_select.cu").read_text()
     define = dict(re.findall(r"#define (RS_\w+) (\d+)", source))
     assert int(define["RS_SORT_CAP"]) == radix_select.SORT_CAP
-    assert int(define["RS_SAMPLE_MAX"]) == radix_select.LARGE_K_SAMPLES
+    # rs_sample's sample is dynamic shared memory: 4-byte words within 227 KiB
     assert radix_select.MAX_SAMPLES <= radix_select.LARGE_K_SAMPLES
+    assert 4 * radix_select.LARGE_K_SAMPLES + 16 * 1024 <= 227 * 1024
     assert int(define["RS_WIDE"]) == WIDE
     assert int(define["RS_CAP"]) <= radix_select.SORT_CAP

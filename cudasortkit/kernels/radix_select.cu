@@ -210,15 +210,23 @@ __device__ __forceinline__ long long rs_block_sum(long long v, long long* s_sum)
 // the row's target word T = prefix[r], and equal to it. The row's last
 // block to finish (done[r] counts them; zero on entry, zero again after)
 // turns the row's counts into exclusive prefix sums over its tiles (both
-// columns) and writes the row's sums to totals[r * 2 + {0, 1}]. Nothing
-// runs where rs_gated.
+// columns) and writes the row's sums to totals[r * 2 + {0, 1}]. Where
+// rs_gated, it only marks the sampled sort's unused candidate slots
+// (gate[0] up to gate_cap) with rs_pad.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
          const unsigned long long* __restrict__ prefix, long long* __restrict__ counts,
          long long* __restrict__ totals, unsigned int* __restrict__ done, int largest,
-         const unsigned long long* __restrict__ gate, long long gate_k, long long gate_cap)
+         const unsigned long long* __restrict__ gate, long long gate_k, long long gate_cap,
+         unsigned long long* __restrict__ slots)
 {
-    if (rs_gated(gate, gate_k, gate_cap)) return;
+    if (rs_gated(gate, gate_k, gate_cap)) {  // the sampled sort's slots past its candidates
+        const unsigned long long pad = rs_pad(row_len);
+        for (long long j = (long long)gate[0] + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x;
+             j < gate_cap; j += (long long)gridDim.x * BLOCK_SIZE)
+            slots[j] = pad;
+        return;
+    }
     __shared__ long long s_sum[BLOCK_SIZE / 32];
     __shared__ int s_last;
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
@@ -315,8 +323,8 @@ __device__ __forceinline__ void rs_block_rank2(bool a, bool b, unsigned* s_a, un
 //   in index order: a stable three-way partition around T;
 // mode 2 (the sampled sort's exact passes, one row): as mode 0, each of
 //   the k as a composite (word << 32) | position in out_index (the
-//   candidate slots; out_words unused), and the slots rs_filter wrote past
-//   k (gate[0] of them, at most gate_cap) back to rs_pad.
+//   candidate slots; out_words unused), and the slots from k to gate_cap
+//   to rs_pad.
 // Nothing runs where rs_gated.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb, long long k,
@@ -326,10 +334,9 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
            const unsigned long long* __restrict__ gate, long long gate_cap)
 {
     if (rs_gated(gate, k, gate_cap)) return;
-    if (mode == 2) {  // the candidate slots rs_filter wrote past k are unused again
-        const long long written = (long long)gate[0] < gate_cap ? (long long)gate[0] : gate_cap;
+    if (mode == 2) {  // the candidate slots past the k are unused
         const long long pad = (long long)rs_pad(row_len);
-        for (long long j = k + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < written;
+        for (long long j = k + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < gate_cap;
              j += (long long)gridDim.x * BLOCK_SIZE)
             out_index[j] = pad;
     }
@@ -647,14 +654,12 @@ __device__ __forceinline__ void rs_bitonic64(unsigned long long* s, int p)
 }
 
 
-// The largest sample of one row (RS_SAMPLE_MAX words in shared memory).
-#define RS_SAMPLE_MAX 8192
 // Keys each thread loads before it uses any, in rs_final's passes over a candidate list.
 #define RS_LIST_ITEMS 4
 
 // Per row: thresh[r] = T, the word of rank m (1-based) among `samples`
-// words of the row (samples <= RS_SAMPLE_MAX), one from each of `samples`
-// equal strides at a hashed offset (no stride pattern of the data lines up
+// words of the row (in dynamic shared memory: samples words), one from
+// each of `samples` equal strides at a hashed offset (no stride pattern of the data lines up
 // with it); counts[2r], counts[2r + 1] (rs_filter's L and E) zeroed. T is
 // found by digit histograms of the sample in shared memory, most
 // significant digit first, until one sample word or all bits are left.
@@ -664,7 +669,8 @@ rs_sample(const csk_bits_t* __restrict__ keys, long long row_len, int samples, i
           unsigned long long* __restrict__ thresh, unsigned long long* __restrict__ counts,
           int largest)
 {
-    __shared__ csk_bits_t s_w[RS_SAMPLE_MAX];
+    extern __shared__ unsigned long long rs_dynamic[];  // 8-byte aligned
+    csk_bits_t* s_w = (csk_bits_t*)rs_dynamic;
     __shared__ unsigned int s_hist[RS_WIDE_BINS];
     __shared__ long long s_warp[BLOCK_SIZE / 32];
     __shared__ int s_digit;
@@ -674,6 +680,7 @@ rs_sample(const csk_bits_t* __restrict__ keys, long long row_len, int samples, i
     const csk_bits_t* rk = keys + row * row_len;
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
     const long long stride = row_len / samples;  // >= 1 (the plugin's rule)
+#pragma unroll 8
     for (int j = threadIdx.x; j < samples; j += BLOCK_SIZE) {
         unsigned int h = (unsigned int)j;  // lowbias32: every bit of j moves every bit
         h ^= h >> 16;
@@ -899,16 +906,6 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         keys_out[row * k + j] = rk[i];
     }
 }
-// count candidate slots of a row of row_len keys made unused (rs_pad).
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_fill(unsigned long long* __restrict__ slots, long long count, long long row_len)
-{
-    const unsigned long long pad = rs_pad(row_len);
-    for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < count;
-         j += (long long)gridDim.x * BLOCK_SIZE)
-        slots[j] = pad;
-}
-
 // topk of one row for k over RS_SORT_CAP: `sorted` holds the row's
 // candidate slots in ascending order (rs_filter's composites, or where its
 // threshold missed the exact passes' k, then the unused slots' rs_pad):

@@ -61,8 +61,7 @@ WIDE_ROWS = 64
 #: One row of at most this many keys goes to sort_select by default (one
 #: block's shared-memory sort beats the radix passes' launches).
 SHORT_ROW = 4096
-#: The sampled path's shortest row, and its samples a row (powers of two,
-#: RS_SAMPLE_MAX of radix_select.cu at most).
+#: The sampled path's shortest row, and its samples a row (powers of two).
 SAMPLED_MIN_ROW = 1 << 13
 MIN_SAMPLES, MAX_SAMPLES = 512, 2048
 #: rs_sample and rs_final's threads: a whole SM's for at most WIDE_ROWS rows
@@ -94,23 +93,25 @@ def sample_plan(row_len: int, k: int):
     return samples, m, cap
 
 
-#: The samples of large_k_plan's row (RS_SAMPLE_MAX of radix_select.cu).
-LARGE_K_SAMPLES = 8192
+#: The samples of large_k_plan's row (rs_sample's dynamic shared memory:
+#: 128 KiB of 4-byte words, within an H100's or H200's 227 KiB).
+LARGE_K_SAMPLES = 32768
 
 
 @functools.lru_cache(maxsize=1024)
 def large_k_plan(rows: int, row_len: int, k: int):
     """(samples, m, cap) of one row's topk for k over SORT_CAP through a
     sampled threshold and a sort of the candidates (RadixSelect._sampled_sort),
-    or None where it does not pay or cannot run: several rows, a row
-    shorter than 16 keys a sample, k past half the row, positions of 32 bits
-    or more. m as sample_plan's; cap = (m - 1 + 4 sqrt(m - 1) + 64) / samples
-    of the row, four standard deviations over the expected candidates: all
-    cap slots are sorted, and a miss (about once in 10^4 calls for keys in
-    random order) costs the exact passes after the sampled ones."""
-    samples = LARGE_K_SAMPLES
-    if rows != 1 or k <= SORT_CAP or row_len < 16 * samples or row_len >= 1 << 32:
+    or None where it does not pay or cannot run: several rows, fewer than
+    MAX_SAMPLES samples of 16 keys each, k past half the row, positions of
+    32 bits or more. Samples: a power of two, 16 keys each, at most
+    LARGE_K_SAMPLES. m as sample_plan's; cap = (m - 1 + 4 sqrt(m - 1) + 64)
+    / samples of the row, four standard deviations over the expected
+    candidates: all cap slots are sorted, and a miss (about once in 10^4
+    calls for keys in random order) costs the exact passes as well."""
+    if rows != 1 or k <= SORT_CAP or row_len < 16 * MAX_SAMPLES or row_len >= 1 << 32:
         return None
+    samples = min(LARGE_K_SAMPLES, 1 << ((row_len // 16).bit_length() - 1))
     lam = k * samples / row_len
     below = math.ceil(lam + 3 * math.sqrt(lam) + 4)
     if below + 1 > samples // 2:
@@ -207,7 +208,7 @@ class RadixSelect(SelectPlugin):
                        buf["remaining"], buf["hist"], stride, buf["done"], shift, width,
                        largest, target, 0, 0)
         job.launch(count, rows * nb, block, job.keys_in, row_len, nb,
-                   buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest, 0, 0, 0)
+                   buf["prefix"], buf["counts"], buf["totals"], buf["done"], largest, 0, 0, 0, 0)
         if partition:
             job.launch(scatter, rows * nb, block, job.keys_in, row_len, nb, k,
                        buf["prefix"], buf["counts"], buf["totals"], job.keys_out,
@@ -234,7 +235,7 @@ class RadixSelect(SelectPlugin):
         filt, = job.kernels("radix_select.cu", ("rs_filter",), value_bytes=0)
         largest = int(job.largest)
         job.launch(sample, rows, threads, job.keys_in, row_len, samples, m,
-                   buf["thresh"], buf["counts"], largest)
+                   buf["thresh"], buf["counts"], largest, shared=samples * job.key_bytes)
         job.launch(filt, rows * nb, int(job.config["block_size"]), job.keys_in, row_len, nb,
                    buf["thresh"], buf["counts"], buf["cand"], cap, largest)
         job.launch(final, rows, threads, job.keys_in, row_len, k, buf["thresh"],
@@ -243,10 +244,10 @@ class RadixSelect(SelectPlugin):
 
     def _sampled_sort(self, job, samples: int, m: int, cap: int) -> None:
         """topk of one row for k over SORT_CAP (large_k_plan): rs_sample and
-        rs_filter as the sampled path, into cap candidate slots (rs_fill's
-        pad where unused); the exact passes behind them (rs_hist, rs_count,
-        rs_scatter in mode 2), which run only where the threshold missed
-        and then put the exact k in the slots; the core's sort of the slots
+        rs_filter as the sampled path, into cap candidate slots; the exact
+        passes behind them (rs_hist, rs_count, rs_scatter in mode 2), which
+        run only where the threshold missed and then put the exact k in the
+        slots (rs_count marks the unused slots with a pad where they do not); the core's sort of the slots
         (keys only); rs_take. All queued at once, no wait: replayable."""
         row_len, k = job.row_len, job.k
         block = int(job.config["block_size"])
@@ -257,15 +258,13 @@ class RadixSelect(SelectPlugin):
             ("hist", stride * 8), ("done", 4), ("tiles", nb * 16), ("totals", 16)))
         per_row = dict(job.config, block_size=FEW_ROWS_THREADS)
         sample, = job.kernels("radix_select.cu", ("rs_sample",), config=per_row, value_bytes=0)
-        fill, filt, hist, count, scatter, take = job.kernels(
-            "radix_select.cu",
-            ("rs_fill", "rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
+        filt, hist, count, scatter, take = job.kernels(
+            "radix_select.cu", ("rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
             value_bytes=0)
         largest, gate = int(job.largest), buf["counts"]
-        job.launch(fill, min(job.blocks(cap, block), MAX_GRID), block, buf["cand"], cap, row_len)
         job.memset32(buf["hist"], 0, (buf["done"] + 4 - buf["hist"]) // 4)
         job.launch(sample, 1, FEW_ROWS_THREADS, job.keys_in, row_len, samples, m, buf["thresh"],
-                   buf["counts"], largest)
+                   buf["counts"], largest, shared=samples * job.key_bytes)
         job.launch(filt, nb, block, job.keys_in, row_len, nb, buf["thresh"], buf["counts"],
                    buf["cand"], cap, largest)
         for shift, width in digit_passes(job.key_bits, WIDE_DIGIT):
@@ -273,7 +272,7 @@ class RadixSelect(SelectPlugin):
                        buf["remaining"], buf["hist"], stride, buf["done"], shift, width, largest,
                        k, gate, cap)
         job.launch(count, nb, block, job.keys_in, row_len, nb, buf["prefix"], buf["tiles"],
-                   buf["totals"], buf["done"], largest, gate, k, cap)
+                   buf["totals"], buf["done"], largest, gate, k, cap, buf["cand"])
         job.launch(scatter, nb, block, job.keys_in, row_len, nb, k, buf["prefix"], buf["tiles"],
                    buf["totals"], 0, buf["cand"], largest, 2, gate, cap)
         ordered = job.sort_rows(buf["cand"], "uint64", 1, cap)
