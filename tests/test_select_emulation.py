@@ -315,8 +315,8 @@ def test_large_k_plan():
     assert radix_select.large_k_plan(1, 1 << 24, radix_select.SORT_CAP) is None
     assert radix_select.large_k_plan(1, 16 * radix_select.MAX_SAMPLES - 1, 2049) is None
     assert radix_select.large_k_plan(1, 1 << 20, 1 << 19) is None
-    for n, k, samples_want in ((1 << 17, 2049, 8192), (1 << 24, 1 << 20, 32768),
-                               (1 << 24, 3000, 32768), (16 * 2048, 2049, 2048)):
+    for n, k, samples_want in ((1 << 17, 2049, 8192), (1 << 24, 1 << 20, 8192),
+                               (1 << 24, 3000, 8192), (16 * 2048, 2049, 2048)):
         samples, m, cap = radix_select.large_k_plan(1, n, k)
         assert samples == samples_want and 16 * samples <= n and m <= samples // 2
         assert (m - 1) * n / samples < cap <= n and k < cap
