@@ -495,36 +495,62 @@ def test_a_failing_graph_launch_names_plugin_and_config(graph_driver, monkeypatc
 
 
 class FakeCalling(FakeSort):
-    """Issues a launch, then work through "another job" that the recorder
-    records as a call (a selection plugin's sort through the core), then a
-    launch again."""
+    """Issues a launch, then a sort through the core (launch.run.run_job, as
+    a selection plugin's job.sort_rows does) on two of its temporaries,
+    then a launch again."""
 
     name = "fake_calling"
     replayable = True
 
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
     def run(self, job):
+        from cudasortkit.launch.run import run_job as core_run_job
+        from cudasortkit.sdk.plugin import RUN_ERRORS, Request
+
         self.runs += 1
         at = job.alloc_parts([("words", 4096), ("sorted", 4096)])
         job.launch(self.finish, 1, 32, job.keys_in, at["words"], job.n)
-        other_job(job, at["words"], at["sorted"], 0)
-        if job.recorder is not None:
-            job.recorder.call(other_job, at["words"], at["sorted"], 0)
+        request = Request.from_fields(kind="sort", dtype="uint32", n=1000, stable=True,
+                                      descending=False, value_bytes=0, on_device=True,
+                                      key_range=None, options={}, segments=None,
+                                      range_probe=None)
+        core_run_job(self.inner, self.inner.default_config(), request, job.state, 1000,
+                     at["words"], at["sorted"], 0, 0, RUN_ERRORS, job.recorder)
         job.launch(self.finish, 1, 32, at["sorted"], job.keys_out, job.n)
 
 
-def other_job(job, words, sorted_words, zero):
-    ISSUED.append(("other job", words, sorted_words, zero))
-
-
-def test_work_through_another_job_is_issued_again_in_its_place_and_never_graphed(graph_driver):
-    plugin = FakeCalling()
+def test_a_sort_through_the_core_joins_the_recorded_plan_and_its_graph(graph_driver):
+    """The inner sort's work (its temporaries, memset, launches, copy) is
+    recorded into the outer plan: a replay issues it with the new buffers'
+    addresses and runs neither plugin; the same buffers again are one graph."""
+    inner = FakeSort()
+    plugin = FakeCalling(inner)
     first, _ = run_job(plugin)
+    assert plugin.runs == inner.runs == 1
     moved = dict(base=0x900000, keys_in=0x30000000, keys_out=0x40000000)
-    for _ in range(3):  # the same buffers again: would be captured, but not this plan
-        replayed, state = run_job(plugin, **moved)
-        direct, _ = run_job(FakeCalling(), replay=False, **moved)
-        assert replayed == direct and plugin.runs == 1
-    temp = state.buffers[0].ptr
-    assert replayed[1] == ("other job", temp, temp + 4096, 0)
-    assert [op[0] for op in replayed] == ["launch", "other job", "launch"]
-    assert launchplan.graphs_held() == 0
+    replayed, state = run_job(plugin, **moved)
+    direct, _ = run_job(FakeCalling(FakeSort()), replay=False, **moved)
+    assert replayed == direct and plugin.runs == inner.runs == 1
+    assert [op[0] for op in replayed] == ["launch", "memset32", "launch", "launch", "copy",
+                                          "launch"]
+    assert all(buf.freed for buf in state.buffers)
+    run_job(plugin, **moved)  # the same buffers again: captured as one graph
+    assert run_job(plugin, **moved)[0] == [("graph", 0x7001, 0x5)]
+
+
+class Unreplayable(FakeSort):
+    name = "fake_unreplayable"
+    replayable = False
+
+    def run(self, job):
+        FakeSort.run(self, job)
+
+
+def test_a_sort_through_an_unreplayable_plugin_keeps_the_plan_from_being_kept():
+    plugin = FakeCalling(Unreplayable())
+    run_job(plugin)
+    run_job(plugin)
+    assert plugin.runs == 2

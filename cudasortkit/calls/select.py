@@ -261,20 +261,18 @@ class SelectCalls:
         ascending argsort of each of `rows` rows of `row_len` unsigned words
         (positions count from each row's start), or the sorted words, through
         a sort plugin auto picks (rows as uniform segments), its buffers the
-        job's temporaries. A job being recorded (a launch plan) records the
-        sort as one operation, issued again on replay with the plugin chosen
-        now, a choice made without the words' range (so that it holds for
-        every replay's words)."""
+        job's temporaries. While the job is recorded (a launch plan), the
+        sort's work joins the job's plan (run_job's recorder), chosen
+        without reading the words' range, so that the choice holds for
+        every replay's words."""
         state, n = job.state, rows * row_len
         segments = Segments.rows(rows, row_len) if rows > 1 else None
-        fields = dict(kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
-                      descending=False, value_bytes=8 if order else 0, on_device=True,
-                      key_range=None, options={}, segments=segments)
-        # what auto chooses on: no range to read while the job is recorded
-        # (its replays keep this choice, whatever their words' range)
-        recording = job.recorder is not None
-        probe = None if recording else _WordsRange(state, words, n, word_dtype)
-        request = Request.from_fields(range_probe=probe, **fields)
+        recorder = job.recorder
+        request = Request.from_fields(
+            kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
+            descending=False, value_bytes=8 if order else 0, on_device=True, key_range=None,
+            options={}, segments=segments,
+            range_probe=None if recorder is not None else _WordsRange(state, words, n, word_dtype))
         positions = int(job.alloc(max(n, 1) * 8)) if order else 0
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
@@ -282,23 +280,17 @@ class SelectCalls:
             if plugin.device != "gpu":  # device words need a GPU sort plugin
                 raise ValueError(f"no GPU sort plugin can sort the rows of {job.plugin.name}: "
                                  f"auto chose {plugin.name}")
-            values_in = int(job.alloc(max(n, 1) * 8)) if order and not plugin.makes_indices \
-                else 0
-
-            def issue(on_job, words, sorted_words, values_in, positions, first=False,
-                      plugin=plugin, config=config):
-                if values_in:
-                    iota64(on_job.state, values_in, n)
-                run_job(plugin, config, request if first else Request.from_fields(
-                            range_probe=None, **fields),
-                        on_job.state, n, words, sorted_words, values_in, positions, RUN_ERRORS)
-
+            values_in = 0
+            if order and not plugin.makes_indices:
+                values_in = int(job.alloc(max(n, 1) * 8))
+                iota64(state, values_in, n)
+                if recorder is not None:  # a core kernel of its own: no replay would issue it
+                    recorder.refuse("its argsort's indices are made outside the job")
             try:
-                issue(job, words, sorted_words, values_in, positions, first=True)
+                run_job(plugin, config, request, state, n, words, sorted_words, values_in,
+                        positions, RUN_ERRORS, recorder)
             except PluginError:
                 continue  # that sort plugin is out of service now: auto chooses again
-            if recording:
-                job.recorder.call(issue, words, sorted_words, values_in, positions)
             return positions if order else sorted_words
 
 

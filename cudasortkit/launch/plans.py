@@ -200,23 +200,6 @@ class _Copy:
         job.copy(dst, src, self.nbytes)
 
 
-class _Call:
-    """Work a run() issued through a job of its own (a sort through the
-    core), issued again by `call(job, *addresses)`."""
-
-    __slots__ = ("call", "pointers")
-
-    def __init__(self, call, pointers):
-        self.call, self.pointers = call, pointers  # pointers: (slot, offset), None for 0
-
-    def resolve(self, bases):
-        return tuple(0 if where is None else bases[where[0]] + where[1]
-                     for where in self.pointers)
-
-    def issue(self, job, addresses) -> None:
-        self.call(job, *addresses)
-
-
 class LaunchPlan:
     """The temporaries (sizes, in allocation order) and operations of one run()."""
 
@@ -285,24 +268,9 @@ class Recorder:
         if where is not None:
             self._ops.append(_Memset32(where, value, count))
 
-    def call(self, call, *pointers) -> None:
-        """Work issued through a job of its own (its launches are not this
-        job's): `call(job, *pointers)` issues it again on a replay, the
-        pointers (0 or inside this job's buffers) placed anew."""
-        placed = []
-        for ptr in pointers:
-            if not ptr:
-                placed.append(None)
-                continue
-            where = self._place(ptr, "a pointer of work issued through another job")
-            if where is None:
-                return
-            placed.append(where)
-        self._ops.append(_Call(call, tuple(placed)))
-
     def refuse(self, reason: str) -> None:
         """The run did something a replay cannot repeat (a read to the host,
-        a sort through another job): no plan for this shape."""
+        work issued outside the job): no plan for this shape."""
         self._refuse(reason)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
@@ -319,11 +287,7 @@ class Recorder:
             return Unreplayable(self._unreplayable)
         if self._ambiguous:
             return None
-        plan = LaunchPlan(tuple(self._temporaries), tuple(self._ops))
-        if any(type(op) is _Call for op in self._ops):
-            # another job issues on the device's stream, not the capture's
-            plan.graphs.off = "it issues work through another job"
-        return plan
+        return LaunchPlan(tuple(self._temporaries), tuple(self._ops))
 
     def _place(self, ptr, what: str):
         """(slot, offset) of a pointer, or None (recorded as why)."""

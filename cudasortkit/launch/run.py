@@ -169,10 +169,18 @@ def reserve(budget: int) -> int:
 
 
 def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, values_out,
-            expected) -> None:
+            expected, recorder=None) -> None:
     """plugin sorts n keys keys_in -> keys_out (values too) on the state's
     stream. Its run() writes the outputs and returns None: anything else is
-    a fault (PluginError, the plugin taken out of service)."""
+    a fault (PluginError, the plugin taken out of service). `recorder`: the
+    launch plan being recorded of a job this sort is part of (a selection
+    plugin's sort through the core): the sort's work joins that plan as if
+    that job had issued it (its temporaries the plan's), so a replay of the
+    plan issues it too, within the same graph; a plugin that cannot be
+    replayed keeps the plan from being kept."""
+    if recorder is not None and (n <= 1 or not launchplan.replayable(type(plugin))):
+        recorder.refuse(f"its sort through {plugin.name} cannot be replayed")
+        recorder = None
     if n <= 1:
         if n:
             state.cuda.memcpy_dtod_async(keys_out, keys_in, itemsize(request.dtype), state.stream)
@@ -189,7 +197,14 @@ def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, val
               descending=request.descending, config=config, request=request)
     try:
         with registry.guarded(plugin, "run", expected=expected):
-            returned = launchplan.run(plugin, job)
+            if recorder is None:
+                returned = launchplan.run(plugin, job)
+            else:
+                job.recorder = recorder
+                try:
+                    returned = plugin.run(job)
+                finally:
+                    job.recorder = None
         if returned is not None:  # its own arrays instead of job.keys_out: nothing to deliver
             raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU plugin "
                                          "writes job.keys_out (and job.values_out) and returns None")
