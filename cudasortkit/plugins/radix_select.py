@@ -93,6 +93,8 @@ def sample_plan(row_len: int, k: int):
     return samples, m, cap
 
 
+#: Threads of a block of the large-k path's passes over the row.
+LARGE_K_THREADS = 512
 #: The most samples of large_k_plan's row (rs_sample's dynamic shared
 #: memory). 32,768 (a quarter fewer slots to sort at 2^24 keys, k = 2^20)
 #: measured slower on an H200: the one block's sample took 40 us instead of 14.
@@ -251,7 +253,10 @@ class RadixSelect(SelectPlugin):
         slots (rs_count marks the unused slots with a pad where they do not); the core's sort of the slots
         (keys only); rs_take. All queued at once, no wait: replayable."""
         row_len, k = job.row_len, job.k
-        block = int(job.config["block_size"])
+        # tiles of LARGE_K_THREADS x items_per_thread keys: half the blocks
+        # of the default's, for the exact passes that mostly return at once
+        block = LARGE_K_THREADS
+        tiled = dict(job.config, block_size=block)
         nb = job.blocks(row_len, block * int(job.config["items_per_thread"]))
         stride = 1 << WIDE_DIGIT
         buf = job.alloc_parts((
@@ -261,7 +266,7 @@ class RadixSelect(SelectPlugin):
         sample, = job.kernels("radix_select.cu", ("rs_sample",), config=per_row, value_bytes=0)
         filt, hist, count, scatter, take = job.kernels(
             "radix_select.cu", ("rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
-            value_bytes=0)
+            config=tiled, value_bytes=0)
         largest, gate = int(job.largest), buf["counts"]
         job.memset32(buf["hist"], 0, (buf["done"] + 4 - buf["hist"]) // 4)
         job.launch(sample, 1, FEW_ROWS_THREADS, job.keys_in, row_len, samples, m, buf["thresh"],
