@@ -390,10 +390,6 @@ class _SelectRecordingJob:
         self.sorts.append((word_dtype, rows, row_len))
         return 0x30000
 
-    def read(self, src, nbytes):
-        """A count read back (radix_select's sampled sort): k + 1 candidates."""
-        return (self.k + 1).to_bytes(8, "little") + bytes(max(0, nbytes - 8))
-
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 @pytest.mark.parametrize("name", sorted(SELECT_PLUGINS))

@@ -5,6 +5,7 @@ cheap allocation, the current device and stream. `install()` registers it
 as sys.modules["cupy"] before cudasortkit is imported."""
 import math
 import sys
+import time
 import types
 
 import numpy as np
@@ -73,3 +74,16 @@ def install():
                                       get_current_stream=lambda: stream, Device=_Device)
     sys.modules["cupy"] = cupy
     return ndarray
+
+
+def host_us(fn, calls: int, rounds: int = 7) -> float:
+    """The host (CPU) time of one call of fn, in us: the best of `rounds`
+    rounds of calls // rounds calls (CPU time: other processes on the
+    machine count less)."""
+    best = []
+    for _ in range(rounds):
+        t = time.process_time()
+        for _ in range(calls // rounds):
+            fn()
+        best.append((time.process_time() - t) * 1e6 / (calls // rounds))
+    return min(best)

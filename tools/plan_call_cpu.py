@@ -7,12 +7,11 @@ this machine's and the stand-ins' (CuPy's attributes are Cython, faster);
 compare before and after a change on one machine.
 `python tools/plan_call_cpu.py [calls]`"""
 import sys
-import time
 import types
 
 import numpy as np
 
-from cupy_standin import install  # noqa: E402  (tools/: next to this script)
+from cupy_standin import host_us, install  # noqa: E402  (tools/: next to this script)
 
 ndarray = install()
 
@@ -66,13 +65,7 @@ def main(calls=20000):
              "plan(a, out=)": lambda: p(a, out=out)}
     for name, fn in cases.items():
         fn()
-        best = []
-        for _ in range(7):
-            t = time.process_time()  # CPU time: other processes on the machine count less
-            for _ in range(calls // 7):
-                fn()
-            best.append((time.process_time() - t) * 1e6 / (calls // 7))
-        print(f"{name:18} {min(best):6.2f} us per call (host only, stand-ins)")
+        print(f"{name:18} {host_us(fn, calls):6.2f} us per call (host only, stand-ins)")
     assert p._call is call, "the plan left its prepared call"
 
 

@@ -14,14 +14,13 @@ are Cython, faster); compare before and after a change on one machine.
 import os
 import sys
 import tempfile
-import time
 import types
 
 
 # this checkout's cudasortkit (and its entry points), not an installed one
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cupy_standin import install  # noqa: E402  (tools/: next to this script)
+from cupy_standin import host_us, install  # noqa: E402  (tools/: next to this script)
 
 ndarray = install()
 try:
@@ -140,13 +139,7 @@ def run_case(label, a, k, calls, profile):
 
     assert api.selections.prepared.find(a, ("topk", k, -1, True, True, "auto")) is not None, \
         f"{label}: a repeat call is not prepared"
-    best = []
-    for _ in range(7):
-        t = time.process_time()  # CPU time: other processes on the machine count less
-        for _ in range(calls // 7):
-            fn()
-        best.append((time.process_time() - t) * 1e6 / (calls // 7))
-    print(f"{label:32} {min(best):7.1f} us per call (host only, stand-ins)")
+    print(f"{label:32} {host_us(fn, calls):7.1f} us per call (host only, stand-ins)")
     if profile:
         import cProfile
         import pstats

@@ -109,6 +109,22 @@ class Rows:
             shape = a.shape
         return tuple(map(int, shape))
 
+    def write_result(self, target, result):
+        """`result` (of the input's kind) copied into the caller's out=
+        array `target`, in the caller's stream order; `result` itself when
+        there is no target."""
+        if target is None:
+            return result
+        if self.library == "numpy":
+            np.copyto(target, result)
+        elif self.library == "cupy":
+            with self.stream_context():
+                target[...] = result
+        else:
+            with self.stream_context():
+                target.copy_(result)
+        return target
+
     def stream_context(self):
         """The caller's stream= as the current stream of the array's library
         while its copies are issued (no stream given: the current one)."""
@@ -251,18 +267,6 @@ def _check_target(target, like: Rows, dtype, what: str):
         raise ValueError(f"{what} must be writeable")
 
 
-def _write(target, result, like: Rows):
-    if target is None:
-        return result
-    if like.library == "numpy":
-        np.copyto(target, result)
-    elif like.library == "cupy":
-        with like.stream_context():
-            target[...] = result
-    else:
-        with like.stream_context():
-            target.copy_(result)
-    return target
 
 
 # ------------------------------------------------------------- entry points
@@ -310,11 +314,11 @@ class Along:
     def results(self, keys, values, out, values_out):
         """What the public function returns, from the flat sort's results."""
         if self.kind == "sort":
-            return _write(out, self.rows.restore(keys), self.rows)
+            return self.rows.write_result(out, self.rows.restore(keys))
         if self.kind == "argsort":
             return self.rows.restore(values)
-        return (_write(out, self.rows.restore(keys), self.rows),
-                _write(values_out, self.vrows.restore(values), self.vrows))
+        return (self.rows.write_result(out, self.rows.restore(keys)),
+                self.vrows.write_result(values_out, self.vrows.restore(values)))
 
 
 def ragged(keys, offsets, values, algorithm: str, stream):

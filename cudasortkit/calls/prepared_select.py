@@ -105,6 +105,3 @@ class PreparedSelects:
         self._types.add(type(a))
         self._calls[(type(a), a.dtype, a.shape) + call_key] = PreparedSelect(
             adapter, job.state, plan, template, shape, keys.dtype, count)
-
-    def forget(self) -> None:
-        self._calls.clear()

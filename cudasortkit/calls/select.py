@@ -112,8 +112,8 @@ class SelectCalls:
         note = (a, call_key) if call_key is not None and rows.in_place_rows else None
         values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k),
                                        note)
-        return (_write(targets[0], _restore(values, rows), rows),
-                _write(targets[1], _restore(indices, rows), rows))
+        return (rows.write_result(targets[0], _restore(values, rows)),
+                rows.write_result(targets[1], _restore(indices, rows)))
 
     def partition(self, a, kth, axis, algorithm, stream, want_indices: bool):
         """numpy.partition (want_indices False) or numpy.argpartition."""
@@ -448,16 +448,3 @@ def _same_memory(x, y) -> bool:
         return np.shares_memory(x, y)
     return x is y
 
-
-def _write(target, result, rows: Rows):
-    if target is None:
-        return result
-    if rows.library == "numpy":
-        np.copyto(target, result)
-    elif rows.library == "cupy":
-        with rows.stream_context():
-            target[...] = result
-    else:
-        with rows.stream_context():
-            target.copy_(result)
-    return target

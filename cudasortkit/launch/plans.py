@@ -85,9 +85,8 @@ def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_
              has_values_out, rows=None):
     """The LaunchPlan recorded for a job of these fields (config as the job
     holds it: the defaults filled in; `rows` as rows_of(request)), or None."""
-    plan = _plans.get(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
-                           has_values_in, has_values_out, rows))
-    return plan if type(plan) is LaunchPlan else None
+    return plan_for(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
+                         has_values_in, has_values_out, rows))
 
 
 def graphs_held() -> int:

@@ -183,22 +183,6 @@ class Job:
         keys, values = self.n * self.key_bytes, self.n * self.value_bytes
         return keys, keys, values, values
 
-    def read(self, src: int, nbytes: int) -> bytes:
-        """nbytes at device address src, once the job's work so far has run:
-        the host waits for the job's stream here (so no launch plan is kept
-        of a run that reads: its replay would not)."""
-        if self.recorder is not None:
-            self.recorder.refuse("run() reads device memory on the host")
-        import numpy as np
-
-        host = np.empty(int(nbytes), np.uint8)
-        try:
-            self.state.cuda.memcpy_dtoh_async(host, int(src), self.stream)
-            self.stream.synchronize()
-        except self.state.cuda.Error as exc:
-            raise KernelError(f"{self.where}: a kernel failed while running: {exc}") from exc
-        return host.tobytes()
-
     def memset32(self, dst: int, value: int, count: int) -> None:
         if count:
             dst, value, count = int(dst), int(value), int(count)

@@ -114,8 +114,8 @@ class SelectPlugin:
     #: keys and addresses, all through `job`: the core may record it once per
     #: shape and replay it (cudasortkit/launch/plans.py, as SortPlugin's).
     #: A sort through job.argsort_rows / sort_rows joins the recorded work
-    #: (when its sort plugin is replayable itself); a run that reads with
-    #: job.read is never recorded, whatever this says.
+    #: when its sort plugin is replayable itself; otherwise no plan is kept,
+    #: whatever this says.
     replayable: ClassVar[bool] = False
     # What listings (csk.algorithms()) show of a sort plugin, for the same columns.
     stable: ClassVar[bool] = True
