@@ -386,9 +386,9 @@ class _SelectRecordingJob:
         self.sorts.append((word_dtype, rows, row_len))
         return 0x20000
 
-    def sort_rows(self, words, word_dtype, rows, row_len):
+    def sort_rows(self, words, word_dtype, rows, row_len, values=0):
         self.sorts.append((word_dtype, rows, row_len))
-        return 0x30000
+        return (0x30000, 0x40000) if values else 0x30000
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")

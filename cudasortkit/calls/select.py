@@ -256,31 +256,34 @@ class SelectCalls:
                 ordering.end()
 
     def _argsort_rows(self, job, words: int, word_dtype: str, rows: int, row_len: int,
-                      order: bool = True) -> int:
+                      order: bool = True, values: int = 0):
         """SelectJob.argsort_rows (order) and sort_rows (not order): a stable
         ascending argsort of each of `rows` rows of `row_len` unsigned words
-        (positions count from each row's start), or the sorted words, through
-        a sort plugin auto picks (rows as uniform segments), its buffers the
-        job's temporaries. While the job is recorded (a launch plan), the
+        (positions count from each row's start), or the sorted words (with
+        `values`, 4-byte values sorted along: (sorted words, sorted values)),
+        through a sort plugin auto picks (rows as uniform segments), its
+        buffers the job's temporaries. While the job is recorded (a launch plan), the
         sort's work joins the job's plan (run_job's recorder), chosen
         without reading the words' range, so that the choice holds for
         every replay's words."""
         state, n = job.state, rows * row_len
         segments = Segments.rows(rows, row_len) if rows > 1 else None
         recorder = job.recorder
+        kind = "argsort" if order else "pairs" if values else "sort"
         request = Request.from_fields(
-            kind="argsort" if order else "sort", dtype=word_dtype, n=n, stable=True,
-            descending=False, value_bytes=8 if order else 0, on_device=True, key_range=None,
-            options={}, segments=segments,
+            kind=kind, dtype=word_dtype, n=n, stable=True, descending=False,
+            value_bytes={"argsort": 8, "pairs": 4, "sort": 0}[kind], on_device=True,
+            key_range=None, options={}, segments=segments,
             range_probe=None if recorder is not None else _WordsRange(state, words, n, word_dtype))
-        positions = int(job.alloc(max(n, 1) * 8)) if order else 0
+        positions = int(job.alloc(max(n, 1) * 8)) if order else \
+            int(job.alloc(max(n, 1) * 4)) if values else 0
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
             plugin, config = self.selector.choose(request, "auto")
             if plugin.device != "gpu":  # device words need a GPU sort plugin
                 raise ValueError(f"no GPU sort plugin can sort the rows of {job.plugin.name}: "
                                  f"auto chose {plugin.name}")
-            values_in = 0
+            values_in = values
             if order and not plugin.makes_indices:
                 values_in = int(job.alloc(max(n, 1) * 8))
                 iota64(state, values_in, n)
@@ -291,7 +294,7 @@ class SelectCalls:
                         positions, RUN_ERRORS, recorder)
             except PluginError:
                 continue  # that sort plugin is out of service now: auto chooses again
-            return positions if order else sorted_words
+            return positions if order else (sorted_words, positions) if values else sorted_words
 
 
 class _WordsRange:

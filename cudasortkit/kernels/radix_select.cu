@@ -37,16 +37,6 @@ __device__ __forceinline__ unsigned long long rs_composite(csk_bits_t w, long lo
     return ((unsigned long long)w << 32) | (unsigned long long)i;
 }
 
-// The value of an unused candidate slot of a row of row_len keys: after
-// every composite of the row (word all ones, position bits all ones), and
-// zero in the bits no position of the row sets, as every composite is, so
-// a sort that skips digits all keys share skips those.
-__device__ __forceinline__ unsigned long long rs_pad(long long row_len)
-{
-    const int bits = row_len > 1 ? 64 - __clzll((unsigned long long)(row_len - 1)) : 1;
-    return (0xffffffffull << 32) | ((1ull << bits) - 1);
-}
-
 // The thread's keys of tile [start, end): kv[u] = keys[start + u *
 // BLOCK_SIZE + threadIdx.x] (0 past the end), every load issued before
 // any is used (the tile is BLOCK_SIZE * ITEMS_PER_THREAD keys).
@@ -212,19 +202,19 @@ __device__ __forceinline__ long long rs_block_sum(long long v, long long* s_sum)
 // turns the row's counts into exclusive prefix sums over its tiles (both
 // columns) and writes the row's sums to totals[r * 2 + {0, 1}]. Where
 // rs_gated, it only marks the sampled sort's unused candidate slots
-// (gate[0] up to gate_cap) with rs_pad.
+// (gate[0] up to gate_cap) with all-ones words, which a stable sort puts
+// after every candidate.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_count(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
          const unsigned long long* __restrict__ prefix, long long* __restrict__ counts,
          long long* __restrict__ totals, unsigned int* __restrict__ done, int largest,
          const unsigned long long* __restrict__ gate, long long gate_k, long long gate_cap,
-         unsigned long long* __restrict__ slots)
+         csk_bits_t* __restrict__ slot_words)
 {
     if (rs_gated(gate, gate_k, gate_cap)) {  // the sampled sort's slots past its candidates
-        const unsigned long long pad = rs_pad(row_len);
         for (long long j = (long long)gate[0] + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x;
              j < gate_cap; j += (long long)gridDim.x * BLOCK_SIZE)
-            slots[j] = pad;
+            slot_words[j] = CSK_ALL_ONES;
         return;
     }
     __shared__ long long s_sum[BLOCK_SIZE / 32];
@@ -321,10 +311,9 @@ __device__ __forceinline__ void rs_block_rank2(bool a, bool b, unsigned* s_a, un
 // mode 1 (partition): into out_keys / out_index (rows x row_len) the
 //   caller's keys below T, then all equal to T, then all above, each part
 //   in index order: a stable three-way partition around T;
-// mode 2 (the sampled sort's exact passes, one row): as mode 0, each of
-//   the k as a composite (word << 32) | position in out_index (the
-//   candidate slots; out_words unused), and the slots from k to gate_cap
-//   to rs_pad.
+// mode 2 (the sampled sort's exact passes, one row): as mode 0, the
+//   positions as 32-bit ints (out_index read as unsigned int*), and the
+//   words of the slots from k to gate_cap all ones.
 // Nothing runs where rs_gated.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb, long long k,
@@ -335,10 +324,9 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
 {
     if (rs_gated(gate, k, gate_cap)) return;
     if (mode == 2) {  // the candidate slots past the k are unused
-        const long long pad = (long long)rs_pad(row_len);
         for (long long j = k + blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < gate_cap;
              j += (long long)gridDim.x * BLOCK_SIZE)
-            out_index[j] = pad;
+            out_words[j] = CSK_ALL_ONES;
     }
     __shared__ unsigned int s_less[BLOCK_SIZE / 32], s_equal[BLOCK_SIZE / 32];
     const long long row = blockIdx.x / nb, b = blockIdx.x - row * nb;
@@ -395,7 +383,8 @@ rs_scatter(const csk_bits_t* __restrict__ keys, long long row_len, long long nb,
         else if (is_greater && mode == 1)
             pos = row_less + row_equal + rank_greater;
         if (pos >= 0 && mode == 2) {
-            index[pos] = (long long)rs_composite(w, i);
+            words[pos] = w;
+            ((unsigned int*)out_index)[pos] = (unsigned int)i;  // one row: index is out_index
         } else if (pos >= 0) {
             words[pos] = mode == 0 ? w : key;
             index[pos] = i;
@@ -906,23 +895,119 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         keys_out[row * k + j] = rk[i];
     }
 }
-// topk of one row for k over RS_SORT_CAP: `sorted` holds the row's
-// candidate slots in ascending order (rs_filter's composites, or where its
-// threshold missed the exact passes' k, then the unused slots' rs_pad):
-// the first k give the positions, and the keys: decoded from the words,
-// read from the row only where the word does not tell the bits (a NaN's
-// payload, the sign of a zero).
+// Decoupled look-back status of a tile (rs_filter_ordered): 0 (not yet),
+// RS_AGGREGATE | the tile's count, or RS_INCLUSIVE | the count of its tiles
+// and all before it.
+#define RS_AGGREGATE (1ull << 62)
+#define RS_INCLUSIVE (2ull << 62)
+#define RS_STATUS_VALUE (RS_AGGREGATE - 1)
+
+// rs_filter for one row, in index order: the words below T = thresh[0]
+// and their positions (32-bit) go to cand_words / cand_index[0, L) in the
+// order of the row (L counted by counts[0], written up to cap; counts[1]
+// counts the words equal to T), so a stable sort of the words keeps equal
+// ones by position. Each block takes the next tile (next_tile, zero on
+// entry) and places its keys after those of the tiles before it by a
+// decoupled look-back over status (zero on entry): a tile's predecessors
+// all started before it, so the look-back always ends.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-rs_take(const csk_bits_t* __restrict__ keys, long long k,
-        const unsigned long long* __restrict__ sorted, csk_bits_t* __restrict__ keys_out,
+rs_filter_ordered(const csk_bits_t* __restrict__ keys, long long row_len,
+                  const unsigned long long* __restrict__ thresh,
+                  unsigned long long* __restrict__ counts, unsigned long long* status,
+                  unsigned int* __restrict__ next_tile, csk_bits_t* __restrict__ cand_words,
+                  unsigned int* __restrict__ cand_index, long long cap, int largest)
+{
+    constexpr int WARPS = BLOCK_SIZE / 32;
+    static_assert(ITEMS_PER_THREAD <= 32, "one (item, warp) count per thread");
+    __shared__ unsigned int s_off[ITEMS_PER_THREAD * WARPS];
+    __shared__ long long s_warp[WARPS];
+    __shared__ unsigned int s_tile, s_equal;
+    __shared__ unsigned long long s_prefix;
+    if (threadIdx.x == 0) {
+        s_tile = atomicAdd(next_tile, 1u);
+        s_equal = 0;
+    }
+    __syncthreads();
+    const long long b = s_tile;
+    const long long start = b * RS_TILE;
+    const int len = (int)(start + RS_TILE < row_len ? RS_TILE : row_len - start);
+    const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
+    const csk_bits_t t = (csk_bits_t)thresh[0];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    csk_bits_t kv[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const int o = u * BLOCK_SIZE + threadIdx.x;
+        kv[u] = o < len ? keys[start + o] : (csk_bits_t)0;
+    }
+    unsigned int ballots[ITEMS_PER_THREAD];  // the warp's keys below T, chunk u
+    unsigned int equal = 0;
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        const bool valid = u * BLOCK_SIZE + (int)threadIdx.x < len;
+        kv[u] = rs_word(kv[u], flip);
+        ballots[u] = __ballot_sync(0xffffffffu, valid && kv[u] < t);
+        equal += valid && kv[u] == t;
+        if (lane == 0) s_off[u * WARPS + warp] = __popc(ballots[u]);
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) equal += __shfl_xor_sync(0xffffffffu, equal, d);
+    if (lane == 0 && equal) atomicAdd(&s_equal, equal);
+    __syncthreads();
+    // (chunk, warp) counts -> their offsets in the tile, in index order
+    const int e = threadIdx.x;
+    const long long mine = e < ITEMS_PER_THREAD * WARPS ? (long long)s_off[e] : 0;
+    long long total;
+    const long long before = rs_block_exclusive(mine, s_warp, &total);
+    if (e < ITEMS_PER_THREAD * WARPS) s_off[e] = (unsigned int)before;
+    if (threadIdx.x == 0) {
+        unsigned long long prefix = 0;
+        if (b > 0) {
+            atomicExch(status + b, RS_AGGREGATE | (unsigned long long)total);
+            for (long long p = b - 1;; ) {
+                const unsigned long long st = *(volatile unsigned long long*)(status + p);
+                if (st == 0) continue;  // tile p has not counted yet
+                prefix += st & RS_STATUS_VALUE;
+                if (st & RS_INCLUSIVE) break;
+                --p;
+            }
+        }
+        atomicExch(status + b, RS_INCLUSIVE | (prefix + (unsigned long long)total));
+        s_prefix = prefix;
+        if (total) atomicAdd(&counts[0], (unsigned long long)total);
+        if (s_equal) atomicAdd(&counts[1], (unsigned long long)s_equal);
+    }
+    __syncthreads();
+    const unsigned int below_lane = (1u << lane) - 1u;
+#pragma unroll
+    for (int u = 0; u < ITEMS_PER_THREAD; ++u) {
+        if (ballots[u] & (1u << lane)) {
+            const long long pos = (long long)s_prefix + s_off[u * WARPS + warp]
+                + __popc(ballots[u] & below_lane);
+            if (pos < cap) {
+                cand_words[pos] = kv[u];
+                cand_index[pos] = (unsigned int)(start + u * BLOCK_SIZE + threadIdx.x);
+            }
+        }
+    }
+}
+
+// topk of one row for k over RS_SORT_CAP: words / index hold the row's
+// candidate slots sorted stably by word (rs_filter_ordered's, or where its
+// threshold missed the exact passes' k, then the unused slots' all-ones
+// words): the first k give the positions, and the keys: decoded from the
+// words, read from the row only where the word does not tell the bits (a
+// NaN's payload, the sign of a zero).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+rs_take(const csk_bits_t* __restrict__ keys, long long k, const csk_bits_t* __restrict__ words,
+        const unsigned int* __restrict__ index, csk_bits_t* __restrict__ keys_out,
         long long* __restrict__ index_out, int largest)
 {
     const csk_bits_t flip = largest ? CSK_ALL_ONES : (csk_bits_t)0;
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < k; j += stride) {
-        const unsigned long long c = sorted[j];
-        const long long i = (long long)(c & 0xffffffffull);
-        const csk_bits_t u = (csk_bits_t)((csk_bits_t)(c >> 32) ^ flip);  // the ordered word
+        const long long i = (long long)index[j];
+        const csk_bits_t u = (csk_bits_t)(words[j] ^ flip);  // the ordered word
         index_out[j] = i;
 #if CSK_KEY_KIND == CSK_KIND_FLOAT
         keys_out[j] = (u == CSK_ALL_ONES || u == CSK_SIGN_BIT) ? keys[i] : csk_from_ordered(u);

@@ -246,12 +246,14 @@ class RadixSelect(SelectPlugin):
                    job.keys_out, job.values_out, largest)
 
     def _sampled_sort(self, job, samples: int, m: int, cap: int) -> None:
-        """topk of one row for k over SORT_CAP (large_k_plan): rs_sample and
-        rs_filter as the sampled path, into cap candidate slots; the exact
-        passes behind them (rs_hist, rs_count, rs_scatter in mode 2), which
+        """topk of one row for k over SORT_CAP (large_k_plan): rs_sample, then
+        rs_filter_ordered keeps the words below the threshold and their
+        32-bit positions in the row's order, in cap candidate slots; the
+        exact passes behind them (rs_hist, rs_count, rs_scatter in mode 2)
         run only where the threshold missed and then put the exact k in the
-        slots (rs_count marks the unused slots with a pad where they do not); the core's sort of the slots
-        (keys only); rs_take. All queued at once, no wait: replayable."""
+        slots (rs_count marks the unused slots where they do not); the
+        core's stable sort of the slots' words with their positions; rs_take.
+        All queued at once, no wait: replayable."""
         row_len, k = job.row_len, job.k
         # tiles of LARGE_K_THREADS x items_per_thread keys: half the blocks
         # of the default's, for the exact passes that mostly return at once
@@ -259,31 +261,35 @@ class RadixSelect(SelectPlugin):
         tiled = dict(job.config, block_size=block)
         nb = job.blocks(row_len, block * int(job.config["items_per_thread"]))
         stride = 1 << WIDE_DIGIT
+        # hist to next_tile: zeroed by one memset
         buf = job.alloc_parts((
-            ("thresh", 8), ("counts", 16), ("cand", cap * 8), ("prefix", 8), ("remaining", 8),
-            ("hist", stride * 8), ("done", 4), ("tiles", nb * 16), ("totals", 16)))
+            ("thresh", 8), ("counts", 16), ("words", cap * job.key_bytes), ("index", cap * 4),
+            ("prefix", 8), ("remaining", 8), ("tiles", nb * 16), ("totals", 16),
+            ("hist", stride * 8), ("done", 4), ("status", nb * 8), ("next_tile", 4)))
         per_row = dict(job.config, block_size=FEW_ROWS_THREADS)
         sample, = job.kernels("radix_select.cu", ("rs_sample",), config=per_row, value_bytes=0)
         filt, hist, count, scatter, take = job.kernels(
-            "radix_select.cu", ("rs_filter", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
+            "radix_select.cu",
+            ("rs_filter_ordered", "rs_hist", "rs_count", "rs_scatter", "rs_take"),
             config=tiled, value_bytes=0)
         largest, gate = int(job.largest), buf["counts"]
-        job.memset32(buf["hist"], 0, (buf["done"] + 4 - buf["hist"]) // 4)
+        job.memset32(buf["hist"], 0, (buf["next_tile"] + 4 - buf["hist"]) // 4)
         job.launch(sample, 1, FEW_ROWS_THREADS, job.keys_in, row_len, samples, m, buf["thresh"],
                    buf["counts"], largest, shared=samples * job.key_bytes)
-        job.launch(filt, nb, block, job.keys_in, row_len, nb, buf["thresh"], buf["counts"],
-                   buf["cand"], cap, largest)
+        job.launch(filt, nb, block, job.keys_in, row_len, buf["thresh"], buf["counts"],
+                   buf["status"], buf["next_tile"], buf["words"], buf["index"], cap, largest)
         for shift, width in digit_passes(job.key_bits, WIDE_DIGIT):
             job.launch(hist, nb, block, job.keys_in, row_len, nb, buf["prefix"],
                        buf["remaining"], buf["hist"], stride, buf["done"], shift, width, largest,
                        k, gate, cap)
         job.launch(count, nb, block, job.keys_in, row_len, nb, buf["prefix"], buf["tiles"],
-                   buf["totals"], buf["done"], largest, gate, k, cap, buf["cand"])
+                   buf["totals"], buf["done"], largest, gate, k, cap, buf["words"])
         job.launch(scatter, nb, block, job.keys_in, row_len, nb, k, buf["prefix"], buf["tiles"],
-                   buf["totals"], 0, buf["cand"], largest, 2, gate, cap)
-        ordered = job.sort_rows(buf["cand"], "uint64", 1, cap)
-        job.launch(take, min(job.blocks(k, block), MAX_GRID), block, job.keys_in, k, ordered,
-                   job.keys_out, job.values_out, largest)
+                   buf["totals"], buf["words"], buf["index"], largest, 2, gate, cap)
+        words, index = job.sort_rows(buf["words"], WORD_DTYPES[job.key_bytes], 1, cap,
+                                     values=buf["index"])
+        job.launch(take, min(job.blocks(k, block), MAX_GRID), block, job.keys_in, k, words,
+                   index, job.keys_out, job.values_out, largest)
 
     def _rows_streamed(self, job):
         """topk of several rows of at most STREAM_ROW keys: one block per

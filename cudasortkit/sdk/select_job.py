@@ -72,10 +72,14 @@ class SelectJob(Job):
         return self._argsort_rows(self, words, word_dtype, self.rows if rows is None else rows,
                                   self.row_len if row_len is None else row_len)
 
-    def sort_rows(self, words: int, word_dtype: str, rows: int, row_len: int) -> int:
+    def sort_rows(self, words: int, word_dtype: str, rows: int, row_len: int,
+                  values: int = 0):
         """Device address of the unsigned words at `words` (rows x row_len of
         `word_dtype`) with each row sorted ascending, through the core's sort
-        plugins (argsort_rows' sort, keys only); freed with the job."""
+        plugins (argsort_rows' sort, keys only); with `values` (4-byte
+        values, one per word), stably, as (sorted words, their values).
+        Freed with the job."""
         if self._argsort_rows is None:
             raise RuntimeError(f"{self.plugin.name}: this job has no sort to hand out")
-        return self._argsort_rows(self, words, word_dtype, rows, row_len, order=False)
+        return self._argsort_rows(self, words, word_dtype, rows, row_len, order=False,
+                                  values=values)
