@@ -335,3 +335,78 @@ def test_kernel_constants_match_the_plugin():
     assert 4 * radix_select.LARGE_K_SAMPLES + 16 * 1024 <= 227 * 1024
     assert int(define["RS_WIDE"]) == WIDE
     assert int(define["RS_CAP"]) <= radix_select.SORT_CAP
+
+
+def filter_ordered(words, t, block, items, cap, arrival):
+    """rs_filter_ordered on one row of selection words, step for step: tiles
+    of block x items keys taken in `arrival` order; per tile, each (chunk u,
+    warp) counts its keys below t (a ballot), an exclusive scan over the
+    (u, warp) pairs in that order gives their offsets, and a decoupled
+    look-back over the tiles' statuses gives the tile's prefix; key (u,
+    thread) lands at prefix + offset(u, warp) + its rank in the ballot.
+    Returns (cand_words, cand_index) of the slots written (cap of them;
+    -1 where none was), the count below t and the count equal to t."""
+    n, tile = len(words), block * items
+    warps = block // 32
+    nb = -(-n // tile)
+    status = [None] * nb  # ("agg" | "inc", value)
+    out_w, out_i = np.full(cap, -1, np.int64), np.full(cap, -1, np.int64)
+    below = equal = 0
+    for b in arrival:  # blocks run in any order; tiles are taken in arrival order
+        start = b * tile
+        ballots = np.zeros((items, block), bool)
+        for u in range(items):
+            for thread in range(block):
+                i = start + u * block + thread
+                ballots[u, thread] = i < n and words[i] < t
+                equal += i < n and words[i] == t
+        counts = [int(ballots[u, w * 32:(w + 1) * 32].sum()) for u in range(items)
+                  for w in range(warps)]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        total = sum(counts)
+        prefix = 0
+        for p in range(b - 1, -1, -1):  # look-back: predecessors arrived earlier
+            kind, value = status[p]
+            prefix += value
+            if kind == "inc":
+                break
+        status[b] = ("inc", prefix + total)
+        below += total
+        for u in range(items):
+            for thread in range(block):
+                if ballots[u, thread]:
+                    w, lane = divmod(thread, 32)
+                    lanes = ballots[u, w * 32:(w + 1) * 32]
+                    pos = prefix + offsets[u * warps + w] + int(lanes[:lane].sum())
+                    if pos < cap:
+                        out_w[pos] = words[start + u * block + thread]
+                        out_i[pos] = start + u * block + thread
+    return out_w, out_i, below, equal
+
+
+@pytest.mark.parametrize("block,items", [(64, 2), (32, 4), (96, 1)])
+def test_ordered_filter_keeps_the_rows_order(block, items):
+    """rs_filter_ordered's slots hold the words below the threshold in the
+    row's order (so a stable sort by word alone orders them by (word,
+    index)), whatever order the tiles arrive in; past cap nothing is
+    written but the count goes on."""
+    rng = np.random.default_rng(17)
+    for n in (1, 31, 64 * 2 * 3 + 5, 1000):
+        keys = rng.integers(0, 40, n).astype(np.int32)
+        words = selection_words(keys, True)
+        t = int(np.sort(words)[min(n - 1, n // 3)])
+        nb = -(-n // (block * items))
+        # arrival order: tile ids are handed out in arrival order, so tile b
+        # arrives after every tile before it (the kernel's atomic counter)
+        arrival = list(range(nb))
+        want = np.flatnonzero(words < t)
+        for cap in (n, len(want) // 2):
+            got_w, got_i, below, equal = filter_ordered(words, t, block, items, cap, arrival)
+            assert below == len(want) and equal == int((words == t).sum())
+            kept = min(cap, len(want))
+            assert np.array_equal(got_i[:kept], want[:kept])
+            assert np.array_equal(got_w[:kept], words[want[:kept]])
+            assert (got_i[kept:] == -1).all()
+            order = np.argsort(got_w[:kept], kind="stable")
+            pairs = sorted(zip(got_w[:kept].tolist(), got_i[:kept].tolist()))
+            assert list(zip(got_w[:kept][order].tolist(), got_i[:kept][order].tolist())) == pairs
