@@ -135,8 +135,10 @@ def test_quick_sweep_one_bar_skips_once_every_variation_measured(fake_gpu, capsy
     keys = [(line.split()[1], re.sub(r"\d+", "#", line.split("): ", 1)[1])) for line in skips]
     assert len(keys) == len(set(keys)), skips
     br = [line for line in skips if line.startswith("skipped block_radix ")]
-    assert len(br) == 2, br  # one array (it sorts rows only); rows longer than it sorts
-    assert any("(16 entries)" in line and "sort uint32,float32 2^10..2^24" in line for line in br)
+    # arrays longer than the one row it sorts (it measures 2^10 and 2^12); rows longer than it sorts
+    assert len(br) == 2, br
+    assert any("(12 entries)" in line and "sort uint32,float32 2^14..2^24" in line
+               and "arrays of at most 4,096 keys" in line for line in br), br
     assert any(line.endswith("the longest here has 16384/131072/1048576") for line in br), br
     assert "skipped msd_local on sort uint32,float32 2^10..2^24 (16 entries): msd_local does not sort " \
         "uint32/float32 keys" in text

@@ -55,6 +55,9 @@ class SegmentedSortPlugin(SortPlugin):
     #: auto's priority for ragged requests (None: by the longest segment, as
     #: for rows: `segment_priorities`, then `priority`).
     ragged_priority: ClassVar[int | None] = None
+    #: A 1-D request of at most this many keys is sorted as one row (None:
+    #: rows and segments only). Its priority is `priorities`, then `priority`.
+    one_array_up_to: ClassVar[int | None] = None
 
     def unsupported(self, request):
         reason = super().unsupported(request)
@@ -62,6 +65,12 @@ class SegmentedSortPlugin(SortPlugin):
             return reason
         segments = request.segments
         if segments is None:
+            most = self.one_array_up_to
+            if most is not None and request.n <= most:
+                return None  # one row (segments_of)
+            if most is not None:
+                return (f"{self.name} sorts rows, segments and arrays of at most {most:,} keys, "
+                        f"not {request.n:,}")
             return f"{self.name} sorts rows and segments only (one array goes to the 1-D plugins)"
         longest = self.max_row if segments.uniform else self.max_segment
         if longest is not None and segments.max_len > longest:
