@@ -333,3 +333,31 @@ def test_holds_for_a_plan_reads_only_the_current_device():
     assert calls.holds(call, object(), checked=True)
     Adapter.device = 1  # another device current: the general path
     assert not calls.holds(call, object(), checked=True)
+
+
+def test_a_plan_binds_a_decision_the_key_range_made():
+    """A plain repeat call probes the keys' range again after PROBE_REUSE
+    uses of a decision the range made; a plan's call (checked=True) bound
+    its plugin, which serves any keys of the shape, and never spends them."""
+    import types
+
+    from cudasortkit import api
+    from cudasortkit.dispatch.select import _Memo
+
+    class Adapter:
+        @staticmethod
+        def ready(a, ordinal):
+            return True
+
+        @staticmethod
+        def current(ordinal):
+            return True
+
+    calls = api.prepared
+    memo = _Memo(None, None, uses=2)
+    call = types.SimpleNamespace(stamps=calls.stamps(), adapter=Adapter,
+                                 state=types.SimpleNamespace(ordinal=0), memo=memo)
+    assert all(calls.holds(call, object(), checked=True) for _ in range(10))
+    assert memo.uses == 2
+    assert calls.holds(call, object()) and calls.holds(call, object())
+    assert not calls.holds(call, object())  # the plain call's probe is due

@@ -261,12 +261,17 @@ class PreparedCalls:
     def holds(self, call, a, checked: bool = False) -> bool:
         """Whether prepared `call` still serves this call of `a`: its stamps
         stand, `a` is ready for it, and the selector reuses its decision.
-        checked: `a` is known to be C-contiguous on the call's device (a
-        plan checked its signature), so only the current device is read."""
+        checked: a plan's call, which bound its decision (a plan replays
+        only plugins that do not decide on each call's key range, so the
+        plugin serves any keys of the shape): `a` is known to be
+        C-contiguous on the call's device, so only the current device is
+        read, and a decision the keys' range made is not probed again."""
         ordinal = call.state.ordinal
-        return (call.stamps == self.stamps()
-                and (call.adapter.current(ordinal) if checked else call.adapter.ready(a, ordinal))
-                and self.selector.reuse(call.memo))
+        if call.stamps != self.stamps():
+            return False
+        if checked:
+            return call.adapter.current(ordinal)
+        return call.adapter.ready(a, ordinal) and self.selector.reuse(call.memo)
 
     def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
              config, state) -> None:
