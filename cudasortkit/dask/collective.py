@@ -55,6 +55,7 @@ class Spec:
     declared: tuple         # per logical rank: the keys its chunks declare
     members: tuple          # communicator rank of each logical rank
     contiguous: bool        # every logical rank's chunks before the next rank's, in chunk order
+    value_dtype: np.dtype | None = None   # sort_by_key's values'
     module: str = "numpy"   # the chunks' array module, "numpy" or "cupy" (ranks without chunks too)
     timings: bool = False   # time the phases (device synchronised at each boundary)
 
@@ -298,9 +299,10 @@ def sort_on_rank(comm, spec: Spec, local: Local):
         error = e
     counts = checkpoint(comm, error, sum(local.sizes))[:, 0]
     keys, index, values = sorted_
-    if keys is None:
+    if keys is None:             # a rank without chunks still takes part
         keys = xp.empty(0, spec.dtype)
         index = None if spec.op == "sort" else xp.empty(0, np.int64)
+        values = None if spec.value_dtype is None else xp.empty(0, spec.value_dtype)
     timer("local sort")
 
     total = int(counts.sum())

@@ -231,7 +231,7 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
     out_bounds = tuple(int(b) for b in comm.offsets(out_chunks))
     spec = Spec(op, bool(descending), np.dtype(keys.dtype), out_bounds, tuple(declared),
                 tuple(ranks[w] for w in order), placed == sorted(placed),
-                chunks.array_module(keys._meta).__name__, timings is not None)
+                None if values is None else np.dtype(values.dtype), chunks.array_module(keys._meta).__name__, timings is not None)
     client.run(warm_up, spec.dtype, op, spec.descending, min(max(declared), WARM_KEYS), spec.module)
 
     token = tokenize(keys.name, op, descending, out_bounds, uuid.uuid4().hex)
