@@ -132,6 +132,8 @@ def _nccl_available(dask_worker=None) -> bool:
 _communicators: dict = {}
 #: (scheduler, ((worker address, worker id), ...)) -> whether every worker has NCCL
 _nccl_ready: dict = {}
+#: (communicator id, dtype, op, descending) warmed on every worker
+_warmed: set = set()
 
 
 def _members(client):
@@ -231,10 +233,22 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
     out_bounds = tuple(int(b) for b in comm.offsets(out_chunks))
     spec = Spec(op, bool(descending), np.dtype(keys.dtype), out_bounds, tuple(declared),
                 tuple(ranks[w] for w in order), placed == sorted(placed),
-                None if values is None else np.dtype(values.dtype), chunks.array_module(keys._meta).__name__, timings is not None)
-    client.run(warm_up, spec.dtype, op, spec.descending, min(max(declared), WARM_KEYS), spec.module)
+                None if values is None else np.dtype(values.dtype), chunks.array_module(keys._meta).__name__,
+                timings is not None)
+    warm = (cid, spec.dtype.str, op, spec.descending)
+    if warm not in _warmed:
+        client.run(warm_up, spec.dtype, op, spec.descending, min(max(declared), WARM_KEYS), spec.module)
+        _warmed.add(warm)
 
+    # The output chunks' slicing tasks go in with the W tasks (their ranges
+    # are known from the declared chunk lengths), so they run as soon as
+    # their worker's part is done.
     token = tokenize(keys.name, op, descending, out_bounds, uuid.uuid4().hex)
+    starts, first_chunk = worker_starts(declared, out_bounds)
+    fields = {"sort": [0], "argsort": [1], "sort_by_key": [0, 1]}[op]
+    metas = {0: meta_from_array(keys, ndim=1),
+             1: meta_from_array(keys, ndim=1, dtype=np.int64) if op == "argsort" else
+             (None if values is None else meta_from_array(values, ndim=1))}
     with Lock(LOCK):   # the default client's scheduler: one collective sort at a time
         parts = [client.submit(_run_rank, cid, spec, [futures[i] for i in mine[w]], [int(begin[i]) for i in mine[w]],
                                mine[w], [sizes[i] for i in mine[w]],
@@ -242,6 +256,14 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
                                key=f"csk-collective-{token}-{r}", workers=[w], allow_other_workers=False,
                                pure=False)
                  for r, w in enumerate(order)]
+        graphs = {field: {} for field in fields}
+        for field in fields:
+            name = f"csk-result-{field}-{token}"
+            for r, w in enumerate(order):
+                for j in range(first_chunk[r], first_chunk[r + 1]):
+                    a, b = out_bounds[j] - starts[r], out_bounds[j + 1] - starts[r]
+                    graphs[field][(name, j)] = client.submit(_slice, parts[r], field, int(a), int(b),
+                                                             key=(name, j), workers=[w], pure=False)
         wait(parts)
     failed = [p.exception() for p in parts if p.status == "error"]
     if failed:
@@ -249,20 +271,5 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
         raise next((e for e in failed if not isinstance(e, comm.CollectiveAborted)), failed[0])
     if timings is not None:
         timings.extend(client.gather([client.submit(getitem, p, 2, pure=False) for p in parts]))
-
-    starts, first_chunk = worker_starts(declared, out_bounds)
-    fields = {"sort": [0], "argsort": [1], "sort_by_key": [0, 1]}[op]
-    metas = {0: meta_from_array(keys, ndim=1),
-             1: meta_from_array(keys, ndim=1, dtype=np.int64) if op == "argsort" else
-             (None if values is None else meta_from_array(values, ndim=1))}
-    arrays = []
-    for field in fields:
-        name = f"csk-result-{field}-{token}"
-        graph = {}
-        for r, w in enumerate(order):
-            for j in range(first_chunk[r], first_chunk[r + 1]):
-                a, b = out_bounds[j] - starts[r], out_bounds[j + 1] - starts[r]
-                graph[(name, j)] = client.submit(_slice, parts[r], field, int(a), int(b), key=(name, j),
-                                                 workers=[w], pure=False)
-        arrays.append(da.Array(graph, name, chunks=(tuple(out_chunks),), meta=metas[field]))
-    return arrays
+    return [da.Array(graphs[field], f"csk-result-{field}-{token}", chunks=(tuple(out_chunks),), meta=metas[field])
+            for field in fields]
