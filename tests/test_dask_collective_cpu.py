@@ -303,3 +303,17 @@ def test_nccl_needs_a_distributed_client(monkeypatch):
     with pytest.raises(ValueError, match="exchange='nccl' runs on Dask's distributed scheduler"):
         cskd._exchange("nccl", x, 4)
     assert cskd._exchange("auto", x, 4) == "tasks"
+
+
+def test_prepare_makes_the_communicator_and_warms_ahead_of_the_first_sort(client):
+    """After prepare, a sort makes no communicator and warms nothing more."""
+    explicit.prepare(("int16",), ("sort", "argsort"), (False, True), "threads", "numpy")
+    made, warmed = dict(explicit._communicators), set(explicit._warmed)
+    assert {(w[1], w[2], w[3]) for w in warmed} >= {(np.dtype("int16").str, op, d)
+                                                     for op in ("sort", "argsort") for d in (False, True)}
+    x = da.from_array(np.arange(50, dtype=np.int16)[::-1].copy(), chunks=7)
+    i, = run("argsort", x, descending=True)
+    assert np.array_equal(i.compute(), np.arange(50))
+    assert explicit._communicators == made and explicit._warmed == warmed
+    with pytest.raises(ValueError, match="op='topk': one of"):
+        explicit.prepare(("int16",), ("topk",), (False,), "threads", "numpy")

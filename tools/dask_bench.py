@@ -336,8 +336,15 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
     one GPU's sort of the same keys (and, when `fresh`, the first sort in
     this cluster against a warm one)."""
     x = bench.keys(dist, n)
-    first = None
+    first, setup = None, None
     if fresh:            # nothing compiled, no communicator yet
+        if args.prepare:
+            from cudasortkit.dask import explicit
+
+            t = time.perf_counter()
+            explicit.prepare(("uint32",), ("sort",), (False,), "threads" if bench.xp_name == "numpy" else "nccl",
+                             bench.xp_name)
+            setup = time.perf_counter() - t
         s, first = collective_sort(bench, x)
         check = bench.check(x, s)
         del s
@@ -369,7 +376,8 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
           f"{len(bench.workers)} workers, {chunks} chunks: sort {best:.4f} s, {gkeys(n, best):.4g} GKeys/s"
           f"{single_line}{ratio}; phases (slowest worker) "
           + ", ".join(f"{k} {v:.4f}" for k, v in phases.items())
-          + (f"; first sort in fresh cluster {first:.3f} s = {first / best:.1f}x warm" if fresh else "")
+          + ("" if not fresh else f"; first sort in fresh cluster {first:.3f} s = {first / best:.1f}x warm, "
+             + (f"after cudasortkit.dask.prepare {setup:.3f} s" if setup is not None else "without prepare"))
           + f"; check {check}")
 
 
@@ -430,6 +438,8 @@ def main(argv=None) -> None:
     ap.add_argument("--exchange", default="auto", choices=("auto", "nccl"),
                     help="nccl: the collective sort, one CASE line per input (see above)")
     ap.add_argument("--repeats", type=int, default=3, help="timed collective sorts per input (best)")
+    ap.add_argument("--prepare", action=argparse.BooleanOptionalAction, default=True,
+                    help="nccl: cudasortkit.dask.prepare (communicators, kernels) before the first sort")
     args = ap.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # piped into tee: every line out before a timeout
 

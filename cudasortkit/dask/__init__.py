@@ -36,7 +36,7 @@ from ..dtypes import value_bytes
 from . import chunks, cluster, p2p
 from .splitters import brackets, exact_boundaries, output_boundaries, samples_per_chunk
 
-__all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan", "EXCHANGES"]
+__all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXCHANGES"]
 
 
 # The sample sort as a Dask graph: one layer of tasks per stage, built as
@@ -189,6 +189,14 @@ def sort_by_key(keys, values, descending=False, *, chunks=None, exchange="auto")
     k, v = p.assemble(p.graph(keys, values, with_indices=False), [0, 1],
                       [meta_from_array(keys, ndim=1), meta_from_array(values, ndim=1)])
     return k, v
+
+
+def prepare(dtypes=("float32",), ops=("sort",), descending=(False,)) -> None:
+    """Ready the default client's GPU workers for exchange="nccl": make
+    their NCCL communicators and compile the kernels that sorts of `dtypes`
+    (ops: "sort", "argsort", "sort_by_key") use, so the first sort is as
+    fast as the later ones. Optional: the first sort does it otherwise."""
+    _explicit().prepare(tuple(dtypes), tuple(ops), tuple(descending))
 
 
 def plan(x, descending=False, chunks=None, exchange="auto") -> SortPlan:

@@ -18,8 +18,9 @@ collective sort run at a time per cluster, so two sorts never interleave
 their collectives. When a sort fails, its communicator is dropped and the
 next sort makes a new one.
 
-Setting up also warms the kernels a sort of that dtype uses on every
-worker (warm_up), so the first sort does not compile them.
+The first sort of a dtype also warms, on every worker, the kernels a sort
+of that dtype uses (warm_up); `prepare` does both ahead of the first sort,
+so that it runs as fast as the later ones.
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ from .collective import Local, Spec, sort_on_rank, worker_starts
 
 NAME = "cudasortkit-collectives"
 LOCK = "cudasortkit-collective-sort"
-#: keys per worker the warm-up sorts at most (per dtype and operation)
-WARM_KEYS = 1 << 22
+#: keys per worker the warm-up sorts at most (per dtype and operation):
+#: large enough that cudasortkit picks the plugins of large sorts on GPUs
+WARM_KEYS = {"cupy": 1 << 26, "numpy": 1 << 16}
 
 
 class Collectives(WorkerPlugin):
@@ -185,6 +187,26 @@ def _drop(client, transport: str, cid: str) -> None:
         pass
 
 
+def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: str = "nccl",
+            module: str = "cupy") -> None:
+    """Make the communicators among the default client's workers and warm
+    the kernels of every (dtype, op, descending) on all of them, so that the
+    first sort runs as fast as the later ones."""
+    client = cluster.default_client()
+    if client is None:
+        raise RuntimeError("cudasortkit.dask.prepare: make a distributed.Client first")
+    cid, _ = communicator(client, transport)
+    for dtype in dtypes:
+        for op in ops:
+            if op not in ("sort", "argsort", "sort_by_key"):
+                raise ValueError(f"op={op!r}: one of 'sort', 'argsort', 'sort_by_key'")
+            for desc in descending:
+                warm = (cid, np.dtype(dtype).str, op, bool(desc))
+                if warm not in _warmed:
+                    client.run(warm_up, np.dtype(dtype), op, bool(desc), WARM_KEYS[module], module)
+                    _warmed.add(warm)
+
+
 def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "nccl", timings=None) -> list:
     """The collective sort of the dask array `keys` (and `values`, same
     chunks, for sort_by_key) into out_chunks: [sorted keys] (sort),
@@ -237,7 +259,8 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
                 timings is not None)
     warm = (cid, spec.dtype.str, op, spec.descending)
     if warm not in _warmed:
-        client.run(warm_up, spec.dtype, op, spec.descending, min(max(declared), WARM_KEYS), spec.module)
+        client.run(warm_up, spec.dtype, op, spec.descending, min(max(declared), WARM_KEYS[spec.module]),
+                   spec.module)
         _warmed.add(warm)
 
     # The output chunks' slicing tasks go in with the W tasks (their ranges
