@@ -161,7 +161,15 @@ def exact_cuts(comm, asc, index, targets, total: int, stable: bool) -> np.ndarra
     t_inner = [targets[i] for i in inner]
 
     def search(values, side):
+        if not n:   # a rank without keys: no device call on an empty array
+            return np.zeros(len(values), np.int64)
         return chunks.to_host(xp.searchsorted(asc, xp.asarray(values), side=side)).astype(np.int64)
+
+    def before(run, g):
+        """Elements of `run` (indices, sorted) below each g."""
+        if not len(run):
+            return np.zeros(len(g), np.int64)
+        return chunks.to_host(xp.searchsorted(run, xp.asarray(np.asarray(g, np.int64)), side="left"))
 
     def key_counts(active, cand):
         return search(decode([u for row in cand for u in row], asc.dtype), "right").reshape(len(active), K)
@@ -178,15 +186,12 @@ def exact_cuts(comm, asc, index, targets, total: int, stable: bool) -> np.ndarra
         runs = [index[int(a):int(b)] for a, b in zip(left, right)]  # sorted by index
 
         def index_counts(active, cand):
-            return np.stack([chunks.to_host(xp.searchsorted(runs[i], xp.asarray(np.asarray(cand[row], np.int64)),
-                                                            side="left")) for row, i in enumerate(active)])
+            return np.stack([before(runs[i], cand[row]) for row, i in enumerate(active)])
 
         # the smallest g with need elements of index < g among the equal keys
         g = smallest_above(comm, index_counts, [int(v) - 1 for v in need], [0] * len(inner),
                            [total] * len(inner))
-        take = np.array([int(chunks.to_host(xp.searchsorted(runs[i], xp.asarray(np.asarray([g[i]], np.int64)),
-                                                             side="left"))[0]) for i in range(len(inner))],
-                        np.int64)
+        take = np.array([int(before(runs[i], [g[i]])[0]) for i in range(len(inner))], np.int64)
     cuts[inner] = left + take
     return cuts
 

@@ -138,8 +138,16 @@ _nccl_ready: dict = {}
 _warmed: set = set()
 
 
+def _workers(client) -> dict:
+    """Every worker's info (distributed 2025.x lists 5 unless asked for all)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:   # older distributed: all of them, no n_workers
+        return client.scheduler_info()["workers"]
+
+
 def _members(client):
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = _workers(client)
     return tuple((w, info[w].get("id", "")) for w in sorted(info))
 
 
@@ -205,6 +213,25 @@ def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: 
                 if warm not in _warmed:
                     client.run(warm_up, np.dtype(dtype), op, bool(desc), WARM_KEYS[module], module)
                     _warmed.add(warm)
+
+
+def wait_watching(client, parts, workers, poll: float = 1.0) -> None:
+    """Wait for the W tasks; if one of their workers leaves the cluster first,
+    raise instead of waiting forever (its task cannot move: the others wait
+    for it inside the collective)."""
+    from distributed import wait
+
+    while True:
+        try:
+            wait(parts, timeout=poll)
+            return
+        except TimeoutError:
+            alive = _workers(client)
+            gone = [w for w, p in zip(workers, parts) if w not in alive and p.status == "pending"]
+            if gone:
+                raise RuntimeError(f"cudasortkit.dask: worker {gone[0]} left the cluster during a collective "
+                                   "sort; the other workers may still wait for it inside NCCL (which cannot "
+                                   "be interrupted): restart the cluster") from None
 
 
 def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "nccl", timings=None) -> list:
@@ -287,7 +314,7 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
                     a, b = out_bounds[j] - starts[r], out_bounds[j + 1] - starts[r]
                     graphs[field][(name, j)] = client.submit(_slice, parts[r], field, int(a), int(b),
                                                              key=(name, j), workers=[w], pure=False)
-        wait(parts)
+        wait_watching(client, parts, order)
     failed = [p.exception() for p in parts if p.status == "error"]
     if failed:
         _drop(client, transport, cid)
