@@ -330,3 +330,124 @@ def test_a_worker_leaving_during_the_collective_raises_instead_of_waiting(client
     client.cancel(pending)
     done = client.submit(int, 3)
     explicit.wait_watching(client, [done], ["tcp://gone:1"], poll=0.05)   # finished: no error
+
+
+# ------------------------------------------- NcclComm's offsets, NCCL faked
+class FakeDeviceArray(np.ndarray):
+    """A NumPy array with CuPy's .data.ptr and .get(): what NcclComm reads."""
+
+    @property
+    def data(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self, stream=None):
+        return np.asarray(self).copy()
+
+
+class FakeNccl:
+    """cupy.cuda.nccl for ranks that are threads: send/recv/allGather copy
+    bytes between raw pointers (ctypes) when each rank's group ends."""
+    NCCL_UINT8 = 1
+
+    def __init__(self, size):
+        self.barrier, self.mail, self.local = threading.Barrier(size, timeout=30), {}, threading.local()
+
+    def get_unique_id(self):
+        return (1, 2, 3)
+
+    def groupStart(self):
+        self.local.ops = []
+
+    def groupEnd(self):
+        import ctypes
+
+        ops, me = self.local.ops, self.local.rank
+        for op, ptr, n, peer in ops:
+            if op == "send":
+                self.mail[(me, peer)] = ctypes.string_at(ptr, n)
+        self.barrier.wait()
+        for op, ptr, n, peer in ops:
+            if op == "recv":
+                data = self.mail[(peer, me)]
+                assert len(data) == n, f"rank {me} expects {n} bytes from {peer}, {len(data)} were sent"
+                ctypes.memmove(ptr, data, n)
+        self.barrier.wait()
+        self.mail.clear() if me == 0 else None
+        self.barrier.wait()
+
+    def NcclCommunicator(self, size, uid, rank):
+        fake = self
+
+        class Comm:
+            def __init__(self):
+                fake.local.rank = rank
+
+            def send(self, ptr, n, dtype, peer, stream):
+                assert dtype == fake.NCCL_UINT8 and peer != rank
+                fake.local.ops.append(("send", ptr, n, peer))
+
+            def recv(self, ptr, n, dtype, peer, stream):
+                assert dtype == fake.NCCL_UINT8 and peer != rank
+                fake.local.ops.append(("recv", ptr, n, peer))
+
+            def allGather(self, send, recv, n, dtype, stream):
+                fake.groupStart()
+                for peer in range(size):
+                    if peer != rank:
+                        self.send(send, n, dtype, peer, stream)
+                        self.recv(recv + peer * n, n, dtype, peer, stream)
+                import ctypes
+
+                ctypes.memmove(recv + rank * n, send, n)
+                fake.groupEnd()
+
+            def abort(self):
+                fake.barrier.abort()
+
+        return Comm()
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    nccl = FakeNccl(3)
+    cupy = ModuleType("cupy")
+    cupy.empty = lambda n, dtype: np.empty(n, dtype).view(FakeDeviceArray)
+    cupy.zeros = lambda n, dtype: np.zeros(n, dtype).view(FakeDeviceArray)
+    cupy.asarray = lambda a: np.array(a).view(FakeDeviceArray)
+    cuda = ModuleType("cupy.cuda")
+    cuda.nccl = nccl
+    cuda.get_current_stream = lambda: SimpleNamespace(ptr=0, synchronize=lambda: None)
+    cupy.cuda = cuda
+    for name, module in (("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.nccl", nccl)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return nccl
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "int64"])
+def test_nccl_comm_moves_each_piece_to_its_peer(fake_cupy, dtype):
+    """NcclComm's byte offsets and counts (pieces at any start, empty ones,
+    the piece for itself) give what ThreadComm gives."""
+    starts = [[5, 0, 8], [0, 0, 3], [2, 7, 7]]      # rank r sends buf[starts[r][s]:+counts[r][s]] to s
+    counts = [[3, 0, 4], [2, 1, 6], [0, 4, 2]]
+
+    def body(make):
+        def run(c, rank):
+            buf = (np.arange(12) + 100 * rank).astype(dtype)
+            recv = [counts[s][rank] for s in range(3)]
+            if make is not None:
+                c = make(rank)
+                buf = buf.view(FakeDeviceArray)
+            got = c.alltoallv(buf, starts[rank], counts[rank], recv)
+            return np.asarray(got), c.allgather(np.array([rank, 7 * rank]))
+        return run
+
+    expected = on_ranks(3, body(None))
+    got = on_ranks(3, body(lambda rank: comm.NcclComm((1, 2, 3), 3, rank)))
+    for (e_recv, e_all), (g_recv, g_all) in zip(expected, got):
+        assert g_recv.dtype == np.dtype(dtype) and np.array_equal(g_recv, e_recv)
+        assert np.array_equal(g_all, e_all)
