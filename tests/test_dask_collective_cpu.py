@@ -451,3 +451,18 @@ def test_nccl_comm_moves_each_piece_to_its_peer(fake_cupy, dtype):
     for (e_recv, e_all), (g_recv, g_all) in zip(expected, got):
         assert g_recv.dtype == np.dtype(dtype) and np.array_equal(g_recv, e_recv)
         assert np.array_equal(g_all, e_all)
+
+
+def test_auto_picks_nccl_for_device_chunks_where_the_workers_have_it(client, monkeypatch):
+    from types import SimpleNamespace
+
+    class DeviceArray:   # stands for cupy.ndarray: only its module is read
+        pass
+
+    DeviceArray.__module__ = "cupy._core.core"
+    device, hosted = SimpleNamespace(_meta=DeviceArray()), SimpleNamespace(_meta=np.empty(0))
+    assert explicit.nccl_ready(client) is False          # CPU workers: no cupy.cuda.nccl
+    assert cskd._exchange("auto", device, 4) == "tasks"
+    monkeypatch.setattr(explicit, "nccl_ready", lambda c: True)
+    assert cskd._exchange("auto", device, 4) == "nccl"
+    assert cskd._exchange("auto", hosted, 400) == "p2p"
