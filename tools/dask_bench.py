@@ -343,7 +343,7 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
 
             t = time.perf_counter()
             explicit.prepare(("uint32",), ("sort",), (False,), "threads" if bench.xp_name == "numpy" else "nccl",
-                             bench.xp_name)
+                             bench.xp_name, keys_per_worker=n // len(bench.workers))
             setup = time.perf_counter() - t
         s, first = collective_sort(bench, x)
         check = bench.check(x, s)

@@ -85,7 +85,7 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     if what in plugin.warmed or n <= 0:
         return
     xp = np if module == "numpy" else __import__(module)
-    keys = (xp.arange(n, dtype=np.int64)[::-1] % 251).astype(dtype)
+    keys = _random_keys(xp, n, np.dtype(dtype))
     half = n // 2
     if op == "sort":
         s = csk.sort(keys, descending=descending)
@@ -100,6 +100,15 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     if xp is not np:
         xp.cuda.get_current_stream().synchronize()
     plugin.warmed.add(what)
+
+
+def _random_keys(xp, n: int, dtype: np.dtype):
+    """n keys of `dtype` with random bits (bools 0 or 1): n * itemsize bytes."""
+    if xp is np:
+        bits = np.random.default_rng(0).integers(0, 256, n * dtype.itemsize, dtype=np.uint8)
+    else:
+        bits = xp.random.randint(0, 256, n * dtype.itemsize, dtype=np.uint8)
+    return bits.astype(bool) if dtype.kind == "b" else bits.view(dtype)
 
 
 def _run_rank(cid: str, spec: Spec, keys: list, starts: list, index: list, sizes: list, values):
@@ -196,10 +205,12 @@ def _drop(client, transport: str, cid: str) -> None:
 
 
 def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: str = "nccl",
-            module: str = "cupy") -> None:
+            module: str = "cupy", keys_per_worker: int | None = None) -> None:
     """Make the communicators among the default client's workers and warm
-    the kernels of every (dtype, op, descending) on all of them, so that the
-    first sort runs as fast as the later ones."""
+    the kernels of every (dtype, op, descending) on all of them (sorting
+    keys_per_worker keys, default WARM_KEYS), so that the first sort runs as
+    fast as the later ones."""
+    n = WARM_KEYS[module] if keys_per_worker is None else int(keys_per_worker)
     client = cluster.default_client()
     if client is None:
         raise RuntimeError("cudasortkit.dask.prepare: make a distributed.Client first")
@@ -211,7 +222,7 @@ def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: 
             for desc in descending:
                 warm = (cid, np.dtype(dtype).str, op, bool(desc))
                 if warm not in _warmed:
-                    client.run(warm_up, np.dtype(dtype), op, bool(desc), WARM_KEYS[module], module)
+                    client.run(warm_up, np.dtype(dtype), op, bool(desc), n, module)
                     _warmed.add(warm)
 
 
