@@ -304,6 +304,7 @@ def sort_on_rank(comm, spec: Spec, local: Local):
         error = e
     counts = checkpoint(comm, error, sum(local.sizes))[:, 0]
     keys, index, values = sorted_
+    sorted_ = None               # each array freed once sent (rebound below)
     if keys is None:             # a rank without chunks still takes part
         keys = xp.empty(0, spec.dtype)
         index = None if spec.op == "sort" else xp.empty(0, np.int64)

@@ -288,7 +288,9 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
     order = sorted(ranks, key=lambda w: (first.get(w, len(sizes)), ranks[w]))
     logical = {w: r for r, w in enumerate(order)}
     placed = [logical[owner[i]] for i in sorted(owner)]
-    mine = {w: [i for i in sorted(owner) if owner[i] == w] for w in order}
+    mine = {w: [] for w in order}
+    for i in sorted(owner):
+        mine[owner[i]].append(i)
     declared = [sum(sizes[i] for i in mine[w]) for w in order]
     out_bounds = tuple(int(b) for b in comm.offsets(out_chunks))
     spec = Spec(op, bool(descending), np.dtype(keys.dtype), out_bounds, tuple(declared),
