@@ -279,7 +279,7 @@ class Bench:
         return backend, time.perf_counter() - t
 
 
-def start_cluster(cpu: bool, protocol: str, in_process: bool = False):
+def start_cluster(cpu: bool, protocol: str, in_process: bool = False, collective: bool = False):
     from distributed import Client, LocalCluster
 
     if cpu:   # in_process: the collective's thread communicator joins workers of one process
@@ -290,7 +290,7 @@ def start_cluster(cpu: bool, protocol: str, in_process: bool = False):
     from cudasortkit.dask.cluster import protocol as pick_protocol
 
     protocol = pick_protocol(protocol)   # auto: UCX where distributed-ucxx is installed
-    if protocol == "tcp":
+    if protocol == "tcp" and not collective:   # NCCL carries the collective's data, not Dask
         print("transport: TCP (every piece through host memory); for UCX " + UCX_FIX)
     try:
         from dask_cuda import LocalCUDACluster
@@ -363,6 +363,7 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
     phases = {k: max(t.get(k, 0.0) for t in times) for k in times[0]} if times else {}
     chunks = len(x.chunks[0])
     del x
+    time.sleep(1.0)   # the workers drop x and the results, then their pools give the memory back
     bench.client.run(free_pool, bench.xp_name)   # the one-GPU sort gets the memory
     single_line, ratio = "", ""
     if args.single:
@@ -445,7 +446,8 @@ def main(argv=None) -> None:
 
     sizes = [int(v) for v in str(args.size_log2).split(",")]
     collective = args.exchange == "nccl"
-    cluster, client = start_cluster(args.cpu, args.protocol, in_process=args.cpu and collective)
+    cluster, client = start_cluster(args.cpu, args.protocol, in_process=args.cpu and collective,
+                                    collective=collective)
     with cluster, client:
         bench = Bench(client, "numpy" if args.cpu else "cupy", args.chunks_per_worker)
         print(f"cluster: {len(bench.workers)} workers ({'CPU, NumPy' if args.cpu else 'GPU, CuPy'} chunks), "

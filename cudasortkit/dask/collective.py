@@ -12,7 +12,7 @@ communicator's):
    rank order) holds the chunk's midpoint, so rank r owns the global ranks
    [starts[r], starts[r+1]) (worker_starts); for each inner start t every
    rank finds exactly how many of its elements come before global rank t
-   (exact_cuts: a batched K-ary search over the keys' ordered bits with
+   (exact_cuts: a batched (K + 1)-ary search over the keys' ordered bits with
    allgathered counts, then among the keys equal to the t-th one either
    rank order (plain sort: ties may split anyhow) or a second search over
    their global indices (argsort, sort_by_key: ties go by index));
@@ -39,8 +39,10 @@ from . import chunks
 from .comm import CollectiveAborted, offsets
 
 #: Candidates per target and round of the search: each round narrows every
-#: target's range 16-fold, so 4-byte keys take 8 rounds and 8-byte keys 16.
-K = 15
+#: target's range 256-fold, so 4-byte keys take 4 rounds and 8-byte keys 8
+#: (a round costs one searchsorted of K keys per target and one allgather of
+#: K counts per target: latency, not bandwidth).
+K = 255
 
 OPS = ("sort", "argsort", "sort_by_key")
 
