@@ -278,7 +278,7 @@ class Ordered:
         return [out[at[m]:at[m + 1]] for m in self.members]
 
 
-def merge_runs(runs, descending: bool, stable_pairs: bool):
+def merge_runs(runs, descending: bool):
     """Merge sorted runs (keys, values or None) pairwise, earlier runs first
     on equal keys (with values: merge_by_key, stable)."""
     runs = [r for r in runs if len(r[0])] or runs[:1]
@@ -336,9 +336,9 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     timer("exchange")
 
     if spec.op == "sort":
-        out = merge_runs([(k, None) for k in keys], spec.descending, False)
+        out = merge_runs([(k, None) for k in keys], spec.descending)
     elif spec.contiguous:
-        out = merge_runs(list(zip(keys, values)), spec.descending, True)
+        out = merge_runs(list(zip(keys, values)), spec.descending)
     else:
         keys, values = xp.concatenate(keys), xp.concatenate(values)
         index = values if index is None else xp.concatenate(index)
