@@ -225,7 +225,7 @@ def test_tasks_exchange_refuses_a_graph_no_scheduler_could_run():
     x = da.zeros(1024, chunks=1, dtype=np.float32)   # 2^20 pieces
     with pytest.raises(ValueError, match="too many for the tasks exchange.*p2p"):
         cskd.sort(x, exchange="tasks")
-    with pytest.raises(ValueError, match="exchange is one of 'auto', 'p2p', 'tasks'"):
+    with pytest.raises(ValueError, match="exchange is one of 'auto', 'nccl', 'p2p', 'tasks'"):
         cskd.sort(x, exchange="ucx")
 
 

@@ -3,6 +3,8 @@
     python tools/dask_bench.py                      # LocalCUDACluster, one worker per GPU
     python tools/dask_bench.py --size-log2 28 --small-log2 26 --phases
     python tools/dask_bench.py --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
+    python tools/dask_bench.py --exchange nccl --size-log2 30,31,32 --small-log2 30 \
+        --inputs few,lognormal,uniform --no-dataframe     # issue 27's bar, one line per case
 
 Inputs (uint32 keys, made on the workers from their global index, so any
 chunking and the one-GPU baseline see the same data): uniform at 2^size-log2,
@@ -15,6 +17,15 @@ one GPU's cudasortkit.sort of the same keys (as many as fit on one GPU), and,
 for uniform keys, the ratio to dask.dataframe's sort_values on the same
 cluster (pandas partitions of the same keys, cudf where importable; at
 2^df-size-log2 keys, since a CPU sort of 2^31 keys would take too long).
+
+--exchange nccl runs the collective sort (cudasortkit/dask/explicit.py) and
+prints one CASE line per input: Dask's transport and NCCL's, the sort's
+time (best of --repeats after one untimed sort), GKeys/s, its phases
+(slowest worker per phase, the device synchronised at each), one GPU's
+cudasortkit.sort of the same keys in the same run and the ratio, and for
+the first input the first sort in the fresh cluster (communicator setup and
+kernel compilation included) against the warm one. With --cpu it runs the
+same collective on an in-process CPU cluster, ranks joined by threads.
 """
 from __future__ import annotations
 
@@ -268,18 +279,18 @@ class Bench:
         return backend, time.perf_counter() - t
 
 
-def start_cluster(cpu: bool, protocol: str):
+def start_cluster(cpu: bool, protocol: str, in_process: bool = False, collective: bool = False):
     from distributed import Client, LocalCluster
 
-    if cpu:
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+    if cpu:   # in_process: the collective's thread communicator joins workers of one process
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=not in_process,
+                               dashboard_address=None, silence_logs=logging.ERROR)
         return cluster, Client(cluster)
     from cudasortkit.dask.cluster import UCX_FIX
     from cudasortkit.dask.cluster import protocol as pick_protocol
 
     protocol = pick_protocol(protocol)   # auto: UCX where distributed-ucxx is installed
-    if protocol == "tcp":
+    if protocol == "tcp" and not collective:   # NCCL carries the collective's data, not Dask
         print("transport: TCP (every piece through host memory); for UCX " + UCX_FIX)
     try:
         from dask_cuda import LocalCUDACluster
@@ -305,6 +316,70 @@ def gpu_spec_cluster(protocol: str):
 
 def gkeys(n, seconds):
     return n / seconds / 1e9
+
+
+def collective_sort(bench: Bench, x, times=None):
+    """(result, seconds) of one collective sort of x (exchange="nccl"; on
+    --cpu the same collective with threads for NCCL), persisted and settled."""
+    from cudasortkit.dask import explicit
+
+    transport = "threads" if bench.xp_name == "numpy" else "nccl"
+    t = time.perf_counter()
+    (s,) = explicit.run("sort", x, None, False, x.chunks[0], transport, times)
+    s = s.persist()
+    bench.settle(s)
+    return s, time.perf_counter() - t
+
+
+def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
+    """One CASE line: the collective sort of input `dist` at n keys against
+    one GPU's sort of the same keys (and, when `fresh`, the first sort in
+    this cluster against a warm one)."""
+    x = bench.keys(dist, n)
+    first, setup = None, None
+    if fresh:            # nothing compiled, no communicator yet
+        if args.prepare:
+            from cudasortkit.dask import explicit
+
+            t = time.perf_counter()
+            explicit.prepare(("uint32",), ("sort",), (False,), "threads" if bench.xp_name == "numpy" else "nccl",
+                             bench.xp_name, keys_per_worker=n // len(bench.workers))
+            setup = time.perf_counter() - t
+        s, first = collective_sort(bench, x)
+        check = bench.check(x, s)
+        del s
+    else:
+        s, _ = collective_sort(bench, x)   # untimed: the next ones reuse memory and kernels
+        check = bench.check(x, s)
+        del s
+    best = float("inf")
+    for _ in range(args.repeats):
+        s, seconds = collective_sort(bench, x)
+        del s
+        best = min(best, seconds)
+    times = []        # one more, with the phases timed (a device sync at each)
+    s, _ = collective_sort(bench, x, times)
+    del s
+    phases = {k: max(t.get(k, 0.0) for t in times) for k in times[0]} if times else {}
+    chunks = len(x.chunks[0])
+    del x
+    time.sleep(1.0)   # the workers drop x and the results, then their pools give the memory back
+    bench.client.run(free_pool, bench.xp_name)   # the one-GPU sort gets the memory
+    single_line, ratio = "", ""
+    if args.single:
+        m, single = bench.single(dist, n)
+        note = "" if m == n else f" (first 2^{m.bit_length() - 1} keys only: that is what fits)"
+        ratio = f"; {best / single * n / m:.2f}x one GPU" if m else ""
+        single_line = f"; one GPU {single:.4f} s{note}, {gkeys(m, single):.4g} GKeys/s"
+    transport = bench.client.scheduler.address.split("://")[0]
+    data = "threads" if bench.xp_name == "numpy" else "NCCL"
+    print(f"CASE {dist} 2^{n.bit_length() - 1}: dask {transport} + data {data}, exchange nccl, "
+          f"{len(bench.workers)} workers, {chunks} chunks: sort {best:.4f} s, {gkeys(n, best):.4g} GKeys/s"
+          f"{single_line}{ratio}; phases (slowest worker) "
+          + ", ".join(f"{k} {v:.4f}" for k, v in phases.items())
+          + ("" if not fresh else f"; first sort in fresh cluster {first:.3f} s = {first / best:.1f}x warm, "
+             + (f"after cudasortkit.dask.prepare {setup:.3f} s" if setup is not None else "without prepare"))
+          + f"; check {check}")
 
 
 def run_input(bench: Bench, dist: str, n: int, args) -> None:
@@ -350,7 +425,8 @@ def run_dataframe(bench: Bench, n: int) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cpu", action="store_true", help="LocalCluster of 2 CPU processes, NumPy chunks")
-    ap.add_argument("--size-log2", type=int, default=31, help="uniform input size (default 31)")
+    ap.add_argument("--size-log2", default="31",
+                    help="uniform input size(s), comma-separated: 30,31,32 (default 31)")
     ap.add_argument("--small-log2", type=int, default=28, help="few/sorted/lognormal size (default 28)")
     ap.add_argument("--df-size-log2", type=int, default=24, help="dask.dataframe comparison size")
     ap.add_argument("--chunks-per-worker", type=int, default=2)
@@ -360,10 +436,18 @@ def main(argv=None) -> None:
                     help="compare with one worker's cudasortkit.sort")
     ap.add_argument("--dataframe", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--protocol", default="auto", choices=("auto", "tcp", "ucx"))
+    ap.add_argument("--exchange", default="auto", choices=("auto", "nccl"),
+                    help="nccl: the collective sort, one CASE line per input (see above)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed collective sorts per input (best)")
+    ap.add_argument("--prepare", action=argparse.BooleanOptionalAction, default=True,
+                    help="nccl: cudasortkit.dask.prepare (communicators, kernels) before the first sort")
     args = ap.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # piped into tee: every line out before a timeout
 
-    cluster, client = start_cluster(args.cpu, args.protocol)
+    sizes = [int(v) for v in str(args.size_log2).split(",")]
+    collective = args.exchange == "nccl"
+    cluster, client = start_cluster(args.cpu, args.protocol, in_process=args.cpu and collective,
+                                    collective=collective)
     with cluster, client:
         bench = Bench(client, "numpy" if args.cpu else "cupy", args.chunks_per_worker)
         print(f"cluster: {len(bench.workers)} workers ({'CPU, NumPy' if args.cpu else 'GPU, CuPy'} chunks), "
@@ -371,13 +455,18 @@ def main(argv=None) -> None:
         if not args.cpu:
             print("devices:", sorted(set(client.run(device_name).values())))
         if args.dataframe:
-            run_dataframe(bench, 1 << min(args.df_size_log2, args.size_log2))
+            run_dataframe(bench, 1 << min(args.df_size_log2, max(sizes)))
+        fresh = collective
         for dist in args.inputs.split(","):
-            n = 1 << (args.size_log2 if dist == "uniform" else args.small_log2)
-            try:
-                run_input(bench, dist, n, args)
-            except Exception:
-                traceback.print_exc()
+            for log2 in (sizes if dist == "uniform" else [args.small_log2]):
+                try:
+                    if collective:
+                        run_collective(bench, dist, 1 << log2, args, fresh)
+                        fresh = False
+                    else:
+                        run_input(bench, dist, 1 << log2, args)
+                except Exception:
+                    traceback.print_exc()
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@
     k, v = cskd.sort_by_key(keys, values)
 
 `exchange=` picks how the sorted pieces move between workers: "auto"
-(default), "p2p" (Dask distributed's P2P shuffle engine: tasks grow linearly
-with the chunk count; NumPy chunks) or "tasks" (P x Q tasks; any chunks);
-see SortPlan.
+(default), "nccl" (CuPy chunks: one collective sort among the workers over
+NCCL, run when called; explicit.py), "p2p" (Dask distributed's P2P shuffle
+engine: tasks grow linearly with the chunk count; NumPy chunks) or "tasks"
+(P x Q tasks; any chunks); see SortPlan.
 
 Results are lazy dask arrays with known chunks: by default the input's
 chunking (`chunks=` asks for another), each output chunk holding exactly its
@@ -35,7 +36,7 @@ from ..dtypes import value_bytes
 from . import chunks, cluster, p2p
 from .splitters import brackets, exact_boundaries, output_boundaries, samples_per_chunk
 
-__all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan", "EXCHANGES"]
+__all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXCHANGES"]
 
 
 # The sample sort as a Dask graph: one layer of tasks per stage, built as
@@ -54,13 +55,17 @@ __all__ = ["sort", "argsort", "sort_by_key", "SortPlan", "plan", "EXCHANGES"]
 #                           Q merges (Dask's scheduler moves every piece)
 #     result       Q per returned array (field 0 keys, 1 values)
 #
-# "auto" picks p2p for host (NumPy) chunks when a distributed Client is the
-# default scheduler and P x Q >= P2P_MIN_PIECES, else tasks; the tasks
+# "nccl" is not a graph: explicit.py runs one collective sort among the
+# workers when sort() is called (P + W + Q tasks, W workers).
+#
+# "auto" picks nccl for device (CuPy) chunks when a distributed Client is the
+# default scheduler and every worker has NCCL, p2p for host (NumPy) chunks
+# on a distributed Client when P x Q >= P2P_MIN_PIECES, else tasks; the tasks
 # exchange refuses more than TASKS_MAX_PIECES pieces (a graph no scheduler
 # could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
 # P = 8 (64 pieces) tasks 0.12-0.16 s, p2p 0.15-0.17 s; P = 16: 0.45-0.49
 # against 0.28-0.34 s; P = 32: 1.0-1.3 against 0.37-0.39 s.
-EXCHANGES = ("auto", "p2p", "tasks")
+EXCHANGES = ("auto", "nccl", "p2p", "tasks")
 P2P_MIN_PIECES = 100
 TASKS_MAX_PIECES = 1 << 18
 
@@ -72,7 +77,7 @@ class SortPlan:
     descending: bool
     token: str            # names this sort's tasks
     dtype: np.dtype = np.dtype(np.float64)   # the keys'
-    exchange: str = "tasks"                  # "p2p" or "tasks", as chosen by _plan
+    exchange: str = "tasks"                  # "nccl", "p2p" or "tasks", as chosen by _plan
 
     @property
     def targets(self) -> np.ndarray:
@@ -87,6 +92,9 @@ class SortPlan:
         boundaries, then the exchange's (p2p: transfer, barrier and merge in
         one layer; tasks: splits, piece, exchange, merge); the last layer
         holds the merged (keys, values) of output chunk j at (merge name, j)."""
+        if self.exchange == "nccl":
+            raise ValueError("exchange='nccl' is no task graph: it runs when sort() is called; time its "
+                             "phases with cudasortkit.dask.explicit.run(..., timings=[])")
         p, q, desc = len(self.sizes), len(self.out_chunks), self.descending
         local, sample, brackets_, window, bounds = (self.name(s) for s in (
             "local-sort", "sample", "brackets", "window", "boundaries"))
@@ -152,6 +160,8 @@ def sort(x, descending=False, *, chunks=None, exchange="auto"):
     p = _plan(x, descending, chunks, exchange, "sort")
     if not sum(p.sizes):
         return x.rechunk((p.out_chunks,))
+    if p.exchange == "nccl":
+        return _explicit().run("sort", x, None, p.descending, p.out_chunks)[0]
     return p.assemble(p.graph(x, None, with_indices=False), [0], [meta_from_array(x, ndim=1)])[0]
 
 
@@ -160,6 +170,8 @@ def argsort(x, descending=False, *, chunks=None, exchange="auto"):
     p = _plan(x, descending, chunks, exchange, "argsort")
     if not sum(p.sizes):
         return x.astype(np.int64).rechunk((p.out_chunks,))
+    if p.exchange == "nccl":
+        return _explicit().run("argsort", x, None, p.descending, p.out_chunks)[0]
     meta = meta_from_array(x, ndim=1, dtype=np.int64)
     return p.assemble(p.graph(x, None, with_indices=True), [1], [meta])[0]
 
@@ -171,9 +183,22 @@ def sort_by_key(keys, values, descending=False, *, chunks=None, exchange="auto")
     p = _plan(keys, descending, chunks, exchange, "sort-by-key", values.name)
     if not sum(p.sizes):
         return keys.rechunk((p.out_chunks,)), values.rechunk((p.out_chunks,))
+    if p.exchange == "nccl":
+        k, v = _explicit().run("sort_by_key", keys, values, p.descending, p.out_chunks)
+        return k, v
     k, v = p.assemble(p.graph(keys, values, with_indices=False), [0, 1],
                       [meta_from_array(keys, ndim=1), meta_from_array(values, ndim=1)])
     return k, v
+
+
+def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), keys_per_worker=None) -> None:
+    """Ready the default client's GPU workers for exchange="nccl": make
+    their NCCL communicators and compile the kernels that sorts of `dtypes`
+    (ops: "sort", "argsort", "sort_by_key") use, by sorting keys_per_worker
+    keys on each (default 2^26; the size your sorts give each worker picks
+    the same kernels), so the first sort is as fast as the later ones.
+    Optional: the first sort does it otherwise."""
+    _explicit().prepare(tuple(dtypes), tuple(ops), tuple(descending), keys_per_worker=keys_per_worker)
 
 
 def plan(x, descending=False, chunks=None, exchange="auto") -> SortPlan:
@@ -193,28 +218,46 @@ def _plan(x, descending, chunks, exchange, *names) -> SortPlan:
     sizes = tuple(int(n) for n in x.chunks[0])
     out = sizes if chunks is None else _out_chunks(chunks, x)
     exchange = _exchange(exchange, x, len(sizes) * len(out))
-    cluster.check_transport(x)
+    if exchange != "nccl":          # NCCL moves the data itself, whatever Dask talks
+        cluster.check_transport(x)
     return SortPlan(sizes, out, bool(descending), tokenize(x.name, bool(descending), out, exchange, *names),
                     np.dtype(x.dtype), exchange)
 
 
+def _explicit():
+    """explicit.py (imported when used: it imports distributed)."""
+    from . import explicit
+
+    return explicit
+
+
 def _exchange(requested: str, x, pieces: int) -> str:
     """The exchange to use (the rule above EXCHANGES), or why it cannot be."""
-    host = chunks.array_module(x._meta) is np
+    host = type(x._meta).__module__.split(".")[0] != "cupy"   # as chunks.array_module, without importing cupy
     if requested == "auto":
-        fits = host and pieces >= P2P_MIN_PIECES and p2p.available() and cluster.has_distributed_client()
+        client = cluster.default_client()
+        if not host and client is not None and _explicit().nccl_ready(client):
+            return "nccl"
+        fits = host and pieces >= P2P_MIN_PIECES and p2p.available() and client is not None
         requested = "p2p" if fits else "tasks"
-    if requested == "p2p":
+    if requested == "nccl":
+        if host:
+            raise ValueError("exchange='nccl' sorts device (CuPy) chunks among GPU workers; for NumPy "
+                             "chunks use exchange='p2p' or 'tasks'")
+        if not cluster.has_distributed_client():
+            raise ValueError("exchange='nccl' runs on Dask's distributed scheduler: make a "
+                             "distributed.Client first (or use exchange='tasks')")
+    elif requested == "p2p":
         if not host:
             raise ValueError("exchange='p2p' carries host (NumPy) chunks only: Dask's P2P engine would "
-                             "copy device chunks through the host; use exchange='tasks' for CuPy chunks")
+                             "copy device chunks through the host; use exchange='nccl' or 'tasks' for CuPy chunks")
         if not p2p.available():
             raise ValueError("exchange='p2p' needs distributed's P2P shuffle engine as of distributed "
                              "2026.7 or later; use exchange='tasks'")
     elif pieces > TASKS_MAX_PIECES:
         raise ValueError(f"{pieces} pieces (input x output chunks) are too many for the tasks exchange "
-                         f"(at most {TASKS_MAX_PIECES}); use fewer, larger chunks, or NumPy chunks on a "
-                         "distributed Client (the p2p exchange)")
+                         f"(at most {TASKS_MAX_PIECES}); use fewer, larger chunks, NumPy chunks on a "
+                         "distributed Client (the p2p exchange) or CuPy chunks on GPU workers (exchange='nccl')")
     return requested
 
 

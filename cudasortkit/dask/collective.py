@@ -1,0 +1,351 @@
+"""One worker's part of a collective sort: its input chunks in, its slice of
+the global order out, talking to the other workers through a communicator
+(comm.py) instead of through Dask tasks.
+
+Every worker (logical rank r of W; `members` maps logical ranks to the
+communicator's):
+
+1. local sort: concatenates its chunks in chunk order and sorts them with
+   cudasortkit (argsort and sort_by_key: sort_by_key with the keys' int64
+   global indices as values, stable, so equal keys stay in index order);
+2. splitters: output chunk j goes to the rank whose local keys' range (in
+   rank order) holds the chunk's midpoint, so rank r owns the global ranks
+   [starts[r], starts[r+1]) (worker_starts); for each inner start t every
+   rank finds exactly how many of its elements come before global rank t
+   (exact_cuts: a batched (K + 1)-ary search over the keys' ordered bits with
+   allgathered counts, then among the keys equal to the t-th one either
+   rank order (plain sort: ties may split anyhow) or a second search over
+   their global indices (argsort, sort_by_key: ties go by index));
+3. exchange: one alltoallv per array (keys, global indices, values);
+4. merge: the W received sorted runs: plain sort merges them pairwise
+   (cudasortkit.merge); argsort and sort_by_key merge them pairwise
+   stably (merge_by_key) when the ranks' chunks are contiguous in rank
+   order (every rank's indices below the next rank's), else order them by
+   (key, global index) with cudasortkit.lexsort.
+
+Nothing here knows Dask; collective_cuts and the search are tested against
+NumPy directly (tests/test_dask_collective_cpu.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import api as csk
+from ..calls.merging import merge, merge_by_key
+from . import chunks
+from .comm import CollectiveAborted, offsets
+
+#: Candidates per target and round of the search: each round narrows every
+#: target's range 256-fold, so 4-byte keys take 4 rounds and 8-byte keys 8
+#: (a round costs one searchsorted of K keys per target and one allgather of
+#: K counts per target: latency, not bandwidth).
+K = 255
+
+OPS = ("sort", "argsort", "sort_by_key")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What every rank of one collective sort knows before it starts."""
+    op: str                 # one of OPS
+    descending: bool
+    dtype: np.dtype         # the keys'
+    out_bounds: tuple       # Q + 1 global ranks: output chunk j is [out_bounds[j], out_bounds[j+1])
+    declared: tuple         # per logical rank: the keys its chunks declare
+    members: tuple          # communicator rank of each logical rank
+    contiguous: bool        # every logical rank's chunks before the next rank's, in chunk order
+    value_dtype: np.dtype | None = None   # sort_by_key's values'
+    module: str = "numpy"   # the chunks' array module, "numpy" or "cupy" (ranks without chunks too)
+    timings: bool = False   # time the phases (device synchronised at each boundary)
+
+
+@dataclass
+class Local:
+    """One rank's input: its nonempty chunks in chunk order, their global
+    start indices, their chunk numbers and declared lengths (for errors)."""
+    keys: list
+    starts: list
+    index: list
+    sizes: list
+    values: list | None = None
+    times: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------ output ranges
+def worker_starts(counts, out_bounds) -> tuple:
+    """(starts, first): logical rank r owns output chunks first[r] ..
+    first[r+1] - 1, which are the global ranks [starts[r], starts[r+1]).
+    Chunk j goes to the rank whose keys (counts[r] of them, ranks in order)
+    hold its midpoint, so each rank receives about as many keys as it holds."""
+    c = offsets(counts)
+    b = np.asarray(out_bounds, np.int64)
+    twice_mid = b[:-1] + b[1:]
+    owner = np.minimum(np.searchsorted(2 * c[1:], twice_mid, side="right"), len(counts) - 1)
+    first = np.searchsorted(owner, np.arange(len(counts) + 1), side="left")
+    return b[first], first
+
+
+# ------------------------------------------------------- the ordered bits
+def top(dtype) -> int:
+    """The largest ordered value of `dtype`'s keys (bool: 1)."""
+    dt = np.dtype(dtype)
+    return 1 if dt.kind == "b" else (1 << (8 * dt.itemsize)) - 1
+
+
+def decode(u, dtype) -> np.ndarray:
+    """Keys of `dtype` for ordered values u (ints in [0, top]), nondecreasing
+    in u in NumPy's ascending order: unsigned as is, signed with the sign bit
+    flipped, floats IEEE-ordered (negatives' bits inverted) with -inf below
+    the negative NaN patterns and NaN (last, as NumPy sorts it) above +inf."""
+    dt = np.dtype(dtype)
+    u = np.asarray([int(v) for v in u], dtype=np.uint64)
+    if dt.kind == "b":
+        return u.astype(bool)
+    if dt.kind == "u":
+        return u.astype(dt)
+    bits = 8 * dt.itemsize
+    uint = np.dtype(f"u{dt.itemsize}")
+    sign = np.uint64(1 << (bits - 1))
+    if dt.kind == "i":
+        return (u ^ sign).astype(uint).view(dt)
+    mask = np.uint64((1 << bits) - 1)
+    negative = u < sign
+    keys = np.where(negative, ~u & mask, u & ~sign).astype(uint).view(dt)
+    nan = np.isnan(keys)
+    keys[nan & negative] = -np.inf
+    keys[nan & ~negative] = np.nan
+    return keys
+
+
+def smallest_above(comm, local_counts, targets, lo, hi) -> list:
+    """For every target t_i the smallest u in [lo_i, hi_i] with F_i(u) > t_i,
+    where F_i(u) is the sum over ranks of local_counts(i, u), nondecreasing in
+    u, and F_i(hi_i) > t_i. All ranks call it alike (they see the same global
+    counts, so they take the same rounds). local_counts(active, candidates)
+    returns an int64 array of shape (len(active), K) for candidates[row]."""
+    lo, hi = [int(v) for v in lo], [int(v) for v in hi]
+    while True:
+        active = [i for i in range(len(targets)) if lo[i] < hi[i]]
+        if not active:
+            return lo
+        cand = [[lo[i] + (hi[i] - lo[i]) * c // (K + 1) for c in range(1, K + 1)] for i in active]
+        total = comm.allgather(np.asarray(local_counts(active, cand), np.int64)).sum(axis=0)
+        for row, i in enumerate(active):
+            above = np.flatnonzero(total[row] > targets[i])
+            if len(above):
+                c = int(above[0])
+                hi[i] = cand[row][c]
+                if c:
+                    lo[i] = cand[row][c - 1] + 1
+            else:
+                lo[i] = cand[row][-1] + 1
+
+
+def exact_cuts(comm, asc, index, targets, total: int, stable: bool) -> np.ndarray:
+    """For every global rank t in `targets`: how many of this rank's sorted
+    elements come before it, so that the ranks' counts add up to t and the
+    elements before the cuts are the first t of the global order.
+
+    asc: this rank's sorted keys in an ascending order (chunks.ascending of
+    the requested one); index: their global indices (stable only: sorted
+    within equal keys). The order is (key, rank) for a plain sort and
+    (key, global index) when `stable`."""
+    xp = chunks.array_module(asc)
+    n = len(asc)
+    targets = [int(t) for t in targets]
+    inner = [i for i, t in enumerate(targets) if 0 < t < total]
+    cuts = np.array([0 if t <= 0 else n for t in targets], np.int64)
+    if not inner:
+        return cuts
+    t_inner = [targets[i] for i in inner]
+
+    def search(values, side):
+        if not n:   # a rank without keys: no device call on an empty array
+            return np.zeros(len(values), np.int64)
+        return chunks.to_host(xp.searchsorted(asc, xp.asarray(values), side=side)).astype(np.int64)
+
+    def before(run, g):
+        """Elements of `run` (indices, sorted) below each g."""
+        if not len(run):
+            return np.zeros(len(g), np.int64)
+        return chunks.to_host(xp.searchsorted(run, xp.asarray(np.asarray(g, np.int64)), side="left"))
+
+    def key_counts(active, cand):
+        return search(decode([u for row in cand for u in row], asc.dtype), "right").reshape(len(active), K)
+
+    u = smallest_above(comm, key_counts, t_inner, [0] * len(inner), [top(asc.dtype)] * len(inner))
+    kth = decode(u, asc.dtype)                       # the key of rank t, per target
+    left, right = search(kth, "left"), search(kth, "right")
+    every = comm.allgather(np.stack([left, right - left]))      # (ranks, 2, targets)
+    need = np.asarray(t_inner, np.int64) - every[:, 0].sum(axis=0)  # of the equal keys, before t
+    if not stable:
+        earlier = np.cumsum(every[:, 1], axis=0) - every[:, 1]     # equal keys of lower ranks
+        take = np.clip(need - earlier[comm.rank], 0, right - left)
+    else:
+        runs = [index[int(a):int(b)] for a, b in zip(left, right)]  # sorted by index
+
+        def index_counts(active, cand):
+            return np.stack([before(runs[i], cand[row]) for row, i in enumerate(active)])
+
+        # the smallest g with need elements of index < g among the equal keys
+        g = smallest_above(comm, index_counts, [int(v) - 1 for v in need], [0] * len(inner),
+                           [total] * len(inner))
+        take = np.array([int(before(runs[i], [g[i]])[0]) for i in range(len(inner))], np.int64)
+    cuts[inner] = left + take
+    return cuts
+
+
+# ------------------------------------------------------------ the whole sort
+class Timer:
+    def __init__(self, times: dict, on: bool, xp):
+        self.times, self.on, self.xp = times, on, xp
+        self.t = time.perf_counter() if on else 0.0
+
+    def __call__(self, phase: str) -> None:
+        if self.on:
+            synchronize(self.xp)
+            now = time.perf_counter()
+            self.times[phase] = now - self.t
+            self.t = now
+
+
+def synchronize(xp) -> None:
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+
+
+def checkpoint(comm, error, *numbers) -> np.ndarray:
+    """Every rank's numbers, once all ranks got here: a rank that failed
+    raises its error, the others CollectiveAborted, so none waits forever."""
+    rows = comm.allgather(np.asarray([error is None, *numbers], np.int64))
+    if error is not None:
+        raise error
+    if not rows[:, 0].all():
+        raise CollectiveAborted("cudasortkit.dask: another worker of this collective sort failed "
+                                "(its error is the sort's)")
+    return rows[:, 1:]
+
+
+def local_sort(spec: Spec, local: Local):
+    """(sorted keys, their global indices or None, values in that order or None)."""
+    for k, i, n in zip(local.keys, local.index, local.sizes):
+        chunks.check_chunk(k, i, n, spec.dtype)
+    if local.values is not None:
+        for v, i, n in zip(local.values, local.index, local.sizes):
+            if len(v) != n:
+                raise ValueError(f"cudasortkit.dask: values chunk {i} has {len(v)} elements, not {n}")
+    if not local.keys:
+        return None, None, None
+    xp = chunks.array_module(local.keys[0])
+    keys = local.keys[0] if len(local.keys) == 1 else xp.concatenate(local.keys)
+    if spec.op == "sort":
+        return csk.sort(keys, descending=spec.descending), None, None
+    index = xp.concatenate([xp.arange(s, s + len(k), dtype=np.int64) for s, k in zip(local.starts, local.keys)])
+    keys, index = csk.sort_by_key(keys, index, descending=spec.descending)
+    if spec.op == "argsort":
+        return keys, index, None
+    # sort_by_key: the values by where their global index sits in this rank's chunks
+    starts = xp.asarray(np.asarray(local.starts, np.int64))
+    first = xp.asarray(offsets([len(k) for k in local.keys])[:-1])
+    chunk = xp.searchsorted(starts, index, side="right") - 1
+    values = local.values[0] if len(local.values) == 1 else xp.concatenate(local.values)
+    return keys, index, values[index - starts[chunk] + first[chunk]]
+
+
+class Ordered:
+    """The communicator seen in logical rank order (spec.members)."""
+
+    def __init__(self, comm, members):
+        self.comm, self.members = comm, list(members)
+        self.rank, self.size = self.members.index(comm.rank), len(self.members)
+
+    def allgather(self, a):
+        return self.comm.allgather(a)[self.members]
+
+    def alltoallv(self, buf, cuts, recv_counts) -> list:
+        """Logical rank s gets buf[cuts[s]:cuts[s+1]]; the runs received, in logical order."""
+        send_starts = np.zeros(self.size, np.int64)
+        send_counts = np.zeros(self.size, np.int64)
+        recv = np.zeros(self.size, np.int64)
+        for logical, member in enumerate(self.members):
+            send_starts[member], send_counts[member] = cuts[logical], cuts[logical + 1] - cuts[logical]
+            recv[member] = recv_counts[logical]
+        out = self.comm.alltoallv(buf, send_starts, send_counts, recv)
+        at = offsets(recv)
+        return [out[at[m]:at[m + 1]] for m in self.members]
+
+
+def merge_runs(runs, descending: bool):
+    """Merge sorted runs (keys, values or None) pairwise, earlier runs first
+    on equal keys (with values: merge_by_key, stable)."""
+    runs = [r for r in runs if len(r[0])] or runs[:1]
+    while len(runs) > 1:
+        merged = []
+        for a, b in zip(runs[::2], runs[1::2]):
+            if a[1] is None:
+                merged.append((merge(a[0], b[0], descending=descending), None))
+            else:
+                merged.append(merge_by_key(a[0], a[1], b[0], b[1], descending=descending))
+        runs = merged + runs[len(runs) - len(runs) % 2:]
+    return runs[0]
+
+
+def sort_on_rank(comm, spec: Spec, local: Local):
+    """This rank's (keys, values or None) of global ranks [starts[r],
+    starts[r+1]) (worker_starts), in the requested order."""
+    comm = Ordered(comm, spec.members)
+    xp = np if spec.module == "numpy" else __import__(spec.module)
+    timer = Timer(local.times, spec.timings, xp)
+    error, sorted_ = None, (None, None, None)
+    try:
+        sorted_ = local_sort(spec, local)
+    except Exception as e:   # reported to every rank at the checkpoint
+        error = e
+    counts = checkpoint(comm, error, sum(local.sizes))[:, 0]
+    keys, index, values = sorted_
+    sorted_ = None               # each array freed once sent (rebound below)
+    if keys is None:             # a rank without chunks still takes part
+        keys = xp.empty(0, spec.dtype)
+        index = None if spec.op == "sort" else xp.empty(0, np.int64)
+        values = None if spec.value_dtype is None else xp.empty(0, spec.value_dtype)
+    timer("local sort")
+
+    total = int(counts.sum())
+    starts, _ = worker_starts(counts, spec.out_bounds)
+    stable = spec.op != "sort"
+    asc = chunks.ascending(keys, spec.descending)
+    inner = exact_cuts(comm, asc, index, starts[1:-1], total, stable)
+    del asc
+    cuts = np.concatenate([[0], inner, [len(keys)]]).astype(np.int64)
+    sent = np.diff(cuts)
+    recv = comm.allgather(sent)[:, comm.rank]
+    timer("splitters")
+
+    def exchange(a):
+        return comm.alltoallv(xp.ascontiguousarray(a), cuts, recv)
+
+    keys = exchange(keys)
+    if spec.op == "argsort":
+        values, index = exchange(index), None
+    elif spec.op == "sort_by_key":
+        values = exchange(values)
+        index = None if spec.contiguous else exchange(index)
+    timer("exchange")
+
+    if spec.op == "sort":
+        out = merge_runs([(k, None) for k in keys], spec.descending)
+    elif spec.contiguous:
+        out = merge_runs(list(zip(keys, values)), spec.descending)
+    else:
+        keys, values = xp.concatenate(keys), xp.concatenate(values)
+        index = values if index is None else xp.concatenate(index)
+        order = csk.lexsort((index, chunks.ascending(keys, spec.descending)))
+        out = keys[order], values[order]
+    timer("merge")
+    if len(out[0]) != starts[comm.rank + 1] - starts[comm.rank]:
+        raise RuntimeError(f"cudasortkit.dask: rank {comm.rank} ended with {len(out[0])} keys, not the "
+                           f"{starts[comm.rank + 1] - starts[comm.rank]} of its output chunks; please report this")
+    return out

@@ -1,0 +1,198 @@
+"""Communicators among the workers of one collective sort (collective.py).
+
+A communicator joins `size` workers, each knowing its `rank`, and offers
+what the collective sort needs, every call made by all ranks in the same
+order:
+
+    allgather(a)        a small host (NumPy) array from every rank, stacked
+                        in rank order: shape (size,) + a.shape
+    alltoallv(buf, send_starts, send_counts, recv_counts)
+                        this rank sends buf[send_starts[s] : send_starts[s] +
+                        send_counts[s]] to every rank s and returns what it
+                        received: one buffer, the pieces in source rank order
+                        (recv_counts[s] elements from rank s)
+    abort()             after a local error: other ranks' calls fail instead
+                        of waiting forever (where the transport can)
+
+Two transports:
+
+- NcclComm: NCCL on CuPy arrays (cupy.cuda.nccl): device buffers move GPU to
+  GPU (NVLink, PCIe, InfiniBand) and never through host memory; alltoallv is
+  one group of ncclSend/ncclRecv per call on the current CuPy stream.
+- ThreadComm: ranks that are threads of one process (a LocalCluster with
+  processes=False), any array type; for tests and in-process clusters.
+
+Both are made from a shared id that one place creates (new_id) and every
+rank passes in (NCCL's unique id; for threads a key of this process's hubs).
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+
+import numpy as np
+
+TRANSPORTS = ("nccl", "threads")
+
+
+class CollectiveAborted(RuntimeError):
+    """Another rank of the collective failed; its own error says why."""
+
+
+def new_id(transport: str):
+    """The id every rank's communicator is made from."""
+    if transport == "nccl":
+        from cupy.cuda import nccl
+
+        return nccl.get_unique_id()
+    if transport == "threads":
+        return uuid.uuid4().hex
+    raise ValueError(f"transport {transport!r}: one of {TRANSPORTS}")
+
+
+def make(transport: str, uid, size: int, rank: int):
+    """Rank `rank` of `size`'s communicator (NCCL: blocks until all ranks call it)."""
+    return NcclComm(uid, size, rank) if transport == "nccl" else ThreadComm(uid, size, rank)
+
+
+def nccl_available() -> bool:
+    """Whether this process can make NCCL communicators (CuPy built with NCCL)."""
+    try:
+        from cupy.cuda import nccl
+
+        return bool(getattr(nccl, "available", True)) and hasattr(nccl, "NcclCommunicator")
+    except Exception:
+        return False
+
+
+def offsets(counts) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(np.asarray(counts, np.int64))]).astype(np.int64)
+
+
+# ------------------------------------------------------------------ threads
+class _Hub:
+    """Where the ranks of one ThreadComm meet: a slot each and a barrier."""
+
+    def __init__(self, size: int, timeout: float):
+        self.slots = [None] * size
+        self.barrier = threading.Barrier(size, timeout=timeout)
+
+
+_hubs: dict = {}
+_hubs_lock = threading.Lock()
+
+
+class ThreadComm:
+    #: seconds a rank waits for the others at one call before it fails
+    timeout = 120.0
+
+    def __init__(self, uid: str, size: int, rank: int):
+        with _hubs_lock:
+            self.hub = _hubs.setdefault(uid, _Hub(size, self.timeout))
+        self.size, self.rank = size, rank
+
+    def _swap(self, item) -> list:
+        """Every rank's item, in rank order."""
+        try:
+            self.hub.slots[self.rank] = item
+            self.hub.barrier.wait()
+            out = list(self.hub.slots)
+            self.hub.barrier.wait()     # all have read before anyone writes again
+            return out
+        except threading.BrokenBarrierError:
+            raise CollectiveAborted("cudasortkit.dask: another worker of this collective sort "
+                                    "failed (its error is the sort's)") from None
+
+    def allgather(self, a) -> np.ndarray:
+        return np.stack([np.asarray(x) for x in self._swap(np.array(a, copy=True))])
+
+    def alltoallv(self, buf, send_starts, send_counts, recv_counts):
+        pieces = [buf[int(a):int(a) + int(c)].copy() for a, c in zip(send_starts, send_counts)]
+        got = [p[self.rank] for p in self._swap(pieces)]
+        if [len(g) for g in got] != [int(c) for c in recv_counts]:
+            raise RuntimeError("cudasortkit.dask: received piece lengths differ from the counts agreed")
+        return got[0][:0] if not any(len(g) for g in got) else _concatenate(got)
+
+    def abort(self) -> None:
+        self.hub.barrier.abort()
+
+
+def _concatenate(parts):
+    mod = type(parts[0]).__module__.split(".")[0]
+    if mod == "cupy":
+        import cupy
+
+        return cupy.concatenate(parts)
+    return np.concatenate(parts)
+
+
+# --------------------------------------------------------------------- NCCL
+class NcclComm:
+    """NCCL among one GPU per rank; every call on the current CuPy stream."""
+
+    def __init__(self, uid, size: int, rank: int):
+        from cupy.cuda import nccl
+
+        self.nccl = nccl
+        self.comm = nccl.NcclCommunicator(size, uid, rank)
+        self.size, self.rank = size, rank
+        self._connect()
+
+    def _connect(self) -> None:
+        """NCCL connects peers on their first send/recv: one element to every
+        peer now, so the first sort does not pay for it."""
+        import cupy
+
+        ones = np.ones(self.size, np.int64)
+        self.alltoallv(cupy.zeros(self.size, np.uint8), np.arange(self.size), ones, ones)
+        self.allgather(np.zeros(1, np.int64))
+
+    def _stream(self):
+        import cupy
+
+        return cupy.cuda.get_current_stream()
+
+    def allgather(self, a) -> np.ndarray:
+        import cupy
+
+        a = np.ascontiguousarray(a)
+        send = cupy.asarray(a.reshape(-1).view(np.uint8))
+        recv = cupy.empty(self.size * send.size, np.uint8)
+        stream = self._stream()
+        if send.size:
+            self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self.nccl.NCCL_UINT8, stream.ptr)
+        host = recv.get(stream=stream)   # waits for the gather
+        return host.view(a.dtype).reshape((self.size,) + a.shape)
+
+    def alltoallv(self, buf, send_starts, send_counts, recv_counts):
+        """One grouped ncclSend/ncclRecv per peer; the piece for this rank
+        itself is a device copy. Enqueued on the current stream: later work
+        on it sees the received data (nothing waits here)."""
+        import cupy
+
+        nccl, stream = self.nccl, self._stream()
+        size = buf.dtype.itemsize
+        at, rat = np.asarray(send_starts, np.int64), offsets(recv_counts)
+        out = cupy.empty(int(rat[-1]), buf.dtype)
+        me = self.rank
+        if send_counts[me] != recv_counts[me]:
+            raise RuntimeError("cudasortkit.dask: this rank's piece for itself differs from the counts agreed")
+        if send_counts[me]:
+            out[rat[me]:rat[me + 1]] = buf[at[me]:at[me] + int(send_counts[me])]
+        nccl.groupStart()
+        try:
+            for peer in range(self.size):
+                if peer == me:
+                    continue
+                if send_counts[peer]:
+                    self.comm.send(buf.data.ptr + int(at[peer]) * size, int(send_counts[peer]) * size,
+                                   nccl.NCCL_UINT8, peer, stream.ptr)
+                if recv_counts[peer]:
+                    self.comm.recv(out.data.ptr + int(rat[peer]) * size, int(recv_counts[peer]) * size,
+                                   nccl.NCCL_UINT8, peer, stream.ptr)
+        finally:
+            nccl.groupEnd()
+        return out
+
+    def abort(self) -> None:
+        self.comm.abort()
