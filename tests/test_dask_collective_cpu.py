@@ -471,3 +471,45 @@ def test_auto_picks_nccl_for_device_chunks_where_the_workers_have_it(client, mon
     monkeypatch.setattr(explicit, "nccl_ready", lambda c: True)
     assert cskd._exchange("auto", device, 4) == "nccl"
     assert cskd._exchange("auto", hosted, 400) == "p2p"
+
+
+@pytest.mark.parametrize("dtype, narrow", [("uint32", True), ("int16", True), ("float32", False)])
+def test_warm_up_also_sorts_a_narrow_key_range_of_integers(monkeypatch, dtype, narrow):
+    """Integer keys of a narrow range take other plugins (counting) than
+    random bits do, so the warm-up sorts both: the first real sort after
+    prepare finds those kernels compiled too."""
+    from types import SimpleNamespace
+
+    import cudasortkit as csk
+
+    spans = []
+    real = csk.sort
+
+    def recording(keys, **kwargs):
+        spans.append(int(keys.max()) - int(keys.min()) if keys.dtype.kind in "iu" else None)
+        return real(keys, **kwargs)
+
+    monkeypatch.setattr(csk, "sort", recording)
+    worker = SimpleNamespace(plugins={explicit.NAME: explicit.Collectives()})
+    explicit.warm_up(np.dtype(dtype), "sort", False, 4096, "numpy", dask_worker=worker)
+    assert len(spans) == (2 if narrow else 1)
+    if narrow:
+        assert spans[0] > 1000 and spans[1] <= 15
+    explicit.warm_up(np.dtype(dtype), "sort", False, 4096, "numpy", dask_worker=worker)
+    assert len(spans) == (2 if narrow else 1)  # once per worker, dtype and op
+
+
+def test_a_persisted_input_is_not_persisted_again(client, monkeypatch):
+    """An input whose chunks are all finished futures goes straight to the
+    collective (no update_graph message to wait behind); any other input is
+    persisted first."""
+    x = client.persist(da.from_array(np.arange(40, dtype=np.int32)[::-1].copy(), chunks=9))
+    distributed.wait(x)
+    calls = []
+    persist = client.persist
+    monkeypatch.setattr(client, "persist", lambda c, *a, **k: calls.append(c) or persist(c, *a, **k))
+    s, = run("sort", x)
+    assert np.array_equal(s.compute(), np.arange(40)) and calls == []
+    lazy = da.from_array(np.arange(40, dtype=np.int32)[::-1].copy(), chunks=9)
+    s, = run("sort", lazy)
+    assert np.array_equal(s.compute(), np.arange(40)) and len(calls) == 1
