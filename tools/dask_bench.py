@@ -369,7 +369,7 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
     if args.single:
         m, single = bench.single(dist, n)
         note = "" if m == n else f" (first 2^{m.bit_length() - 1} keys only: that is what fits)"
-        ratio = f"; {best / single * n / m:.2f}x one GPU" if m else ""
+        ratio = f"; {best / (single * n / m):.2f}x one GPU" if m else ""  # its time per key, times n
         single_line = f"; one GPU {single:.4f} s{note}, {gkeys(m, single):.4g} GKeys/s"
     transport = bench.client.scheduler.address.split("://")[0]
     data = "threads" if bench.xp_name == "numpy" else "NCCL"
