@@ -60,8 +60,18 @@ def mix64(z):
     return z ^ (z >> 31)
 
 
-def make_keys(dist: str, start: int, n: int, xp_name: str):
-    """The uint32 keys at global indices start..start+n-1 of input `dist`."""
+def make_keys(dist: str, start: int, n: int, xp_name: str, step: int = 1 << 26):
+    """The uint32 keys at global indices start..start+n-1 of input `dist`,
+    made `step` keys at a time so the 8-byte temporaries stay small."""
+    if n > step:
+        out = array_module(xp_name).empty(n, np.uint32)
+        for s in range(0, n, step):
+            out[s:s + step] = _make_keys(dist, start + s, min(step, n - s), xp_name)
+        return out
+    return _make_keys(dist, start, n, xp_name)
+
+
+def _make_keys(dist: str, start: int, n: int, xp_name: str):
     xp = array_module(xp_name)
     i = xp.arange(start, start + n, dtype=xp.uint64)
     if dist == "sorted":
@@ -143,10 +153,7 @@ def single_sort(dist: str, n: int, xp_name: str, repeats: int):
 def time_sort(dist: str, n: int, xp_name: str, repeats: int) -> float:
     import cudasortkit as csk
 
-    keys = array_module(xp_name).empty(n, np.uint32)
-    step = 1 << 26
-    for s in range(0, n, step):
-        keys[s:s + step] = make_keys(dist, s, min(step, n - s), xp_name)
+    keys = make_keys(dist, 0, n, xp_name)
     csk.sort(keys[: 1 << 20])
     best = float("inf")
     for _ in range(repeats):

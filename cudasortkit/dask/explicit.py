@@ -87,10 +87,12 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     xp = np if module == "numpy" else __import__(module)
     dtype = np.dtype(dtype)
     keys = _random_keys(xp, n, dtype)
-    # Integer keys of a narrow range take other plugins (counting): those too.
-    inputs = [keys] + ([keys & 15] if dtype.kind in "iu" else [])
     half = n // 2
-    for keys in inputs:
+    # Integer keys of a narrow range take other plugins (counting): those
+    # too, made in place (the warm-up holds one set of keys at a time).
+    for narrow in (False, True) if dtype.kind in "iu" else (False,):
+        if narrow:
+            keys &= 15
         if op == "sort":
             s = csk.sort(keys, descending=descending)
             csk.merge(s[:half], s[half:], descending=descending)
