@@ -1,6 +1,6 @@
 """Which plugin auto gives a small 1-D device sort with nothing measured
 (no GPU needed: the real registry, the default policy, gpu_available
-patched on): block_radix sorts one array of up to 1,024 keys of at most 4
+patched on): block_radix sorts one array of up to 2,048 keys of at most 4
 bytes as one row, merge_sort takes over above that; block_radix refuses
 arrays longer than its one row and says so."""
 import numpy as np
@@ -29,7 +29,7 @@ def device_request(kind, dtype, n):
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "int16", "uint8"])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 @pytest.mark.parametrize("n, name", [(2, "block_radix"), (1000, "block_radix"),
-                                     (1024, "block_radix"), (1025, "merge_sort"),
+                                     (2048, "block_radix"), (2049, "merge_sort"),
                                      (1 << 12, "merge_sort")])
 def test_small_arrays_go_to_one_block_s_radix_sort(selector, kind, dtype, n, name):
     assert selector.choose(device_request(kind, dtype, n), "auto")[0].name == name

@@ -60,13 +60,19 @@
 #error "tile positions are 16 bits"
 #endif
 
-struct BrShared {
+// AUX_SLOTS: BR_TILE where the sort moves aux words (positions, segment
+// ordinals), 1 where it moves keys alone (block_radix_rows without values:
+// a tile of twice the keys fits the 48 KiB, plugins/block_radix.py's
+// _shared_bytes).
+template <int AUX_SLOTS>
+struct BrSharedT {
     csk_bits_t keys[BR_TILE];
-    unsigned aux[BR_TILE];  // tile position (low 16 bits), segment ordinal (high 16)
+    unsigned aux[AUX_SLOTS];  // tile position (low 16 bits), segment ordinal (high 16)
     unsigned counts[BR_WARPS * BR_DIGITS];  // warp-major: counts[w * 256 + d]
     unsigned scan[BR_WARPS + 1];
     long long bounds[4];
 };
+typedef BrSharedT<BR_TILE> BrShared;
 
 __device__ __forceinline__ unsigned br_digit(csk_bits_t key, unsigned aux, int pass)
 {
@@ -79,8 +85,8 @@ __device__ __forceinline__ unsigned br_digit(csk_bits_t key, unsigned aux, int p
 // when AUX) hold the first c positions in order. Items j >= ie take no
 // part; padding positions (c and up) must hold the largest digits (they
 // rank last, being last in position order too). Called by every thread.
-template <bool AUX>
-__device__ __forceinline__ void br_sort(BrShared* s, csk_bits_t (&key)[ITEMS_PER_THREAD],
+template <bool AUX, class Shared>
+__device__ __forceinline__ void br_sort(Shared* s, csk_bits_t (&key)[ITEMS_PER_THREAD],
                                         unsigned (&aux)[ITEMS_PER_THREAD], int passes, int ie)
 {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -151,7 +157,7 @@ block_radix_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict_
                  long long row_len, const long long* __restrict__ offsets,
                  const long long* __restrict__ seg_list, unsigned long long mask64, int mode)
 {
-    __shared__ BrShared s;
+    __shared__ BrSharedT<CSK_HAS_VALUES ? BR_TILE : 1> s;
     const csk_bits_t mask = (csk_bits_t)mask64;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     long long base, len;
@@ -178,9 +184,14 @@ block_radix_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict_
     br_sort<CSK_HAS_VALUES != 0>(&s, key, aux, CSK_KEY_BYTES, ie);
     for (int i = t; i < len; i += BLOCK_SIZE) {
         keys_out[base + i] = csk_decode(s.keys[i], mask);
+#if CSK_HAS_VALUES  // (without values s.aux has one slot)
         csk_write_value(values_out, values_in, base + i, base + s.aux[i], mode,
                         [&] { return base; });
+#endif
     }
+    (void)values_in;
+    (void)values_out;
+    (void)mode;
 }
 
 __device__ __forceinline__ long long br_offset(const long long* __restrict__ offsets,
@@ -218,6 +229,12 @@ __device__ long long br_lower_bound(const long long* __restrict__ offsets, long 
     return lo;
 }
 
+// The several-segments kernel moves aux words: it exists where its tile
+// with them fits the static 48 KiB (a keys-only rows tile of twice the
+// keys compiles this file without it).
+#define BR_AUX_SHARED (BR_TILE * (CSK_KEY_BYTES + 4) + BR_WARPS * BR_DIGITS * 4 \
+                       + (BR_WARPS + 1) * 4 + 32)
+#if BR_AUX_SHARED <= 48 * 1024
 // Short segments, several per block (see the top). Uniform rows (offsets
 // null, count rows of row_len keys, row_len <= BR_STEP) or ragged offsets;
 // ragged segments longer than BR_STEP are left alone.
@@ -302,6 +319,7 @@ block_radix_tiles(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict
                         [&] { return (s0 + (a >> 16)) * row_len; });
     }
 }
+#endif  // BR_AUX_SHARED
 
 // Ragged segments too long for a block go through one global radix sort of
 // their keys alone, compacted in block_radix_classify's order: long_at[0..m] are the

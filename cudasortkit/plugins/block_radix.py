@@ -33,9 +33,12 @@ SHARED_LIMIT = 48 * 1024
 _RADIX = OnesweepSort()
 
 
-def _shared_bytes(block: int, items: int, key_bytes: int) -> int:
-    """block_radix.cu's BrShared."""
-    return block * items * (key_bytes + 4) + (block // 32) * 256 * 4 + (block // 32 + 1) * 4 + 32
+def _shared_bytes(block: int, items: int, key_bytes: int, aux: bool = True) -> int:
+    """block_radix.cu's BrSharedT: with aux words (BR_TILE of them), or
+    without (block_radix_rows moving keys alone: one slot)."""
+    aux_bytes = block * items * 4 if aux else 4
+    return (block * items * key_bytes + aux_bytes + (block // 32) * 256 * 4
+            + (block // 32 + 1) * 4 + 32)
 
 
 class BlockRadixSort(SegmentedSortPlugin):
@@ -52,12 +55,13 @@ class BlockRadixSort(SegmentedSortPlugin):
     priority = 500
     #: Uniform rows: `rows` (bitonic, priority 10) keeps rows up to 256 keys.
     segment_priorities = ((256, 20), (MAX_ROW, 5))
-    #: A 1-D array of up to MAX_ROW keys is one row; auto takes it up to
-    #: 1,024 keys, where one block's radix passes beat merge_sort's one-launch
-    #: tile sort (H100 kernel time: 256 keys 5.1 us against 10.7, 1,024 keys
-    #: 7.9 against 11.0; 2,048 keys 12.1 against 11.2, docs/algorithms/block_radix.md).
+    #: A 1-D array of up to MAX_ROW keys is one row (array_block threads);
+    #: auto takes it up to 2,048 keys, where one block's radix passes beat
+    #: merge_sort's one-launch tile sort (H100 kernel time, uint32 sort:
+    #: 1,024 keys 7.5 us against 11.0, 2,048 keys 10.3 against 11.2; 3,000
+    #: keys 13.1 against 11.3, docs/algorithms/block_radix.md).
     one_array_up_to = MAX_ROW
-    priorities = ((1024, 12),)
+    priorities = ((2048, 12),)
     #: Ragged segments of any length.
     ragged_priority = 5
     tunables = {
@@ -68,6 +72,8 @@ class BlockRadixSort(SegmentedSortPlugin):
                                "uniform rows up to this length go several to a block"),
         "warp_match": Tunable(0, (0, 2, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
+        "array_block": Tunable(512, (256, 512), "threads per block for a 1-D array sorted as "
+                               "one row (512 x 8 keys fit where they move alone)"),
     }
     templates = ("block_radix.cu",)
 
@@ -86,16 +92,21 @@ class BlockRadixSort(SegmentedSortPlugin):
             if segments.row_len <= min(job.config["tiles_up_to"], self._step(job)):
                 self._tiles(job, segments, mode)
             else:
-                self._rows(job, segments.count, segments.row_len, 0, 0, mode)
+                one_array = job.request is None or job.request.segments is None
+                block = job.config["array_block" if one_array else "block_size"]
+                self._rows(job, segments.count, segments.row_len, 0, 0, mode, block)
             return
         self._ragged(job, segments, mode)
 
     # ------------------------------------------------------------ helpers
-    def _tile_config(self, job, items: int) -> dict:
-        """The job's config with a block size whose tile of `items` keys a
-        thread fits shared memory (256 threads always do, up to 16 keys)."""
+    def _tile_config(self, job, items: int, aux: bool = True, block: int | None = None) -> dict:
+        """The job's config with a block size (`block`, default its
+        block_size) whose tile of `items` keys a thread (with aux words, or
+        keys alone) fits shared memory (256 threads always do, up to 16 keys)."""
         config = dict(job.config)
-        if _shared_bytes(config["block_size"], items, job.key_bytes) > SHARED_LIMIT:
+        if block is not None:
+            config["block_size"] = block
+        if _shared_bytes(config["block_size"], items, job.key_bytes, aux) > SHARED_LIMIT:
             config["block_size"] = 256
         return config
 
@@ -103,14 +114,15 @@ class BlockRadixSort(SegmentedSortPlugin):
         config = self._tile_config(job, job.config["tile_items"])
         return config["block_size"] * job.config["tile_items"] // 2
 
-    def _rows(self, job, count, row_len, offsets, seg_list, mode):
+    def _rows(self, job, count, row_len, offsets, seg_list, mode, block=None):
         """block_radix_rows over `count` segments (uniform rows of row_len,
-        or ragged seg_list entries of at most MAX_ROW keys)."""
-        block = job.config["block_size"]
+        or ragged seg_list entries of at most MAX_ROW keys), `block`
+        threads each (default the config's block_size) where the tile fits."""
+        block = job.config["block_size"] if block is None else block
         items = 1
         while block * items < row_len:
             items *= 2
-        config = self._tile_config(job, items)
+        config = self._tile_config(job, items, aux=job.value_bytes > 0, block=block)  # CSK_HAS_VALUES
         if config["block_size"] != block:
             items = 1
             while 256 * items < row_len:
