@@ -379,3 +379,14 @@ def test_a_worker_lost_mid_sort_gives_the_exact_result():
             with pytest.raises(Exception):   # the worker's connection closes as it exits
                 c.run(os._exit, 1, workers=[sorted(c.scheduler_info()["workers"])[1]])
             assert np.array_equal(future.result(timeout=120), np.argsort(a, kind="stable"))
+
+
+def test_without_dask_the_import_names_the_extra(monkeypatch):
+    import importlib
+    import sys
+
+    for name in [m for m in sys.modules if m == "cudasortkit.dask" or m.startswith("cudasortkit.dask.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "dask.array", None)  # what a missing package looks like
+    with pytest.raises(ImportError, match=r'pip install "cudasortkit\[dask\]"'):
+        importlib.import_module("cudasortkit.dask")

@@ -25,8 +25,13 @@ import math
 from dataclasses import dataclass
 from operator import getitem
 
-import dask.array as da
 import numpy as np
+
+try:
+    import dask.array as da
+except ImportError as e:  # the extra is not installed: say which
+    raise ImportError('cudasortkit.dask needs Dask (dask[array] and distributed): '
+                      'pip install "cudasortkit[dask]"') from e
 from dask.array.core import normalize_chunks
 from dask.array.utils import meta_from_array
 from dask.base import tokenize
