@@ -646,6 +646,19 @@ __device__ __forceinline__ void rs_bitonic64(unsigned long long* s, int p)
 // Keys each thread loads before it uses any, in rs_final's passes over a candidate list.
 #define RS_LIST_ITEMS 4
 
+// Candidates base + u * BLOCK_SIZE + threadIdx.x (u < RS_LIST_ITEMS) of
+// list[0, n) into c[u], every load issued before any is used; past n: 0.
+__device__ __forceinline__ void rs_load_list(const unsigned long long* __restrict__ list,
+                                             long long base, long long n,
+                                             unsigned long long (&c)[RS_LIST_ITEMS])
+{
+#pragma unroll
+    for (int u = 0; u < RS_LIST_ITEMS; ++u) {
+        const long long j = base + u * BLOCK_SIZE + threadIdx.x;
+        c[u] = j < n ? list[j] : 0ull;
+    }
+}
+
 // Per row: thresh[r] = T, the word of rank m (1-based) among `samples`
 // words of the row (in dynamic shared memory: samples words), one from
 // each of `samples` equal strides at a hashed offset (no stride pattern of the data lines up
@@ -823,12 +836,8 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
             for (int i = threadIdx.x; i < RS_WIDE_BINS; i += BLOCK_SIZE) s_hist[i] = 0;
             __syncthreads();
             for (long long base = 0; base < n_less; base += RS_LIST_ITEMS * BLOCK_SIZE) {
-                unsigned long long c[RS_LIST_ITEMS];  // every load in flight first
-#pragma unroll
-                for (int u = 0; u < RS_LIST_ITEMS; ++u) {
-                    const long long j = base + u * BLOCK_SIZE + threadIdx.x;
-                    c[u] = j < n_less ? list[j] : 0ull;
-                }
+                unsigned long long c[RS_LIST_ITEMS];
+                rs_load_list(list, base, n_less, c);
 #pragma unroll
                 for (int u = 0; u < RS_LIST_ITEMS; ++u)
                     if (base + u * BLOCK_SIZE + threadIdx.x < n_less
@@ -846,11 +855,7 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         __syncthreads();
         for (long long base = 0; base < n_less; base += RS_LIST_ITEMS * BLOCK_SIZE) {
             unsigned long long c[RS_LIST_ITEMS];
-#pragma unroll
-            for (int u = 0; u < RS_LIST_ITEMS; ++u) {
-                const long long j = base + u * BLOCK_SIZE + threadIdx.x;
-                c[u] = j < n_less ? list[j] : 0ull;
-            }
+            rs_load_list(list, base, n_less, c);
 #pragma unroll
             for (int u = 0; u < RS_LIST_ITEMS; ++u)
                 if (base + u * BLOCK_SIZE + threadIdx.x < n_less
