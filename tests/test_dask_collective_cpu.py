@@ -48,11 +48,12 @@ def test_thread_comm_allgather_and_alltoallv():
         buf = np.arange(6) + 100 * rank                      # 3 ranks: pieces of 1, 2, 3 from rank 0...
         starts, counts = [0, 1, 3], [1, 2, 3]
         recv = [[1, 2, 3][rank]] * 3
-        return got, c.alltoallv(buf, starts, counts, recv)
+        return got, c.alltoallv(buf, starts, counts, recv), c.allreduce_sum(np.array([[rank, 1]]))
 
     results = on_ranks(3, body)
-    for rank, (got, recv) in enumerate(results):
+    for rank, (got, recv, total) in enumerate(results):
         assert np.array_equal(got, [[0, 0], [1, 10], [2, 20]])
+        assert total.dtype == np.int64 and np.array_equal(total, [[3, 3]])
         a, n = [0, 1, 3][rank], [1, 2, 3][rank]
         assert np.array_equal(recv, np.concatenate([np.arange(a, a + n) + 100 * s for s in range(3)]))
 
@@ -355,6 +356,8 @@ class FakeNccl:
     """cupy.cuda.nccl for ranks that are threads: send/recv/allGather copy
     bytes between raw pointers (ctypes) when each rank's group ends."""
     NCCL_UINT8 = 1
+    NCCL_INT64 = 5
+    NCCL_SUM = 0
 
     def __init__(self, size):
         self.barrier, self.mail, self.local = threading.Barrier(size, timeout=30), {}, threading.local()
@@ -408,6 +411,18 @@ class FakeNccl:
                 ctypes.memmove(recv + rank * n, send, n)
                 fake.groupEnd()
 
+            def allReduce(self, send, recv, n, dtype, op, stream):
+                import ctypes
+
+                assert (dtype, op) == (fake.NCCL_INT64, fake.NCCL_SUM)
+                fake.mail[("sum", rank)] = np.frombuffer(ctypes.string_at(send, 8 * n), np.int64)
+                fake.barrier.wait()
+                total = np.sum([fake.mail[("sum", r)] for r in range(size)], axis=0, dtype=np.int64)
+                ctypes.memmove(recv, total.tobytes(), 8 * n)
+                fake.barrier.wait()
+                fake.mail.clear() if rank == 0 else None
+                fake.barrier.wait()
+
             def abort(self):
                 fake.barrier.abort()
 
@@ -448,14 +463,16 @@ def test_nccl_comm_moves_each_piece_to_its_peer(fake_cupy, dtype):
                 c = make(rank)
                 buf = buf.view(FakeDeviceArray)
             got = c.alltoallv(buf, starts[rank], counts[rank], recv)
-            return np.asarray(got), c.allgather(np.array([rank, 7 * rank]))
+            return (np.asarray(got), c.allgather(np.array([rank, 7 * rank])),
+                    c.allreduce_sum(np.array([[rank, 1 << 40], [-rank, 5]], np.int64)))
         return run
 
     expected = on_ranks(3, body(None))
     got = on_ranks(3, body(lambda rank: comm.NcclComm((1, 2, 3), 3, rank)))
-    for (e_recv, e_all), (g_recv, g_all) in zip(expected, got):
+    for (e_recv, e_all, e_sum), (g_recv, g_all, g_sum) in zip(expected, got):
         assert g_recv.dtype == np.dtype(dtype) and np.array_equal(g_recv, e_recv)
         assert np.array_equal(g_all, e_all)
+        assert np.array_equal(g_sum, e_sum) and np.array_equal(g_sum, [[3, 3 << 40], [-3, 15]])
 
 
 def test_auto_picks_nccl_for_device_chunks_where_the_workers_have_it(client, monkeypatch):

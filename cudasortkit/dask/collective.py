@@ -13,7 +13,7 @@ communicator's):
    [starts[r], starts[r+1]) (worker_starts); for each inner start t every
    rank finds exactly how many of its elements come before global rank t
    (exact_cuts: a batched (K + 1)-ary search over the keys' ordered bits with
-   allgathered counts, then among the keys equal to the t-th one either
+   counts summed over the ranks, then among the keys equal to the t-th one either
    rank order (plain sort: ties may split anyhow) or a second search over
    their global indices (argsort, sort_by_key: ties go by index));
 3. exchange: one alltoallv per array (keys, global indices, values);
@@ -40,7 +40,7 @@ from .comm import CollectiveAborted, offsets
 
 #: Candidates per target and round of the search: each round narrows every
 #: target's range 256-fold, so 4-byte keys take 4 rounds and 8-byte keys 8
-#: (a round costs one searchsorted of K keys per target and one allgather of
+#: (a round costs one searchsorted of K keys per target and one allreduce of
 #: K counts per target: latency, not bandwidth).
 K = 255
 
@@ -132,7 +132,9 @@ def smallest_above(comm, local_counts, targets, lo, hi) -> list:
         if not active:
             return lo
         cand = [[lo[i] + (hi[i] - lo[i]) * c // (K + 1) for c in range(1, K + 1)] for i in active]
-        total = comm.allgather(np.asarray(local_counts(active, cand), np.int64)).sum(axis=0)
+        # the global counts: a sum, not every rank's counts (W x 255 a
+        # boundary, where an allgather would move W times that to each rank)
+        total = comm.allreduce_sum(np.asarray(local_counts(active, cand), np.int64))
         for row, i in enumerate(active):
             above = np.flatnonzero(total[row] > targets[i])
             if len(above):
@@ -264,6 +266,9 @@ class Ordered:
 
     def allgather(self, a):
         return self.comm.allgather(a)[self.members]
+
+    def allreduce_sum(self, a):
+        return self.comm.allreduce_sum(a)   # a sum: the same in any rank order
 
     def alltoallv(self, buf, cuts, recv_counts) -> list:
         """Logical rank s gets buf[cuts[s]:cuts[s+1]]; the runs received, in logical order."""

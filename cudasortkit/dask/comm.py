@@ -6,6 +6,8 @@ order:
 
     allgather(a)        a small host (NumPy) array from every rank, stacked
                         in rank order: shape (size,) + a.shape
+    allreduce_sum(a)    the element-wise sum over the ranks of a host int64
+                        array (every rank gets it): a.shape, not size times it
     alltoallv(buf, send_starts, send_counts, recv_counts)
                         this rank sends buf[send_starts[s] : send_starts[s] +
                         send_counts[s]] to every rank s and returns what it
@@ -106,6 +108,9 @@ class ThreadComm:
     def allgather(self, a) -> np.ndarray:
         return np.stack([np.asarray(x) for x in self._swap(np.array(a, copy=True))])
 
+    def allreduce_sum(self, a) -> np.ndarray:
+        return np.sum(self._swap(np.array(a, np.int64, copy=True)), axis=0, dtype=np.int64)
+
     def alltoallv(self, buf, send_starts, send_counts, recv_counts):
         pieces = [buf[int(a):int(a) + int(c)].copy() for a, c in zip(send_starts, send_counts)]
         got = [p[self.rank] for p in self._swap(pieces)]
@@ -146,6 +151,7 @@ class NcclComm:
         ones = np.ones(self.size, np.int64)
         self.alltoallv(cupy.zeros(self.size, np.uint8), np.arange(self.size), ones, ones)
         self.allgather(np.zeros(1, np.int64))
+        self.allreduce_sum(np.zeros(1, np.int64))
 
     def _stream(self):
         import cupy
@@ -163,6 +169,18 @@ class NcclComm:
             self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self.nccl.NCCL_UINT8, stream.ptr)
         host = recv.get(stream=stream)   # waits for the gather
         return host.view(a.dtype).reshape((self.size,) + a.shape)
+
+    def allreduce_sum(self, a) -> np.ndarray:
+        import cupy
+
+        a = np.ascontiguousarray(a, np.int64)
+        send = cupy.asarray(a.reshape(-1))
+        recv = cupy.empty(send.size, np.int64)
+        stream = self._stream()
+        if send.size:
+            self.comm.allReduce(send.data.ptr, recv.data.ptr, send.size, self.nccl.NCCL_INT64,
+                                self.nccl.NCCL_SUM, stream.ptr)
+        return recv.get(stream=stream).reshape(a.shape)   # waits for the sum
 
     def alltoallv(self, buf, send_starts, send_counts, recv_counts):
         """One grouped ncclSend/ncclRecv per peer; the piece for this rank
