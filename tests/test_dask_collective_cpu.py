@@ -260,6 +260,28 @@ def test_phase_timings_per_worker(client):
     assert all(set(t) == {"local sort", "splitters", "exchange", "merge"} for t in times)
 
 
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype, lo, width", [
+    ("uint8", 0, 256), ("int8", -128, 256), ("int16", -3, 7), ("uint16", 65_000, 256),
+    ("int32", -2**31, 200), ("uint32", 2**32 - 256, 256), ("uint32", 5, 1), ("bool", 0, 2),
+    ("int32", 1000, 257), ("uint32", 0, 2**32)])
+def test_a_narrow_integer_range_is_sorted_from_counts(client, dtype, lo, width, descending):
+    """Integer keys spanning at most collective.NARROW values are written
+    from the summed counts (no exchange); one value more takes the exchange.
+    Interleaved chunks, an empty worker's share, the dtype's extremes."""
+    rng = np.random.default_rng(width)
+    sizes = (300, 0, 1, 257, 64, 2, 130)
+    a = (lo + rng.integers(0, width, sum(sizes), dtype=np.int64)).astype(dtype)
+    a[:2] = [lo, lo + width - 1]             # both ends present: the range is exactly `width`
+    x = place(client, a, sizes, (1, 1, 0, 1, 0, 0, 1))   # worker 2 holds nothing
+    times = []
+    for out in [sizes, (len(a),), (100, 0, 500, 154)]:
+        s, = run("sort", x, descending=descending, out_chunks=out, timings=times)
+        check(s, np.sort(a)[::-1] if descending else np.sort(a), out)
+    narrow = width <= collective.NARROW
+    assert all(("counts and fill" in t) == narrow and ("exchange" in t) != narrow for t in times)
+
+
 def lying_chunks(dtype_of_block, declared_chunks, declared_dtype):
     def block(b):
         return np.arange(len(b) + dtype_of_block[1], dtype=dtype_of_block[0])[::-1]
