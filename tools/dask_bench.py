@@ -111,6 +111,39 @@ def summary(keys, step: int = 1 << 26) -> tuple:
     return n, ok, int(keys[0]), int(keys[-1]), total % (1 << 64), hashed % (1 << 64)
 
 
+def index_block(xp_name, block_info=None):
+    """The int64 global indices of one chunk: sort_by_key's values, so the
+    values a sort returns tell where each key came from."""
+    start, stop = block_info[None]["array-location"][0]
+    return array_module(xp_name).arange(start, stop, dtype=np.int64)
+
+
+def pair_summary(keys, values, step: int = 1 << 26) -> tuple:
+    """summary(keys) + (value sum, value hash-sum, pair hash-sum, ties in
+    value order?, first value, last value) of one chunk of (keys, global
+    indices): the pair hash mixes each key with its index, so the values
+    must have moved with their keys; equal keys must keep index order."""
+    xp = array_module(type(keys).__module__.split(".")[0])
+    n = len(keys)
+    if n == 0:
+        return summary(keys) + (0, 0, 0, True, None, None)
+    total, hashed, pairs, stable = 0, 0, 0, True
+    for s in range(0, n, step):
+        k, v = keys[s:s + step + 1], values[s:s + step + 1]
+        v64 = v[:step].astype(xp.uint64)
+        total += int(v64.sum(dtype=xp.uint64))
+        hashed += int(mix64(v64).sum(dtype=xp.uint64))
+        pairs += int(mix64(k[:step].astype(xp.uint64) ^ mix64(v64)).sum(dtype=xp.uint64))
+        stable = stable and bool(((k[1:] != k[:-1]) | (v[1:] > v[:-1])).all())
+    return summary(keys) + (total % (1 << 64), hashed % (1 << 64), pairs % (1 << 64), stable,
+                            int(values[0]), int(values[-1]))
+
+
+def chunk_hash(values) -> int:
+    xp = array_module(type(values).__module__.split(".")[0])
+    return int(mix64(values.astype(xp.uint64)).sum(dtype=xp.uint64)) % (1 << 64) if len(values) else 0
+
+
 def warm_sort(n: int, xp_name: str) -> None:
     """One cudasortkit.sort of n uint32 keys on this worker: kernels compiled
     and memory pooled before anything is timed."""
@@ -136,12 +169,12 @@ def device_name() -> str:
     return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
 
 
-def single_sort(dist: str, n: int, xp_name: str, repeats: int):
-    """(n, best seconds) of cudasortkit.sort of the first n keys of `dist` on
-    this worker's device, halving n while they do not fit."""
+def single_sort(dist: str, n: int, xp_name: str, repeats: int, op: str = "sort"):
+    """(n, best seconds) of cudasortkit.sort (or argsort) of the first n keys
+    of `dist` on this worker's device, halving n while they do not fit."""
     while True:
         try:
-            return n, time_sort(dist, n, xp_name, repeats)
+            return n, time_sort(dist, n, xp_name, repeats, op)
         except MemoryError:
             if n <= 1 << 20:
                 raise
@@ -150,16 +183,17 @@ def single_sort(dist: str, n: int, xp_name: str, repeats: int):
             free_pool(xp_name)
 
 
-def time_sort(dist: str, n: int, xp_name: str, repeats: int) -> float:
+def time_sort(dist: str, n: int, xp_name: str, repeats: int, op: str = "sort") -> float:
     import cudasortkit as csk
 
     keys = make_keys(dist, 0, n, xp_name)
-    csk.sort(keys[: 1 << 20])
+    run = {"sort": csk.sort, "argsort": csk.argsort}[op]
+    run(keys[: 1 << 20])
     best = float("inf")
     for _ in range(repeats):
         synchronize()
         t = time.perf_counter()
-        csk.sort(keys)
+        run(keys)
         synchronize()
         best = min(best, time.perf_counter() - t)
     return best
@@ -195,6 +229,47 @@ class Bench:
                           meta=self.meta()).persist()
         wait(x)
         return x
+
+    def values(self, x):
+        """Persisted int64 global indices chunked like x (sort_by_key's values)."""
+        import dask.array as da
+        from distributed import wait
+
+        v = da.map_blocks(index_block, self.xp_name, chunks=x.chunks, dtype=np.int64,
+                          meta=array_module(self.xp_name).empty(0, np.int64)).persist()
+        wait(v)
+        return v
+
+    def check_pairs(self, x, k, v) -> str:
+        """'ok' or what is wrong with sort_by_key's (k, v) of keys x and values
+        = global indices: keys as check() asks, values a permutation of the
+        indices that moved with their keys, equal keys in index order."""
+        import dask
+
+        n = x.shape[0]
+        problems = [] if self.check(x, k) == "ok" else [self.check(x, k)]
+        ins = dask.compute(*[dask.delayed(pair_summary)(a, b) for a, b in
+                             zip(x.to_delayed().ravel(), self.values(x).to_delayed().ravel())])
+        outs = dask.compute(*[dask.delayed(pair_summary)(a, b) for a, b in
+                              zip(k.to_delayed().ravel(), v.to_delayed().ravel())])
+        if sum(o[6] for o in outs) % (1 << 64) != (n * (n - 1) // 2) % (1 << 64):
+            problems.append("values do not sum to the indices'")
+        for field, name in ((7, "value hash-sum"), (8, "pair hash-sum")):
+            if sum(r[field] for r in ins) % (1 << 64) != sum(r[field] for r in outs) % (1 << 64):
+                problems.append(f"{name} differs")
+        if not all(o[9] for o in outs):
+            problems.append("equal keys out of index order within a chunk")
+        ends = [(o[2], o[3], o[10], o[11]) for o in outs if o[0]]
+        if any(a[1] == b[0] and a[3] > b[2] for a, b in zip(ends, ends[1:])):
+            problems.append("equal keys out of index order across chunks")
+        return "ok" if not problems else "WRONG: " + "; ".join(problems)
+
+    def same_chunks(self, a, b) -> bool:
+        """Whether dask arrays a and b hold equal chunks (hash per chunk)."""
+        import dask
+
+        return (a.chunks == b.chunks and dask.compute(*[dask.delayed(chunk_hash)(c) for c in a.to_delayed().ravel()])
+                == dask.compute(*[dask.delayed(chunk_hash)(c) for c in b.to_delayed().ravel()]))
 
     def settle(self, collection):
         from distributed import wait
@@ -260,8 +335,8 @@ class Bench:
                 problems.append(f"{name} differs")
         return "ok" if not problems else "WRONG: " + "; ".join(problems)
 
-    def single(self, dist: str, n: int):
-        future = self.client.submit(single_sort, dist, n, self.xp_name, 3, workers=[self.workers[0]],
+    def single(self, dist: str, n: int, op: str = "sort"):
+        future = self.client.submit(single_sort, dist, n, self.xp_name, 3, op, workers=[self.workers[0]],
                                     pure=False, allow_other_workers=False)
         return future.result()
 
@@ -325,17 +400,20 @@ def gkeys(n, seconds):
     return n / seconds / 1e9
 
 
-def collective_sort(bench: Bench, x, times=None):
-    """(result, seconds) of one collective sort of x (exchange="nccl"; on
-    --cpu the same collective with threads for NCCL), persisted and settled."""
+def collective_sort(bench: Bench, x, times=None, op: str = "sort", values=None):
+    """(results, seconds) of one collective `op` of x (exchange="nccl"; on
+    --cpu the same collective with threads for NCCL), persisted and settled:
+    [keys], [indices] or [keys, values] (sort_by_key of `values`)."""
+    import dask
+
     from cudasortkit.dask import explicit
 
     transport = "threads" if bench.xp_name == "numpy" else "nccl"
     t = time.perf_counter()
-    (s,) = explicit.run("sort", x, None, False, x.chunks[0], transport, times)
-    s = s.persist()
-    bench.settle(s)
-    return s, time.perf_counter() - t
+    out = explicit.run(op, x, values, False, x.chunks[0], transport, times)
+    out = dask.persist(*out)
+    bench.settle(out)
+    return out, time.perf_counter() - t
 
 
 def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
@@ -352,11 +430,11 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
             explicit.prepare(("uint32",), ("sort",), (False,), "threads" if bench.xp_name == "numpy" else "nccl",
                              bench.xp_name, keys_per_worker=n // len(bench.workers))
             setup = time.perf_counter() - t
-        s, first = collective_sort(bench, x)
+        (s,), first = collective_sort(bench, x)
         check = bench.check(x, s)
         del s
     else:
-        s, _ = collective_sort(bench, x)   # untimed: the next ones reuse memory and kernels
+        (s,), _ = collective_sort(bench, x)   # untimed: the next ones reuse memory and kernels
         check = bench.check(x, s)
         del s
     best = float("inf")
@@ -387,6 +465,46 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
           + ("" if not fresh else f"; first sort in fresh cluster {first:.3f} s = {first / best:.1f}x warm, "
              + (f"after cudasortkit.dask.prepare {setup:.3f} s" if setup is not None else "without prepare"))
           + f"; check {check}")
+
+
+def run_collective_pairs(bench: Bench, dist: str, n: int, args, ops) -> None:
+    """One CASE line per op of argsort and sort_by_key (int64 global indices
+    as values): checked (sort_by_key: keys, values moved with them, ties in
+    index order; argsort: equal to sort_by_key's values), then timed (best
+    of --repeats), with one GPU's cudasortkit.argsort of the same keys."""
+    x = bench.keys(dist, n)
+    v = bench.values(x)
+    (k, kv), _ = collective_sort(bench, x, op="sort_by_key", values=v)
+    checks = {"sort_by_key": bench.check_pairs(x, k, kv)}
+    (i,), _ = collective_sort(bench, x, op="argsort")
+    checks["argsort"] = "ok" if bench.same_chunks(i, kv) else "WRONG: differs from sort_by_key's values"
+    del k, kv, i
+    lines = {}
+    for op in ops:
+        best = float("inf")
+        for _ in range(args.repeats):
+            out, seconds = collective_sort(bench, x, op=op, values=v if op == "sort_by_key" else None)
+            del out
+            best = min(best, seconds)
+        times = []
+        out, _ = collective_sort(bench, x, times, op=op, values=v if op == "sort_by_key" else None)
+        del out
+        phases = {key: max(t.get(key, 0.0) for t in times) for key in times[0]} if times else {}
+        lines[op] = (best, phases)
+    chunks = len(x.chunks[0])
+    del x, v
+    time.sleep(1.0)
+    bench.client.run(free_pool, bench.xp_name)
+    single = ""
+    if args.single:
+        m, seconds = bench.single(dist, n, "argsort")
+        note = "" if m == n else f" of the first 2^{m.bit_length() - 1} keys (what fits)"
+        single = f"; one GPU's argsort{note} {seconds:.4f} s, {gkeys(m, seconds):.4g} GKeys/s"
+    for op, (best, phases) in lines.items():
+        print(f"CASE {op} {dist} 2^{n.bit_length() - 1}: {len(bench.workers)} workers, {chunks} chunks, int64 "
+              f"{'indices' if op == 'argsort' else 'values'}: {best:.4f} s, {gkeys(n, best):.4g} GKeys/s{single}; "
+              "phases (slowest worker) " + ", ".join(f"{key} {t:.4f}" for key, t in phases.items())
+              + f"; check {checks[op]}")
 
 
 def run_input(bench: Bench, dist: str, n: int, args) -> None:
@@ -448,7 +566,12 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3, help="timed collective sorts per input (best)")
     ap.add_argument("--prepare", action=argparse.BooleanOptionalAction, default=True,
                     help="nccl: cudasortkit.dask.prepare (communicators, kernels) before the first sort")
+    ap.add_argument("--ops", default="sort",
+                    help="nccl: comma-separated of sort, argsort, sort_by_key (int64 global indices as values)")
     args = ap.parse_args(argv)
+    ops = args.ops.split(",")
+    if set(ops) - {"sort", "argsort", "sort_by_key"}:
+        ap.error(f"--ops: sort, argsort or sort_by_key, got {args.ops}")
     sys.stdout.reconfigure(line_buffering=True)  # piped into tee: every line out before a timeout
 
     sizes = [int(v) for v in str(args.size_log2).split(",")]
@@ -468,8 +591,12 @@ def main(argv=None) -> None:
             for log2 in (sizes if dist == "uniform" else [args.small_log2]):
                 try:
                     if collective:
-                        run_collective(bench, dist, 1 << log2, args, fresh)
-                        fresh = False
+                        if "sort" in ops:
+                            run_collective(bench, dist, 1 << log2, args, fresh)
+                            fresh = False
+                        pairs = [op for op in ops if op != "sort"]
+                        if pairs:
+                            run_collective_pairs(bench, dist, 1 << log2, args, pairs)
                     else:
                         run_input(bench, dist, 1 << log2, args)
                 except Exception:
