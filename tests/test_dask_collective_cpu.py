@@ -227,6 +227,35 @@ def test_ties_keep_global_index_order_whatever_the_placement(client, owners, op)
             check(v, values[expected], (100, 100))
 
 
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "uint32", "bool", "float16", "float32"])
+def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descending):
+    """Chunks interleaved across workers: runs merge as (key, global index)
+    packed in one uint64 (collective.packable), for argsort of any key of
+    at most 4 bytes and sort_by_key of integer keys; ties, the dtype's ends,
+    NaN, -0.0 and +0.0 (float keys come back bit for bit)."""
+    rng = np.random.default_rng(len(dtype))
+    sizes = (40, 0, 33, 51, 12, 64, 7)
+    a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, sum(sizes), rng)
+    if dtype.startswith("float"):
+        a[::5], a[1::7], a[2::11] = -0.0, 0.0, np.nan
+    elif dtype != "bool":
+        info = np.iinfo(dtype)
+        a[::13], a[1::17] = info.min, info.max
+    x = place(client, a, sizes, (0, 1, 2, 0, 1, 2, 0))
+    spec = collective.Spec("argsort", descending, np.dtype(dtype), (0, len(a)), (), (), False)
+    assert collective.packable(spec, len(a))
+    expected = reference_argsort(a, descending)
+    times = []
+    i, = run("argsort", x, descending=descending, timings=times)
+    check(i, expected, sizes)
+    values = rng.integers(-2**40, 2**40, len(a))
+    k, v = run("sort_by_key", x, da.from_array(values, chunks=(sizes,)), descending, (100, 0, 107))
+    check(v, values[expected], (100, 0, 107))
+    got = np.concatenate(dask.compute(*k.to_delayed().ravel()))
+    assert np.array_equal(got.view(np.uint8), a[expected].view(np.uint8)), "keys changed bits"
+
+
 def test_output_chunks_other_than_the_input(client):
     rng = np.random.default_rng(9)
     a = rng.lognormal(0, 4, 1000).astype(np.float32)

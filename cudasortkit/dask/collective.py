@@ -20,7 +20,9 @@ communicator's):
 4. merge: the W received sorted runs: plain sort merges them pairwise
    (cudasortkit.merge); argsort and sort_by_key merge them pairwise
    stably (merge_by_key) when the ranks' chunks are contiguous in rank
-   order (every rank's indices below the next rank's), else order them by
+   order (every rank's indices below the next rank's), else merge them by
+   (key, global index) packed in one uint64 where that loses nothing the
+   result needs (packable: keys of at most 4 bytes), else order them by
    (key, global index) with cudasortkit.lexsort.
 
 Nothing here knows Dask; collective_cuts and the search are tested against
@@ -320,6 +322,56 @@ def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, 
     return out
 
 
+def packable(spec: Spec, total: int) -> bool:
+    """Whether (key, global index) fits one uint64 that orders like the
+    pair, losing nothing the result needs: keys of at most 4 bytes and
+    fewer than 2^32 of them; float keys only for argsort (their -0.0 and
+    NaN payloads are folded together, and argsort returns no keys)."""
+    kind = spec.dtype.kind
+    return (spec.dtype.itemsize <= 4 and total <= 1 << 32
+            and (kind in "biu" or (kind == "f" and spec.op == "argsort")))
+
+
+def packed(keys, index, descending: bool, xp):
+    """uint64 words (ordered key << 32) | global index, ordering like
+    (key in the requested order, index): unsigned keys as they are, signed
+    with the sign bit flipped, floats by their IEEE bits (negatives
+    inverted) after -0.0 -> +0.0 and every NaN -> one NaN (last, as NumPy)."""
+    k = chunks.ascending(keys, descending)
+    bits = 8 * k.dtype.itemsize
+    if k.dtype.kind == "f":
+        k = xp.where(xp.isnan(k), k.dtype.type(np.nan), k) + k.dtype.type(0)   # x + 0: -0.0 -> +0.0
+        u = k.view(f"u{k.dtype.itemsize}").astype(np.uint64)
+        top = np.uint64(1 << (bits - 1))
+        u = xp.where(u >= top, ~u & np.uint64((1 << bits) - 1), u | top)
+    elif k.dtype.kind == "i":
+        unsigned = np.dtype(f"u{k.dtype.itemsize}")
+        u = (k.view(unsigned) ^ unsigned.type(1 << (bits - 1))).astype(np.uint64)
+    else:
+        u = k.astype(np.uint64)
+    return (u << np.uint64(32)) | index.astype(np.uint64)
+
+
+def merge_packed(spec: Spec, keys: list, index: list, values: list | None, xp):
+    """The received runs, each sorted by (key, global index), merged in that
+    order as packed words (plain merges; sort_by_key merge_by_key with its
+    values): argsort -> (None, indices); sort_by_key -> (keys, values)."""
+    words = [packed(k, i, spec.descending, xp) for k, i in zip(keys, index)]
+    if values is None:
+        merged, _ = merge_runs([(w, None) for w in words], False)
+        return None, (merged & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    merged, vals = merge_runs(list(zip(words, values)), False)
+    u = (merged >> np.uint64(32)).astype(f"u{spec.dtype.itemsize}")
+    if spec.dtype.kind == "b":
+        k = u.astype(bool)
+    elif spec.dtype.kind == "i":
+        bits = 8 * spec.dtype.itemsize
+        k = (u ^ u.dtype.type(1 << (bits - 1))).view(spec.dtype)
+    else:
+        k = u.view(spec.dtype)
+    return chunks.ascending(k, spec.descending), vals
+
+
 def sort_on_rank(comm, spec: Spec, local: Local):
     """This rank's (keys, values or None) of global ranks [starts[r],
     starts[r+1]) (worker_starts), in the requested order."""
@@ -377,13 +429,17 @@ def sort_on_rank(comm, spec: Spec, local: Local):
         out = merge_runs([(k, None) for k in keys], spec.descending)
     elif spec.contiguous:
         out = merge_runs(list(zip(keys, values)), spec.descending)
+    elif packable(spec, total):
+        out = merge_packed(spec, keys, values if index is None else index,
+                           None if index is None else values, xp)
     else:
         keys, values = xp.concatenate(keys), xp.concatenate(values)
         index = values if index is None else xp.concatenate(index)
         order = csk.lexsort((index, chunks.ascending(keys, spec.descending)))
         out = keys[order], values[order]
     timer("merge")
-    if len(out[0]) != starts[comm.rank + 1] - starts[comm.rank]:
-        raise RuntimeError(f"cudasortkit.dask: rank {comm.rank} ended with {len(out[0])} keys, not the "
+    ended = len(out[1] if out[0] is None else out[0])
+    if ended != starts[comm.rank + 1] - starts[comm.rank]:
+        raise RuntimeError(f"cudasortkit.dask: rank {comm.rank} ended with {ended} keys, not the "
                            f"{starts[comm.rank + 1] - starts[comm.rank]} of its output chunks; please report this")
     return out
