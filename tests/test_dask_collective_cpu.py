@@ -256,6 +256,16 @@ def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descend
     assert np.array_equal(got.view(np.uint8), a[expected].view(np.uint8)), "keys changed bits"
 
 
+def test_workers_come_from_the_scheduler_not_the_clients_cached_identity(client, monkeypatch):
+    """Client.scheduler_info() returns a cache that the client's periodic
+    refresh can swap for one listing no workers (seen as a sort failing with
+    no ranks, and would be a worker 'leaving' mid-sort): asked directly."""
+    monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
+    assert len(explicit._workers(client)) == 3
+    s, = run("sort", da.from_array(np.arange(50)[::-1].copy(), chunks=7))
+    check(s, np.arange(50), (7,) * 7 + (1,))
+
+
 def test_output_chunks_other_than_the_input(client):
     rng = np.random.default_rng(9)
     a = rng.lognormal(0, 4, 1000).astype(np.float32)

@@ -154,11 +154,14 @@ _warmed: set = set()
 
 
 def _workers(client) -> dict:
-    """Every worker's info (distributed 2025.x lists 5 unless asked for all)."""
+    """Every worker's info, asked of the scheduler itself: the client's own
+    scheduler_info() returns a cached identity that the client's periodic
+    refresh may replace, between the fetch and the return, with one that
+    lists no workers."""
     try:
-        return client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:   # older distributed: all of them, no n_workers
-        return client.scheduler_info()["workers"]
+        return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+    except TypeError:   # older distributed: identity() lists all of them, no n_workers
+        return client.sync(client.scheduler.identity)["workers"]
 
 
 def _members(client):
