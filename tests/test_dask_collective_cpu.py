@@ -577,6 +577,27 @@ def test_warm_up_also_sorts_a_narrow_key_range_of_integers(monkeypatch, dtype, n
     assert len(spans) == (2 if narrow else 1)  # once per worker, dtype and op
 
 
+@pytest.mark.parametrize("dtype, op, narrow, packed", [
+    ("uint32", "sort", True, False), ("int16", "sort", True, False), ("float32", "sort", False, False),
+    ("int64", "sort", False, False), ("int32", "argsort", False, True), ("float32", "argsort", False, True),
+    ("uint16", "sort_by_key", False, True), ("float32", "sort_by_key", False, False)])
+def test_warm_up_runs_the_narrow_fill_and_the_packed_merge(monkeypatch, dtype, op, narrow, packed):
+    """The warm-up also runs what a narrow range (collective.from_counts:
+    its searchsorted and fills) and an interleaved argsort or sort_by_key
+    (collective.merge_packed) run, so the first sort after prepare compiles
+    nothing (on a GPU: CuPy's kernels of those steps too)."""
+    from types import SimpleNamespace
+
+    calls = []
+    for name in ("from_counts", "merge_packed"):
+        real = getattr(explicit, name)
+        monkeypatch.setattr(explicit, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    worker = SimpleNamespace(plugins={explicit.NAME: explicit.Collectives()})
+    explicit.warm_up(np.dtype(dtype), op, False, 4096, "numpy", dask_worker=worker)
+    assert calls.count("from_counts") == narrow and calls.count("merge_packed") == (2 if packed and
+                                                                                  dtype[0] in "iu" else packed)
+
+
 def test_a_persisted_input_is_not_persisted_again(client, monkeypatch):
     """An input whose chunks are all finished futures goes straight to the
     collective (no update_graph message to wait behind); any other input is

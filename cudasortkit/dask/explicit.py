@@ -31,7 +31,7 @@ import numpy as np
 from distributed import WorkerPlugin
 
 from . import chunks, cluster, comm
-from .collective import Local, Spec, sort_on_rank, worker_starts
+from .collective import Local, Spec, from_counts, merge_packed, packable, sort_on_rank, worker_starts
 
 NAME = "cudasortkit-collectives"
 LOCK = "cudasortkit-collective-sort"
@@ -77,7 +77,9 @@ def _forget(cid: str, dask_worker=None) -> None:
 def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=None) -> None:
     """Compile, once per worker, what a collective sort of n keys of `dtype`
     runs: the local sort, searchsorted, merge (sort) or merge_by_key and
-    lexsort (argsort, sort_by_key)."""
+    lexsort (argsort, sort_by_key), and where the keys allow, the narrow
+    range's counts and fills (collective.from_counts) and the packed merge
+    (collective.merge_packed), on a communicator of this worker alone."""
     import cudasortkit as csk
 
     plugin = _plugin(dask_worker)
@@ -86,6 +88,8 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
         return
     xp = np if module == "numpy" else __import__(module)
     dtype = np.dtype(dtype)
+    spec = Spec(op, bool(descending), dtype, (0, n), (n,), (0,), True, None, module)
+    alone = comm.make("threads", comm.new_id("threads"), 1, 0)
     keys = _random_keys(xp, n, dtype)
     half = n // 2
     # Integer keys of a narrow range take other plugins (counting): those
@@ -96,11 +100,17 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
         if op == "sort":
             s = csk.sort(keys, descending=descending)
             csk.merge(s[:half], s[half:], descending=descending)
+            if narrow and dtype.itemsize <= 4:
+                chunks.to_host(s[[0, -1]])
+                from_counts(alone, spec, s, 0, 15, 0, n, xp)
         else:
             index = xp.arange(n, dtype=np.int64)
             k, i = csk.sort_by_key(keys, index, descending=descending)
             csk.merge_by_key(k[:half], i[:half], k[half:], i[half:], descending=descending)
             csk.lexsort((i, chunks.ascending(k, descending)))
+            if packable(spec, n):
+                runs = [i[:half], i[half:]]
+                merge_packed(spec, [k[:half], k[half:]], runs, None if op == "argsort" else runs, xp)
             s = k
         xp.searchsorted(chunks.ascending(s, descending), s[:16])
     if xp is not np:
