@@ -90,8 +90,9 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     dtype = np.dtype(dtype)
     spec = Spec(op, bool(descending), dtype, (0, n), (n,), (0,), True, None, module)
     alone = comm.make("threads", comm.new_id("threads"), 1, 0)
-    keys = _random_keys(xp, n, dtype)
     half = n // 2
+    keys = _random_keys(xp, n, dtype)
+    keys = xp.concatenate([keys[:half], keys[half:]])   # a worker's several chunks are joined first
     # Integer keys of a narrow range take other plugins (counting): those
     # too, made in place (the warm-up holds one set of keys at a time).
     for narrow in (False, True) if dtype.kind in "iu" else (False,):
@@ -104,7 +105,7 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
                 chunks.to_host(s[[0, -1]])
                 from_counts(alone, spec, s, 0, 15, 0, n, xp)
         else:
-            index = xp.arange(n, dtype=np.int64)
+            index = xp.concatenate([xp.arange(half, dtype=np.int64), xp.arange(half, n, dtype=np.int64)])
             k, i = csk.sort_by_key(keys, index, descending=descending)
             csk.merge_by_key(k[:half], i[:half], k[half:], i[half:], descending=descending)
             csk.lexsort((i, chunks.ascending(k, descending)))
