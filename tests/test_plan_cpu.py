@@ -276,6 +276,9 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
         def __init__(self, temporaries):
             self.temporaries, self.seen = temporaries, []
 
+        def launch_graph(self, job, bases):
+            return False   # no graph yet: replay() issues the work
+
         def replay(self, job, temporaries=None):
             if temporaries is None:
                 temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
@@ -306,6 +309,64 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
     assert (state.taken, state.freed) == (4, 4) and small.temporaries is None
     small(np.zeros(8, np.float32))  # and the next call takes a set anew
     assert (state.taken, state.freed) == (6, 4)
+
+
+def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monkeypatch):
+    """Owned temporaries and buffers a replay had before: the call launches
+    their graph (LaunchPlan.launch_graph) and makes no Job; buffers without
+    a graph, or temporaries taken per call, go through replay() with one."""
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.gpu.streams import LEGACY
+    from cudasortkit.sdk import registry
+    from cudasortkit.sdk.job import Job
+
+    class Buf(int):
+        def free(self):
+            pass
+
+    class State:
+        ordinal = 0
+        stream = None
+        joiner = types.SimpleNamespace(own=7)
+
+        def activate(self):
+            return self
+
+        def allocate(self, nbytes, who=None):
+            return Buf(0x500000)
+
+    class Adapter:
+        stream = staticmethod(lambda a: LEGACY)
+        pointer = staticmethod(lambda a: 0x42)
+        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+
+    class LaunchPlan:
+        temporaries = (256,)
+        graphs = {(0x42, 0x42, 0, 0, 0x500000)}   # the buffers a graph was captured for
+        launched, replayed = [], []
+
+        def launch_graph(self, job, bases):
+            self.launched.append(bases)
+            return bases in self.graphs
+
+        def replay(self, job, temporaries=None):
+            self.replayed.append((job.keys_in, temporaries))
+
+    rebound = []
+    real = Job.rebound
+    monkeypatch.setattr(Job, "rebound", lambda self, *a: rebound.append(a) or real(self, *a))
+    plugin = registry.plugins()["onesweep"]
+    plan = LaunchPlan()
+    call = prep.PreparedCall(Adapter, State(), plugin, plugin.default_config("float32"), plan, "sort",
+                             np.dtype("float32"), "float32", (8,), 8, 0, False, _Memo(plugin, None), ())
+    call(np.zeros(8, np.float32))
+    assert plan.launched == [(0x42, 0x42, 0, 0, 0x500000)] and plan.replayed == [] and rebound == []
+    monkeypatch.setattr(Adapter, "pointer", staticmethod(lambda a: 0x43))   # buffers without a graph
+    call(np.zeros(8, np.float32))
+    assert plan.replayed == [(0x43, (0x500000,))] and len(rebound) == 1
 
 
 def test_holds_for_a_plan_reads_only_the_current_device():

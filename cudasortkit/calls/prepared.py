@@ -188,14 +188,19 @@ class PreparedCall:
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
-            job = self.job.rebound(keys_in, keys_out, values_in, values_out)
             owned = self.temporaries
             if owned is None and self.owns:
                 owned = self._own(state)
-            try:
-                self.plan.replay(job, owned)  # None: it takes them from the pool
-            finally:
-                job.finish()
+            # Buffers a replay had before (pools hand the same blocks back)
+            # have a graph: launched on the device's stream with no Job of
+            # this call's own (nothing to free: the temporaries are owned).
+            if owned is None or not self.plan.launch_graph(
+                    self.job, (keys_in, keys_out, values_in, values_out, *owned)):
+                job = self.job.rebound(keys_in, keys_out, values_in, values_out)
+                try:
+                    self.plan.replay(job, owned)  # None: it takes them from the pool
+                finally:
+                    job.finish()
         finally:
             free_all(temporaries)
             if joins:
