@@ -324,9 +324,10 @@ def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, 
 
 def packable(spec: Spec, total: int) -> bool:
     """Whether (key, global index) fits one uint64 that orders like the
-    pair, losing nothing the result needs: keys of at most 4 bytes and
-    fewer than 2^32 of them; float keys only for argsort (their -0.0 and
-    NaN payloads are folded together, and argsort returns no keys)."""
+    pair, losing nothing the result needs: keys of at most 4 bytes and at
+    most 2^32 of them (every global index fits 32 bits); float keys only
+    for argsort (their -0.0 and NaN payloads are folded together, and
+    argsort returns no keys)."""
     kind = spec.dtype.kind
     return (spec.dtype.itemsize <= 4 and total <= 1 << 32
             and (kind in "biu" or (kind == "f" and spec.op == "argsort")))
