@@ -594,6 +594,10 @@ def test_warm_up_runs_the_narrow_fill_and_the_packed_merge(monkeypatch, dtype, o
         monkeypatch.setattr(explicit, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
     worker = SimpleNamespace(plugins={explicit.NAME: explicit.Collectives()})
     explicit.warm_up(np.dtype(dtype), op, False, 4096, "numpy", dask_worker=worker)
+    hubs = len(comm._hubs)
+    explicit.warm_up(np.dtype(dtype), op, True, 4096, "numpy", dask_worker=worker)
+    assert len(comm._hubs) == hubs, "each warm-up left a communicator hub behind"
+    calls = calls[:len(calls) // 2]   # the descending warm-up ran the same steps again
     assert calls.count("from_counts") == narrow and calls.count("merge_packed") == (2 if packed and
                                                                                   dtype[0] in "iu" else packed)
 

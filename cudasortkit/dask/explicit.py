@@ -24,6 +24,7 @@ so that it runs as fast as the later ones.
 """
 from __future__ import annotations
 
+import threading
 import uuid
 from operator import getitem
 
@@ -89,7 +90,8 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     xp = np if module == "numpy" else __import__(module)
     dtype = np.dtype(dtype)
     spec = Spec(op, bool(descending), dtype, (0, n), (n,), (0,), True, None, module)
-    alone = comm.make("threads", comm.new_id("threads"), 1, 0)
+    # one hub per thread, made once (a new id each time would leave a hub behind)
+    alone = comm.make("threads", f"cudasortkit-warm-up-{threading.get_ident()}", 1, 0)
     half = n // 2
     keys = _random_keys(xp, n, dtype)
     keys = xp.concatenate([keys[:half], keys[half:]])   # a worker's several chunks are joined first
