@@ -270,13 +270,13 @@ class SelectCalls:
         segments = Segments.rows(rows, row_len) if rows > 1 else None
         recorder = job.recorder
         kind = "argsort" if order else "pairs" if values else "sort"
+        value_bytes = {"argsort": 8, "pairs": 4, "sort": 0}[kind]   # positions, values, none
         request = Request.from_fields(
             kind=kind, dtype=word_dtype, n=n, stable=True, descending=False,
-            value_bytes={"argsort": 8, "pairs": 4, "sort": 0}[kind], on_device=True,
-            key_range=None, options={}, segments=segments,
+            value_bytes=value_bytes, on_device=True, key_range=None, options={}, segments=segments,
             range_probe=None if recorder is not None else _WordsRange(state, words, n, word_dtype))
-        positions = int(job.alloc(max(n, 1) * 8)) if order else \
-            int(job.alloc(max(n, 1) * 4)) if values else 0
+        # the sorted positions (argsort) or values (pairs)
+        positions = int(job.alloc(max(n, 1) * value_bytes)) if value_bytes else 0
         sorted_words = int(job.alloc(max(n, 1) * np.dtype(word_dtype).itemsize))
         while True:
             plugin, config = self.selector.choose(request, "auto")

@@ -189,8 +189,7 @@ def sort_by_key(keys, values, descending=False, *, chunks=None, exchange="auto")
     if not sum(p.sizes):
         return keys.rechunk((p.out_chunks,)), values.rechunk((p.out_chunks,))
     if p.exchange == "nccl":
-        k, v = _explicit().run("sort_by_key", keys, values, p.descending, p.out_chunks)
-        return k, v
+        return tuple(_explicit().run("sort_by_key", keys, values, p.descending, p.out_chunks))
     k, v = p.assemble(p.graph(keys, values, with_indices=False), [0, 1],
                       [meta_from_array(keys, ndim=1), meta_from_array(values, ndim=1)])
     return k, v

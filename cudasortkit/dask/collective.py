@@ -313,8 +313,9 @@ def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, 
     ordered = np.arange(lo, hi + 1)[::-1 if spec.descending else 1].astype(spec.dtype)   # the requested order
     probe = chunks.ascending(xp.asarray(ordered), spec.descending)
     asc = chunks.ascending(keys, spec.descending)
-    first = chunks.to_host(xp.searchsorted(asc, probe, side="left")) if len(keys) else np.zeros(len(ordered))
-    mine = np.diff(np.append(first.astype(np.int64), len(keys)))
+    first = (chunks.to_host(xp.searchsorted(asc, probe, side="left")).astype(np.int64) if len(keys)
+             else np.zeros(len(ordered), np.int64))
+    mine = np.diff(np.append(first, len(keys)))
     at = offsets(comm.allreduce_sum(mine))     # value i's keys are global ranks [at[i], at[i+1])
     out = xp.empty(end - begin, spec.dtype)
     for i in np.flatnonzero((at[1:] > begin) & (at[:-1] < end)):
