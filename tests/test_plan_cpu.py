@@ -276,7 +276,7 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
         def __init__(self, temporaries):
             self.temporaries, self.seen = temporaries, []
 
-        def launch_graph(self, job, bases):
+        def launch_graph(self, job, bases, stream=None):
             return False   # no graph yet: replay() issues the work
 
         def replay(self, job, temporaries=None):
@@ -346,10 +346,11 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
     class LaunchPlan:
         temporaries = (256,)
         graphs = {(0x42, 0x42, 0, 0, 0x500000)}   # the buffers a graph was captured for
-        launched, replayed = [], []
+        launched, replayed, streams = [], [], []
 
-        def launch_graph(self, job, bases):
+        def launch_graph(self, job, bases, stream=None):
             self.launched.append(bases)
+            self.streams.append(stream)
             return bases in self.graphs
 
         def replay(self, job, temporaries=None):
@@ -364,9 +365,126 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
                              np.dtype("float32"), "float32", (8,), 8, 0, False, _Memo(plugin, None), ())
     call(np.zeros(8, np.float32))
     assert plan.launched == [(0x42, 0x42, 0, 0, 0x500000)] and plan.replayed == [] and rebound == []
+    # The caller's stream is the legacy default stream: the graph goes there
+    # itself (ordered with our blocking stream both ways), not into ours.
+    assert plan.streams == [LEGACY]
     monkeypatch.setattr(Adapter, "pointer", staticmethod(lambda a: 0x43))   # buffers without a graph
     call(np.zeros(8, np.float32))
     assert plan.replayed == [(0x43, (0x500000,))] and len(rebound) == 1
+
+
+def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_it():
+    """A caller's stream other than the legacy default one (a CuPy or torch
+    stream) is joined to ours with events, and the graph runs on ours
+    (stream=None), where every call's owned temporaries are ordered."""
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.sdk import registry
+
+    class Buf(int):
+        def free(self):
+            pass
+
+    joins = []
+
+    class State:
+        ordinal = 0
+        stream = None
+        joiner = types.SimpleNamespace(own=7, wait_for=lambda h: joins.append(("wait", h)),
+                                       signal=lambda h: joins.append(("signal", h)))
+
+        def activate(self):
+            return self
+
+        def allocate(self, nbytes, who=None):
+            return Buf(0x500000)
+
+    class Adapter:
+        stream = staticmethod(lambda a: 0x9000)
+        pointer = staticmethod(lambda a: 0x42)
+        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+
+    class LaunchPlan:
+        temporaries = (256,)
+        streams = []
+
+        def launch_graph(self, job, bases, stream=None):
+            self.streams.append(stream)
+            return True
+
+    plugin = registry.plugins()["onesweep"]
+    plan = LaunchPlan()
+    call = prep.PreparedCall(Adapter, State(), plugin, plugin.default_config("float32"), plan, "sort",
+                             np.dtype("float32"), "float32", (8,), 8, 0, False, _Memo(plugin, None), ())
+    call(np.zeros(8, np.float32))
+    assert plan.streams == [None] and joins == [("wait", (0x9000,)), ("signal", (0x9000,))]
+
+
+def test_prepared_calls_keep_at_most_owned_total_bytes(monkeypatch):
+    """Past OWNED_TOTAL_BYTES kept by all prepared calls, a call takes its
+    temporaries from the pool on each call instead of keeping them."""
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.gpu import caches
+    from cudasortkit.gpu.streams import LEGACY
+    from cudasortkit.sdk import registry
+
+    caches.clear_all()  # no call keeps anything
+    monkeypatch.setattr(prep, "OWNED_TOTAL_BYTES", 6000)
+
+    class Buf(int):
+        def free(self):
+            state.freed += 1
+
+    class State:
+        ordinal, taken, freed = 0, 0, 0
+        stream = None
+        joiner = types.SimpleNamespace(own=7)
+
+        def activate(self):
+            return self
+
+        def allocate(self, nbytes, who=None):
+            self.taken += 1
+            return Buf(0x100000 * self.taken)
+
+    class Adapter:
+        stream = staticmethod(lambda a: LEGACY)
+        pointer = staticmethod(lambda a: 0x42)
+        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+
+    class LaunchPlan:
+        temporaries = (4096,)
+
+        def __init__(self):
+            self.seen = []
+
+        def launch_graph(self, job, bases, stream=None):
+            return False
+
+        def replay(self, job, temporaries=None):
+            if temporaries is None:
+                temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
+            self.seen.append(temporaries)
+
+    plugin = registry.plugins()["onesweep"]
+    state = State()
+    calls = [prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"),
+                               LaunchPlan(), "sort", np.dtype("float32"), "float32", (8,), 8, 0,
+                               False, _Memo(plugin, None), ()) for _ in range(2)]
+    for _ in range(2):
+        for c in calls:
+            c(np.zeros(8, np.float32))
+    first, second = (c.plan.seen for c in calls)
+    assert first[0] == first[1] and calls[0].temporaries is not None   # kept: 4096 <= 6000
+    assert calls[1].temporaries is None and not calls[1].owns           # 8192 > 6000: per call
+    assert (state.taken, state.freed) == (3, 2)
+    caches.clear_all()
+    assert state.freed == 3
 
 
 def test_holds_for_a_plan_reads_only_the_current_device():

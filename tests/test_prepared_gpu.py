@@ -179,3 +179,30 @@ def test_sorts_replayed_as_graphs_read_new_data_and_write_every_key(non_blocking
             csk.sort(keys, out=out)
             np.testing.assert_array_equal(out.get(stream=stream), np.sort(h))
     assert launchplan.graphs_held() >= 1
+
+
+def test_one_prepared_shape_from_the_legacy_stream_and_a_side_stream_keeps_order():
+    """Arrays of one shape sorted alternately on the legacy default stream
+    (the prepared call launches its graph there) and on a non-blocking
+    stream (its graph on our stream, joined to it): one prepared call, one
+    set of kept temporaries, so a call that did not wait for the other's
+    work would corrupt its result. Both streams are busy before each call."""
+    cupy = _cupy()
+    from test_streams_gpu import spin
+
+    n = (1 << 18) + 5
+    rng = np.random.default_rng(21)
+    side = cupy.cuda.Stream(non_blocking=True)
+    x, y = cupy.empty(n, cupy.float32), cupy.empty(n, cupy.float32)
+    for call in range(6):
+        hx, hy = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        with side:
+            spin()
+            y.set(hy, stream=side)
+            sorted_y = csk.sort(y)
+        spin()
+        x.set(hx)
+        sorted_x = csk.sort(x)
+        np.testing.assert_array_equal(sorted_y.get(stream=side), np.sort(hy))
+        np.testing.assert_array_equal(sorted_x.get(), np.sort(hx))
+    assert _served_prepared("sort", x)

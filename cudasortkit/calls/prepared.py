@@ -25,6 +25,7 @@ the rows' shape (launchplan.rows_of).
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 from ..build.corekernels import iota64
@@ -42,13 +43,20 @@ _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's ind
 MAX_CALLS = 1024
 #: A prepared call whose launch plan's temporaries take at most this many
 #: bytes in all keeps them from its first call on, instead of taking them
-#: from the pool and freeing them on each call: safe, since all of a
-#: device's work runs on its one stream (DeviceState.stream), so one call's
-#: kernels are done with them before the next call's start; small, so the
-#: 1,024 calls kept hold little memory (the pool holds freed blocks anyway).
-OWN_TEMPORARIES_BYTES = 1 << 20
-#: The prepared calls keeping temporaries now.
+#: from the pool and freeing them on each call (a Job and two pool calls
+#: less: microseconds a call, which at 2^16-2^21 keys is a tenth of it).
+#: Safe, since all of a device's work is ordered on one stream (its own,
+#: DeviceState.stream, or the legacy default stream, which a blocking
+#: stream orders with both ways), so one call's kernels are done with them
+#: before the next call's start.
+OWN_TEMPORARIES_BYTES = 16 << 20
+#: All prepared calls together keep at most this many bytes; past it a new
+#: call takes its temporaries from the pool on each call.
+OWNED_TOTAL_BYTES = 256 << 20
+#: The prepared calls keeping temporaries now, and the bytes they keep.
 _owning = weakref.WeakSet()
+_owned_bytes = 0
+_owning_lock = threading.Lock()
 
 
 def _release_owned() -> None:
@@ -56,11 +64,14 @@ def _release_owned() -> None:
     context caches (gpu.caches.clear_all: before a context goes, at exit
     among others); a call still in use takes a new set on its next call.
     The blocks go back to the pool, ordered on the device's stream."""
-    for call in list(_owning):
-        owned, call.owned, call.temporaries = call.owned, None, None
-        for buf in owned or ():
-            buf.free()
-    _owning.clear()
+    global _owned_bytes
+    with _owning_lock:
+        for call in list(_owning):
+            owned, call.owned, call.temporaries = call.owned, None, None
+            for buf in owned or ():
+                buf.free()
+        _owning.clear()
+        _owned_bytes = 0
 
 
 caches.register(_release_owned)
@@ -192,10 +203,13 @@ class PreparedCall:
             if owned is None and self.owns:
                 owned = self._own(state)
             # Buffers a replay had before (pools hand the same blocks back)
-            # have a graph: launched on the device's stream with no Job of
-            # this call's own (nothing to free: the temporaries are owned).
+            # have a graph: launched with no Job of this call's own (nothing
+            # to free: the temporaries are owned), on the legacy default
+            # stream itself when that is the caller's (no crossing from our
+            # stream into it: microseconds of GPU latency), else on ours.
             if owned is None or not self.plan.launch_graph(
-                    self.job, (keys_in, keys_out, values_in, values_out, *owned)):
+                    self.job, (keys_in, keys_out, values_in, values_out, *owned),
+                    LEGACY if caller == LEGACY else None):
                 job = self.job.rebound(keys_in, keys_out, values_in, values_out)
                 try:
                     self.plan.replay(job, owned)  # None: it takes them from the pool
@@ -210,14 +224,24 @@ class PreparedCall:
             observe()
         return keys, indices
 
-    def _own(self, state) -> tuple:
-        """Take the temporaries this call keeps; their addresses. (Two threads
-        racing here each take a set, and the set dropped goes back to the
-        pool, ordered on the device's stream as every freed block is.)"""
-        owned = [state.allocate(nbytes, "a prepared call's temporaries")
-                 for nbytes in self.plan.temporaries]
-        self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
-        _owning.add(self)
+    def _own(self, state) -> tuple | None:
+        """Take the temporaries this call keeps; their addresses, or None
+        when the calls keep OWNED_TOTAL_BYTES already (this call then takes
+        them from the pool on each call). (Two threads racing here each take
+        a set, and the set dropped goes back to the pool, ordered on the
+        device's stream as every freed block is.)"""
+        global _owned_bytes
+        nbytes = sum(self.plan.temporaries)
+        with _owning_lock:
+            if _owned_bytes + nbytes > OWNED_TOTAL_BYTES:
+                self.owns = False
+                return None
+            _owned_bytes += nbytes
+        owned = [state.allocate(size, "a prepared call's temporaries")
+                 for size in self.plan.temporaries]
+        with _owning_lock:
+            self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
+            _owning.add(self)
         return self.temporaries
 
 

@@ -72,16 +72,17 @@ class PlanGraphs:
     def __len__(self) -> int:
         return len(self._execs)
 
-    def launch(self, key: tuple, job) -> bool:
-        """Launch the graph of these addresses on the job's stream, if there
-        is one; False if not (the caller issues the operations)."""
+    def launch(self, key: tuple, job, stream: int | None = None) -> bool:
+        """Launch the graph of these addresses on the job's stream (or on the
+        CUstream handle `stream`), if there is one; False if not (the caller
+        issues the operations)."""
         with self._lock:
             graph = self._execs.get(key)
             if graph is None:
                 return False
             self._execs.move_to_end(key)
             driver = libcuda.driver()
-            status = driver.cuGraphLaunch(graph, job.stream.handle)
+            status = driver.cuGraphLaunch(graph, job.stream.handle if stream is None else stream)
             if status:
                 raise KernelError.failed(job.plugin.name, None, job.dtype, job.config,
                                          "launching the graph of its recorded operations",

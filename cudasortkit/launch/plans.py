@@ -209,13 +209,14 @@ class LaunchPlan:
         #: The plan's CUDA graphs, by buffer addresses (cudasortkit/launch/graphs.py).
         self.graphs = PlanGraphs()
 
-    def launch_graph(self, job, bases: tuple) -> bool:
+    def launch_graph(self, job, bases: tuple, stream: int | None = None) -> bool:
         """Launch the graph of these buffers (keys_in, keys_out, values_in,
         values_out, then the temporaries' addresses in order) on job's
-        stream, if earlier replays captured one; False if not (replay()
-        issues the work). `job` only names plugin and config if the launch
-        fails, so a caller owning its temporaries needs no Job per call."""
-        return self.graphs.launch(bases, job)
+        stream, or on the CUstream handle `stream`, if earlier replays
+        captured one; False if not (replay() issues the work). `job` only
+        names plugin and config if the launch fails, so a caller owning its
+        temporaries needs no Job per call."""
+        return self.graphs.launch(bases, job, stream)
 
     def replay(self, job, temporaries: tuple | None = None) -> None:
         """Issue the recorded work for `job`'s buffers, as one graph launch
