@@ -483,8 +483,16 @@ def test_prepared_calls_keep_at_most_owned_total_bytes(monkeypatch):
     assert first[0] == first[1] and calls[0].temporaries is not None   # kept: 4096 <= 6000
     assert calls[1].temporaries is None and not calls[1].owns           # 8192 > 6000: per call
     assert (state.taken, state.freed) == (3, 2)
+    del calls[0], first  # a call dropped (its decision moved) keeps nothing any more
+    import gc
+
+    gc.collect()
+    again = prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"),
+                              LaunchPlan(), "sort", np.dtype("float32"), "float32", (8,), 8, 0,
+                              False, _Memo(plugin, None), ())
+    again(np.zeros(8, np.float32))
+    assert again.temporaries is not None
     caches.clear_all()
-    assert state.freed == 3
 
 
 def test_holds_for_a_plan_reads_only_the_current_device():

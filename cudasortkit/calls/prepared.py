@@ -53,9 +53,9 @@ OWN_TEMPORARIES_BYTES = 16 << 20
 #: All prepared calls together keep at most this many bytes; past it a new
 #: call takes its temporaries from the pool on each call.
 OWNED_TOTAL_BYTES = 256 << 20
-#: The prepared calls keeping temporaries now, and the bytes they keep.
+#: The prepared calls keeping temporaries now (a call dropped, when its
+#: decision moved, leaves the set and its blocks go back to the pool).
 _owning = weakref.WeakSet()
-_owned_bytes = 0
 _owning_lock = threading.Lock()
 
 
@@ -64,14 +64,12 @@ def _release_owned() -> None:
     context caches (gpu.caches.clear_all: before a context goes, at exit
     among others); a call still in use takes a new set on its next call.
     The blocks go back to the pool, ordered on the device's stream."""
-    global _owned_bytes
     with _owning_lock:
         for call in list(_owning):
             owned, call.owned, call.temporaries = call.owned, None, None
             for buf in owned or ():
                 buf.free()
         _owning.clear()
-        _owned_bytes = 0
 
 
 caches.register(_release_owned)
@@ -230,16 +228,13 @@ class PreparedCall:
         them from the pool on each call). (Two threads racing here each take
         a set, and the set dropped goes back to the pool, ordered on the
         device's stream as every freed block is.)"""
-        global _owned_bytes
-        nbytes = sum(self.plan.temporaries)
         with _owning_lock:
-            if _owned_bytes + nbytes > OWNED_TOTAL_BYTES:
+            kept = sum(sum(call.plan.temporaries) for call in _owning)
+            if kept + sum(self.plan.temporaries) > OWNED_TOTAL_BYTES:
                 self.owns = False
                 return None
-            _owned_bytes += nbytes
-        owned = [state.allocate(size, "a prepared call's temporaries")
-                 for size in self.plan.temporaries]
-        with _owning_lock:
+            owned = [state.allocate(size, "a prepared call's temporaries")
+                     for size in self.plan.temporaries]
             self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
             _owning.add(self)
         return self.temporaries
