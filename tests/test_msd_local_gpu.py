@@ -4,17 +4,24 @@ where the device decides so. Each case names the route it takes; every
 result is compared with NumPy's sort, and the input must stay untouched.
 
 Quick tier: one size of each route (MSD, LSD from the start, LSD after a
-group overflowed), ascending and descending. Slow: every distribution and
-dtype, 2^26 keys."""
+group overflowed), ascending and descending; the LSD passes on a persistent
+grid (onesweep_pass_persistent: each block takes tile after tile) at a size
+with a partial last tile, on the device's grid and on grids of one block and
+one block an SM. Slow: every distribution and dtype, 2^26 keys."""
 import numpy as np
 import pytest
 
 import cudasortkit as csk
+from cudasortkit.build.template import Kernel
+from cudasortkit.launch import plans
 from helpers import DISTRIBUTIONS, assert_keys_equal, make_keys, reference_sort
 
 pytestmark = pytest.mark.gpu
 slow = pytest.mark.slow
 N = (1 << 22) + 5
+#: A partial last tile (384 x 24 = 9216 keys a tile: 457 tiles), about two
+#: tiles a block of the persistent LSD passes on an H100 (132 SMs x 2).
+N_WAVES = (1 << 22) + 12345
 
 
 def _cupy():
@@ -61,6 +68,86 @@ def test_lsd_route_after_an_overflow(descending, rng):
     spots = spots[spots % stride != 0]
     a[rng.choice(spots, 3000, replace=False)] = a[1]
     _check(a, descending, "uint64 with a group of 3000")
+
+
+def _special(a, rng):
+    """NaNs (both signs), -0.0 and +0.0, infinities among float keys."""
+    spots = rng.choice(len(a), 400, replace=False)
+    a[spots[:100]] = np.nan
+    a[spots[100:150]] = -np.nan
+    a[spots[150:250]] = -0.0
+    a[spots[250:350]] = 0.0
+    a[spots[350:375]] = np.inf
+    a[spots[375:]] = -np.inf
+    return a
+
+
+def _overflowing(n, rng):
+    """Uniform uint64 keys with 3000 copies of one key where the sampler
+    (every (n // 2048)-th key) does not look: MSD route, then LSD."""
+    a = make_keys("uniform", "uint64", n, rng)
+    spots = np.arange(n)
+    spots = spots[spots % (n // 2048) != 0]
+    a[rng.choice(spots, 3000, replace=False)] = a[1]
+    return a
+
+
+#: Inputs of each route at n keys: (what, route, keys).
+ROUTE_INPUTS = {
+    "uint64 uniform": ("MSD", lambda n, rng: make_keys("uniform", "uint64", n, rng)),
+    "int64 uniform": ("MSD", lambda n, rng: make_keys("uniform", "int64", n, rng)),
+    "float64 normal, NaN, -0.0": ("MSD", lambda n, rng: _special(rng.standard_normal(n), rng)),
+    "uint64 below 2^32": ("LSD", lambda n, rng: rng.integers(0, 1 << 32, n, dtype=np.uint64)),
+    "float64 few unique, NaN, -0.0": (
+        "LSD", lambda n, rng: _special(rng.integers(-3000, 3000, n).astype(np.float64) / 7, rng)),
+    "uint64 long group": ("MSD then LSD", _overflowing),
+}
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("what", sorted(ROUTE_INPUTS))
+def test_every_route_with_a_partial_last_tile(what, descending, rng):
+    """Each route at N_WAVES keys: the MSD passes' last tile and the
+    persistent LSD passes' (a block takes a second tile) are partial."""
+    route, make = ROUTE_INPUTS[what]
+    _check(make(N_WAVES, rng), descending, f"{what} ({route}) n={N_WAVES}")
+
+
+@pytest.fixture
+def persistent_blocks_per_sm(monkeypatch):
+    """Set how many blocks of onesweep_pass_persistent the plugin thinks an
+    SM holds (0: a grid of one block), with launch plans recorded afresh
+    (a plan keeps the grid of its first run)."""
+    real = Kernel.resident_blocks
+
+    def patch(blocks):
+        def resident_blocks(self, limits, block_size, dynamic_shared=0):
+            if self.name == "onesweep_pass_persistent":
+                return blocks
+            return real(self, limits, block_size, dynamic_shared)
+
+        monkeypatch.setattr(Kernel, "resident_blocks", resident_blocks)
+        plans.forget()
+
+    yield patch
+    monkeypatch.undo()
+    plans.forget()
+
+
+@pytest.mark.parametrize("blocks_per_sm", [0, 1])
+@pytest.mark.parametrize("what", ["uint64 below 2^32", "float64 few unique, NaN, -0.0",
+                                  "uint64 long group", "float64 normal, NaN, -0.0"])
+def test_lsd_passes_on_small_persistent_grids(what, blocks_per_sm, persistent_blocks_per_sm, rng):
+    """The LSD passes with far fewer blocks than tiles: one block taking all
+    457 tiles of each pass in turn, or one block an SM taking ~3.5 each.
+    Every tile's look-back still finds its predecessors' prefixes (no
+    deadlock, no tile taken twice or missed), and on the MSD route the
+    skipped passes stay skipped."""
+    persistent_blocks_per_sm(blocks_per_sm)
+    route, make = ROUTE_INPUTS[what]
+    a = make(N_WAVES, rng)
+    for descending in (False, True):
+        _check(a, descending, f"{what} ({route}), {blocks_per_sm} persistent blocks an SM")
 
 
 def test_auto_picks_it_for_large_eight_byte_keys_only(rng):

@@ -16,13 +16,18 @@
 //    whole groups only) ranks each key within its group by comparisons and
 //    writes it to its place, in keys_out.
 // 5. msd_fallback: after an overflow, plan2 becomes the plain LSD plan.
-// 6. onesweep_pass over digits 0..7 with plan2: every pass is skipped unless
-//    the route is LSD (or overflowed); then they sort the caller's keys_in,
-//    which nothing wrote, as onesweep does (a keys-only sort need not be
-//    stable). Their tile counters are their own; the status words of pass
-//    index 0 are the half the fourth MSD pass zeroed.
+// 6. onesweep_pass_persistent over digits 0..7 with plan2: every pass is
+//    skipped unless the route is LSD (or overflowed); then they sort the
+//    caller's keys_in, which nothing wrote, as onesweep does (a keys-only
+//    sort need not be stable). Their tile counters are their own; the status
+//    words of pass index 0 are the half the fourth MSD pass zeroed. They run
+//    on a persistent grid (as many blocks as the GPU holds at once, each
+//    taking tile after tile: onesweep.cuh's os_pass), so on the MSD route,
+//    where every block returns at its plan word, a launch costs a few hundred
+//    blocks instead of one per tile (7282 at 2^26 keys).
 //
 // flags[0]: the MSD route was taken; flags[1]: a group overflowed.
+#define PERSISTENT_PASS 1  // onesweep_pass_persistent, for step 6
 #include "onesweep.cuh"
 
 #if CSK_KEY_BYTES != 8 || RADIX_BITS != 8

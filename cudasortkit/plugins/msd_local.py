@@ -23,7 +23,7 @@ from cudasortkit.sdk.sweep import launch_histogram, launch_pass, status_word, sw
 SPAN, LOCAL_BLOCK, MSD_FIRST = 2048, 256, 4
 MIN_KEYS = 1 << 22
 KERNELS = ("onesweep_histogram", "msd_plan", "onesweep_pass", "msd_cuts", "msd_local_sort",
-           "msd_fallback")
+           "msd_fallback", "onesweep_pass_persistent")
 
 
 class MsdLocalSort(OnesweepSort):
@@ -72,6 +72,8 @@ class MsdLocalSort(OnesweepSort):
         job.launch(k["msd_local_sort"], chunks, LOCAL_BLOCK, job.keys_out, job.desc_mask,
                    at["cuts"], at["flags"])
         job.launch(k["msd_fallback"], 1, 1, at["flags"], at["lsd"], at["plan2"])
+        # The LSD passes, skipped on the MSD route: on a persistent grid (a
+        # few hundred blocks that return at their plan word, not one per tile).
         fallback = dict(at, plan=at["plan2"], counters=at["counters2"])
         for p in range(passes):
-            launch_pass(job, k["onesweep_pass"], g, p, fallback)
+            launch_pass(job, k["onesweep_pass_persistent"], g, p, fallback, persistent=True)

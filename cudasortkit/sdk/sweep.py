@@ -127,14 +127,23 @@ def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: 
 
 def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_in=None,
                 values=(0, 0, 0), value_mode: int = VALUES_GIVEN, write_keys: bool = True,
-                base: int = 0) -> None:
+                base: int = 0, persistent: bool = False) -> None:
     """onesweep_pass for digit p: `at` holds the sweep's buffers ("keys",
-    "offsets", "plan", "status", "counters"); keys_in defaults to job.keys_in."""
+    "offsets", "plan", "status", "counters"); keys_in defaults to job.keys_in.
+    A block per tile; with `persistent` (kernel is onesweep_pass_persistent,
+    whose blocks take tile after tile) as many blocks as the GPU holds at
+    once, at most one per tile."""
     tiles = job.blocks(job.n, geometry.tile)
-    job.launch(kernel, tiles, geometry.block_size, job.keys_in if keys_in is None else keys_in,
+    shared = geometry.shared_bytes(job.key_bytes, job.value_bytes)
+    grid = tiles
+    if persistent:
+        resident = job.limits.sm_count * kernel.resident_blocks(job.limits, geometry.block_size,
+                                                                 shared)
+        grid = min(tiles, max(resident, 1))
+    job.launch(kernel, grid, geometry.block_size, job.keys_in if keys_in is None else keys_in,
                job.keys_out, at["keys"], *values, job.n, job.desc_mask, base, p, value_mode,
                int(write_keys), at["offsets"], at["plan"], at["status"], at["counters"], tiles,
-               shared=geometry.shared_bytes(job.key_bytes, job.value_bytes))
+               shared=shared)
 
 
 def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,

@@ -27,6 +27,8 @@
 //   onesweep_pass       one digit: tile id from an atomic counter, ranking by
 //                       warp-level multisplit (peers.cuh) in shared memory,
 //                       status publish + look-back, staged scatter
+//   onesweep_pass_persistent  (with PERSISTENT_PASS) the same pass on any
+//                       grid, each block taking tile ids until they run out
 //
 // Forward progress of the look-back: a tile only ever waits on tiles with a
 // smaller id, and it publishes its own per-digit aggregate before waiting on
@@ -47,6 +49,10 @@
 #endif
 #ifndef EARLY_COUNTS
 #define EARLY_COUNTS 0
+#endif
+// PERSISTENT_PASS=1 also defines onesweep_pass_persistent (msd_local.cu).
+#ifndef PERSISTENT_PASS
+#define PERSISTENT_PASS 0
 #endif
 
 #define RADIX_DIGITS (1 << RADIX_BITS)
@@ -603,15 +609,21 @@ __device__ __forceinline__ void os_store_value(void* __restrict__ dst, int mode,
 // writes keys_out (no keys at all if write_keys is 0: argsort). status is two
 // halves of tiles * RADIX_DIGITS words: active pass i uses half i % 2 (zeroed
 // beforehand) and zeroes the other half for pass i + 1. counters[i] hands out
-// the tile ids of active pass i (zeroed beforehand).
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
-onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
-              csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
-              void* __restrict__ values_out, void* __restrict__ values_tmp,
-              csk_index_t n, unsigned long long mask, unsigned long long base, int pass,
-              int value_mode, int write_keys, const unsigned long long* __restrict__ offsets,
-              const int* __restrict__ plan, os_status_t* status, unsigned* counters,
-              unsigned long long tiles)
+// the tile ids of active pass i (zeroed beforehand); `tiles` is the number of
+// tiles (ceil(n / TILE)), whatever the grid.
+// PERSISTENT false (onesweep_pass): one tile a block, a grid of `tiles`
+// blocks. PERSISTENT true (onesweep_pass_persistent): any grid, each block
+// taking tile after tile until the ids run out; a skipped pass then costs
+// one block per resident slot instead of one per tile.
+template <bool PERSISTENT>
+__device__ __forceinline__ void
+os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+        csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
+        void* __restrict__ values_out, void* __restrict__ values_tmp,
+        csk_index_t n, unsigned long long mask, unsigned long long base, int pass,
+        int value_mode, int write_keys, const unsigned long long* __restrict__ offsets,
+        const int* __restrict__ plan, os_status_t* status, unsigned* counters,
+        unsigned long long tiles)
 {
     const csk_pass planned = csk_pass_of(plan, pass);
     if (planned.skip) return;
@@ -641,116 +653,168 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
     unsigned* tile_slot = scan_scratch + WARPS + 1;
 
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
-    // Zero the warp counters in 8-byte stores (the area is 8-byte aligned and
-    // holds an even number of words), unrolled: no loop to set up.
-    enum { OS_ZERO_PAIRS = WARPS * OS_WORDS / 2 };
-#pragma unroll
-    for (int k = 0; k < (OS_ZERO_PAIRS + BLOCK_SIZE - 1) / BLOCK_SIZE; ++k)
-        if (OS_ZERO_PAIRS % BLOCK_SIZE == 0 || k * BLOCK_SIZE + t < OS_ZERO_PAIRS)
-            ((unsigned long long*)warp_words)[k * BLOCK_SIZE + t] = 0ull;
-    __syncthreads();
-    const unsigned tile = *tile_slot;
     os_status_t* my_status = status + (csk_index_t)(index & 1) * tiles * RADIX_DIGITS;
     os_status_t* next_status = status + (csk_index_t)((index + 1) & 1) * tiles * RADIX_DIGITS;
-    const csk_index_t tile_base = (csk_index_t)tile * TILE;
-    const csk_index_t warp_base = tile_base + warp * WARP_ITEMS;
-    // Keys of this warp's segment that exist (may be <= 0 in the last tile):
-    // item j of the lane is valid iff j * 32 + lane < warp_keys.
-    const int warp_keys = (int)(n - warp_base < (csk_index_t)WARP_ITEMS ? n - warp_base : (csk_index_t)WARP_ITEMS);
+    // One tile per iteration; without PERSISTENT the first iteration returns.
+    // Forward progress with PERSISTENT (see the top of this file): a block
+    // takes a new tile id only after it has finished its previous tile
+    // (published its prefixes, scattered), so at any time it holds at most
+    // one unfinished tile. Ids come from the pass's atomic counter in
+    // increasing order, so when a block takes id k every id below k has been
+    // taken by a block that was running then: that block is still resident
+    // working on it (blocks leave only when ids run out) or has finished it.
+    // It publishes its aggregate before it waits on anything, so the tiles
+    // below k that tile k's look-back spins on all publish in bounded time,
+    // whatever the grid and however many of its blocks are resident: no
+    // deadlock. Every tile below `tiles` is taken exactly once, and each tile
+    // zeroes its own rows of next_status as with one tile a block.
+    for (;;) {
+        if (t == 0) *tile_slot = atomicAdd(&counters[index], 1u);
+        // Zero the warp counters in 8-byte stores (the area is 8-byte aligned and
+        // holds an even number of words), unrolled: no loop to set up.
+        enum { OS_ZERO_PAIRS = WARPS * OS_WORDS / 2 };
+#pragma unroll
+        for (int k = 0; k < (OS_ZERO_PAIRS + BLOCK_SIZE - 1) / BLOCK_SIZE; ++k)
+            if (OS_ZERO_PAIRS % BLOCK_SIZE == 0 || k * BLOCK_SIZE + t < OS_ZERO_PAIRS)
+                ((unsigned long long*)warp_words)[k * BLOCK_SIZE + t] = 0ull;
+        __syncthreads();
+        const unsigned tile = *tile_slot;
+        if (PERSISTENT && tile >= tiles) return;  // ids ran out
+        const csk_index_t tile_base = (csk_index_t)tile * TILE;
+        const csk_index_t warp_base = tile_base + warp * WARP_ITEMS;
+        // Keys of this warp's segment that exist (may be <= 0 in the last tile):
+        // item j of the lane is valid iff j * 32 + lane < warp_keys.
+        const int warp_keys = (int)(n - warp_base < (csk_index_t)WARP_ITEMS ? n - warp_base : (csk_index_t)WARP_ITEMS);
 
-    // Load warp-striped (each load instruction reads 32 consecutive keys), so
-    // that item j of lane l is key warp_base + j * 32 + l: ranking items in
-    // order j, lanes in order, visits the warp's keys in input order (stable).
-    // Whole warps (all but the last tile's last ones) load without bounds tests.
-    const bool whole_warp = warp_keys >= WARP_ITEMS;
-    const csk_bits_t* my_src = src + warp_base + lane;
-    csk_bits_t key[ITEMS_PER_THREAD];
-    if (whole_warp) {
+        // Load warp-striped (each load instruction reads 32 consecutive keys), so
+        // that item j of lane l is key warp_base + j * 32 + l: ranking items in
+        // order j, lanes in order, visits the warp's keys in input order (stable).
+        // Whole warps (all but the last tile's last ones) load without bounds tests.
+        const bool whole_warp = warp_keys >= WARP_ITEMS;
+        const csk_bits_t* my_src = src + warp_base + lane;
+        csk_bits_t key[ITEMS_PER_THREAD];
+        if (whole_warp) {
 #pragma unroll
-        for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = my_src[j * 32];
-    } else {
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = my_src[j * 32];
+        } else {
 #pragma unroll
-        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-            key[j] = j * 32 + lane < warp_keys ? my_src[j * 32] : (csk_bits_t)0;
-    }
-    if (first) {
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+                key[j] = j * 32 + lane < warp_keys ? my_src[j * 32] : (csk_bits_t)0;
+        }
+        if (first) {
 #pragma unroll
-        for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = (csk_bits_t)(csk_encode(key[j], kmask) - kbase);
-    }
-    // Past n (last tile only): the largest word. Such keys rank after every
-    // real key of their digit (last in key order), so ranking needs no
-    // validity bit: they only bump that digit's counters after every real
-    // key of it (and are taken off the counts before they are published).
-    if (!whole_warp) {
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = (csk_bits_t)(csk_encode(key[j], kmask) - kbase);
+        }
+        // Past n (last tile only): the largest word. Such keys rank after every
+        // real key of their digit (last in key order), so ranking needs no
+        // validity bit: they only bump that digit's counters after every real
+        // key of it (and are taken off the counts before they are published).
+        if (!whole_warp) {
 #pragma unroll
-        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-            if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
-    }
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+                if (j * 32 + lane >= warp_keys) key[j] = CSK_ALL_ONES;
+        }
 
-    unsigned* my_words = warp_words + warp * OS_WORDS;
-    os_counter_t* my_counts = (os_counter_t*)my_words;
-    const unsigned my_words_at = (unsigned)__cvta_generic_to_shared(my_words);
-    unsigned counts[OS_WORDS_PER_THREAD], starts[OS_WORDS_PER_THREAD], pos[ITEMS_PER_THREAD];
+        unsigned* my_words = warp_words + warp * OS_WORDS;
+        os_counter_t* my_counts = (os_counter_t*)my_words;
+        const unsigned my_words_at = (unsigned)__cvta_generic_to_shared(my_words);
+        unsigned counts[OS_WORDS_PER_THREAD], starts[OS_WORDS_PER_THREAD], pos[ITEMS_PER_THREAD];
 #if EARLY_COUNTS
-    // Early counts: the warps' digit counts first (shared atomics), so the
-    // tile publishes its aggregate and looks back before ranking, and every
-    // key is staged as soon as it is ranked (no ranks kept in registers).
+        // Early counts: the warps' digit counts first (shared atomics), so the
+        // tile publishes its aggregate and looks back before ranking, and every
+        // key is staged as soon as it is ranked (no ranks kept in registers).
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) os_count_digit(my_words_at, os_digit(key[j], shift), 1u);
-    os_uncount_past_n(my_words_at, shift, warp_keys, lane);
-    __syncthreads();
-    os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
-    // Look back now, before ranking (as CUB's onesweep does): our inclusive
-    // prefix is out a whole ranking earlier, so successors walk back less.
-    os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) os_count_digit(my_words_at, os_digit(key[j], shift), 1u);
+        os_uncount_past_n(my_words_at, shift, warp_keys, lane);
+        __syncthreads();
+        os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
+        // Look back now, before ranking (as CUB's onesweep does): our inclusive
+        // prefix is out a whole ranking earlier, so successors walk back less.
+        os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-        if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
-    }
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+            pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
+            if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+        }
 #else
-    // Rank first (the warps' counters start at 0), then publish the counts
-    // and turn the counters into tile positions, then stage.
+        // Rank first (the warps' counters start at 0), then publish the counts
+        // and turn the counters into tile positions, then stage.
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-    os_uncount_past_n(my_words_at, shift, warp_keys, lane);
-    __syncthreads();
-    os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
+        os_uncount_past_n(my_words_at, shift, warp_keys, lane);
+        __syncthreads();
+        os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        pos[j] += my_counts[os_digit(key[j], shift)];
-        if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
-    }
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+            pos[j] += my_counts[os_digit(key[j], shift)];
+            if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+        }
 #endif
 #if CSK_HAS_VALUES
-    // Values after all keys are ranked: their loads have no ranking between
-    // them, so they are all in flight at once.
+        // Values after all keys are ranked: their loads have no ranking between
+        // them, so they are all in flight at once.
 #pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-        if (j * 32 + lane < warp_keys)
-            values_s[pos[j]] = os_load_value(vsrc, value_mode, first, warp_base + j * 32 + lane);
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            if (j * 32 + lane < warp_keys)
+                values_s[pos[j]] = os_load_value(vsrc, value_mode, first, warp_base + j * 32 + lane);
 #endif
 #pragma unroll
-    for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k)
-        if (os_owned_digit(k) < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + os_owned_digit(k)] = 0;
+        for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k)
+            if (os_owned_digit(k) < RADIX_DIGITS) next_status[(csk_index_t)tile * RADIX_DIGITS + os_owned_digit(k)] = 0;
 
 #if !EARLY_COUNTS
-    os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
+        os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
 #endif
-    __syncthreads();
+        __syncthreads();
 
-    // Scatter from the staging area: consecutive threads write consecutive
-    // positions of one digit's run (coalesced per digit).
-    const int tile_n = (int)((n - tile_base) < (csk_index_t)TILE ? (n - tile_base) : (csk_index_t)TILE);
+        // Scatter from the staging area: consecutive threads write consecutive
+        // positions of one digit's run (coalesced per digit).
+        const int tile_n = (int)((n - tile_base) < (csk_index_t)TILE ? (n - tile_base) : (csk_index_t)TILE);
 #pragma unroll 8
-    for (int i = t; i < tile_n; i += BLOCK_SIZE) {
-        const csk_bits_t k = keys_s[i];
-        const os_pos_t g = adjust[os_digit(k, shift)] + (os_pos_t)i;
-        if (store_keys) dst[g] = last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k;
+        for (int i = t; i < tile_n; i += BLOCK_SIZE) {
+            const csk_bits_t k = keys_s[i];
+            const os_pos_t g = adjust[os_digit(k, shift)] + (os_pos_t)i;
+            if (store_keys) dst[g] = last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k;
 #if CSK_HAS_VALUES
-        os_store_value(vdst, value_mode, last, g, values_s[i]);
+            os_store_value(vdst, value_mode, last, g, values_s[i]);
 #endif
+        }
+        if (!PERSISTENT) return;
+        __syncthreads();  // every thread is done with the tile's shared memory and tile id
     }
 }
+
+// One block per tile: a grid of `tiles` blocks.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
+onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+              csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
+              void* __restrict__ values_out, void* __restrict__ values_tmp,
+              csk_index_t n, unsigned long long mask, unsigned long long base, int pass,
+              int value_mode, int write_keys, const unsigned long long* __restrict__ offsets,
+              const int* __restrict__ plan, os_status_t* status, unsigned* counters,
+              unsigned long long tiles)
+{
+    os_pass<false>(keys_in, keys_out, keys_tmp, values_in, values_out, values_tmp, n, mask, base,
+                   pass, value_mode, write_keys, offsets, plan, status, counters, tiles);
+}
+
+#if PERSISTENT_PASS
+// The same pass on a persistent grid (any number of blocks, e.g. as many as
+// the GPU holds at once), each block looping over tile ids. Compiled only
+// where a template defines PERSISTENT_PASS (msd_local.cu, for its LSD
+// fallback passes, which are skipped on its MSD route: a block per resident
+// slot that returns at once costs far less to launch than a block per tile).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
+onesweep_pass_persistent(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+                         csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
+                         void* __restrict__ values_out, void* __restrict__ values_tmp,
+                         csk_index_t n, unsigned long long mask, unsigned long long base, int pass,
+                         int value_mode, int write_keys, const unsigned long long* __restrict__ offsets,
+                         const int* __restrict__ plan, os_status_t* status, unsigned* counters,
+                         unsigned long long tiles)
+{
+    os_pass<true>(keys_in, keys_out, keys_tmp, values_in, values_out, values_tmp, n, mask, base,
+                  pass, value_mode, write_keys, offsets, plan, status, counters, tiles);
+}
+#endif
