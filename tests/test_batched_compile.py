@@ -28,12 +28,16 @@ def test_rows_tiles_compile(tile, dtype, vb):
 @pytest.mark.parametrize("items, block, dtype, vb",
                          [(items, block, dtype, vb) for items, block in ((16, 256), (1, 512), (4, 512))
                           for dtype, vb in (("float32", 8), ("int8", 0), ("uint16", 4))]
-                         + [(8, 512, "float32", 0), (8, 512, "uint16", 4)])
+                         + [(8, 512, "float32", 0), (8, 512, "uint16", 4)]
+                         + [(1, 1024, "int8", 8), (2, 1024, "float32", 8), (4, 1024, "float32", 0),
+                            (4, 1024, "bfloat16", 0)])
 def test_block_radix_compile(items, block, dtype, vb):
     """block_radix.cu at the tiles block_radix.py launches (256 x 16 keys is
     the most shared memory; 512 x 8 4-byte keys only where they move alone,
-    block_radix_rows without its several-segments kernel)."""
+    block_radix_rows without its several-segments kernel; 1024 threads with
+    16-bit digit counters for one array, 4 keys a thread only keys alone)."""
     template = KernelTemplate("block_radix.cu", "cudasortkit.kernels", {"items_per_thread": items})
     config = {"block_size": block, "tile_items": 16, "tiles_up_to": 256, "warp_match": 2}
     rc, msg = compile_template(template, dtype, vb, config, f"block_radix.cu items={items}")
     assert rc == 0, msg
+

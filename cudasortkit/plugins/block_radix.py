@@ -35,9 +35,11 @@ _RADIX = OnesweepSort()
 
 def _shared_bytes(block: int, items: int, key_bytes: int, aux: bool = True) -> int:
     """block_radix.cu's BrSharedT: with aux words (BR_TILE of them), or
-    without (block_radix_rows moving keys alone: one slot)."""
+    without (block_radix_rows moving keys alone: one slot); digit counters
+    of 32 bits, 16 bits in rows of 258 above 512 threads."""
     aux_bytes = block * items * 4 if aux else 4
-    return (block * items * key_bytes + aux_bytes + (block // 32) * 256 * 4
+    counters = 258 * 2 if block > 512 else 256 * 4
+    return (block * items * key_bytes + aux_bytes + (block // 32) * counters
             + (block // 32 + 1) * 4 + 32)
 
 
@@ -72,8 +74,9 @@ class BlockRadixSort(SegmentedSortPlugin):
                                "uniform rows up to this length go several to a block"),
         "warp_match": Tunable(0, (0, 2, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
-        "array_block": Tunable(512, (256, 512), "threads per block for a 1-D array sorted as "
-                               "one row (512 x 8 keys fit where they move alone)"),
+        "array_block": Tunable(512, (256, 512, 1024), "threads per block for a 1-D array sorted "
+                               "as one row (1024 with 16-bit digit counters; 512 x 8 and "
+                               "1024 x 4 keys fit where they move alone)"),
     }
     templates = ("block_radix.cu",)
 
