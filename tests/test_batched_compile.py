@@ -1,8 +1,8 @@
 """The batched plugins' kernels in the variants their run() builds beyond the
 tunables: rows.cu at every tile it launches (up to 4096 slots of 8-byte keys
 with 8-byte values, the most shared memory), segmented.cu per key width, and
-block_radix.cu at the tiles block_radix.py launches.
-Skipped only when nvcc is missing."""
+block_radix.cu at the tiles block_radix.py launches, block_bitonic.cu at
+every width and block it launches. Skipped only when nvcc is missing."""
 import shutil
 
 import pytest
@@ -41,3 +41,17 @@ def test_block_radix_compile(items, block, dtype, vb):
     rc, msg = compile_template(template, dtype, vb, config, f"block_radix.cu items={items}")
     assert rc == 0, msg
 
+
+#: (network width, threads) block_radix.py's _network launches for
+#: network_threads 128, 256 and 512 (at most half the width).
+NETWORKS = sorted({(1 << w, min(t, 1 << (w - 1))) for w in range(6, 13) for t in (128, 256, 512)})
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("width, threads", NETWORKS)
+def test_block_bitonic_compile(width, threads):
+    template = KernelTemplate("block_bitonic.cu", "cudasortkit.kernels", {"net_keys": width})
+    for dtype in ("float32", "int8") if width in (64, 4096) else ("uint32",):
+        rc, msg = compile_template(template, dtype, 0, {"block_size": threads},
+                                   f"block_bitonic.cu net_keys={width}")
+        assert rc == 0, msg

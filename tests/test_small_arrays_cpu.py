@@ -68,6 +68,27 @@ class LaunchRecorder:
         self.launches.append((kernel, grid, block, args))
 
 
+@pytest.mark.parametrize("n, width, threads", [(1, 64, 32), (64, 64, 32), (65, 128, 64),
+                                               (1000, 1024, 128), (1025, 2048, 128),
+                                               (3001, 4096, 128), (4096, 4096, 128)])
+def test_array_kernel_1_sorts_keys_alone_by_the_bitonic_network(n, width, threads):
+    job = LaunchRecorder(n, array_kernel=1, network_threads=128)
+    assert job.launches == [("block_bitonic_sort", 1, threads, (11, 22, n, 0xFFFFFFFF))]
+    assert job.built == [("block_bitonic.cu", "block_bitonic_sort", {"net_keys": width},
+                          {"block_size": threads})]
+
+
+@pytest.mark.parametrize("threads, expected", [(256, 256), (512, 512)])
+def test_network_threads_cap_the_network_s_block(threads, expected):
+    job = LaunchRecorder(4096, array_kernel=1, network_threads=threads)
+    assert job.launches[0][2] == expected and job.built[0][2] == {"net_keys": 4096}
+
+
+def test_the_network_leaves_pairs_to_the_radix_sort():
+    job = LaunchRecorder(2048, value_bytes=8, array_kernel=1)
+    assert [k for k, *_ in job.launches] == ["block_radix_rows"]
+
+
 @pytest.mark.parametrize("n, value_bytes, block, items", [
     (1024, 0, 1024, 1), (2048, 0, 1024, 2), (4096, 0, 1024, 4),
     (2048, 8, 1024, 2),   # keys, positions and 16-bit counters fit 48 KiB
