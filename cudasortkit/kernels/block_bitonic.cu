@@ -17,15 +17,14 @@
 // key q * BLOCK_SIZE + t: a network sorts any arrangement) and stored
 // coalesced through shared memory.
 //
-// Stage k (1 .. NET_LOG) merges runs of 2^k positions with steps on bits
-// k-1, ..., 0; a step on bit j pairs i with i ^ 2^j and the lower position
-// keeps the smaller word: in registers for j < NET_R, through
-// __shfl_xor_sync for lane bits, through shared memory for warp bits (two
-// buffers used in turn: one barrier a step). Directions: a run whose
-// position bit k is 1 must end stage k descending (k < NET_LOG). Its words
-// are complemented for the stage instead (x ^ ~0 reverses the order), so
-// every step is ascending: before stage k, x[q] ^= ~0 where bit k-1 ^ bit k
-// of its position is 1, taking bit 0 (before stage 1) and bit NET_LOG as 0.
+// The network in the form without directions (as rows.cu's): stage k
+// (1 .. NET_LOG) sorts each aligned run of 2^k positions from its two
+// sorted halves, first pairing i with its mirror i ^ (2^k - 1), then i with
+// i ^ 2^j for j = k-2, ..., 0; the lower position of a pair keeps the
+// smaller word, so every run ends ascending. A step whose highest changed
+// bit j is below NET_R runs in registers, one below NET_R + 5 through
+// __shfl_xor_sync, a higher one through shared memory (two buffers used in
+// turn: one barrier a step).
 #include "keys.cuh"
 
 #ifndef NET_KEYS
@@ -51,74 +50,51 @@ constexpr int net_log2(int x) { return x <= 1 ? 0 : 1 + net_log2(x / 2); }
 constexpr int NET_LOG = net_log2(NET_KEYS);
 constexpr int NET_R = net_log2(NET_ITEMS);
 
-// Bit b of the position of x[q] in thread t (q < NET_ITEMS: its bits are
-// the low NET_R).
-template <int B>
-__device__ __forceinline__ unsigned net_bit(int t, int q)
-{
-    if constexpr (B < NET_R) return (unsigned)(q >> B) & 1u;
-    else return (unsigned)(t >> (B - NET_R)) & 1u;
-}
-
-// Whether stage K sorts x[q]'s run descending (complemented words).
-template <int K>
-__device__ __forceinline__ unsigned net_down(int t, int q)
-{
-    if constexpr (K >= 1 && K < NET_LOG) return net_bit<K>(t, q);
-    else return 0u;
-}
-
-// Before stage K: complement the words whose direction changes.
-template <int K>
-__device__ __forceinline__ void net_flip(unsigned (&x)[NET_ITEMS], int t)
-{
-#pragma unroll
-    for (int q = 0; q < NET_ITEMS; ++q) x[q] ^= 0u - (net_down<K - 1>(t, q) ^ net_down<K>(t, q));
-}
-
-// One ascending compare-exchange step on position bit J.
-template <int J>
+// One compare-exchange step whose pairs differ in position bit J and, for
+// a MIRROR step (a stage's first), every lower bit too: i and i ^ P.
+template <int J, bool MIRROR>
 __device__ __forceinline__ void net_step(unsigned (&x)[NET_ITEMS], unsigned* smem, int& parity, int t)
 {
+    constexpr int P = MIRROR ? (2 << J) - 1 : 1 << J;
     if constexpr (J < NET_R) {
 #pragma unroll
         for (int q = 0; q < NET_ITEMS; ++q) {
             if (q & (1 << J)) continue;
-            const unsigned a = x[q], b = x[q | 1 << J];
+            const unsigned a = x[q], b = x[q ^ P];
             x[q] = min(a, b);
-            x[q | 1 << J] = max(a, b);
-        }
-    } else if constexpr (J < NET_R + 5) {
-        const int m = 1 << (J - NET_R);
-        const bool upper = (t & m) != 0;  // lane bit
-#pragma unroll
-        for (int q = 0; q < NET_ITEMS; ++q) {
-            const unsigned y = __shfl_xor_sync(0xffffffffu, x[q], m);
-            x[q] = upper ? max(x[q], y) : min(x[q], y);
+            x[q ^ P] = max(a, b);
         }
     } else {
-        const bool upper = net_bit<J>(t, 0) != 0;  // warp bit
-        unsigned* buf = smem + parity * NET_SLOTS;
-        parity ^= 1;
-        const int base = t * NET_ITEMS;
+        // Bit J of every x[q]'s position, a lane or warp bit: the thread's.
+        const bool upper = ((t >> (J - NET_R)) & 1) != 0;
+        unsigned y[NET_ITEMS];  // the partners' words
+        if constexpr (J < NET_R + 5) {
+            // x[q]'s partner is x[q ^ RQ] of lane t ^ (P >> NET_R): each lane sends that one.
+            constexpr int RQ = P & (NET_ITEMS - 1);
 #pragma unroll
-        for (int q = 0; q < NET_ITEMS; ++q) buf[NET_SLOT(base + q)] = x[q];
-        __syncthreads();
+            for (int q = 0; q < NET_ITEMS; ++q) y[q] = __shfl_xor_sync(0xffffffffu, x[q ^ RQ], P >> NET_R);
+        } else {
+            unsigned* buf = smem + parity * NET_SLOTS;
+            parity ^= 1;
+            const int base = t * NET_ITEMS;
 #pragma unroll
-        for (int q = 0; q < NET_ITEMS; ++q) {
-            const unsigned y = buf[NET_SLOT((base + q) ^ (1 << J))];
-            x[q] = upper ? max(x[q], y) : min(x[q], y);
+            for (int q = 0; q < NET_ITEMS; ++q) buf[NET_SLOT(base + q)] = x[q];
+            __syncthreads();
+#pragma unroll
+            for (int q = 0; q < NET_ITEMS; ++q) y[q] = buf[NET_SLOT((base + q) ^ P)];
         }
+#pragma unroll
+        for (int q = 0; q < NET_ITEMS; ++q) x[q] = upper ? max(x[q], y[q]) : min(x[q], y[q]);
     }
 }
 
-// Stage K's steps on bits J, J-1, ..., 0.
-template <int K, int J>
+// Stage K's steps after its mirror step: bits J, J-1, ..., 0.
+template <int J>
 __device__ __forceinline__ void net_merge(unsigned (&x)[NET_ITEMS], unsigned* smem, int& parity, int t)
 {
     if constexpr (J >= 0) {
-        net_step<J>(x, smem, parity, t);
-        net_merge<K, J - 1>(x, smem, parity, t);
+        net_step<J, false>(x, smem, parity, t);
+        net_merge<J - 1>(x, smem, parity, t);
     }
 }
 
@@ -127,8 +103,8 @@ template <int K>
 __device__ __forceinline__ void net_sort(unsigned (&x)[NET_ITEMS], unsigned* smem, int& parity, int t)
 {
     if constexpr (K <= NET_LOG) {
-        net_flip<K>(x, t);
-        net_merge<K, K - 1>(x, smem, parity, t);
+        net_step<K - 1, true>(x, smem, parity, t);
+        net_merge<K - 2>(x, smem, parity, t);
         net_sort<K + 1>(x, smem, parity, t);
     }
 }
