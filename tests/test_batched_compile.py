@@ -48,9 +48,11 @@ NETWORKS = sorted({(1 << w, min(t, 1 << (w - 1))) for w in range(6, 13) for t in
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("unroll", [0, 1])
 @pytest.mark.parametrize("width, threads", NETWORKS)
-def test_block_bitonic_compile(width, threads):
-    template = KernelTemplate("block_bitonic.cu", "cudasortkit.kernels", {"net_keys": width})
+def test_block_bitonic_compile(width, threads, unroll):
+    template = KernelTemplate("block_bitonic.cu", "cudasortkit.kernels",
+                              {"net_keys": width, "net_unroll": unroll})
     for dtype in ("float32", "int8") if width in (64, 4096) else ("uint32",):
         rc, msg = compile_template(template, dtype, 0, {"block_size": threads},
                                    f"block_bitonic.cu net_keys={width}")

@@ -74,14 +74,19 @@ class LaunchRecorder:
 def test_array_kernel_1_sorts_keys_alone_by_the_bitonic_network(n, width, threads):
     job = LaunchRecorder(n, array_kernel=1, network_threads=128)
     assert job.launches == [("block_bitonic_sort", 1, threads, (11, 22, n, 0xFFFFFFFF))]
-    assert job.built == [("block_bitonic.cu", "block_bitonic_sort", {"net_keys": width},
-                          {"block_size": threads})]
+    assert job.built == [("block_bitonic.cu", "block_bitonic_sort",
+                          {"net_keys": width, "net_unroll": 0}, {"block_size": threads})]
 
 
 @pytest.mark.parametrize("threads, expected", [(256, 256), (512, 512)])
 def test_network_threads_cap_the_network_s_block(threads, expected):
     job = LaunchRecorder(4096, array_kernel=1, network_threads=threads)
-    assert job.launches[0][2] == expected and job.built[0][2] == {"net_keys": 4096}
+    assert job.launches[0][2] == expected and job.built[0][2]["net_keys"] == 4096
+
+
+def test_network_unroll_picks_the_network_s_code():
+    job = LaunchRecorder(3000, array_kernel=1, network_unroll=1)
+    assert job.built[0][2] == {"net_keys": 4096, "net_unroll": 1}
 
 
 def test_the_network_leaves_pairs_to_the_radix_sort():

@@ -85,11 +85,14 @@ def test_auto_takes_block_radix_for_a_small_device_array(tmp_path, monkeypatch, 
 
 #: block_radix's 1-D array kernels besides its default (512-thread radix
 #: sort), by tunable: 1024 threads with 16-bit digit counters, and the
-#: bitonic network (keys alone; argsort and pairs stay with the radix sort).
+#: bitonic network (keys alone; argsort and pairs stay with the radix sort),
+#: its stages in a loop and (at 256 threads) unrolled.
 ARRAY_VARIANTS = {"radix1024": {"array_kernel": 0, "array_block": 1024},
                   "network128": {"array_kernel": 1, "network_threads": 128},
                   "network256": {"array_kernel": 1, "network_threads": 256},
-                  "network512": {"array_kernel": 1, "network_threads": 512}}
+                  "network512": {"array_kernel": 1, "network_threads": 512},
+                  "network256unrolled": {"array_kernel": 1, "network_threads": 256,
+                                         "network_unroll": 1}}
 #: Around the widths: 64-key networks and several-rows tiles, 1, 2 and 4
 #: keys a thread at 1024 threads, networks of 1024, 2048 and 4096.
 VARIANT_SIZES = [1, 2, 31, 32, 33, 1023, 1024, 1025, 2047, 2048, 2049, 3001, 4095, 4096]

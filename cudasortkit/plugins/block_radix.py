@@ -86,6 +86,8 @@ class BlockRadixSort(SegmentedSortPlugin):
                                 "(network_threads; argsort and pairs keep the radix sort)"),
         "network_threads": Tunable(256, (128, 256, 512), "threads of the bitonic network "
                                    "(fewer where it is narrower than twice as many keys)"),
+        "network_unroll": Tunable(0, (0, 1), "the bitonic network's code: 0 a loop over its "
+                                  "stages (a few KB), 1 every step unrolled (up to ~100 KB)"),
     }
     templates = ("block_radix.cu", "block_bitonic.cu")
 
@@ -156,7 +158,8 @@ class BlockRadixSort(SegmentedSortPlugin):
         while width < job.n:
             width *= 2
         threads = min(job.config["network_threads"], width // 2)
-        kernel = job.kernel("block_bitonic.cu", "block_bitonic_sort", defines={"net_keys": width},
+        kernel = job.kernel("block_bitonic.cu", "block_bitonic_sort",
+                            defines={"net_keys": width, "net_unroll": job.config["network_unroll"]},
                             config={"block_size": threads})
         job.launch(kernel, 1, threads, job.keys_in, job.keys_out, job.n, job.desc_mask)
 
