@@ -147,6 +147,7 @@ HAND_WRITTEN = {
     ("block_radix", "block_radix.cu"): {
         "block_radix_rows": "PPPPqPPQi", "block_radix_tiles": "PPPPqqPqQi",
         "block_radix_long_pack": "PPPqPPqQ", "block_radix_long_unpack": "PPPPPqPPqQi"},
+    ("block_radix", "block_bitonic.cu"): {"block_bitonic_sort": "PPqQ"},
     ("segmented_radix", "segmented.cu"): {
         "seg_pack": "PPqqPqQ", "seg_unpack": "PPPPqqPqiQ", "seg_ids_of": "PPqqPq",
         "seg_gather": "PPPPPqqPqi"},

@@ -1,8 +1,8 @@
 // Segments sorted by a block-wide LSD radix sort in shared memory
 // (plugins/block_radix.py drives it). Keys of at most 4 bytes.
 //
-// Tunables: BLOCK_SIZE threads (a multiple of 32, at least 256: one thread
-// per digit in the digit scan), WARP_MATCH (peers.cuh). Defines:
+// Tunables: BLOCK_SIZE threads (a multiple of 32, 256 to 1024: at least one
+// thread per digit in the digit scan), WARP_MATCH (peers.cuh). Defines:
 // ITEMS_PER_THREAD keys a thread holds; a block sorts up to
 // BR_TILE = BLOCK_SIZE * ITEMS_PER_THREAD keys.
 //
@@ -46,15 +46,35 @@
 #define BR_WARPS (BLOCK_SIZE / 32)
 #define BR_DIGITS 256
 // Blocks an SM should hold at once (registers are capped to fit them, 64
-// a thread at 8+ keys, 42 at 4, without spills on sm_90).
+// a thread at 8+ keys, 42 at 4, without spills on sm_90). A block of 1024
+// threads sorts one 1-D array: one block, 64 registers a thread.
 #define BR_SM_THREADS (ITEMS_PER_THREAD >= 8 ? 1024 : ITEMS_PER_THREAD >= 4 ? 1536 : 2048)
-#define BR_MIN_BLOCKS (BR_SM_THREADS / BLOCK_SIZE > 0 ? BR_SM_THREADS / BLOCK_SIZE : 1)
+#define BR_MIN_BLOCKS (BLOCK_SIZE >= 1024 ? 1 : BR_SM_THREADS / BLOCK_SIZE > 0 ? BR_SM_THREADS / BLOCK_SIZE : 1)
+
+// Digit counters, one row of BR_DIGITS a warp: 32-bit up to 512 threads;
+// 16-bit above (32 warps' 32-bit rows would take 32 KiB of the 48), rows
+// padded to 258 (129 words) so that the scan's threads of one digit, which
+// read rows 8 warps apart, hit different banks. BR_DIGIT_THREADS threads
+// share a digit in the scan (consecutive threads, BR_WARPS / BR_DIGIT_THREADS
+// warps each): one up to 512 threads, four at 1024.
+#if BLOCK_SIZE > 512
+typedef unsigned short br_count_t;
+#define BR_COUNT_BYTES 2
+#define BR_COUNT_ROW 258
+#define BR_DIGIT_THREADS (BLOCK_SIZE / BR_DIGITS)
+#else
+typedef unsigned br_count_t;
+#define BR_COUNT_BYTES 4
+#define BR_COUNT_ROW BR_DIGITS
+#define BR_DIGIT_THREADS 1
+#endif
+#define BR_COUNT_WORDS (BR_WARPS * BR_COUNT_ROW * BR_COUNT_BYTES / 4)
 
 #if CSK_KEY_BYTES > 4
 #error "block_radix keeps keys of at most 4 bytes in shared memory"
 #endif
-#if BLOCK_SIZE < BR_DIGITS || BLOCK_SIZE % 32 != 0
-#error "block_radix needs whole warps and at least 256 threads (one per digit)"
+#if BLOCK_SIZE < BR_DIGITS || BLOCK_SIZE > 1024 || BLOCK_SIZE % 32 != 0
+#error "block_radix needs whole warps and 256 to 1024 threads (at least one per digit)"
 #endif
 #if BR_TILE > 65536
 #error "tile positions are 16 bits"
@@ -68,7 +88,7 @@ template <int AUX_SLOTS>
 struct BrSharedT {
     csk_bits_t keys[BR_TILE];
     unsigned aux[AUX_SLOTS];  // tile position (low 16 bits), segment ordinal (high 16)
-    unsigned counts[BR_WARPS * BR_DIGITS];  // warp-major: counts[w * 256 + d]
+    br_count_t counts[BR_WARPS * BR_COUNT_ROW];  // warp-major: counts[w * BR_COUNT_ROW + d]
     unsigned scan[BR_WARPS + 1];
     long long bounds[4];
 };
@@ -90,9 +110,9 @@ __device__ __forceinline__ void br_sort(Shared* s, csk_bits_t (&key)[ITEMS_PER_T
                                         unsigned (&aux)[ITEMS_PER_THREAD], int passes, int ie)
 {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    unsigned* my_counts = s->counts + warp * BR_DIGITS;
+    br_count_t* my_counts = s->counts + warp * BR_COUNT_ROW;
     for (int pass = 0; pass < passes; ++pass) {
-        for (int i = t; i < BR_WARPS * BR_DIGITS; i += BLOCK_SIZE) s->counts[i] = 0;
+        for (int i = t; i < BR_COUNT_WORDS; i += BLOCK_SIZE) ((unsigned*)s->counts)[i] = 0;
         __syncthreads();
         unsigned pos[ITEMS_PER_THREAD];
 #pragma unroll
@@ -110,22 +130,25 @@ __device__ __forceinline__ void br_sort(Shared* s, csk_bits_t (&key)[ITEMS_PER_T
             __syncwarp();
         }
         __syncthreads();
-        // Digit t: its warps' counts become warp starts within the digit,
-        // then the block scan over digits adds the digit's start.
+        // Thread t takes digit d's counts of warps w0 .. w0 + WPT - 1: they
+        // become warp starts within its share, then the block scan in
+        // (digit, warp) order adds the earlier digits' and warps' counts.
+        constexpr int WPT = BR_WARPS / BR_DIGIT_THREADS;
+        const int d = t / BR_DIGIT_THREADS, w0 = (t % BR_DIGIT_THREADS) * WPT;
         unsigned total = 0;
-        if (t < BR_DIGITS) {
+        if (t < BR_DIGITS * BR_DIGIT_THREADS) {
 #pragma unroll
-            for (int w = 0; w < BR_WARPS; ++w) {
-                const unsigned c = s->counts[w * BR_DIGITS + t];
-                s->counts[w * BR_DIGITS + t] = total;
+            for (int w = w0; w < w0 + WPT; ++w) {
+                const unsigned c = s->counts[w * BR_COUNT_ROW + d];
+                s->counts[w * BR_COUNT_ROW + d] = total;
                 total += c;
             }
         }
         unsigned all;
         const unsigned start = csk_block_exclusive_scan<unsigned, BLOCK_SIZE>(total, s->scan, &all);
-        if (t < BR_DIGITS) {
+        if (t < BR_DIGITS * BR_DIGIT_THREADS) {
 #pragma unroll
-            for (int w = 0; w < BR_WARPS; ++w) s->counts[w * BR_DIGITS + t] += start;
+            for (int w = w0; w < w0 + WPT; ++w) s->counts[w * BR_COUNT_ROW + d] += start;
         }
         __syncthreads();
 #pragma unroll
@@ -232,7 +255,7 @@ __device__ long long br_lower_bound(const long long* __restrict__ offsets, long 
 // The several-segments kernel moves aux words: it exists where its tile
 // with them fits the static 48 KiB (a keys-only rows tile of twice the
 // keys compiles this file without it).
-#define BR_AUX_SHARED (BR_TILE * (CSK_KEY_BYTES + 4) + BR_WARPS * BR_DIGITS * 4 \
+#define BR_AUX_SHARED (BR_TILE * (CSK_KEY_BYTES + 4) + BR_WARPS * BR_COUNT_ROW * BR_COUNT_BYTES \
                        + (BR_WARPS + 1) * 4 + 32)
 #if BR_AUX_SHARED <= 48 * 1024
 // Short segments, several per block (see the top). Uniform rows (offsets

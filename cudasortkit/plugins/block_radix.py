@@ -6,6 +6,10 @@ Uniform rows: rows of up to `tiles_up_to` keys go several to a block
 keys, sorted by (row, key)); longer rows of up to 4096 keys one to a block
 (`block_radix_rows`, the fewest keys per thread that hold the row).
 
+One 1-D array of up to 4096 keys is one uniform row, or (keys only, the
+`array_kernel` tunable) goes to a bitonic network in one block's registers
+(kernels/block_bitonic.cu).
+
 Ragged segments: segments of up to TILE / 2 keys by `block_radix_tiles`
 straight from the offsets; longer ones of up to 4096 keys one to a block
 from a list made on the device; the rest (few, long) compacted with their
@@ -35,9 +39,11 @@ _RADIX = OnesweepSort()
 
 def _shared_bytes(block: int, items: int, key_bytes: int, aux: bool = True) -> int:
     """block_radix.cu's BrSharedT: with aux words (BR_TILE of them), or
-    without (block_radix_rows moving keys alone: one slot)."""
+    without (block_radix_rows moving keys alone: one slot); digit counters
+    of 32 bits, 16 bits in rows of 258 above 512 threads."""
     aux_bytes = block * items * 4 if aux else 4
-    return (block * items * key_bytes + aux_bytes + (block // 32) * 256 * 4
+    counters = 258 * 2 if block > 512 else 256 * 4
+    return (block * items * key_bytes + aux_bytes + (block // 32) * counters
             + (block // 32 + 1) * 4 + 32)
 
 
@@ -72,10 +78,18 @@ class BlockRadixSort(SegmentedSortPlugin):
                                "uniform rows up to this length go several to a block"),
         "warp_match": Tunable(0, (0, 2, 4), "every k-th key finds its digit peers with "
                               "__match_any_sync, the rest with ballots (0: never)"),
-        "array_block": Tunable(512, (256, 512), "threads per block for a 1-D array sorted as "
-                               "one row (512 x 8 keys fit where they move alone)"),
+        "array_block": Tunable(512, (256, 512, 1024), "threads per block for a 1-D array sorted "
+                               "as one row (1024 with 16-bit digit counters; 512 x 8 and "
+                               "1024 x 4 keys fit where they move alone)"),
+        "array_kernel": Tunable(0, (0, 1), "a 1-D array sorted keys only: 0 the radix sort "
+                                "(array_block threads), 1 a bitonic network in registers "
+                                "(network_threads; argsort and pairs keep the radix sort)"),
+        "network_threads": Tunable(256, (128, 256, 512), "threads of the bitonic network "
+                                   "(fewer where it is narrower than twice as many keys)"),
+        "network_unroll": Tunable(0, (0, 1), "the bitonic network's code: 0 a loop over its "
+                                  "stages (a few KB), 1 every step unrolled (up to ~100 KB)"),
     }
-    templates = ("block_radix.cu",)
+    templates = ("block_radix.cu", "block_bitonic.cu")
 
     def valid_config(self, config, dtype, value_bytes, limits):
         """The several-segments tile (block_size x tile_items slots) lives in
@@ -88,11 +102,14 @@ class BlockRadixSort(SegmentedSortPlugin):
         if job.n == 0:
             return
         mode = self.value_mode(job, segments)
+        one_array = job.request is None or job.request.segments is None
+        if one_array and mode == MODE_KEYS and job.config["array_kernel"] == 1:
+            self._network(job)
+            return
         if segments.uniform:
             if segments.row_len <= min(job.config["tiles_up_to"], self._step(job)):
                 self._tiles(job, segments, mode)
             else:
-                one_array = job.request is None or job.request.segments is None
                 block = job.config["array_block" if one_array else "block_size"]
                 self._rows(job, segments.count, segments.row_len, 0, 0, mode, block)
             return
@@ -132,6 +149,19 @@ class BlockRadixSort(SegmentedSortPlugin):
         job.launch(kernel, int(count), config["block_size"], job.keys_in, job.keys_out,
                    job.values_in, job.values_out, row_len if not offsets else 0, offsets, seg_list,
                    job.desc_mask, mode)
+
+    def _network(self, job):
+        """One 1-D array, keys only, by block_bitonic_sort: a network as
+        wide as the power of two that holds it (at least 64), network_threads
+        threads or half its width if fewer (two keys a thread at least)."""
+        width = 64
+        while width < job.n:
+            width *= 2
+        threads = min(job.config["network_threads"], width // 2)
+        kernel = job.kernel("block_bitonic.cu", "block_bitonic_sort",
+                            defines={"net_keys": width, "net_unroll": job.config["network_unroll"]},
+                            config={"block_size": threads})
+        job.launch(kernel, 1, threads, job.keys_in, job.keys_out, job.n, job.desc_mask)
 
     def _tiles(self, job, segments, mode):
         items = job.config["tile_items"]
