@@ -92,6 +92,19 @@ def _overflowing(n, rng):
     return a
 
 
+def _sampled_pairs(n, rng):
+    """Uniform uint64 keys where 40 pairs of neighbouring sampled keys
+    (every (n // 2048)-th key) share their top 32 bits and differ below:
+    the sample suggests groups of a few keys, so the MSD route runs with
+    groups of two to rank."""
+    a = make_keys("uniform", "uint64", n, rng)
+    stride = n // 2048
+    for k in range(0, 80, 2):
+        high, low = a[k * stride] >> np.uint64(32), rng.integers(0, 1 << 32, dtype=np.uint64)
+        a[(k + 1) * stride] = (high << np.uint64(32)) | low
+    return a
+
+
 #: Inputs of each route at n keys: (what, route, keys).
 ROUTE_INPUTS = {
     "uint64 uniform": ("MSD", lambda n, rng: make_keys("uniform", "uint64", n, rng)),
@@ -101,6 +114,7 @@ ROUTE_INPUTS = {
     "float64 few unique, NaN, -0.0": (
         "LSD", lambda n, rng: _special(rng.integers(-3000, 3000, n).astype(np.float64) / 7, rng)),
     "uint64 long group": ("MSD then LSD", _overflowing),
+    "uint64 sampled pairs": ("MSD", _sampled_pairs),
 }
 
 

@@ -29,8 +29,8 @@ def device_request(kind, dtype, n):
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "int16", "uint8"])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 @pytest.mark.parametrize("n, name", [(2, "block_radix"), (1000, "block_radix"),
-                                     (2048, "block_radix"), (2049, "merge_sort"),
-                                     (1 << 12, "merge_sort")])
+                                     (2048, "block_radix"), (2049, "block_radix"),
+                                     (1 << 12, "block_radix"), ((1 << 12) + 1, "merge_sort")])
 def test_small_arrays_go_to_one_block_s_radix_sort(selector, kind, dtype, n, name):
     assert selector.choose(device_request(kind, dtype, n), "auto")[0].name == name
 
@@ -72,10 +72,16 @@ class LaunchRecorder:
                                                (1000, 1024, 128), (1025, 2048, 128),
                                                (3001, 4096, 128), (4096, 4096, 128)])
 def test_array_kernel_1_sorts_keys_alone_by_the_bitonic_network(n, width, threads):
-    job = LaunchRecorder(n, array_kernel=1, network_threads=128)
+    job = LaunchRecorder(n, array_kernel=1, network_threads=128, network_unroll=0)
     assert job.launches == [("block_bitonic_sort", 1, threads, (11, 22, n, 0xFFFFFFFF))]
     assert job.built == [("block_bitonic.cu", "block_bitonic_sort",
                           {"net_keys": width, "net_unroll": 0}, {"block_size": threads})]
+
+
+def test_one_array_sorted_keys_alone_goes_to_the_unrolled_network_by_default():
+    job = LaunchRecorder(3000)
+    assert job.built == [("block_bitonic.cu", "block_bitonic_sort",
+                          {"net_keys": 4096, "net_unroll": 1}, {"block_size": 256})]
 
 
 @pytest.mark.parametrize("threads, expected", [(256, 256), (512, 512)])

@@ -4,8 +4,12 @@
 // 1. onesweep_histogram, then msd_plan: digit offsets of every pass (as
 //    onesweep_plan), and the route. The MSD route is taken when the four top
 //    passes (digits 4..7: the top 32 bits of the sorted word) are all
-//    non-trivial and no two of MSD_SAMPLES keys, sampled at a stride, share
-//    their top 32 bits; otherwise plain LSD.
+//    non-trivial and the groups are small: among MSD_SAMPLES keys sampled
+//    at a stride, r pairs of neighbours (in sorted order) share their top 32
+//    bits, about s^2 g / 2n for groups of g keys (s samples of n keys, g
+//    weighted by keys), so the route needs 2 n r <= MSD_GROUP_MAX s^2.
+//    Otherwise plain LSD. (Requiring r == 0 turned standard-normal float64
+//    keys, groups of ~18 keys at 2^26, to LSD about half the time.)
 // 2. MSD route: onesweep_pass over digits 4..7 (an LSD sort of the top 32
 //    bits), leaving keys_out ordered by its top 32 bits: "groups" of keys
 //    with one prefix, each contiguous.
@@ -40,6 +44,9 @@
 #define MSD_WINDOW 2048      // how far back a chunk's start is searched
 #define MSD_CHUNK (MSD_SPAN + MSD_WINDOW)  // most keys a chunk holds
 #define MSD_LOCAL_BLOCK 256
+// Largest (key-weighted) mean group the sample may suggest for the MSD route:
+// msd_local_sort ranks a key by comparing it with its group's keys.
+#define MSD_GROUP_MAX 128
 
 __device__ __forceinline__ unsigned msd_prefix(csk_bits_t w)
 {
@@ -79,10 +86,11 @@ msd_plan(const csk_bits_t* __restrict__ keys, const unsigned long long* __restri
         }
     }
     for (int i = threadIdx.x; i + 1 < MSD_SAMPLES; i += BLOCK_SIZE)
-        if (sample[i] == sample[i + 1]) repeat = 1;
+        if (sample[i] == sample[i + 1]) atomicAdd(&repeat, 1);
     __syncthreads();
     if (threadIdx.x == 0) {
-        bool route = !repeat;
+        bool route = 2ull * (unsigned long long)n * (unsigned long long)repeat
+                     <= (unsigned long long)MSD_GROUP_MAX * MSD_SAMPLES * MSD_SAMPLES;
         for (int p = MSD_FIRST; p < PASSES; ++p) route = route && !trivial[p];
         csk_write_plan(trivial, PASSES, lsd);
         for (int p = 0; p < PASSES; ++p) {

@@ -61,13 +61,14 @@ class BlockRadixSort(SegmentedSortPlugin):
     priority = 500
     #: Uniform rows: `rows` (bitonic, priority 10) keeps rows up to 256 keys.
     segment_priorities = ((256, 20), (MAX_ROW, 5))
-    #: A 1-D array of up to MAX_ROW keys is one row (array_block threads);
-    #: auto takes it up to 2,048 keys, where one block's radix passes beat
-    #: merge_sort's one-launch tile sort (H100 kernel time, uint32 sort:
-    #: 1,024 keys 7.5 us against 11.0, 2,048 keys 10.3 against 11.2; 3,000
-    #: keys 13.1 against 11.3, docs/algorithms/block_radix.md).
+    #: A 1-D array of up to MAX_ROW keys is one block: sorted keys alone by
+    #: the unrolled bitonic network (H100 kernel time, uint32: 1,024 keys
+    #: 2.5 us, 4,096 keys 6.4, against 7.6 / 15.8 for the radix passes, 11.0 /
+    #: 15.9 for merge_sort and 9.0 / 10.1 for CUB's single tile), argsort
+    #: and pairs by the radix passes (array_block threads), which beat
+    #: merge_sort's tile sort there too (docs/algorithms/block_radix.md).
     one_array_up_to = MAX_ROW
-    priorities = ((2048, 12),)
+    priorities = ((MAX_ROW, 12),)
     #: Ragged segments of any length.
     ragged_priority = 5
     tunables = {
@@ -81,12 +82,12 @@ class BlockRadixSort(SegmentedSortPlugin):
         "array_block": Tunable(512, (256, 512, 1024), "threads per block for a 1-D array sorted "
                                "as one row (1024 with 16-bit digit counters; 512 x 8 and "
                                "1024 x 4 keys fit where they move alone)"),
-        "array_kernel": Tunable(0, (0, 1), "a 1-D array sorted keys only: 0 the radix sort "
+        "array_kernel": Tunable(1, (0, 1), "a 1-D array sorted keys only: 0 the radix sort "
                                 "(array_block threads), 1 a bitonic network in registers "
                                 "(network_threads; argsort and pairs keep the radix sort)"),
         "network_threads": Tunable(256, (128, 256, 512), "threads of the bitonic network "
                                    "(fewer where it is narrower than twice as many keys)"),
-        "network_unroll": Tunable(0, (0, 1), "the bitonic network's code: 0 a loop over its "
+        "network_unroll": Tunable(1, (0, 1), "the bitonic network's code: 0 a loop over its "
                                   "stages (a few KB), 1 every step unrolled (up to ~100 KB)"),
     }
     templates = ("block_radix.cu", "block_bitonic.cu")
