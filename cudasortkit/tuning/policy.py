@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from ..sdk import registry
-from ..dispatch.select import HOST_CUTOFF, Decision
+from ..dispatch.select import HOST_CUTOFF, Decision, priority_of
 from ..gpu.device import current_limits
 from ..sdk.plugin import config_is_valid
 from .cache import warn_once
@@ -225,6 +225,13 @@ def host_extra(table: dict, request) -> float | None:
     return None
 
 
+#: Device measurements within this share of the fastest do not tell plugins
+#: apart (at a few thousand keys a measured call is mostly its fixed cost,
+#: tens of microseconds against kernels of a few): among them the declared
+#: priority decides, as it does where nothing is measured.
+TIE = 0.02
+
+
 def decide(table: dict, request, candidates: dict, host_cutoff: int = HOST_CUTOFF) -> Decision | None:
     """The measured-fastest candidate for `request`, or None if nothing is measured.
 
@@ -256,7 +263,14 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = HOST_CUTOF
         f" in {request.segments.count:,} rows of {request.segments.row_len:,}"
     if request.on_device:
         estimates.sort(key=order)
-        best = estimates[0]
+        first = order(estimates[0])
+        tied = [e for e in estimates
+                if order(e)[0] == first[0] and e.ms <= first[1] * (1 + TIE)]
+        best = (estimates[0] if len(tied) == 1 else
+                min(tied, key=lambda e: (priority_of(gpu[e.name], request), e.ms)))
+        if best is not estimates[0]:
+            estimates.remove(best)
+            estimates.insert(0, best)
         reason = (f"fastest measured for {op} of {request.n:,} {request.dtype} keys{rows} on the device"
                   + (f" ({estimates[1].name} ~{estimates[1].ms / best.ms:.2f}x slower)"
                      if len(estimates) > 1 else ""))
