@@ -241,70 +241,92 @@ def test_a_rebound_job_is_the_job_made_for_those_buffers():
     assert job._temporaries == [] and job._temporaries is not template._temporaries
 
 
+class _Pool:
+    """A device state's stand-in for prepared calls: counts the blocks its
+    pool hands out and takes back."""
+
+    ordinal = 0
+    stream = None
+
+    def __init__(self):
+        import types
+
+        self.taken = self.freed = 0
+        self.joiner = types.SimpleNamespace(own=7)
+
+    def activate(self):
+        return self
+
+    def allocate(self, nbytes, who=None):
+        pool = self
+        self.taken += 1
+
+        class Buf(int):
+            def free(self):
+                pool.freed += 1
+
+        return Buf(0x100000 * self.taken)
+
+
+class _LegacyCaller:
+    """The adapter of a caller on the legacy default stream."""
+
+    @staticmethod
+    def stream(a):
+        from cudasortkit.gpu.streams import LEGACY
+
+        return LEGACY
+
+    pointer = staticmethod(lambda a: 0x42)
+    empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+
+
+class _PlanWithoutGraph:
+    """A launch plan of these temporaries with no graph yet: replay() takes
+    the temporaries from the job's pool when the call keeps none."""
+
+    def __init__(self, temporaries):
+        self.temporaries, self.seen = temporaries, []
+
+    def launch_graph(self, job, bases, stream=None):
+        return False
+
+    def replay(self, job, temporaries=None):
+        if temporaries is None:
+            temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
+        self.seen.append(temporaries)
+
+
+def _prepared_sort(state, plan):
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.sdk import registry
+
+    plugin = registry.plugins()["onesweep"]
+    return prep.PreparedCall(_LegacyCaller, state, plugin, plugin.default_config("float32"), plan,
+                             "sort", np.dtype("float32"), "float32", (8,), 8, 0, False,
+                             _Memo(plugin, None), ())
+
+
 def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
     """Small temporaries are taken from the pool once and kept (the same
     addresses every call: no pool traffic, one graph); bigger ones than
     OWN_TEMPORARIES_BYTES come from the pool on each call and go back."""
-    import types
-
     from cudasortkit.calls import prepared as prep
-    from cudasortkit.dispatch.select import _Memo
-    from cudasortkit.gpu.streams import LEGACY
-    from cudasortkit.sdk import registry
+    from cudasortkit.gpu import caches
 
-    class Buf(int):
-        def free(self):
-            state.freed += 1
-
-    class State:
-        ordinal, taken, freed = 0, 0, 0
-        stream = joiner = None
-
-        def activate(self):
-            return self
-
-        def allocate(self, nbytes, who=None):
-            self.taken += 1
-            return Buf(0x100000 * self.taken)
-
-    class Adapter:
-        stream = staticmethod(lambda a: LEGACY)
-        pointer = staticmethod(lambda a: 0x42)
-        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
-
-    class LaunchPlan:
-        def __init__(self, temporaries):
-            self.temporaries, self.seen = temporaries, []
-
-        def launch_graph(self, job, bases, stream=None):
-            return False   # no graph yet: replay() issues the work
-
-        def replay(self, job, temporaries=None):
-            if temporaries is None:
-                temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
-            self.seen.append(temporaries)
-
-    plugin = registry.plugins()["onesweep"]
-    state = State()
-    state.joiner = types.SimpleNamespace(own=7)
-
-    def call(sizes):
-        plan = LaunchPlan(sizes)
-        return prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"), plan,
-                                 "sort", np.dtype("float32"), "float32", (8,), 8, 0, False,
-                                 _Memo(plugin, None), ()), plan
-
-    small, plan = call((4096, 256))
+    caches.clear_all()  # no call keeps anything
+    state = _Pool()
+    plan = _PlanWithoutGraph((4096, 256))
+    small = _prepared_sort(state, plan)
     for _ in range(3):
         small(np.zeros(8, np.float32))
     assert plan.seen[0] == plan.seen[1] == plan.seen[2] and len(plan.seen[0]) == 2
     assert (state.taken, state.freed) == (2, 0)  # taken once, kept
-    big, plan = call((prep.OWN_TEMPORARIES_BYTES + 1,))
+    big = _prepared_sort(state, _PlanWithoutGraph((prep.OWN_TEMPORARIES_BYTES + 1,)))
     big(np.zeros(8, np.float32))
     big(np.zeros(8, np.float32))
     assert (state.taken, state.freed) == (4, 2)  # one a call, back to the pool after it
-    from cudasortkit.gpu import caches
-
     caches.clear_all()  # (before a context goes, at exit): kept temporaries go back
     assert (state.taken, state.freed) == (4, 4) and small.temporaries is None
     small(np.zeros(8, np.float32))  # and the next call takes a set anew
@@ -424,72 +446,27 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
 
 def test_prepared_calls_keep_at_most_owned_total_bytes(monkeypatch):
     """Past OWNED_TOTAL_BYTES kept by all prepared calls, a call takes its
-    temporaries from the pool on each call instead of keeping them."""
-    import types
+    temporaries from the pool on each call instead of keeping them; a call
+    dropped (its decision moved) keeps nothing any more."""
+    import gc
 
     from cudasortkit.calls import prepared as prep
-    from cudasortkit.dispatch.select import _Memo
     from cudasortkit.gpu import caches
-    from cudasortkit.gpu.streams import LEGACY
-    from cudasortkit.sdk import registry
 
     caches.clear_all()  # no call keeps anything
     monkeypatch.setattr(prep, "OWNED_TOTAL_BYTES", 6000)
-
-    class Buf(int):
-        def free(self):
-            state.freed += 1
-
-    class State:
-        ordinal, taken, freed = 0, 0, 0
-        stream = None
-        joiner = types.SimpleNamespace(own=7)
-
-        def activate(self):
-            return self
-
-        def allocate(self, nbytes, who=None):
-            self.taken += 1
-            return Buf(0x100000 * self.taken)
-
-    class Adapter:
-        stream = staticmethod(lambda a: LEGACY)
-        pointer = staticmethod(lambda a: 0x42)
-        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
-
-    class LaunchPlan:
-        temporaries = (4096,)
-
-        def __init__(self):
-            self.seen = []
-
-        def launch_graph(self, job, bases, stream=None):
-            return False
-
-        def replay(self, job, temporaries=None):
-            if temporaries is None:
-                temporaries = tuple(int(job.alloc(nb)) for nb in self.temporaries)
-            self.seen.append(temporaries)
-
-    plugin = registry.plugins()["onesweep"]
-    state = State()
-    calls = [prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"),
-                               LaunchPlan(), "sort", np.dtype("float32"), "float32", (8,), 8, 0,
-                               False, _Memo(plugin, None), ()) for _ in range(2)]
+    state = _Pool()
+    calls = [_prepared_sort(state, _PlanWithoutGraph((4096,))) for _ in range(2)]
     for _ in range(2):
         for c in calls:
             c(np.zeros(8, np.float32))
-    first, second = (c.plan.seen for c in calls)
+    first = calls[0].plan.seen
     assert first[0] == first[1] and calls[0].temporaries is not None   # kept: 4096 <= 6000
     assert calls[1].temporaries is None and not calls[1].owns           # 8192 > 6000: per call
     assert (state.taken, state.freed) == (3, 2)
-    del calls[0], first  # a call dropped (its decision moved) keeps nothing any more
-    import gc
-
+    del calls[0], first
     gc.collect()
-    again = prep.PreparedCall(Adapter, state, plugin, plugin.default_config("float32"),
-                              LaunchPlan(), "sort", np.dtype("float32"), "float32", (8,), 8, 0,
-                              False, _Memo(plugin, None), ())
+    again = _prepared_sort(state, _PlanWithoutGraph((4096,)))
     again(np.zeros(8, np.float32))
     assert again.temporaries is not None
     caches.clear_all()

@@ -252,54 +252,17 @@ __device__ __forceinline__ void os_hist_flush(unsigned* counts, unsigned long lo
 // or above limit's bits. trivial[] is complete after the block's next
 // __syncthreads(). hist is read through L2 (ld.cg): in onesweep_histogram
 // other blocks have just added to it.
-// The plan is on every sort's critical path (the passes wait for it), so
-// its rounds are few: where a pass's digits are whole warps and fit the
-// block, THREADS / RADIX_DIGITS passes go in one round (one load of their
-// counts a thread, one scan segmented by pass), so 32-bit keys with 8-bit
-// digits take one round instead of four dependent loads and scans.
 template <int THREADS>
 __device__ __forceinline__ void os_plan_offsets(const unsigned long long* hist, csk_index_t n,
                                                 unsigned long long limit,
                                                 unsigned long long* __restrict__ offsets, int* trivial)
 {
+    // Thread t scans the consecutive digits t * PLAN_DIGITS ...
+    enum { PLAN_DIGITS = (RADIX_DIGITS + THREADS - 1) / THREADS };
+    __shared__ unsigned long long warp_sums[THREADS / 32 + 1];
     const int used = os_passes_used(limit);
     if (threadIdx.x < PASSES) trivial[threadIdx.x] = threadIdx.x >= used;
     __syncthreads();
-#if RADIX_DIGITS % 32 == 0 && RADIX_DIGITS <= THREADS
-    // Thread t: digit t % RADIX_DIGITS of pass round + t / RADIX_DIGITS.
-    enum { ROUND = THREADS / RADIX_DIGITS, WARPS_A_PASS = RADIX_DIGITS / 32, BLOCK_WARPS = THREADS / 32 };
-    static_assert(BLOCK_WARPS <= 32, "one warp scans the warp totals");
-    __shared__ unsigned long long warp_sums[BLOCK_WARPS];
-    const unsigned lane = csk_lane_id(), warp = threadIdx.x >> 5;
-    const int d = threadIdx.x % RADIX_DIGITS;
-    for (int round = 0; round < used; round += ROUND) {
-        const int p = round + threadIdx.x / RADIX_DIGITS;
-        const bool mine = threadIdx.x < ROUND * RADIX_DIGITS && p < used;  // the same in a warp
-        const unsigned long long c = mine ? __ldcg(hist + p * RADIX_DIGITS + d) : 0ull;
-        const unsigned long long inclusive = csk_warp_inclusive_scan(c);
-        if (lane == 31) warp_sums[warp] = inclusive;
-        __syncthreads();
-        if (warp == 0) {
-            // Exclusive scan of the warp totals within each pass's warps:
-            // the block-wide inclusive scan less its value before the pass's
-            // first warp.
-            const unsigned long long s = lane < BLOCK_WARPS ? warp_sums[lane] : 0ull;
-            const unsigned long long t = csk_warp_inclusive_scan(s);
-            const unsigned head = lane / WARPS_A_PASS * WARPS_A_PASS;
-            const unsigned long long before = __shfl_sync(0xffffffffu, t, head > 0 ? head - 1 : 0);
-            if (lane < BLOCK_WARPS) warp_sums[lane] = t - s - (head > 0 ? before : 0ull);
-        }
-        __syncthreads();
-        if (mine) {
-            offsets[p * RADIX_DIGITS + d] = warp_sums[warp] + inclusive - c;
-            if (c == (unsigned long long)n) trivial[p] = 1;
-        }
-        __syncthreads();  // warp_sums is reused by the next round
-    }
-#else
-    // Thread t scans the consecutive digits t * PLAN_DIGITS ... of one pass a round.
-    enum { PLAN_DIGITS = (RADIX_DIGITS + THREADS - 1) / THREADS };
-    __shared__ unsigned long long warp_sums[THREADS / 32 + 1];
     const int first = threadIdx.x * PLAN_DIGITS;
     for (int p = 0; p < used; ++p) {
         unsigned long long c[PLAN_DIGITS], mine = 0;
@@ -320,7 +283,6 @@ __device__ __forceinline__ void os_plan_offsets(const unsigned long long* hist, 
             before += c[k];
         }
     }
-#endif
 }
 
 // hist[pass * RADIX_DIGITS + digit] += count (64-bit, zeroed by the caller),
@@ -805,6 +767,9 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 // where a template defines PERSISTENT_PASS (msd_local.cu, for its LSD
 // fallback passes, which are skipped on its MSD route: a block per resident
 // slot that returns at once costs far less to launch than a block per tile).
+// Its parameter list repeats onesweep_pass's on purpose: the core reads a
+// kernel's argument letters from its written-out prototype
+// (cudasortkit/build/prototype.py), which a macro would hide.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
 onesweep_pass_persistent(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
                          csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
