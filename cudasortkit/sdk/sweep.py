@@ -110,6 +110,13 @@ def status_word(job) -> int:
     return 8 if job.n > NARROW_STATUS_MAX else 4
 
 
+def resident_grid(job, kernel, block: int, shared: int, most: int) -> int:
+    """As many blocks of `kernel` as the GPU holds at once (at least one),
+    at most `most`: the grid of a kernel whose blocks loop over the work."""
+    resident = job.limits.sm_count * kernel.resident_blocks(job.limits, block, shared)
+    return min(most, max(resident, 1))
+
+
 def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: int = 0,
                      plan_at: dict | None = None) -> None:
     """onesweep_histogram over job.keys_in into `hist` (zeroed): as many
@@ -118,8 +125,7 @@ def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: 
     billions of keys). With `plan_at` (the sweep's buffers: "done", a zeroed
     word, "offsets" and "plan") the last block also plans the passes."""
     shared = histogram_shared_bytes(job.limits)
-    resident = job.limits.sm_count * kernel.resident_blocks(job.limits, HIST_BLOCK, shared)
-    grid = min(job.blocks(job.n, HIST_BLOCK * HIST_ITEMS), max(resident, 1))
+    grid = resident_grid(job, kernel, HIST_BLOCK, shared, job.blocks(job.n, HIST_BLOCK * HIST_ITEMS))
     plan = (plan_at["done"], plan_at["offsets"], plan_at["plan"]) if plan_at else (0, 0, 0)
     job.launch(kernel, grid, HIST_BLOCK, job.keys_in, job.n, job.desc_mask, base, limit, hist,
                bad, *plan, shared=shared)
@@ -135,11 +141,7 @@ def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_
     once, at most one per tile."""
     tiles = job.blocks(job.n, geometry.tile)
     shared = geometry.shared_bytes(job.key_bytes, job.value_bytes)
-    grid = tiles
-    if persistent:
-        resident = job.limits.sm_count * kernel.resident_blocks(job.limits, geometry.block_size,
-                                                                 shared)
-        grid = min(tiles, max(resident, 1))
+    grid = resident_grid(job, kernel, geometry.block_size, shared, tiles) if persistent else tiles
     job.launch(kernel, grid, geometry.block_size, job.keys_in if keys_in is None else keys_in,
                job.keys_out, at["keys"], *values, job.n, job.desc_mask, base, p, value_mode,
                int(write_keys), at["offsets"], at["plan"], at["status"], at["counters"], tiles,

@@ -266,8 +266,7 @@ def decide(table: dict, request, candidates: dict, host_cutoff: int = HOST_CUTOF
         first = order(estimates[0])
         tied = [e for e in estimates
                 if order(e)[0] == first[0] and e.ms <= first[1] * (1 + TIE)]
-        best = (estimates[0] if len(tied) == 1 else
-                min(tied, key=lambda e: (priority_of(gpu[e.name], request), e.ms)))
+        best = min(tied, key=lambda e: (priority_of(gpu[e.name], request), e.ms))
         if best is not estimates[0]:
             estimates.remove(best)
             estimates.insert(0, best)
