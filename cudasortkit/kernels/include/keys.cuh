@@ -82,10 +82,14 @@ __device__ __forceinline__ csk_bits_t csk_to_ordered(csk_bits_t x)
 #elif CSK_KEY_KIND == CSK_KIND_SIGNED
     return (csk_bits_t)(x ^ CSK_SIGN_BIT);
 #else
+    // Selects, no branches: a branch on a loaded key makes the next load
+    // wait for it, so a thread's unrolled loads of several keys would run
+    // one after another (block_bitonic's float32 sort of 4,096 keys took
+    // 9.9 us against 7.4 for uint32 on an H100 with branches here).
     const csk_bits_t magnitude = (csk_bits_t)(x & (csk_bits_t)~CSK_SIGN_BIT);
-    if (magnitude > CSK_INF_BITS) return CSK_ALL_ONES;  // any NaN: last
-    if (magnitude == 0) x = 0;                          // -0.0 == +0.0
-    return (x & CSK_SIGN_BIT) ? (csk_bits_t)~x : (csk_bits_t)(x | CSK_SIGN_BIT);
+    const csk_bits_t y = magnitude == 0 ? (csk_bits_t)0 : x;  // -0.0 == +0.0
+    const csk_bits_t u = (y & CSK_SIGN_BIT) ? (csk_bits_t)~y : (csk_bits_t)(y | CSK_SIGN_BIT);
+    return magnitude > CSK_INF_BITS ? CSK_ALL_ONES : u;       // any NaN: last
 #endif
 }
 
@@ -108,17 +112,19 @@ __device__ __forceinline__ csk_bits_t csk_encode(csk_bits_t x, csk_bits_t mask)
 {
     const csk_bits_t u = csk_to_ordered(x);
 #if CSK_KEY_KIND == CSK_KIND_FLOAT
-    if (u == CSK_ALL_ONES) return u;
-#endif
+    return u == CSK_ALL_ONES ? u : (csk_bits_t)(u ^ mask);
+#else
     return (csk_bits_t)(u ^ mask);
+#endif
 }
 
 __device__ __forceinline__ csk_bits_t csk_decode(csk_bits_t u, csk_bits_t mask)
 {
 #if CSK_KEY_KIND == CSK_KIND_FLOAT
-    if (u == CSK_ALL_ONES) return csk_from_ordered(u);
-#endif
+    return csk_from_ordered(u == CSK_ALL_ONES ? u : (csk_bits_t)(u ^ mask));
+#else
     return csk_from_ordered((csk_bits_t)(u ^ mask));
+#endif
 }
 
 // The digit of an ordered word that a radix pass looks at.
