@@ -162,13 +162,19 @@ class _CupyLike:
     """Enough of a CuPy array for a plan (module "cupy"); counts reads of
     its __cuda_array_interface__ (CuPy builds that dict on each read)."""
 
-    reads = 0
+    reads = flag_reads = 0
 
     def __init__(self, ptr, n=8, dtype="float32"):
         self.shape, self.dtype, self.size = (n,), np.dtype(dtype), n
         self.itemsize = self.dtype.itemsize
+        self.strides = (self.itemsize,)
         self.data = type("Mem", (), {"ptr": ptr, "device_id": 0})()
-        self.flags = type("Flags", (), {"c_contiguous": True})()
+        self._flags = type("Flags", (), {"c_contiguous": True})()
+
+    @property
+    def flags(self):
+        _CupyLike.flag_reads += 1
+        return self._flags
 
     def reshape(self, *shape):
         return self
@@ -218,6 +224,35 @@ def test_out_of_cupy_arrays_is_told_apart_by_address_without_the_array_interface
     ran = len(prepared.ran)
     q(a, out=_CupyLike(0x1000 - 8 * 8 + 8, dtype="int64"))  # its last index overlaps a
     assert len(prepared.ran) == ran + 1
+
+
+def test_a_cupy_plan_checks_c_strides_before_flags(monkeypatch):
+    """A CuPy plan's call reads the arrays' strides, not a.flags (CuPy builds
+    that object per read); an array whose strides are not the C ones but
+    whose flags say C-contiguous (a length-1 axis, say) is still taken, and
+    one that is not C-contiguous is refused."""
+    import sys
+    import types
+
+    fake = types.ModuleType("cupy")
+    fake.ascontiguousarray = lambda a: a
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(Plan, "_why_general", lambda self, last, shape, dtype: None)
+    prepared = Prepared()
+    prepared.holds = lambda call, a, **kw: True
+    a = _CupyLike(0x1000)
+    p = Plan(a, "sort", axis=-1, descending=False, stable=None, algorithm="auto",
+             index_dtype=np.int64, values_like=None, prepared=prepared)
+    p._call = prepared.call
+    before = _CupyLike.flag_reads
+    assert p(a, out=_CupyLike(0x2000)) == "keys"
+    assert _CupyLike.flag_reads == before
+    odd = _CupyLike(0x3000)
+    odd.strides = (16,)  # flags still say C-contiguous: taken
+    assert p(odd, out=_CupyLike(0x2000)) == "keys" and _CupyLike.flag_reads == before + 1
+    odd._flags = type("Flags", (), {"c_contiguous": False})()
+    with pytest.raises(ValueError, match="C-contiguous"):
+        p(odd)
 
 
 def test_a_rebound_job_is_the_job_made_for_those_buffers():
@@ -484,7 +519,7 @@ def test_holds_for_a_plan_reads_only_the_current_device():
         device = 0
 
         @staticmethod
-        def ready(a, ordinal):
+        def ready(a, ordinal, strides):
             raise AssertionError("the plan checked the array already")
 
         @classmethod
@@ -510,7 +545,7 @@ def test_a_plan_binds_a_decision_the_key_range_made():
 
     class Adapter:
         @staticmethod
-        def ready(a, ordinal):
+        def ready(a, ordinal, strides):
             return True
 
         @staticmethod
@@ -519,9 +554,48 @@ def test_a_plan_binds_a_decision_the_key_range_made():
 
     calls = api.prepared
     memo = _Memo(None, None, uses=2)
-    call = types.SimpleNamespace(stamps=calls.stamps(), adapter=Adapter,
+    call = types.SimpleNamespace(stamps=calls.stamps(), adapter=Adapter, strides=(4,),
                                  state=types.SimpleNamespace(ordinal=0), memo=memo)
     assert all(calls.holds(call, object(), checked=True) for _ in range(10))
     assert memo.uses == 2
     assert calls.holds(call, object()) and calls.holds(call, object())
     assert not calls.holds(call, object())  # the plain call's probe is due
+
+
+def test_a_shape_decided_again_the_same_way_keeps_its_prepared_call(monkeypatch):
+    """When the general path decides a prepared shape again (a decision the
+    keys' range made is made again every PROBE_REUSE calls) and lands on the
+    same plugin, config and launch plan, the prepared call stays: its kept
+    temporaries, and so the graphs captured on them, serve on. Another
+    config makes a new call."""
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.sdk import registry
+
+    plugin = registry.plugins()["onesweep"]
+    config = plugin.default_config("uint32")
+    plan = _PlanWithoutGraph((256,))
+    monkeypatch.setattr(prep.launchplan, "recorded", lambda *a, **kw: plan)
+    memos = iter([_Memo(plugin, None, uses=64) for _ in range(3)])
+    selector = types.SimpleNamespace(settled=lambda request, algorithm: next(memos),
+                                     policy=types.SimpleNamespace(generation=0), epoch=0)
+    calls = prep.PreparedCalls(selector, execute=None)
+    state = _Pool()
+    a = np.zeros(8, np.uint32)
+    keys = types.SimpleNamespace(library="cupy", n=8, is_copy=False, dtype=a.dtype,
+                                 interface_stream=None, current_stream=lambda: None)
+    request = types.SimpleNamespace(segments=None, dtype="uint32", value_bytes=0, n=8,
+                                     descending=False)
+    note = lambda cfg: calls.note("sort", a, keys, False, False, "auto", request, plugin, cfg,
+                                  state)
+    key = ("sort", np.ndarray, a.dtype, a.shape, False, False, "auto", prep.INDEX_DTYPE)
+    note(config)
+    first = calls._calls[key]
+    first.temporaries = (0x100,)  # as after its first call
+    note(dict(config))
+    assert calls._calls[key] is first and first.temporaries == (0x100,)
+    assert first.memo.uses == 64 and first.stamps == calls.stamps()
+    note(dict(config, warp_match=1 - config.get("warp_match", 0)))
+    assert calls._calls[key] is not first

@@ -36,6 +36,14 @@ class ndarray:
             _next[0] += max(1 << 20, -(-self.size * self.itemsize // 4096) * 4096)
         self.data, self.flags = _Mem(ptr), _Flags()
 
+    @property
+    def strides(self):  # C-contiguous, as every stand-in array is
+        strides, step = [], self.itemsize
+        for dim in reversed(self.shape):
+            strides.append(step)
+            step *= dim
+        return tuple(reversed(strides))
+
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
         if shape == (-1,):

@@ -36,6 +36,7 @@ from ..dtypes import is_bfloat16
 from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
 from ..gpu import caches
+from ..gpu.arrays import c_strides
 from ..gpu.streams import LEGACY, current_stream
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
@@ -81,10 +82,12 @@ class _CupyKeys:
     library = "cupy"
 
     @staticmethod
-    def ready(a, ordinal) -> bool:
+    def ready(a, ordinal, strides) -> bool:
+        """`strides`: the C-contiguous strides of the call's shape (bytes),
+        read before a.flags, which builds an object (~0.4 us)."""
         import cupy
 
-        return (a.flags.c_contiguous and a.data.device_id == ordinal
+        return ((a.strides == strides or a.flags.c_contiguous) and a.data.device_id == ordinal
                 and cupy.cuda.runtime.getDevice() == ordinal)
 
     @staticmethod
@@ -107,7 +110,8 @@ class _CupyKeys:
     def empty(a, shape, dtype):
         import cupy
 
-        return cupy.empty(shape, dtype)  # CuPy's pool, ordered on the current stream
+        # cupy.empty's own call: CuPy's allocator, ordered on the current stream.
+        return cupy.ndarray(shape, dtype)
 
 
 class _TorchKeys:
@@ -116,7 +120,7 @@ class _TorchKeys:
     library = "torch"
 
     @staticmethod
-    def ready(a, ordinal) -> bool:
+    def ready(a, ordinal, strides) -> bool:
         return a.is_contiguous() and a.device.index == ordinal
 
     @staticmethod
@@ -133,11 +137,15 @@ class _TorchKeys:
 
     @staticmethod
     def empty(a, shape, dtype):
+        """A new contiguous tensor on `a`'s device. Of `a`'s own shape (a
+        sort's or argsort's result) it is empty_like(a), about half of
+        torch.empty's host time (`a` is contiguous, so the result is too)."""
         import torch
 
-        if dtype in _TORCH_INDEX:
-            return torch.empty(shape, dtype=getattr(torch, _TORCH_INDEX[dtype]), device=a.device)
-        return torch.empty(shape, dtype=a.dtype, device=a.device)
+        torch_dtype = getattr(torch, _TORCH_INDEX[dtype]) if dtype in _TORCH_INDEX else a.dtype
+        if a.shape == shape:
+            return torch.empty_like(a, dtype=torch_dtype)
+        return torch.empty(shape, dtype=torch_dtype, device=a.device)
 
 
 #: The array libraries whose calls are prepared, by Operand.library.
@@ -151,7 +159,7 @@ class PreparedCall:
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
                  "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
-                 "__weakref__")
+                 "strides", "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -163,6 +171,7 @@ class PreparedCall:
         self.iota = kind == "argsort" and not plugin.makes_indices
         self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
         self.key_bytes, self.index_bytes = n * dtype.itemsize, n * index_dtype.itemsize
+        self.strides = c_strides(shape, dtype.itemsize)  # the keys' (bytes), for adapter.ready
         #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
         self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
                        value_bytes=value_bytes, descending=descending, config=config)
@@ -295,7 +304,7 @@ class PreparedCalls:
             return False
         if checked:
             return call.adapter.current(ordinal)
-        return call.adapter.ready(a, ordinal) and self.selector.reuse(call.memo)
+        return call.adapter.ready(a, ordinal, call.strides) and self.selector.reuse(call.memo)
 
     def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
              config, state) -> None:
@@ -325,11 +334,19 @@ class PreparedCalls:
         if plan is None or (index_dtype != INDEX_DTYPE and not plugin.makes_indices):
             return
         a = caller
+        key = (kind, type(a), a.dtype, a.shape, descending, stable, algorithm, index_dtype)
+        old = self._calls.get(key)
+        if (old is not None and old.plugin is plugin and old.plan is plan and old.state is state
+                and old.config == config):
+            # Decided again, the same way (a decision the keys' range made is
+            # made again every PROBE_REUSE calls): the same work, so the call
+            # keeps its temporaries and the graphs captured on them.
+            old.memo, old.stamps = memo, self.stamps()
+            return
         if len(self._calls) >= MAX_CALLS:
             self._calls.clear()
         self._types.add(type(a))
-        self._calls[(kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
-                     index_dtype)] = \
+        self._calls[key] = \
             PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
                          request.dtype, tuple(a.shape), keys.n, request.value_bytes,
                          request.descending, memo, self.stamps(), index_dtype)

@@ -18,6 +18,7 @@ device current, not contiguous), the call takes the general path.
 from __future__ import annotations
 
 from ..dtypes import INDEX_DTYPE, is_bfloat16
+from ..gpu.arrays import c_strides
 from ..gpu.streams import LEGACY
 from ..launch import plans as launchplan
 from ..launch.outputs import poison
@@ -38,11 +39,15 @@ class PreparedSelect:
     """One exact call shape's selection: its launch plan and result shape."""
 
     __slots__ = ("adapter", "state", "plan", "job", "shape", "dtype", "values_bytes",
-                 "index_bytes", "stamps")
+                 "index_bytes", "stamps", "strides")
 
-    def __init__(self, adapter, state, plan, job, shape: tuple, dtype, count: int):
+    def __init__(self, adapter, state, plan, job, shape: tuple, dtype, count: int,
+                 strides: tuple):
+        """`shape`: the result's; `strides`: the input's C-contiguous strides
+        (bytes), for adapter.ready."""
         self.adapter, self.state, self.plan = adapter, state, plan
         self.job, self.shape, self.dtype = job, shape, dtype
+        self.strides = strides
         self.values_bytes, self.index_bytes = count * dtype.itemsize, count * 8
         self.stamps = stamps()
 
@@ -84,7 +89,7 @@ class PreparedSelects:
             return None
         call = self._calls.get((type(a), a.dtype, a.shape) + call_key)
         if (call is None or call.stamps != stamps()
-                or not call.adapter.ready(a, call.state.ordinal)):
+                or not call.adapter.ready(a, call.state.ordinal, call.strides)):
             return None
         return call
 
@@ -104,4 +109,5 @@ class PreparedSelects:
             self._calls.clear()
         self._types.add(type(a))
         self._calls[(type(a), a.dtype, a.shape) + call_key] = PreparedSelect(
-            adapter, job.state, plan, template, shape, keys.dtype, count)
+            adapter, job.state, plan, template, shape, keys.dtype, count,
+            c_strides(tuple(a.shape), keys.dtype.itemsize))
