@@ -439,9 +439,10 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
         del s
     runs = []
     for _ in range(args.repeats):
-        # Each timed sort starts after the workers had time to release the
-        # results before it (Dask drops them asynchronously after `del`);
-        # --release-wait 0 times back-to-back sorts instead.
+        # --release-wait: the workers get that long to drop the results
+        # before (Dask releases them asynchronously after `del`). On 4 H200s
+        # at 2^33 keys it changed nothing measurable (0.5 s: runs 0.120-0.126
+        # s and two of 0.23-0.27; 0: 0.126-0.129 and one of 0.32).
         time.sleep(args.release_wait)
         s, seconds = collective_sort(bench, x)
         del s
@@ -565,9 +566,9 @@ def main(argv=None) -> None:
     ap.add_argument("--chunks-per-worker", type=int, default=2)
     ap.add_argument("--inputs", default=",".join(DISTS), help=f"comma-separated from {DISTS}")
     ap.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--release-wait", type=float, default=0.5,
+    ap.add_argument("--release-wait", type=float, default=0.0,
                     help="seconds each timed collective sort waits, untimed, for the workers to "
-                         "release the previous results (0: back to back)")
+                         "release the previous results (default 0: back to back)")
     ap.add_argument("--single", action=argparse.BooleanOptionalAction, default=True,
                     help="compare with one worker's cudasortkit.sort")
     ap.add_argument("--dataframe", action=argparse.BooleanOptionalAction, default=True)
