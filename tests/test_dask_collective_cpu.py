@@ -296,7 +296,9 @@ def test_phase_timings_per_worker(client):
     times = []
     run("argsort", da.from_array(np.arange(100.0), chunks=10), timings=times)
     assert len(times) == 3
-    assert all(set(t) == {"local sort", "splitters", "exchange", "merge"} for t in times)
+    assert all(set(t) == {"start", "local sort", "splitters", "exchange", "merge"} for t in times)
+    # start: seconds from the client's submission to the rank's task (one machine's clock)
+    assert all(0 <= t["start"] < 60 for t in times)
 
 
 @pytest.mark.parametrize("descending", [False, True])

@@ -453,6 +453,8 @@ def run_collective(bench: Bench, dist: str, n: int, args, fresh: bool) -> None:
     s, _ = collective_sort(bench, x, times)
     del s
     phases = {k: max(t.get(k, 0.0) for t in times) for k in times[0]} if times else {}
+    if "start" in phases:   # the first rank's start too: the ranks wait for the last one
+        phases["first start"] = min(t["start"] for t in times)
     chunks = len(x.chunks[0])
     del x
     time.sleep(1.0)   # the workers drop x and the results, then their pools give the memory back

@@ -25,6 +25,7 @@ so that it runs as fast as the later ones.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from operator import getitem
 
@@ -134,11 +135,14 @@ def _run_rank(cid: str, spec: Spec, keys: list, starts: list, index: list, sizes
     """One worker's task: its (keys, values or None, phase times)."""
     from distributed import get_worker
 
+    began = time.time()   # the host clock: ranks of one machine compare with the client's
     worker = get_worker()
     c = _plugin(worker).comms.get((cid, worker.address))
     if c is None:
         raise RuntimeError("cudasortkit.dask: this worker lost its communicator (it restarted?); sort again")
     local = Local(keys, starts, index, sizes, values)
+    if spec.timings:
+        local.times["began"] = began
     try:
         k, v = sort_on_rank(c, spec, local)
     except comm.CollectiveAborted:
@@ -352,6 +356,7 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
              1: meta_from_array(keys, ndim=1, dtype=np.int64) if op == "argsort" else
              (None if values is None else meta_from_array(values, ndim=1))}
     with Lock(LOCK):   # the default client's scheduler: one collective sort at a time
+        submitted = time.time()
         parts = [client.submit(_run_rank, cid, spec, [futures[i] for i in mine[w]], [int(begin[i]) for i in mine[w]],
                                mine[w], [sizes[i] for i in mine[w]],
                                None if vfutures is None else [vfutures[i] for i in mine[w]],
@@ -372,6 +377,11 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
         _drop(client, transport, cid)
         raise next((e for e in failed if not isinstance(e, comm.CollectiveAborted)), failed[0])
     if timings is not None:
-        timings.extend(client.gather([client.submit(getitem, p, 2, pure=False) for p in parts]))
+        # "start": seconds from the client's submission to the rank's task
+        # starting (clocks of one machine; across machines they need not agree).
+        ranks = client.gather([client.submit(getitem, p, 2, pure=False) for p in parts])
+        for times in ranks:
+            times["start"] = times.pop("began", submitted) - submitted
+        timings.extend(ranks)
     return [da.Array(graphs[field], f"csk-result-{field}-{token}", chunks=(tuple(out_chunks),), meta=metas[field])
             for field in fields]
