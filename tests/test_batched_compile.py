@@ -2,7 +2,8 @@
 tunables: rows.cu at every tile it launches (up to 4096 slots of 8-byte keys
 with 8-byte values, the most shared memory), segmented.cu per key width, and
 block_radix.cu at the tiles block_radix.py launches, block_bitonic.cu at
-every width and block it launches. Skipped only when nvcc is missing."""
+every width and block it launches, warp_bitonic.cu at every width
+(plugins/warp_rows.py). Skipped only when nvcc is missing."""
 import shutil
 
 import pytest
@@ -56,4 +57,18 @@ def test_block_bitonic_compile(width, threads, unroll):
     for dtype in ("float32", "int8") if width in (64, 4096) else ("uint32",):
         rc, msg = compile_template(template, dtype, 0, {"block_size": threads},
                                    f"block_bitonic.cu net_keys={width}")
+        assert rc == 0, msg
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("unroll", [0, 1])
+@pytest.mark.parametrize("width", [64, 128, 256, 512, 1024])
+def test_warp_bitonic_compile(width, unroll):
+    from cudasortkit.plugins import warp_rows
+
+    template = KernelTemplate(warp_rows.TEMPLATE, "cudasortkit.kernels",
+                              {"net_keys": width, "net_unroll": unroll})
+    for dtype in ("float32", "int8", "bfloat16") if width in (64, 1024) else ("uint32",):
+        rc, msg = compile_template(template, dtype, 0, {"block_size": warp_rows.BLOCK},
+                                   f"warp_bitonic.cu net_keys={width}")
         assert rc == 0, msg

@@ -148,6 +148,8 @@ HAND_WRITTEN = {
         "block_radix_rows": "PPPPqPPQi", "block_radix_tiles": "PPPPqqPqQi",
         "block_radix_long_pack": "PPPqPPqQ", "block_radix_long_unpack": "PPPPPqPPqQi"},
     ("block_radix", "block_bitonic.cu"): {"block_bitonic_sort": "PPqQ"},
+    ("block_radix", "warp_bitonic.cu"): {"warp_bitonic_rows": "PPqqQ"},
+    ("rows", "warp_bitonic.cu"): {"warp_bitonic_rows": "PPqqQ"},
     ("segmented_radix", "segmented.cu"): {
         "seg_pack": "PPqqPqQ", "seg_unpack": "PPPPqqPqiQ", "seg_ids_of": "PPqqPq",
         "seg_gather": "PPPPPqqPqi"},

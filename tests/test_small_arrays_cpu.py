@@ -119,3 +119,21 @@ def test_shared_bytes_counts_16_bit_counters_above_512_threads():
     assert _shared_bytes(1024, 4, 4, aux=False) == 16384 + 4 + 32 * 516 + 33 * 4 + 32
     assert _shared_bytes(1024, 4, 4, aux=True) > SHARED_LIMIT
     assert _shared_bytes(512, 8, 4, aux=False) == 16384 + 4 + 16 * 1024 + 17 * 4 + 32
+
+
+def test_warp_rows_take_keys_only_rows_of_33_to_the_limit():
+    """plugins/warp_rows.serves: keys alone, longer than half the narrowest
+    network, at most the tunable's limit and the widest network; both row
+    plugins declare the tunable and ship the template."""
+    from cudasortkit.plugins import warp_rows
+    from cudasortkit.sdk import registry
+
+    assert not warp_rows.serves(32, 1024, True) and warp_rows.serves(33, 1024, True)
+    assert warp_rows.serves(1024, 1024, True) and not warp_rows.serves(1025, 4096, True)
+    assert not warp_rows.serves(256, 1024, False) and not warp_rows.serves(256, 0, True)
+    assert not warp_rows.serves(257, 256, True)
+    assert [warp_rows.width(n) for n in (33, 64, 65, 1000)] == [64, 64, 128, 1024]
+    for name in ("block_radix", "rows"):
+        plugin = registry.plugins()[name]
+        assert warp_rows.TEMPLATE in plugin.templates
+        assert plugin.default_config()["row_network"] == 1024

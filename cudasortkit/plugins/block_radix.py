@@ -27,6 +27,7 @@ from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.sdk.scan import DeviceScan
 from cudasortkit.sdk.segmented import MODE_KEYS, MODE_PAIRS, SegmentedSortPlugin
 from cudasortkit.sdk.sweep import sweep_sort
+from cudasortkit.plugins import warp_rows
 from cudasortkit.plugins.onesweep import OnesweepSort
 
 #: Longest segment one block sorts (16-bit tile positions; 4096 keys and
@@ -89,8 +90,11 @@ class BlockRadixSort(SegmentedSortPlugin):
                                    "(fewer where it is narrower than twice as many keys)"),
         "network_unroll": Tunable(1, (0, 1), "the bitonic network's code: 0 a loop over its "
                                   "stages (a few KB), 1 every step unrolled (up to ~100 KB)"),
+        "row_network": Tunable(1024, (0, 512, 1024), "uniform rows of up to this many keys, "
+                               "sorted keys alone, go to a bitonic network of one warp each "
+                               "(0: never; argsort and pairs keep the radix sort)"),
     }
-    templates = ("block_radix.cu", "block_bitonic.cu")
+    templates = ("block_radix.cu", "block_bitonic.cu", warp_rows.TEMPLATE)
 
     def valid_config(self, config, dtype, value_bytes, limits):
         """The several-segments tile (block_size x tile_items slots) lives in
@@ -108,7 +112,10 @@ class BlockRadixSort(SegmentedSortPlugin):
             self._network(job)
             return
         if segments.uniform:
-            if segments.row_len <= min(job.config["tiles_up_to"], self._step(job)):
+            if not one_array and warp_rows.serves(segments.row_len, job.config["row_network"],
+                                                  mode == MODE_KEYS):
+                warp_rows.sort_rows(job, segments.count, segments.row_len)
+            elif segments.row_len <= min(job.config["tiles_up_to"], self._step(job)):
                 self._tiles(job, segments, mode)
             else:
                 block = job.config["array_block" if one_array else "block_size"]

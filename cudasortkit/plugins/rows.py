@@ -10,9 +10,10 @@ index. One launch, one read and one write of the keys.
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES
+from cudasortkit.dtypes import KEY_DTYPES, itemsize
+from cudasortkit.plugins import warp_rows
 from cudasortkit.sdk.plugin import Tunable
-from cudasortkit.sdk.segmented import SegmentedSortPlugin
+from cudasortkit.sdk.segmented import MODE_KEYS, SegmentedSortPlugin
 
 #: Longest segment a block holds (slots of TILE are 16-bit indexed; 4096
 #: slots of 8-byte keys and their indices fit the 48 KiB of static shared memory).
@@ -33,16 +34,24 @@ class RowsSort(SegmentedSortPlugin):
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
         "min_tile": Tunable(2048, (1024, 2048, 4096),
                             "slots per block at least (short rows share a block)"),
+        "row_network": Tunable(1024, (0, 256, 1024), "uniform rows of up to this many keys of at "
+                               "most 4 bytes, sorted keys alone, go to a bitonic network of "
+                               "one warp each (0: never)"),
     }
-    templates = ("rows.cu",)
+    templates = ("rows.cu", warp_rows.TEMPLATE)
 
     def run(self, job):
         segments = self.segments_of(job)
+        mode = self.value_mode(job, segments)
+        if segments.uniform and warp_rows.serves(
+                segments.row_len, job.config["row_network"],
+                mode == MODE_KEYS and itemsize(job.dtype) <= 4):
+            warp_rows.sort_rows(job, segments.count, segments.row_len)
+            return
         log_p = (max(segments.max_len, 1) - 1).bit_length()
         tile = max(job.config["min_tile"], 1 << log_p)
         config = dict(job.config, block_size=min(job.config["block_size"], tile // 2))
         kernel = job.kernel("rows.cu", "rows_sort", defines={"tile": tile}, config=config)
-        mode = self.value_mode(job, segments)
         if segments.uniform:
             grid, offsets = job.blocks(segments.count, tile >> log_p), 0
         else:

@@ -1,0 +1,49 @@
+// Uniform rows of at most NET_KEYS keys of at most 4 bytes, keys only, each
+// sorted by one warp with a bitonic network in registers
+// (include/bitonic_net.cuh with NET_THREADS 32); BLOCK_SIZE / 32 rows a
+// block (plugins/block_radix.py and plugins/rows.py drive it: their
+// `row_network` tunable). Not stable; for keys alone that changes nothing
+// (equal ordered words decode to the same key, keys.cuh).
+//
+// Defines: BLOCK_SIZE threads (a multiple of 32), NET_KEYS (a power of two,
+// 64 to 1024: row_len <= NET_KEYS), NET_UNROLL. A row's row_len keys
+// become ordered words; its NET_KEYS - row_len slots past them hold
+// 0xFFFFFFFF, no smaller than any key's word, so the first row_len sorted
+// words are the row's. Lane l loads keys q * 32 + l (coalesced) and stores
+// through its warp's part of shared memory, coalesced again.
+#include "keys.cuh"
+
+#define NET_THREADS 32
+#include "bitonic_net.cuh"
+
+#if BLOCK_SIZE % 32 != 0
+#error "warp_bitonic needs whole warps"
+#endif
+#define WB_WARPS (BLOCK_SIZE / 32)
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+warp_bitonic_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
+                  long long rows, long long row_len, unsigned long long mask64)
+{
+    __shared__ unsigned smem[WB_WARPS * NET_SLOTS];
+    const csk_bits_t mask = (csk_bits_t)mask64;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long row = (long long)blockIdx.x * WB_WARPS + warp;
+    if (row >= rows) return;  // a whole warp: the network syncs warps only
+    const int len = (int)row_len;
+    const csk_bits_t* in = keys_in + row * row_len;
+    unsigned x[NET_ITEMS];
+#pragma unroll
+    for (int q = 0; q < NET_ITEMS; ++q) {
+        const int p = q * 32 + lane;
+        x[q] = p < len ? (unsigned)csk_encode(in[p], mask) : 0xFFFFFFFFu;
+    }
+    int parity = 0;
+    net_sort(x, nullptr, parity, lane);
+    unsigned* buf = smem + warp * NET_SLOTS;
+#pragma unroll
+    for (int q = 0; q < NET_ITEMS; ++q) buf[NET_SLOT(lane * NET_ITEMS + q)] = x[q];
+    __syncwarp();
+    csk_bits_t* out = keys_out + row * row_len;
+    for (int p = lane; p < len; p += 32) out[p] = csk_decode((csk_bits_t)buf[NET_SLOT(p)], mask);
+}
