@@ -52,6 +52,16 @@ EDGE_SIZES = [0, 1, 2, 3, 5, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025, 2047, 
               4095, 4097, 7919, 65535, 65536, 65537, 104729]
 LARGE_SIZES = [10**6 + 3, 1 << 24]
 
+def small_key_dtypes():
+    """The key dtypes of at most 4 bytes the row kernels' GPU tests run:
+    four in the quick tier, the other five in the slow one (pytest.param)."""
+    import pytest
+
+    slow = pytest.mark.slow
+    return (["uint32", "float32", "int8", "bfloat16"]
+            + [pytest.param(d, marks=slow) for d in ("float16", "int16", "uint8", "int32", "uint16")])
+
+
 DISTRIBUTIONS = ["uniform", "few_unique", "all_equal", "sorted", "reverse",
                  "entropy_reduced", "special"]
 

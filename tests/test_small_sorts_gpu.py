@@ -14,7 +14,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit.sdk import registry
 from helpers import (DISTRIBUTIONS, assert_keys_equal, assert_valid_argsort, make_keys,
-                     reference_argsort, reference_sort, to_numpy)
+                     reference_argsort, reference_sort, small_key_dtypes, to_numpy)
 
 pytestmark = pytest.mark.gpu
 
@@ -41,12 +41,7 @@ def _check(name, a, descending, rng):
 
 
 @pytest.mark.parametrize("name", sorted(ROW_PLUGINS))
-@pytest.mark.parametrize("dtype", ["uint32", "float32", "int8", "bfloat16",
-                                   pytest.param("float16", marks=slow),
-                                   pytest.param("int16", marks=slow),
-                                   pytest.param("uint8", marks=slow),
-                                   pytest.param("int32", marks=slow),
-                                   pytest.param("uint16", marks=slow)])
+@pytest.mark.parametrize("dtype", small_key_dtypes())
 def test_every_size_of_one_row(name, dtype, rng):
     if dtype not in ROW_PLUGINS[name].dtypes:
         pytest.skip(f"{name} does not sort {dtype}")

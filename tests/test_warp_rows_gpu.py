@@ -11,10 +11,9 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit.sdk import registry
-from helpers import assert_keys_equal, make_keys, reference_sort, to_numpy
+from helpers import assert_keys_equal, make_keys, reference_sort, small_key_dtypes, to_numpy
 
 pytestmark = pytest.mark.gpu
-slow = pytest.mark.slow
 
 LENGTHS = [2, 3, 5, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 509, 511, 512, 513,
            1000, 1023, 1024]
@@ -41,12 +40,7 @@ def _run(name, dev, descending, row_network=None):
 
 
 @pytest.mark.parametrize("name", ["block_radix", "rows"])
-@pytest.mark.parametrize("dtype", ["uint32", "float32", "int8", "float16",
-                                   pytest.param("int16", marks=slow),
-                                   pytest.param("uint8", marks=slow),
-                                   pytest.param("int32", marks=slow),
-                                   pytest.param("uint16", marks=slow),
-                                   pytest.param("bfloat16", marks=slow)])
+@pytest.mark.parametrize("dtype", small_key_dtypes())
 def test_rows_of_every_width(name, dtype, rng):
     cupy = pytest.importorskip("cupy")
     limit = registry.plugins()[name].default_config()["row_network"]

@@ -27,16 +27,8 @@ block_bitonic_sort(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restric
     const csk_bits_t mask = (csk_bits_t)mask64;
     const int t = threadIdx.x, count = (int)n;
     unsigned x[NET_ITEMS];
-#pragma unroll
-    for (int q = 0; q < NET_ITEMS; ++q) {
-        const int p = q * BLOCK_SIZE + t;
-        x[q] = p < count ? (unsigned)csk_encode(keys_in[p], mask) : 0xFFFFFFFFu;
-    }
+    net_load(x, keys_in, count, t, mask);
     int parity = 0;
     net_sort(x, smem, parity, t);
-    unsigned* buf = smem + parity * NET_SLOTS;
-#pragma unroll
-    for (int q = 0; q < NET_ITEMS; ++q) buf[NET_SLOT(t * NET_ITEMS + q)] = x[q];
-    __syncthreads();
-    for (int p = t; p < count; p += BLOCK_SIZE) keys_out[p] = csk_decode((csk_bits_t)buf[NET_SLOT(p)], mask);
+    net_store(x, smem + parity * NET_SLOTS, keys_out, count, t, mask);
 }

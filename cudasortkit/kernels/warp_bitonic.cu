@@ -31,19 +31,9 @@ warp_bitonic_rows(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict
     const long long row = (long long)blockIdx.x * WB_WARPS + warp;
     if (row >= rows) return;  // a whole warp: the network syncs warps only
     const int len = (int)row_len;
-    const csk_bits_t* in = keys_in + row * row_len;
     unsigned x[NET_ITEMS];
-#pragma unroll
-    for (int q = 0; q < NET_ITEMS; ++q) {
-        const int p = q * 32 + lane;
-        x[q] = p < len ? (unsigned)csk_encode(in[p], mask) : 0xFFFFFFFFu;
-    }
+    net_load(x, keys_in + row * row_len, len, lane, mask);
     int parity = 0;
     net_sort(x, nullptr, parity, lane);
-    unsigned* buf = smem + warp * NET_SLOTS;
-#pragma unroll
-    for (int q = 0; q < NET_ITEMS; ++q) buf[NET_SLOT(lane * NET_ITEMS + q)] = x[q];
-    __syncwarp();
-    csk_bits_t* out = keys_out + row * row_len;
-    for (int p = lane; p < len; p += 32) out[p] = csk_decode((csk_bits_t)buf[NET_SLOT(p)], mask);
+    net_store(x, smem + warp * NET_SLOTS, keys_out + row * row_len, len, lane, mask);
 }

@@ -157,3 +157,35 @@ __device__ __forceinline__ void net_sort(unsigned (&x)[NET_ITEMS], unsigned* sme
     }
 #endif
 }
+
+// x[q] = the ordered word (keys.cuh's csk_encode) of key q * NET_THREADS + t
+// of in[0 .. count): loads coalesced across the threads (a network sorts
+// any arrangement); 0xFFFFFFFF, no smaller than any key's word, past count,
+// so the first count sorted words are the keys'.
+__device__ __forceinline__ void net_load(unsigned (&x)[NET_ITEMS], const csk_bits_t* __restrict__ in,
+                                         int count, int t, csk_bits_t mask)
+{
+#pragma unroll
+    for (int q = 0; q < NET_ITEMS; ++q) {
+        const int p = q * NET_THREADS + t;
+        x[q] = p < count ? (unsigned)csk_encode(in[p], mask) : 0xFFFFFFFFu;
+    }
+}
+
+// out[0 .. count) = the first count sorted words decoded, through `buf`
+// (NET_SLOTS words of shared memory) so that the stores are coalesced too.
+// The threads of the network meet in between: a block's (__syncthreads)
+// or, for a network of one warp, the warp's.
+__device__ __forceinline__ void net_store(const unsigned (&x)[NET_ITEMS], unsigned* buf,
+                                          csk_bits_t* __restrict__ out, int count, int t,
+                                          csk_bits_t mask)
+{
+#pragma unroll
+    for (int q = 0; q < NET_ITEMS; ++q) buf[NET_SLOT(t * NET_ITEMS + q)] = x[q];
+#if NET_THREADS > 32
+    __syncthreads();
+#else
+    __syncwarp();
+#endif
+    for (int p = t; p < count; p += NET_THREADS) out[p] = csk_decode((csk_bits_t)buf[NET_SLOT(p)], mask);
+}
