@@ -67,7 +67,7 @@ def test_warp_bitonic_compile(width, unroll):
     from cudasortkit.plugins import warp_rows
 
     template = KernelTemplate(warp_rows.TEMPLATE, "cudasortkit.kernels",
-                              {"net_keys": width, "net_unroll": unroll})
+                              {"net_keys": width, "net_unroll": unroll, "wb_threads": warp_rows.BLOCK})
     for dtype in ("float32", "int8", "bfloat16") if width in (64, 1024) else ("uint32",):
         rc, msg = compile_template(template, dtype, 0, {"block_size": warp_rows.BLOCK},
                                    f"warp_bitonic.cu net_keys={width}")

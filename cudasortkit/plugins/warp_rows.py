@@ -35,7 +35,8 @@ def width(row_len: int) -> int:
 def sort_rows(job, rows: int, row_len: int, unroll: int = 1) -> None:
     """Launch warp_bitonic_rows over `rows` uniform rows of row_len keys."""
     kernel = job.kernel(TEMPLATE, "warp_bitonic_rows",
-                        defines={"net_keys": width(row_len), "net_unroll": unroll},
+                        defines={"net_keys": width(row_len), "net_unroll": unroll,
+                                 "wb_threads": BLOCK},
                         config={"block_size": BLOCK})
     job.launch(kernel, job.blocks(rows, BLOCK // 32), BLOCK, job.keys_in, job.keys_out, rows,
                row_len, job.desc_mask)
