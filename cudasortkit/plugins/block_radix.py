@@ -1,7 +1,9 @@
 """`block_radix`: segments sorted by a block-wide LSD radix sort in shared
 memory (kernels/block_radix.cu), keys of at most 4 bytes.
 
-Uniform rows: rows of up to `tiles_up_to` keys go several to a block
+Uniform rows: sorted keys alone, rows of 33 to `row_network` keys go to a
+bitonic network of one warp each (plugins/warp_rows.py); otherwise rows of
+up to `tiles_up_to` keys go several to a block
 (`block_radix_tiles`: the rows that start in a block's window of TILE / 2
 keys, sorted by (row, key)); longer rows of up to 4096 keys one to a block
 (`block_radix_rows`, the fewest keys per thread that hold the row).

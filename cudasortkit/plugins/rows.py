@@ -7,6 +7,10 @@ block); a ragged segment takes one block. Each row is sorted by (key, index
 in the row) with a bitonic network in shared memory, which is the stable
 order, then stored decoded; argsort indices and pair values follow the
 index. One launch, one read and one write of the keys.
+
+Uniform rows of 33 to `row_network` keys of at most 4 bytes, sorted keys
+alone, go to one warp each instead (plugins/warp_rows.py): a network in
+registers, not stable, which keys alone cannot show.
 """
 from __future__ import annotations
 
