@@ -162,11 +162,10 @@ class BlockRadixSort(SegmentedSortPlugin):
 
     def _network(self, job):
         """One 1-D array, keys only, by block_bitonic_sort: a network as
-        wide as the power of two that holds it (at least 64), network_threads
-        threads or half its width if fewer (two keys a thread at least)."""
-        width = 64
-        while width < job.n:
-            width *= 2
+        wide as the power of two that holds it (at least 64, warp_rows.width),
+        network_threads threads or half its width if fewer (two keys a thread
+        at least)."""
+        width = warp_rows.width(job.n)
         threads = min(job.config["network_threads"], width // 2)
         kernel = job.kernel("block_bitonic.cu", "block_bitonic_sort",
                             defines={"net_keys": width, "net_unroll": job.config["network_unroll"]},

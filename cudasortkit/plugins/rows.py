@@ -14,7 +14,7 @@ registers, not stable, which keys alone cannot show.
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES, itemsize
+from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.plugins import warp_rows
 from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.sdk.segmented import MODE_KEYS, SegmentedSortPlugin
@@ -49,7 +49,7 @@ class RowsSort(SegmentedSortPlugin):
         mode = self.value_mode(job, segments)
         if segments.uniform and warp_rows.serves(
                 segments.row_len, job.config["row_network"],
-                mode == MODE_KEYS and itemsize(job.dtype) <= 4):
+                mode == MODE_KEYS and job.key_bytes <= 4):
             warp_rows.sort_rows(job, segments.count, segments.row_len)
             return
         log_p = (max(segments.max_len, 1) - 1).bit_length()

@@ -24,8 +24,8 @@ def serves(row_len: int, limit: int, keys_only: bool) -> bool:
 
 
 def width(row_len: int) -> int:
-    """The network's width for rows of row_len keys: the power of two that
-    holds them, at least NARROWEST."""
+    """A bitonic network's width for row_len keys (a row here, block_radix's
+    1-D array too): the power of two that holds them, at least NARROWEST."""
     w = NARROWEST
     while w < row_len:
         w *= 2
