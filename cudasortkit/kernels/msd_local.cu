@@ -6,8 +6,10 @@
 //    passes (digits 4..7: the top 32 bits of the sorted word) are all
 //    non-trivial and the groups are small: among MSD_SAMPLES keys sampled
 //    at a stride, r pairs of neighbours (in sorted order) share their top 32
-//    bits, about s^2 g / 2n for groups of g keys (s samples of n keys, g
-//    weighted by keys), so the route needs 2 n r <= MSD_GROUP_MAX s^2.
+//    bits (r: the samples less their distinct prefixes, counted in a hash
+//    set in shared memory), about s^2 g / 2n for groups of g keys (s
+//    samples of n keys, g weighted by keys), so the route needs
+//    2 n r <= MSD_GROUP_MAX s^2.
 //    Otherwise plain LSD. (Requiring r == 0 turned standard-normal float64
 //    keys, groups of ~18 keys at 2^26, to LSD about half the time.)
 // 2. MSD route: onesweep_pass over digits 4..7 (an LSD sort of the top 32
@@ -40,6 +42,9 @@
 
 #define MSD_FIRST 4          // first MSD pass: digits 4..7 are the top 32 bits
 #define MSD_SAMPLES 2048     // keys sampled by msd_plan (a power of two)
+#define MSD_TABLE_LOG 12     // msd_plan's hash set of sampled prefixes: 2 x MSD_SAMPLES slots
+#define MSD_TABLE (1 << MSD_TABLE_LOG)
+#define MSD_EMPTY (~0ull)    // a free slot (prefixes are 32-bit)
 #define MSD_SPAN 2048        // chunk stride
 #define MSD_WINDOW 2048      // how far back a chunk's start is searched
 #define MSD_CHUNK (MSD_SPAN + MSD_WINDOW)  // most keys a chunk holds
@@ -62,32 +67,24 @@ msd_plan(const csk_bits_t* __restrict__ keys, const unsigned long long* __restri
          unsigned* __restrict__ flags)
 {
     __shared__ int trivial[PASSES];
-    __shared__ unsigned sample[MSD_SAMPLES];
-    __shared__ int repeat;
-    os_plan_offsets<BLOCK_SIZE>(hist, n, ~0ull, offsets, trivial);
+    __shared__ unsigned long long table[MSD_TABLE];
+    __shared__ int distinct;
+    for (int i = threadIdx.x; i < MSD_TABLE; i += BLOCK_SIZE) table[i] = MSD_EMPTY;
+    if (threadIdx.x == 0) distinct = 0;
+    os_plan_offsets<BLOCK_SIZE>(hist, n, ~0ull, offsets, trivial);  // syncs the block
     const csk_index_t stride = n / MSD_SAMPLES;  // the driver guarantees n >= MSD_SAMPLES
-    for (int i = threadIdx.x; i < MSD_SAMPLES; i += BLOCK_SIZE)
-        sample[i] = msd_prefix(csk_encode(keys[(csk_index_t)i * stride], (csk_bits_t)mask));
-    if (threadIdx.x == 0) repeat = 0;
-    __syncthreads();
-    // Bitonic sort of the sampled prefixes, ascending.
-    for (int size = 2; size <= MSD_SAMPLES; size <<= 1) {
-        for (int half = size >> 1; half > 0; half >>= 1) {
-            for (int t = threadIdx.x; t < MSD_SAMPLES / 2; t += BLOCK_SIZE) {
-                const int i = 2 * t - (t & (half - 1)), j = i + half;
-                const bool up = (i & size) == 0;
-                const unsigned a = sample[i], b = sample[j];
-                if ((a > b) == up) {
-                    sample[i] = b;
-                    sample[j] = a;
-                }
-            }
-            __syncthreads();
+    for (int i = threadIdx.x; i < MSD_SAMPLES; i += BLOCK_SIZE) {
+        const unsigned v = msd_prefix(csk_encode(keys[(csk_index_t)i * stride], (csk_bits_t)mask));
+        // Linear probing from a multiplicative hash; the table is at most half full.
+        for (unsigned h = (v * 2654435761u) >> (32 - MSD_TABLE_LOG);; h = (h + 1) & (MSD_TABLE - 1)) {
+            const unsigned long long old = atomicCAS(&table[h], MSD_EMPTY, (unsigned long long)v);
+            if (old == MSD_EMPTY) atomicAdd(&distinct, 1);
+            if (old == MSD_EMPTY || old == v) break;
         }
     }
-    for (int i = threadIdx.x; i + 1 < MSD_SAMPLES; i += BLOCK_SIZE)
-        if (sample[i] == sample[i + 1]) atomicAdd(&repeat, 1);
     __syncthreads();
+    // Sorted, the samples would have `repeat` neighbours sharing a prefix.
+    const int repeat = MSD_SAMPLES - distinct;
     if (threadIdx.x == 0) {
         bool route = 2ull * (unsigned long long)n * (unsigned long long)repeat
                      <= (unsigned long long)MSD_GROUP_MAX * MSD_SAMPLES * MSD_SAMPLES;
@@ -135,6 +132,13 @@ msd_cuts(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long 
 // its group's start plus the number of keys of its group that sort before
 // it (smaller, or equal at a smaller position). Returns at once unless the
 // MSD route ran without overflow.
+//
+// A warp takes 32 consecutive positions at a time. A position heads a group
+// where its prefix differs from the one before; the warp's ballot of heads
+// gives each lane its group's first and end when they fall in its 32
+// positions, and only a group reaching past them is scanned for its bound
+// in shared memory (lanes of one such group scan the same keys). Ranking is
+// branch-free, so the lanes diverge only by their groups' lengths.
 extern "C" __global__ void __launch_bounds__(MSD_LOCAL_BLOCK)
 msd_local_sort(csk_bits_t* __restrict__ keys, unsigned long long mask,
                const csk_index_t* __restrict__ cuts, const unsigned* __restrict__ flags)
@@ -146,15 +150,28 @@ msd_local_sort(csk_bits_t* __restrict__ keys, unsigned long long mask,
     const int size = (int)(cuts[blockIdx.x + 1] - start);
     for (int i = threadIdx.x; i < size; i += MSD_LOCAL_BLOCK) w[i] = csk_encode(keys[start + i], kmask);
     __syncthreads();
-    for (int i = threadIdx.x; i < size; i += MSD_LOCAL_BLOCK) {
-        const csk_bits_t x = w[i];
+    const int lane = threadIdx.x & 31;
+    const unsigned upto = (2u << lane) - 1;  // lanes 0 .. lane
+    for (int base = threadIdx.x - lane; base < size; base += MSD_LOCAL_BLOCK) {
+        const int i = base + lane;
+        const bool valid = i < size;
+        const csk_bits_t x = w[valid ? i : size - 1];
         const unsigned prefix = msd_prefix(x);
-        int first = i, end = i + 1;
-        while (first > 0 && msd_prefix(w[first - 1]) == prefix) --first;
-        while (end < size && msd_prefix(w[end]) == prefix) ++end;
+        // Past the chunk every lane heads a group of its own (and stores nothing).
+        const bool head = !valid || i == 0 || msd_prefix(w[i - 1]) != prefix;
+        const unsigned heads = __ballot_sync(0xffffffffu, head);
+        const unsigned before = heads & upto, after = heads & ~upto;
+        int first = base + 31 - __clz(before), end = base + __ffs(after) - 1;
+        if (before == 0)  // the group began before this window
+            for (first = base; first > 0 && msd_prefix(w[first - 1]) == prefix;) --first;
+        if (after == 0)   // and may go on past it
+            for (end = base + 32; end < size && msd_prefix(w[end]) == prefix;) ++end;
         int rank = 0;
-        for (int j = first; j < end; ++j) rank += w[j] < x || (w[j] == x && j < i);
-        keys[start + first + rank] = csk_decode(x, kmask);
+        for (int j = first; j < end; ++j) {
+            const csk_bits_t y = w[j];
+            rank += (int)(y < x) + (int)((y == x) & (j < i));
+        }
+        if (valid) keys[start + first + rank] = csk_decode(x, kmask);
     }
 }
 
