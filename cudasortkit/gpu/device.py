@@ -8,6 +8,7 @@ device memory can be sorted in place with no copies.
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -233,8 +234,15 @@ class DeviceState:
 
     def allocate(self, nbytes: int, who="cudasortkit"):
         """nbytes from the memory pool; out of memory is a MemoryError naming
-        `who` (a string, or a function making it: only built on failure)."""
+        `who` (a string, or a function making it: only built on failure).
+        The pool gives back its own unused blocks before it fails; then the
+        other libraries' unused blocks are given back (release_unused_elsewhere)
+        and the allocation is tried once more."""
         nbytes = max(int(nbytes), 1)
+        try:
+            return self.pool.allocate(nbytes)
+        except self.cuda.MemoryError:
+            release_unused_elsewhere()
         try:
             return self.pool.allocate(nbytes)
         except self.cuda.MemoryError as exc:
@@ -242,9 +250,46 @@ class DeviceState:
             raise MemoryError(f"{who}: out of GPU memory allocating {nbytes:,} bytes on "
                               f"{self.name}") from exc
 
+    def allocating(self, make):
+        """make(): an allocation by CuPy or PyTorch (a result array). If it
+        runs out of memory, this pool's and the other libraries' unused blocks
+        are given back and it runs once more."""
+        try:
+            return make()
+        except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
+            if not is_out_of_memory(exc):
+                raise
+        self.free_unused()
+        return make()
+
+    def free_unused(self) -> None:
+        """Give the driver back the blocks this device's pool and the other
+        libraries' pools keep for reuse (no array's memory)."""
+        self.activate()
+        self.pool.free_held()
+        release_unused_elsewhere()
+
     def free_memory(self) -> int:
         self.activate()
         return self.cuda.mem_get_info()[0]
+
+
+def release_unused_elsewhere() -> None:
+    """Give the driver back the blocks that array libraries already loaded
+    in this process keep cached but unused: CuPy's default pool, PyTorch's
+    caching allocator (neither is imported here). No array's memory is freed."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether exc is an array library's out-of-memory error (CuPy's is a
+    MemoryError, PyTorch's a RuntimeError named OutOfMemoryError)."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
 
 
 class _PopAtThreadExit:
