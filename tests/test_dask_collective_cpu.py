@@ -58,6 +58,30 @@ def test_thread_comm_allgather_and_alltoallv():
         assert np.array_equal(recv, np.concatenate([np.arange(a, a + n) + 100 * s for s in range(3)]))
 
 
+@pytest.mark.parametrize("members", [(0, 1, 2), (2, 0, 1)])
+def test_ordered_alltoallv_gives_runs_or_one_array_in_logical_order(members):
+    """Logical rank s sends its s-th piece; joined, the runs come as one
+    array in logical order, the received buffer itself where logical order
+    is the communicator's."""
+    def body(c, rank):
+        received = []
+        real = c.alltoallv
+        c.alltoallv = lambda *args: received.append(real(*args)) or received[-1]
+        ordered = collective.Ordered(c, members)
+        me = ordered.rank
+        buf = np.arange(6) + 100 * me                       # pieces of 1, 2, 3 elements
+        cuts, recv = [0, 1, 3, 6], [[1, 2, 3][me]] * 3
+        runs = ordered.alltoallv(buf, cuts, recv)
+        joined = ordered.alltoallv(buf, cuts, recv, joined=True)
+        return me, runs, joined, joined is received[-1]
+
+    for me, runs, joined, uncopied in on_ranks(3, body):
+        a, n = [0, 1, 3][me], [1, 2, 3][me]
+        assert [list(r) for r in runs] == [list(np.arange(a, a + n) + 100 * s) for s in range(3)]
+        assert np.array_equal(joined, np.concatenate(runs))
+        assert uncopied == (members == (0, 1, 2))
+
+
 def test_a_failing_rank_releases_the_others():
     def body(c, rank):
         if rank == 1:
@@ -193,8 +217,10 @@ def test_sort_argsort_sort_by_key_match_numpy(client, dist, dtype, sizes, descen
 
 
 def place(client, a, sizes, owners):
-    """A dask array of chunks `sizes` whose nonempty chunk i is held by worker owners[i]."""
-    workers = sorted(client.scheduler_info()["workers"])
+    """A dask array of chunks `sizes` whose nonempty chunk i is held by worker owners[i].
+    The workers come from the scheduler itself: the client's cached
+    scheduler_info() may list none for a moment (a flake seen under load)."""
+    workers = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.workers))
     at = np.concatenate([[0], np.cumsum(sizes)])
     parts = [client.scatter(a[at[i]:at[i + 1]], workers=[workers[w]], hash=False) for i, w in enumerate(owners)]
     arrays = [da.from_delayed(p, (n,), dtype=a.dtype) for p, n in zip(parts, sizes)]
@@ -244,7 +270,7 @@ def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descend
         a[::13], a[1::17] = info.min, info.max
     x = place(client, a, sizes, (0, 1, 2, 0, 1, 2, 0))
     spec = collective.Spec("argsort", descending, np.dtype(dtype), (0, len(a)), (), (), False)
-    assert collective.packable(spec, len(a))
+    assert collective.packable(spec)
     expected = reference_argsort(a, descending)
     times = []
     i, = run("argsort", x, descending=descending, timings=times)
@@ -586,12 +612,12 @@ def test_warm_up_also_sorts_a_narrow_key_range_of_integers(monkeypatch, dtype, n
 def test_warm_up_runs_the_narrow_fill_and_the_packed_merge(monkeypatch, dtype, op, narrow, packed):
     """The warm-up also runs what a narrow range (collective.from_counts:
     its searchsorted and fills) and an interleaved argsort or sort_by_key
-    (collective.merge_packed) run, so the first sort after prepare compiles
+    (collective.merge_interleaved) run, so the first sort after prepare compiles
     nothing (on a GPU: CuPy's kernels of those steps too)."""
     from types import SimpleNamespace
 
     calls = []
-    for name in ("from_counts", "merge_packed"):
+    for name in ("from_counts", "merge_interleaved"):
         real = getattr(explicit, name)
         monkeypatch.setattr(explicit, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
     worker = SimpleNamespace(plugins={explicit.NAME: explicit.Collectives()})
@@ -600,7 +626,7 @@ def test_warm_up_runs_the_narrow_fill_and_the_packed_merge(monkeypatch, dtype, o
     explicit.warm_up(np.dtype(dtype), op, True, 4096, "numpy", dask_worker=worker)
     assert len(comm._hubs) == hubs, "each warm-up left a communicator hub behind"
     calls = calls[:len(calls) // 2]   # the descending warm-up ran the same steps again
-    assert calls.count("from_counts") == narrow and calls.count("merge_packed") == (2 if packed and
+    assert calls.count("from_counts") == narrow and calls.count("merge_interleaved") == (2 if packed and
                                                                                   dtype[0] in "iu" else packed)
 
 
@@ -618,3 +644,82 @@ def test_a_persisted_input_is_not_persisted_again(client, monkeypatch):
     lazy = da.from_array(np.arange(40, dtype=np.int32)[::-1].copy(), chunks=9)
     s, = run("sort", lazy)
     assert np.array_equal(s.compute(), np.arange(40)) and len(calls) == 1
+
+
+@pytest.mark.parametrize("free, given_back", [(10_000, False), (2_999, True)])
+def test_make_room_frees_cached_blocks_only_when_the_driver_is_short(free, given_back, monkeypatch):
+    """Before a step that needs `need` bytes on a GPU rank: with less free on
+    the driver, the pools' unused blocks go back."""
+    from types import SimpleNamespace
+
+    calls = []
+    xp = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(memGetInfo=lambda: (free, 10**6)),
+                                              Device=lambda: SimpleNamespace(id=3)))
+    monkeypatch.setattr(collective, "get_device",
+                        lambda ordinal: SimpleNamespace(free_unused=lambda: calls.append(ordinal)))
+    collective.make_room(xp, 3_000)
+    assert calls == ([3] if given_back else [])
+    collective.make_room(np, 10**12)    # host ranks: nothing to do
+
+
+def _interleaved_runs(rng, dtype, descending, low, high, total, runs=3, size=200):
+    """Runs as one rank receives them from interleaved chunks: each sorted by
+    (key in the requested order, global index); indices distinct, below `total`."""
+    n = runs * size
+    keys = rng.integers(low, high, n).astype(dtype)
+    index = np.sort(rng.choice(np.int64(total), n, replace=False)) if total < 2**40 else \
+        np.unique(rng.integers(0, total, n * 2, dtype=np.int64))[:n]
+    rng.shuffle(index)
+    parts = []
+    for r in range(runs):
+        k, i = keys[r * size:(r + 1) * size], index[r * size:(r + 1) * size]
+        order = np.lexsort((i, chunks.ascending(k, descending)))
+        parts.append((k[order], i[order]))
+    at = np.arange(runs + 1, dtype=np.int64) * size
+    return np.concatenate([k for k, _ in parts]), np.concatenate([i for _, i in parts]), at
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype, low, high, total, packs", [
+    ("uint32", 3_000_000_000, 3_000_000_050, 2**33, True),   # a narrow range far from 0, 33-bit indices
+    ("int32", -2**31, 2**31 - 1, 2**33, False),              # 32 + 33 bits: lexsort
+    ("int32", -2**31, 2**31 - 1, 2**32, True),               # 32 + 32 bits
+    ("int64", -10**15, -10**15 + 2**20, 2**40, True),
+    ("uint16", 0, 2**16, 2**47, True)])
+@pytest.mark.parametrize("op", ["argsort", "sort_by_key"])
+def test_interleaved_runs_pack_above_the_ranks_smallest_key(op, dtype, low, high, total, packs, descending):
+    """merge_interleaved orders runs by (key, global index): packed words
+    (key - the rank's smallest, shifted by the indices' bits) where they fit
+    64 bits, whatever the total, else lexsort; both give the same order."""
+    rng = np.random.default_rng(abs(low) % 1000 + len(dtype))
+    keys, index, at = _interleaved_runs(rng, dtype, descending, low, high, total)
+    spec = collective.Spec(op, descending, np.dtype(dtype), (0, total), (), (), False)
+    pack = collective.packing(spec, keys, at, total, np)
+    assert (pack is not None) == packs
+    if packs:
+        assert pack[1] == (total - 1).bit_length()
+    values = index * 7 if op == "sort_by_key" else index
+    received = {"keys": keys, "index": index if op == "sort_by_key" else None, "values": values}
+    k, v = collective.merge_interleaved(spec, received, at, total, np)
+    assert not received, "the runs were left in the dict"
+    order = np.lexsort((index, chunks.ascending(keys, descending)))
+    assert np.array_equal(v, values[order])
+    if op == "sort_by_key":
+        assert k.dtype == keys.dtype and np.array_equal(k, keys[order])
+    else:
+        assert k is None
+
+
+def test_sort_by_key_computes_global_indices_a_slice_at_a_time(client, monkeypatch):
+    """A worker holding several chunks maps its local positions to global
+    indices INDEX_SLICE keys at a time (bounded temporaries): slices that cut
+    chunks anywhere give the same sort."""
+    monkeypatch.setattr(collective, "INDEX_SLICE", 7)
+    rng = np.random.default_rng(21)
+    sizes = (40, 0, 33, 51, 12, 64)
+    a = rng.integers(0, 5, sum(sizes)).astype(np.int32)
+    x = place(client, a, sizes, (0, 1, 2, 0, 1, 2))
+    values = np.arange(len(a)) * 3
+    for descending in (False, True):
+        k, v = run("sort_by_key", x, da.from_array(values, chunks=(sizes,)), descending, (100, 100))
+        check(v, values[reference_argsort(a, descending)], (100, 100))

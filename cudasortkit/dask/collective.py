@@ -16,14 +16,17 @@ communicator's):
    counts summed over the ranks, then among the keys equal to the t-th one either
    rank order (plain sort: ties may split anyhow) or a second search over
    their global indices (argsort, sort_by_key: ties go by index));
-3. exchange: one alltoallv per array (keys, global indices, values);
+3. exchange: one alltoallv per array (keys, global indices, values); runs
+   headed for the lexsort (below) arrive as one array each, the received
+   buffer itself where it can be, not a copy;
 4. merge: the W received sorted runs: plain sort merges them pairwise
    (cudasortkit.merge); argsort and sort_by_key merge them pairwise
    stably (merge_by_key) when the ranks' chunks are contiguous in rank
-   order (every rank's indices below the next rank's), else merge them by
-   (key, global index) packed in one uint64 where that loses nothing the
-   result needs (packable: keys of at most 4 bytes), else order them by
-   (key, global index) with cudasortkit.lexsort.
+   order (every rank's indices below the next rank's), else
+   (merge_interleaved) merge them by (key, global index) packed in one
+   uint64 where that loses nothing the result needs and fits (the rank's
+   key range above its smallest key, and the global indices: packing),
+   else order them by (key, global index) with cudasortkit.lexsort.
 
 Nothing here knows Dask; collective_cuts and the search are tested against
 NumPy directly (tests/test_dask_collective_cpu.py).
@@ -37,6 +40,7 @@ import numpy as np
 
 from .. import api as csk
 from ..calls.merging import merge, merge_by_key
+from ..gpu.device import get_device
 from . import chunks
 from .comm import CollectiveAborted, offsets
 
@@ -47,6 +51,10 @@ from .comm import CollectiveAborted, offsets
 K = 255
 
 OPS = ("sort", "argsort", "sort_by_key")
+
+#: Keys whose global indices sort_by_key's local sort computes at a time
+#: (the searches' temporaries: 8 bytes a key, three times).
+INDEX_SLICE = 1 << 26
 
 #: A plain sort of integer keys (4 bytes at most) whose values all lie in a
 #: range narrower than this moves no keys: each rank counts its keys per
@@ -267,15 +275,31 @@ def local_sort(spec: Spec, local: Local):
     n = len(keys)
     pos = xp.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64)
     keys, pos = csk.sort_by_key(keys, pos, descending=spec.descending)
+    # Next: the global indices (8 bytes a key) and the values' gather.
+    make_room(xp, n * (8 + 8 + np.dtype(spec.value_dtype or np.int64).itemsize))
     first = offsets([len(k) for k in local.keys])[:-1]
     shift = np.asarray(local.starts, np.int64) - first  # per chunk: global - local
     index = pos.astype(np.int64)
     if (shift == shift[0]).all():  # one chunk, or chunks of one global run
         index += int(shift[0])
-    else:
-        index += xp.asarray(shift)[xp.searchsorted(xp.asarray(first), pos, side="right") - 1]
+    else:  # a slice at a time: the search's temporaries stay small
+        first, shift = xp.asarray(first), xp.asarray(shift)
+        for at in range(0, n, INDEX_SLICE):
+            part = pos[at:at + INDEX_SLICE]
+            index[at:at + INDEX_SLICE] += shift[xp.searchsorted(first, part, side="right") - 1]
     values = local.values[0] if len(local.values) == 1 else xp.concatenate(local.values)
     return keys, index, values[pos]
+
+
+def make_room(xp, need: int) -> None:
+    """Before a step that allocates about `need` bytes from the array
+    library's pool: where the driver has less free, the blocks
+    cudasortkit's pool keeps from a sort (and the libraries' unused ones) go
+    back to it first."""
+    if xp is np:
+        return
+    if xp.cuda.runtime.memGetInfo()[0] < need:
+        get_device(xp.cuda.Device().id).free_unused()
 
 
 class Ordered:
@@ -291,8 +315,11 @@ class Ordered:
     def allreduce_sum(self, a):
         return self.comm.allreduce_sum(a)   # a sum: the same in any rank order
 
-    def alltoallv(self, buf, cuts, recv_counts) -> list:
-        """Logical rank s gets buf[cuts[s]:cuts[s+1]]; the runs received, in logical order."""
+    def alltoallv(self, buf, cuts, recv_counts, joined: bool = False):
+        """Logical rank s gets buf[cuts[s]:cuts[s+1]]; the runs received, in
+        logical order: a list, or (joined) one array of them, which is the
+        received buffer itself (no copy) where logical order is the
+        communicator's."""
         send_starts = np.zeros(self.size, np.int64)
         send_counts = np.zeros(self.size, np.int64)
         recv = np.zeros(self.size, np.int64)
@@ -300,23 +327,29 @@ class Ordered:
             send_starts[member], send_counts[member] = cuts[logical], cuts[logical + 1] - cuts[logical]
             recv[member] = recv_counts[logical]
         out = self.comm.alltoallv(buf, send_starts, send_counts, recv)
+        if joined and self.members == list(range(self.size)):
+            return out
         at = offsets(recv)
-        return [out[at[m]:at[m + 1]] for m in self.members]
+        runs = [out[at[m]:at[m + 1]] for m in self.members]
+        return chunks.array_module(out).concatenate(runs) if joined else runs
 
 
-def merge_runs(runs, descending: bool):
+def merge_runs(runs: list, descending: bool):
     """Merge sorted runs (keys, values or None) pairwise, earlier runs first
-    on equal keys (with values: merge_by_key, stable)."""
-    runs = [r for r in runs if len(r[0])] or runs[:1]
+    on equal keys (with values: merge_by_key, stable). The list is consumed:
+    each level of merges replaces its runs, so that their memory goes back
+    (given no other reference) while the next level merges."""
+    runs[:] = [r for r in runs if len(r[0])] or runs[:1]
     while len(runs) > 1:
-        merged = []
-        for a, b in zip(runs[::2], runs[1::2]):
-            if a[1] is None:
-                merged.append((merge(a[0], b[0], descending=descending), None))
-            else:
-                merged.append(merge_by_key(a[0], a[1], b[0], b[1], descending=descending))
-        runs = merged + runs[len(runs) - len(runs) % 2:]
-    return runs[0]
+        runs[:] = [_merge_pair(*runs[i:i + 2], descending) for i in range(0, len(runs) - 1, 2)] \
+            + runs[len(runs) - len(runs) % 2:]
+    return runs.pop()
+
+
+def _merge_pair(a, b, descending: bool):
+    if a[1] is None:
+        return merge(a[0], b[0], descending=descending), None
+    return merge_by_key(a[0], a[1], b[0], b[1], descending=descending)
 
 
 def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, xp):
@@ -336,47 +369,86 @@ def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, 
     return out
 
 
-def packable(spec: Spec, total: int) -> bool:
-    """Whether (key, global index) fits one uint64 that orders like the
-    pair, losing nothing the result needs: keys of at most 4 bytes and at
-    most 2^32 of them (every global index fits 32 bits); float keys only
-    for argsort (their -0.0 and NaN payloads are folded together, and
-    argsort returns no keys)."""
+def packable(spec: Spec) -> bool:
+    """Whether (key, global index) pairs may be packed into one uint64 at
+    all (merge_interleaved: where the rank's key range and the indices fit):
+    keys and values come back exactly, so float keys only for argsort
+    (their -0.0 and NaN payloads are folded together, and argsort returns
+    no keys)."""
     kind = spec.dtype.kind
-    return (spec.dtype.itemsize <= 4 and total <= 1 << 32
-            and (kind in "biu" or (kind == "f" and spec.op == "argsort")))
+    return kind in "biu" or (kind == "f" and spec.op == "argsort")
 
 
-def packed(keys, index, descending: bool, xp):
-    """uint64 words (ordered key << 32) | global index, ordering like
-    (key in the requested order, index): unsigned keys as they are, signed
-    with the sign bit flipped, floats by their IEEE bits (negatives
-    inverted) after -0.0 -> +0.0 and every NaN -> one NaN (last, as NumPy)."""
+def ordered_bits(keys, descending: bool, xp):
+    """uint64 words ordering like the keys in the requested order: unsigned
+    keys as they are, signed with the sign bit flipped, floats by their IEEE
+    bits (negatives inverted) after -0.0 -> +0.0 and every NaN -> one NaN
+    (last, as NumPy)."""
     k = chunks.ascending(keys, descending)
     bits = 8 * k.dtype.itemsize
     if k.dtype.kind == "f":
         k = xp.where(xp.isnan(k), k.dtype.type(np.nan), k) + k.dtype.type(0)   # x + 0: -0.0 -> +0.0
         u = k.view(f"u{k.dtype.itemsize}").astype(np.uint64)
         top = np.uint64(1 << (bits - 1))
-        u = xp.where(u >= top, ~u & np.uint64((1 << bits) - 1), u | top)
-    elif k.dtype.kind == "i":
+        return xp.where(u >= top, ~u & np.uint64((1 << bits) - 1), u | top)
+    if k.dtype.kind == "i":
         unsigned = np.dtype(f"u{k.dtype.itemsize}")
-        u = (k.view(unsigned) ^ unsigned.type(1 << (bits - 1))).astype(np.uint64)
-    else:
-        u = k.astype(np.uint64)
-    return (u << np.uint64(32)) | index.astype(np.uint64)
+        return (k.view(unsigned) ^ unsigned.type(1 << (bits - 1))).astype(np.uint64)
+    return k.astype(np.uint64)
 
 
-def merge_packed(spec: Spec, keys: list, index: list, values: list | None, xp):
-    """The received runs, each sorted by (key, global index), merged in that
-    order as packed words (plain merges; sort_by_key merge_by_key with its
-    values): argsort -> (None, indices); sort_by_key -> (keys, values)."""
-    words = [packed(k, i, spec.descending, xp) for k, i in zip(keys, index)]
-    if values is None:
-        merged, _ = merge_runs([(w, None) for w in words], False)
-        return None, (merged & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    merged, vals = merge_runs(list(zip(words, values)), False)
-    u = (merged >> np.uint64(32)).astype(f"u{spec.dtype.itemsize}")
+def packing(spec: Spec, keys, at, total: int, xp):
+    """(base, shift) of words ((ordered bits - base) << shift) | global index
+    for this rank's runs (joined `keys`, run r at [at[r], at[r+1])), each
+    sorted in the requested order, or None where they do not fit 64 bits.
+    base: the smallest ordered key the rank holds (its runs' first keys);
+    shift: the bits of the largest global index."""
+    if not packable(spec):
+        return None
+    ends = [e for a, b in zip(at[:-1], at[1:]) if b > a for e in (int(a), int(b) - 1)]
+    shift = max(1, (int(total) - 1).bit_length())
+    if not ends:
+        return 0, shift
+    u = chunks.to_host(ordered_bits(keys[xp.asarray(np.asarray(ends, np.int64))], spec.descending, xp))
+    base, width = int(u.min()), int(u.max()) - int(u.min())
+    return (base, shift) if width.bit_length() + shift <= 64 else None
+
+
+def merge_interleaved(spec: Spec, received: dict, at, total: int, xp):
+    """Runs from ranks whose chunks interleave, each sorted by (key, global
+    index), in the order of (key, global index): merged as packed words
+    where they fit (packing), else ordered by cudasortkit.lexsort. argsort
+    -> (None, indices); sort_by_key -> (keys, values). received: the joined
+    runs ("keys", "index": their global indices, or None for argsort, whose
+    "values" are its indices, "values"; run r at [at[r], at[r+1])), taken
+    out of the dict so that each array's memory goes back once used."""
+    keys, index, values = received.pop("keys"), received.pop("index"), received.pop("values")
+    if index is None:
+        index = values
+    pack = packing(spec, keys, at, total, xp)
+    if pack is None:
+        order = csk.lexsort((index, chunks.ascending(keys, spec.descending)))
+        return (None, index[order]) if spec.op == "argsort" else (keys[order], values[order])
+    base, shift = pack
+
+    def runs(a):
+        return [a[int(b):int(e)] for b, e in zip(at[:-1], at[1:])]
+
+    words = ordered_bits(keys, spec.descending, xp)   # in place from here: one uint64 a key
+    keys = None
+    words -= np.uint64(base)
+    words <<= np.uint64(shift)
+    words |= index.view(np.uint64)                     # global indices are never negative
+    index = None
+    low = np.uint64((1 << shift) - 1)
+    if spec.op == "argsort":
+        pairs, words, values = [(w, None) for w in runs(words)], None, None
+        merged, _ = merge_runs(pairs, False)
+        return None, (merged & low).astype(np.int64)
+    pairs, words, values = list(zip(runs(words), runs(values))), None, None
+    merged, vals = merge_runs(pairs, False)
+    u = ((merged >> np.uint64(shift)) + np.uint64(base)).astype(f"u{spec.dtype.itemsize}")
+    merged = None
     if spec.dtype.kind == "b":
         k = u.astype(bool)
     elif spec.dtype.kind == "i":
@@ -410,6 +482,8 @@ def sort_on_rank(comm, spec: Spec, local: Local):
         keys = xp.empty(0, spec.dtype)
         index = None if spec.op == "sort" else xp.empty(0, np.int64)
         values = None if spec.value_dtype is None else xp.empty(0, spec.value_dtype)
+    # The exchange and the merge: about three times the sorted arrays.
+    make_room(xp, 3 * sum(a.nbytes for a in (keys, index, values) if a is not None))
     timer("local sort")
 
     total = int(counts.sum())
@@ -429,8 +503,13 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     recv = comm.allgather(sent)[:, comm.rank]
     timer("splitters")
 
+    # Runs from interleaved chunks are ordered by (key, global index)
+    # together (merge_interleaved): received joined, the buffer itself, so
+    # that no concatenated copy shares the memory with their ordering.
+    joined = spec.op != "sort" and not spec.contiguous
+
     def exchange(a):
-        return comm.alltoallv(xp.ascontiguousarray(a), cuts, recv)
+        return comm.alltoallv(xp.ascontiguousarray(a), cuts, recv, joined)
 
     keys = exchange(keys)
     if spec.op == "argsort":
@@ -444,14 +523,10 @@ def sort_on_rank(comm, spec: Spec, local: Local):
         out = merge_runs([(k, None) for k in keys], spec.descending)
     elif spec.contiguous:
         out = merge_runs(list(zip(keys, values)), spec.descending)
-    elif packable(spec, total):
-        out = merge_packed(spec, keys, values if index is None else index,
-                           None if index is None else values, xp)
     else:
-        keys, values = xp.concatenate(keys), xp.concatenate(values)
-        index = values if index is None else xp.concatenate(index)
-        order = csk.lexsort((index, chunks.ascending(keys, spec.descending)))
-        out = keys[order], values[order]
+        received = {"keys": keys, "index": index, "values": values}
+        keys = index = values = None
+        out = merge_interleaved(spec, received, offsets(recv), total, xp)
     timer("merge")
     ended = len(out[1] if out[0] is None else out[0])
     if ended != starts[comm.rank + 1] - starts[comm.rank]:

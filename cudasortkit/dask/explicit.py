@@ -33,7 +33,8 @@ import numpy as np
 from distributed import WorkerPlugin
 
 from . import chunks, cluster, comm
-from .collective import Local, Spec, from_counts, merge_packed, packable, sort_on_rank, worker_starts
+from .collective import (Local, Spec, from_counts, merge_interleaved, packable, sort_on_rank,
+                         worker_starts)
 
 NAME = "cudasortkit-collectives"
 LOCK = "cudasortkit-collective-sort"
@@ -81,7 +82,7 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     runs: the local sort, searchsorted, merge (sort) or merge_by_key and
     lexsort (argsort, sort_by_key), and where the keys allow, the narrow
     range's counts and fills (collective.from_counts) and the packed merge
-    (collective.merge_packed), on a communicator of this worker alone."""
+    (collective.merge_interleaved), on a communicator of this worker alone."""
     import cudasortkit as csk
 
     plugin = _plugin(dask_worker)
@@ -112,9 +113,9 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
             k, i = csk.sort_by_key(keys, index, descending=descending)
             csk.merge_by_key(k[:half], i[:half], k[half:], i[half:], descending=descending)
             csk.lexsort((i, chunks.ascending(k, descending)))
-            if packable(spec, n):
-                runs = [i[:half], i[half:]]
-                merge_packed(spec, [k[:half], k[half:]], runs, None if op == "argsort" else runs, xp)
+            if packable(spec):
+                merge_interleaved(spec, {"keys": k, "index": None if op == "argsort" else i, "values": i},
+                                  [0, half, n], n, xp)
             s = k
         xp.searchsorted(chunks.ascending(s, descending), s[:16])
     if xp is not np:
