@@ -16,9 +16,9 @@ communicator's):
    counts summed over the ranks, then among the keys equal to the t-th one either
    rank order (plain sort: ties may split anyhow) or a second search over
    their global indices (argsort, sort_by_key: ties go by index));
-3. exchange: one alltoallv per array (keys, global indices, values); runs
-   headed for the lexsort (below) arrive as one array each, the received
-   buffer itself where it can be, not a copy;
+3. exchange: one alltoallv per array (keys, global indices, values); the
+   runs of interleaved chunks (below) arrive as one array each, the
+   received buffer itself where it can be, not a copy;
 4. merge: the W received sorted runs: plain sort merges them pairwise
    (cudasortkit.merge); argsort and sort_by_key merge them pairwise
    stably (merge_by_key) when the ranks' chunks are contiguous in rank
