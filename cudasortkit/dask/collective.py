@@ -276,7 +276,7 @@ def local_sort(spec: Spec, local: Local):
     pos = xp.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64)
     keys, pos = csk.sort_by_key(keys, pos, descending=spec.descending)
     # Next: the global indices (8 bytes a key) and the values' gather.
-    make_room(xp, n * (8 + 8 + np.dtype(spec.value_dtype or np.int64).itemsize))
+    make_room(xp, n * (8 + 8 + np.dtype(spec.value_dtype).itemsize))
     first = offsets([len(k) for k in local.keys])[:-1]
     shift = np.asarray(local.starts, np.int64) - first  # per chunk: global - local
     index = pos.astype(np.int64)
