@@ -15,7 +15,7 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 
 import cudasortkit.dask as cskd  # noqa: E402
-from cudasortkit.dask import chunks, collective, comm, explicit  # noqa: E402
+from cudasortkit.dask import chunks, collective, comm, cuts, explicit, runs  # noqa: E402
 from helpers import assert_keys_equal, make_keys, reference_argsort  # noqa: E402
 
 
@@ -70,15 +70,15 @@ def test_ordered_alltoallv_gives_runs_or_one_array_in_logical_order(members):
         ordered = collective.Ordered(c, members)
         me = ordered.rank
         buf = np.arange(6) + 100 * me                       # pieces of 1, 2, 3 elements
-        cuts, recv = [0, 1, 3, 6], [[1, 2, 3][me]] * 3
-        runs = ordered.alltoallv(buf, cuts, recv)
-        joined = ordered.alltoallv(buf, cuts, recv, joined=True)
-        return me, runs, joined, joined is received[-1]
+        pieces, recv = [0, 1, 3, 6], [[1, 2, 3][me]] * 3
+        got = ordered.alltoallv(buf, pieces, recv)
+        joined = ordered.alltoallv(buf, pieces, recv, joined=True)
+        return me, got, joined, joined is received[-1]
 
-    for me, runs, joined, uncopied in on_ranks(3, body):
+    for me, got, joined, uncopied in on_ranks(3, body):
         a, n = [0, 1, 3][me], [1, 2, 3][me]
-        assert [list(r) for r in runs] == [list(np.arange(a, a + n) + 100 * s) for s in range(3)]
-        assert np.array_equal(joined, np.concatenate(runs))
+        assert [list(r) for r in got] == [list(np.arange(a, a + n) + 100 * s) for s in range(3)]
+        assert np.array_equal(joined, np.concatenate(got))
         assert uncopied == (members == (0, 1, 2))
 
 
@@ -99,10 +99,10 @@ def test_decode_is_monotone_over_the_whole_range(dtype):
     """Ordered values decode to keys in NumPy's ascending order (NaN last),
     ends included, so the search's count is monotone and reaches every key."""
     rng = np.random.default_rng(3)
-    top = collective.top(dtype)
+    top = cuts.top(dtype)
     u = sorted({0, top, top // 2, top // 2 + 1} | {int(v) for v in rng.integers(0, top, 4000, dtype=np.uint64,
                                                                                   endpoint=True)})
-    keys = collective.decode(u, dtype)
+    keys = cuts.decode(u, dtype)
     assert keys.dtype == np.dtype(dtype)
     as_sorted = np.sort(keys)
     same = (keys == as_sorted) | (np.isnan(keys.astype(np.float64)) & np.isnan(as_sorted.astype(np.float64)))
@@ -140,12 +140,12 @@ def test_exact_cuts_take_the_first_t_of_the_global_order(dist, dtype, descending
 
     def body(c, rank):
         keys, index = parts[rank]
-        return collective.exact_cuts(c, chunks.ascending(keys, descending), index, targets, len(a), stable)
+        return cuts.exact_cuts(c, chunks.ascending(keys, descending), index, targets, len(a), stable)
 
-    cuts = on_ranks(3, body)
+    counts = on_ranks(3, body)
     for j, t in enumerate(targets):
-        assert sum(int(c[j]) for c in cuts) == t
-        taken = np.concatenate([index[:c[j]] for (keys, index), c in zip(parts, cuts)])
+        assert sum(int(c[j]) for c in counts) == t
+        taken = np.concatenate([index[:c[j]] for (keys, index), c in zip(parts, counts)])
         if stable:   # exactly the first t of (key, global index)
             assert np.array_equal(np.sort(taken), np.sort(expected[:t])), f"target {t}"
         else:        # the first t keys as values, ties from any rank
@@ -153,9 +153,9 @@ def test_exact_cuts_take_the_first_t_of_the_global_order(dist, dtype, descending
 
 
 def test_worker_starts_split_output_chunks_by_the_ranks_key_counts():
-    starts, first = collective.worker_starts([10, 0, 30], [0, 4, 8, 12, 20, 30, 30, 40])
+    starts, first = cuts.worker_starts([10, 0, 30], [0, 4, 8, 12, 20, 30, 30, 40])
     assert list(first) == [0, 2, 2, 7] and list(starts) == [0, 8, 8, 40]
-    starts, first = collective.worker_starts([5, 5], [0, 0, 10, 10])    # a midpoint on a boundary: the later rank
+    starts, first = cuts.worker_starts([5, 5], [0, 0, 10, 10])    # a midpoint on a boundary: the later rank
     assert list(first) == [0, 1, 3] and list(starts) == [0, 0, 10]
 
 
@@ -257,7 +257,7 @@ def test_ties_keep_global_index_order_whatever_the_placement(client, owners, op)
 @pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "uint32", "bool", "float16", "float32"])
 def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descending):
     """Chunks interleaved across workers: runs merge as (key, global index)
-    packed in one uint64 (collective.packable), for argsort of any key of
+    packed in one uint64 (runs.packable), for argsort of any key of
     at most 4 bytes and sort_by_key of integer keys; ties, the dtype's ends,
     NaN, -0.0 and +0.0 (float keys come back bit for bit)."""
     rng = np.random.default_rng(len(dtype))
@@ -270,7 +270,7 @@ def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descend
         a[::13], a[1::17] = info.min, info.max
     x = place(client, a, sizes, (0, 1, 2, 0, 1, 2, 0))
     spec = collective.Spec("argsort", descending, np.dtype(dtype), (0, len(a)), (), (), False)
-    assert collective.packable(spec)
+    assert runs.packable(spec)
     expected = reference_argsort(a, descending)
     times = []
     i, = run("argsort", x, descending=descending, timings=times)
@@ -612,7 +612,7 @@ def test_warm_up_also_sorts_a_narrow_key_range_of_integers(monkeypatch, dtype, n
 def test_warm_up_runs_the_narrow_fill_and_the_packed_merge(monkeypatch, dtype, op, narrow, packed):
     """The warm-up also runs what a narrow range (collective.from_counts:
     its searchsorted and fills) and an interleaved argsort or sort_by_key
-    (collective.merge_interleaved) run, so the first sort after prepare compiles
+    (runs.merge_interleaved) run, so the first sort after prepare compiles
     nothing (on a GPU: CuPy's kernels of those steps too)."""
     from types import SimpleNamespace
 
@@ -662,20 +662,20 @@ def test_make_room_frees_cached_blocks_only_when_the_driver_is_short(free, given
     collective.make_room(np, 10**12)    # host ranks: nothing to do
 
 
-def _interleaved_runs(rng, dtype, descending, low, high, total, runs=3, size=200):
+def _interleaved_runs(rng, dtype, descending, low, high, total, count=3, size=200):
     """Runs as one rank receives them from interleaved chunks: each sorted by
     (key in the requested order, global index); indices distinct, below `total`."""
-    n = runs * size
+    n = count * size
     keys = rng.integers(low, high, n).astype(dtype)
     index = np.sort(rng.choice(np.int64(total), n, replace=False)) if total < 2**40 else \
         np.unique(rng.integers(0, total, n * 2, dtype=np.int64))[:n]
     rng.shuffle(index)
     parts = []
-    for r in range(runs):
+    for r in range(count):
         k, i = keys[r * size:(r + 1) * size], index[r * size:(r + 1) * size]
         order = np.lexsort((i, chunks.ascending(k, descending)))
         parts.append((k[order], i[order]))
-    at = np.arange(runs + 1, dtype=np.int64) * size
+    at = np.arange(count + 1, dtype=np.int64) * size
     return np.concatenate([k for k, _ in parts]), np.concatenate([i for _, i in parts]), at
 
 
@@ -694,13 +694,13 @@ def test_interleaved_runs_pack_above_the_ranks_smallest_key(op, dtype, low, high
     rng = np.random.default_rng(abs(low) % 1000 + len(dtype))
     keys, index, at = _interleaved_runs(rng, dtype, descending, low, high, total)
     spec = collective.Spec(op, descending, np.dtype(dtype), (0, total), (), (), False)
-    pack = collective.packing(spec, keys, at, total, np)
+    pack = runs.packing(spec, keys, at, total, np)
     assert (pack is not None) == packs
     if packs:
         assert pack[1] == (total - 1).bit_length()
     values = index * 7 if op == "sort_by_key" else index
     received = {"keys": keys, "index": index if op == "sort_by_key" else None, "values": values}
-    k, v = collective.merge_interleaved(spec, received, at, total, np)
+    k, v = runs.merge_interleaved(spec, received, at, total, np)
     assert not received, "the runs were left in the dict"
     order = np.lexsort((index, chunks.ascending(keys, descending)))
     assert np.array_equal(v, values[order])

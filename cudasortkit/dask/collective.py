@@ -28,8 +28,8 @@ communicator's):
    key range above its smallest key, and the global indices: packing),
    else order them by (key, global index) with cudasortkit.lexsort.
 
-Nothing here knows Dask; collective_cuts and the search are tested against
-NumPy directly (tests/test_dask_collective_cpu.py).
+Step 2 is cuts.py's, step 4's merges runs.py's. Nothing here knows Dask;
+the parts are tested against NumPy directly (tests/test_dask_collective_cpu.py).
 """
 from __future__ import annotations
 
@@ -39,16 +39,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import api as csk
-from ..calls.merging import merge, merge_by_key
 from ..gpu.device import get_device
 from . import chunks
 from .comm import CollectiveAborted, offsets
-
-#: Candidates per target and round of the search: each round narrows every
-#: target's range 256-fold, so 4-byte keys take 4 rounds and 8-byte keys 8
-#: (a round costs one searchsorted of K keys per target and one allreduce of
-#: K counts per target: latency, not bandwidth).
-K = 255
+from .cuts import exact_cuts, worker_starts
+from .runs import merge_interleaved, merge_runs
 
 OPS = ("sort", "argsort", "sort_by_key")
 
@@ -88,132 +83,6 @@ class Local:
     sizes: list
     values: list | None = None
     times: dict = field(default_factory=dict)
-
-
-# ------------------------------------------------------------ output ranges
-def worker_starts(counts, out_bounds) -> tuple:
-    """(starts, first): logical rank r owns output chunks first[r] ..
-    first[r+1] - 1, which are the global ranks [starts[r], starts[r+1]).
-    Chunk j goes to the rank whose keys (counts[r] of them, ranks in order)
-    hold its midpoint, so each rank receives about as many keys as it holds."""
-    c = offsets(counts)
-    b = np.asarray(out_bounds, np.int64)
-    twice_mid = b[:-1] + b[1:]
-    owner = np.minimum(np.searchsorted(2 * c[1:], twice_mid, side="right"), len(counts) - 1)
-    first = np.searchsorted(owner, np.arange(len(counts) + 1), side="left")
-    return b[first], first
-
-
-# ------------------------------------------------------- the ordered bits
-def top(dtype) -> int:
-    """The largest ordered value of `dtype`'s keys (bool: 1)."""
-    dt = np.dtype(dtype)
-    return 1 if dt.kind == "b" else (1 << (8 * dt.itemsize)) - 1
-
-
-def decode(u, dtype) -> np.ndarray:
-    """Keys of `dtype` for ordered values u (ints in [0, top]), nondecreasing
-    in u in NumPy's ascending order: unsigned as is, signed with the sign bit
-    flipped, floats IEEE-ordered (negatives' bits inverted) with -inf below
-    the negative NaN patterns and NaN (last, as NumPy sorts it) above +inf."""
-    dt = np.dtype(dtype)
-    u = np.asarray([int(v) for v in u], dtype=np.uint64)
-    if dt.kind == "b":
-        return u.astype(bool)
-    if dt.kind == "u":
-        return u.astype(dt)
-    bits = 8 * dt.itemsize
-    uint = np.dtype(f"u{dt.itemsize}")
-    sign = np.uint64(1 << (bits - 1))
-    if dt.kind == "i":
-        return (u ^ sign).astype(uint).view(dt)
-    mask = np.uint64((1 << bits) - 1)
-    negative = u < sign
-    keys = np.where(negative, ~u & mask, u & ~sign).astype(uint).view(dt)
-    nan = np.isnan(keys)
-    keys[nan & negative] = -np.inf
-    keys[nan & ~negative] = np.nan
-    return keys
-
-
-def smallest_above(comm, local_counts, targets, lo, hi) -> list:
-    """For every target t_i the smallest u in [lo_i, hi_i] with F_i(u) > t_i,
-    where F_i(u) is the sum over ranks of local_counts(i, u), nondecreasing in
-    u, and F_i(hi_i) > t_i. All ranks call it alike (they see the same global
-    counts, so they take the same rounds). local_counts(active, candidates)
-    returns an int64 array of shape (len(active), K) for candidates[row]."""
-    lo, hi = [int(v) for v in lo], [int(v) for v in hi]
-    while True:
-        active = [i for i in range(len(targets)) if lo[i] < hi[i]]
-        if not active:
-            return lo
-        cand = [[lo[i] + (hi[i] - lo[i]) * c // (K + 1) for c in range(1, K + 1)] for i in active]
-        # the global counts: a sum, not every rank's counts (W x 255 a
-        # boundary, where an allgather would move W times that to each rank)
-        total = comm.allreduce_sum(np.asarray(local_counts(active, cand), np.int64))
-        for row, i in enumerate(active):
-            above = np.flatnonzero(total[row] > targets[i])
-            if len(above):
-                c = int(above[0])
-                hi[i] = cand[row][c]
-                if c:
-                    lo[i] = cand[row][c - 1] + 1
-            else:
-                lo[i] = cand[row][-1] + 1
-
-
-def exact_cuts(comm, asc, index, targets, total: int, stable: bool) -> np.ndarray:
-    """For every global rank t in `targets`: how many of this rank's sorted
-    elements come before it, so that the ranks' counts add up to t and the
-    elements before the cuts are the first t of the global order.
-
-    asc: this rank's sorted keys in an ascending order (chunks.ascending of
-    the requested one); index: their global indices (stable only: sorted
-    within equal keys). The order is (key, rank) for a plain sort and
-    (key, global index) when `stable`."""
-    xp = chunks.array_module(asc)
-    n = len(asc)
-    targets = [int(t) for t in targets]
-    inner = [i for i, t in enumerate(targets) if 0 < t < total]
-    cuts = np.array([0 if t <= 0 else n for t in targets], np.int64)
-    if not inner:
-        return cuts
-    t_inner = [targets[i] for i in inner]
-
-    def search(values, side):
-        if not n:   # a rank without keys: no device call on an empty array
-            return np.zeros(len(values), np.int64)
-        return chunks.to_host(xp.searchsorted(asc, xp.asarray(values), side=side)).astype(np.int64)
-
-    def before(run, g):
-        """Elements of `run` (indices, sorted) below each g."""
-        if not len(run):
-            return np.zeros(len(g), np.int64)
-        return chunks.to_host(xp.searchsorted(run, xp.asarray(np.asarray(g, np.int64)), side="left"))
-
-    def key_counts(active, cand):
-        return search(decode([u for row in cand for u in row], asc.dtype), "right").reshape(len(active), K)
-
-    u = smallest_above(comm, key_counts, t_inner, [0] * len(inner), [top(asc.dtype)] * len(inner))
-    kth = decode(u, asc.dtype)                       # the key of rank t, per target
-    left, right = search(kth, "left"), search(kth, "right")
-    every = comm.allgather(np.stack([left, right - left]))      # (ranks, 2, targets)
-    need = np.asarray(t_inner, np.int64) - every[:, 0].sum(axis=0)  # of the equal keys, before t
-    if not stable:
-        earlier = np.cumsum(every[:, 1], axis=0) - every[:, 1]     # equal keys of lower ranks
-        take = np.clip(need - earlier[comm.rank], 0, right - left)
-    else:
-        runs = [index[int(a):int(b)] for a, b in zip(left, right)]  # sorted by index
-
-        def index_counts(active, cand):
-            return np.stack([before(runs[i], cand[row]) for row, i in enumerate(active)])
-
-        # the smallest g with need elements of index < g among the equal keys
-        g = smallest_above(comm, index_counts, [int(v) - 1 for v in need], [0] * len(inner),
-                           [total] * len(inner))
-        take = np.array([int(before(runs[i], [g[i]])[0]) for i in range(len(inner))], np.int64)
-    cuts[inner] = left + take
-    return cuts
 
 
 # ------------------------------------------------------------ the whole sort
@@ -334,24 +203,6 @@ class Ordered:
         return chunks.array_module(out).concatenate(runs) if joined else runs
 
 
-def merge_runs(runs: list, descending: bool):
-    """Merge sorted runs (keys, values or None) pairwise, earlier runs first
-    on equal keys (with values: merge_by_key, stable). The list is consumed:
-    each level of merges replaces its runs, so that their memory goes back
-    (given no other reference) while the next level merges."""
-    runs[:] = [r for r in runs if len(r[0])] or runs[:1]
-    while len(runs) > 1:
-        runs[:] = [_merge_pair(*runs[i:i + 2], descending) for i in range(0, len(runs) - 1, 2)] \
-            + runs[len(runs) - len(runs) % 2:]
-    return runs.pop()
-
-
-def _merge_pair(a, b, descending: bool):
-    if a[1] is None:
-        return merge(a[0], b[0], descending=descending), None
-    return merge_by_key(a[0], a[1], b[0], b[1], descending=descending)
-
-
 def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, xp):
     """This rank's output, global ranks [begin, end), written from how many
     keys of each value in [lo, hi] all ranks hold (a narrow range: no key
@@ -367,96 +218,6 @@ def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, 
     for i in np.flatnonzero((at[1:] > begin) & (at[:-1] < end)):
         out[max(at[i], begin) - begin:min(at[i + 1], end) - begin] = ordered[i]
     return out
-
-
-def packable(spec: Spec) -> bool:
-    """Whether (key, global index) pairs may be packed into one uint64 at
-    all (merge_interleaved: where the rank's key range and the indices fit):
-    keys and values come back exactly, so float keys only for argsort
-    (their -0.0 and NaN payloads are folded together, and argsort returns
-    no keys)."""
-    kind = spec.dtype.kind
-    return kind in "biu" or (kind == "f" and spec.op == "argsort")
-
-
-def ordered_bits(keys, descending: bool, xp):
-    """uint64 words ordering like the keys in the requested order: unsigned
-    keys as they are, signed with the sign bit flipped, floats by their IEEE
-    bits (negatives inverted) after -0.0 -> +0.0 and every NaN -> one NaN
-    (last, as NumPy)."""
-    k = chunks.ascending(keys, descending)
-    bits = 8 * k.dtype.itemsize
-    if k.dtype.kind == "f":
-        k = xp.where(xp.isnan(k), k.dtype.type(np.nan), k) + k.dtype.type(0)   # x + 0: -0.0 -> +0.0
-        u = k.view(f"u{k.dtype.itemsize}").astype(np.uint64)
-        top = np.uint64(1 << (bits - 1))
-        return xp.where(u >= top, ~u & np.uint64((1 << bits) - 1), u | top)
-    if k.dtype.kind == "i":
-        unsigned = np.dtype(f"u{k.dtype.itemsize}")
-        return (k.view(unsigned) ^ unsigned.type(1 << (bits - 1))).astype(np.uint64)
-    return k.astype(np.uint64)
-
-
-def packing(spec: Spec, keys, at, total: int, xp):
-    """(base, shift) of words ((ordered bits - base) << shift) | global index
-    for this rank's runs (joined `keys`, run r at [at[r], at[r+1])), each
-    sorted in the requested order, or None where they do not fit 64 bits.
-    base: the smallest ordered key the rank holds (its runs' first keys);
-    shift: the bits of the largest global index."""
-    if not packable(spec):
-        return None
-    ends = [e for a, b in zip(at[:-1], at[1:]) if b > a for e in (int(a), int(b) - 1)]
-    shift = max(1, (int(total) - 1).bit_length())
-    if not ends:
-        return 0, shift
-    u = chunks.to_host(ordered_bits(keys[xp.asarray(np.asarray(ends, np.int64))], spec.descending, xp))
-    base, width = int(u.min()), int(u.max()) - int(u.min())
-    return (base, shift) if width.bit_length() + shift <= 64 else None
-
-
-def merge_interleaved(spec: Spec, received: dict, at, total: int, xp):
-    """Runs from ranks whose chunks interleave, each sorted by (key, global
-    index), in the order of (key, global index): merged as packed words
-    where they fit (packing), else ordered by cudasortkit.lexsort. argsort
-    -> (None, indices); sort_by_key -> (keys, values). received: the joined
-    runs ("keys", "index": their global indices, or None for argsort, whose
-    "values" are its indices, "values"; run r at [at[r], at[r+1])), taken
-    out of the dict so that each array's memory goes back once used."""
-    keys, index, values = received.pop("keys"), received.pop("index"), received.pop("values")
-    if index is None:
-        index = values
-    pack = packing(spec, keys, at, total, xp)
-    if pack is None:
-        order = csk.lexsort((index, chunks.ascending(keys, spec.descending)))
-        return (None, index[order]) if spec.op == "argsort" else (keys[order], values[order])
-    base, shift = pack
-
-    def runs(a):
-        return [a[int(b):int(e)] for b, e in zip(at[:-1], at[1:])]
-
-    words = ordered_bits(keys, spec.descending, xp)   # in place from here: one uint64 a key
-    keys = None
-    words -= np.uint64(base)
-    words <<= np.uint64(shift)
-    words |= index.view(np.uint64)                     # global indices are never negative
-    index = None
-    low = np.uint64((1 << shift) - 1)
-    if spec.op == "argsort":
-        pairs, words, values = [(w, None) for w in runs(words)], None, None
-        merged, _ = merge_runs(pairs, False)
-        return None, (merged & low).astype(np.int64)
-    pairs, words, values = list(zip(runs(words), runs(values))), None, None
-    merged, vals = merge_runs(pairs, False)
-    u = ((merged >> np.uint64(shift)) + np.uint64(base)).astype(f"u{spec.dtype.itemsize}")
-    merged = None
-    if spec.dtype.kind == "b":
-        k = u.astype(bool)
-    elif spec.dtype.kind == "i":
-        bits = 8 * spec.dtype.itemsize
-        k = (u ^ u.dtype.type(1 << (bits - 1))).view(spec.dtype)
-    else:
-        k = u.view(spec.dtype)
-    return chunks.ascending(k, spec.descending), vals
 
 
 def sort_on_rank(comm, spec: Spec, local: Local):

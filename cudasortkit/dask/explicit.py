@@ -33,8 +33,9 @@ import numpy as np
 from distributed import WorkerPlugin
 
 from . import chunks, cluster, comm
-from .collective import (Local, Spec, from_counts, merge_interleaved, packable, sort_on_rank,
-                         worker_starts)
+from .collective import Local, Spec, from_counts, sort_on_rank
+from .cuts import worker_starts
+from .runs import merge_interleaved, packable
 
 NAME = "cudasortkit-collectives"
 LOCK = "cudasortkit-collective-sort"
@@ -82,7 +83,7 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     runs: the local sort, searchsorted, merge (sort) or merge_by_key and
     lexsort (argsort, sort_by_key), and where the keys allow, the narrow
     range's counts and fills (collective.from_counts) and the packed merge
-    (collective.merge_interleaved), on a communicator of this worker alone."""
+    (runs.merge_interleaved), on a communicator of this worker alone."""
     import cudasortkit as csk
 
     plugin = _plugin(dask_worker)
