@@ -52,6 +52,16 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     list of them) sorts a NumPy structured array by its fields, as NumPy
     does (docs/multikey.md).
     """
+    if (type(a) is np.ndarray and descending is False and algorithm == "auto" and axis == -1
+            and out is None and key_range is None and stream is None and order is None
+            and progress is False and a.ndim == 1 and (stable is None or type(stable) is bool)):
+        # Tiny host arrays that auto gives to NumPy: NumPy's cost (np.sort is
+        # a copy, then the sort). A structured dtype is never such a shape.
+        kind = selector.host_sort_kind(a.dtype, stable is True, a.size)
+        if kind is not None:
+            result = a.copy()
+            result.sort(kind=kind)
+            return result
     if order is not None or getattr(getattr(a, "dtype", None), "names", None):
         return multikey.sort_fields(_structured(a, order, descending, out, key_range), order,
                                     axis, descending)
@@ -60,13 +70,6 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     if progress is not False:
         check_progress(progress)
     if axis == -1 and out is None and key_range is None and stream is None:
-        if (type(a) is np.ndarray and algorithm == "auto" and descending is False
-                and a.ndim == 1 and type(stable) is bool):
-            kind = selector.host_sort_kind(a.dtype, stable, a.size)
-            if kind is not None:  # tiny host arrays: NumPy's cost (np.sort is copy, then sort)
-                result = a.copy()
-                result.sort(kind=kind)
-                return result
         call = prepared.find("sort", a, descending, stable, algorithm)
         if call is not None:
             return call(a)[0]

@@ -117,6 +117,19 @@ def test_structured_order_matches_numpy(order):
         np.testing.assert_array_equal(got[name], want[name])
 
 
+def test_a_structured_array_never_takes_the_tiny_host_shortcut():
+    """api.sort hands tiny plain host arrays straight to NumPy once auto gave
+    their shape to it; a structured array of the same length still sorts by
+    its fields, padding left out."""
+    plain = np.random.default_rng(5).random(200).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(csk.sort(plain), np.sort(plain))
+    s = padded(200)
+    got, want = csk.sort(s), np.sort(s, kind="stable")
+    for name in s.dtype.names:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
 def test_structured_nd_axis_and_none():
     s = padded(60).reshape(3, 20)
     for axis in (-1, 0, None):

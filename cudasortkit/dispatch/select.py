@@ -350,9 +350,10 @@ class Selector:
         auto gives such sorts to a plugin that sorts exactly like
         cudasortkit.order and NumPy sorts the dtype itself (not bfloat16):
         api.sort then sorts with NumPy directly. None otherwise."""
-        if self._host_generations != (registry.generation, self.policy.generation):
+        kind = self._host_shapes.get((dtype.num, stable, n.bit_length()))
+        if kind is None or self._host_generations != (registry.generation, self.policy.generation):
             return None
-        return self._host_shapes.get((dtype.num, stable, n.bit_length()))
+        return kind
 
     def host_sort_shape_known(self, dtype, stable: bool, n: int) -> bool:
         return self.host_sort_kind(dtype, stable, n) is not None
