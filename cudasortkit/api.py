@@ -57,7 +57,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
             and progress is False and a.ndim == 1 and (stable is None or type(stable) is bool)):
         # Tiny host arrays that auto gives to NumPy: NumPy's cost (np.sort is
         # a copy, then the sort). A structured dtype is never such a shape.
-        kind = selector.host_sort_kind(a.dtype, stable is True, a.size)
+        kind = selector.host_sort_kind(a.dtype, stable is True, a.size, "sort")
         if kind is not None:
             result = a.copy()
             result.sort(kind=kind)
@@ -90,6 +90,15 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
     indices, which moves less memory, where the argsort is one 1-D sort of
     fewer than 2^31 keys (a 1-D array along its axis, axis=None, one row).
     stable=None is the default (False). order=: as for sort (structured arrays)."""
+    if (type(a) is np.ndarray and descending is False and algorithm == "auto" and axis == -1
+            and key_range is None and stream is None and order is None and progress is False
+            and index_dtype is np.int64 and a.ndim == 1 and (stable is None or type(stable) is bool)):
+        # Tiny host arrays that auto gives to NumPy: NumPy's argsort (int64
+        # indices on every platform cudasortkit runs on). A structured dtype
+        # is never such a shape.
+        kind = selector.host_sort_kind(a.dtype, stable is True, a.size, "argsort")
+        if kind is not None:
+            return np.argsort(a, kind=kind).astype(np.int64, copy=False)
     if order is not None or getattr(getattr(a, "dtype", None), "names", None):
         return multikey.argsort_fields(_structured(a, order, descending, None, key_range), order,
                                        axis, descending)

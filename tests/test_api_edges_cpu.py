@@ -28,6 +28,26 @@ def test_stable_none_is_the_default_in_1d_sorts():
     assert got.dtype == np.int32 and got.tolist()[2:] == [2, 0]
 
 
+def test_the_host_shortcut_of_argsort_keeps_its_results():
+    """Once auto gave a tiny host shape to NumPy, the next argsorts of it
+    call NumPy directly: int64 indices, the stable order exactly
+    numpy.argsort(kind='stable')'s, an unstable one a valid order; int32
+    indices and descending sorts keep the general path."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 5, 300).astype(np.float32)
+    a[::17], a[1::13] = np.nan, -0.0
+    for _ in range(3):
+        stable = csk.argsort(a, stable=True)
+        assert stable.dtype == np.int64 and np.array_equal(stable, np.argsort(a, kind="stable"))
+        plain = csk.argsort(a)
+        assert plain.dtype == np.int64 and np.array_equal(a[plain], np.sort(a), equal_nan=True)
+        narrow = csk.argsort(a, stable=True, index_dtype=np.int32)
+        assert narrow.dtype == np.int32 and np.array_equal(narrow, stable)
+        down, nans = csk.argsort(a, descending=True, stable=True), int(np.isnan(a).sum())
+        assert np.isnan(a[down][a.size - nans:]).all(), "NaNs last, descending too"
+        assert np.array_equal(a[down][:a.size - nans], np.sort(a[~np.isnan(a)])[::-1])
+
+
 def test_stable_none_along_axes_and_in_segments():
     a = np.array([[3, 1], [0, 2]], np.int32)
     assert csk.sort(a, axis=0, stable=None).tolist() == [[0, 1], [3, 2]]

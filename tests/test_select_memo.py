@@ -165,6 +165,18 @@ def test_tiny_host_sorts_learn_their_fast_path(fake_gpu):
     assert not fake_gpu.host_sort_shape_known(a.dtype, True, a.size)
 
 
+@pytest.mark.parametrize("index_dtype, learns", [(np.dtype(np.int64), True), (np.dtype(np.int32), False)])
+def test_tiny_host_argsorts_with_int64_indices_learn_their_fast_path(fake_gpu, index_dtype, learns):
+    """np.argsort returns int64 indices: only such argsorts take NumPy
+    directly, and only for argsort (a sort of the shape is its own entry)."""
+    keys = Operand(np.arange(50, dtype=np.int32) % 7, "a")
+    request = make_request("argsort", keys, None, False, False, index_dtype=index_dtype)
+    fake_gpu.choose(request, "auto")
+    dtype = np.dtype(np.int32)
+    assert fake_gpu.host_sort_shape_known(dtype, False, 50, "argsort") == learns
+    assert not fake_gpu.host_sort_shape_known(dtype, False, 50, "sort")
+
+
 def test_a_memoised_choice_still_counts_its_calls(fake_gpu, monkeypatch):
     """The measured policy's learner is paid per call: the Selector calls a
     choice's `observe` on every call its cache answers."""
