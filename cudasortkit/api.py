@@ -21,6 +21,7 @@ from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
                                make_request)
 from .dispatch.select import Selector
+from .dtypes import VALUE_KINDS
 from .gpu.arrays import Operand, check_outputs_apart
 from .sdk import registry
 from .sdk.plugin import REQUEST_KINDS
@@ -96,7 +97,7 @@ def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key
         # Tiny host arrays that auto gives to NumPy: NumPy's argsort (int64
         # indices on every platform cudasortkit runs on). A structured dtype
         # is never such a shape.
-        kind = selector.host_sort_kind(a.dtype, stable is True, a.size, "argsort")
+        kind = selector.host_sort_kind(a.dtype, stable is True, a.size, "argsort", 8)
         if kind is not None:
             return np.argsort(a, kind=kind).astype(np.int64, copy=False)
     if order is not None or getattr(getattr(a, "dtype", None), "names", None):
@@ -140,6 +141,16 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
             raise ValueError("sort_by_key with a tuple of keys takes 1-D keys (axis -1) and no "
                              "out=, values_out= or key_range=")
         return multikey.sort_by_keys(keys, values, descending, selector, algorithm, stream)
+    if (type(keys) is np.ndarray and type(values) is np.ndarray and descending is False
+            and algorithm == "auto" and axis == -1 and out is None and values_out is None
+            and key_range is None and stream is None and progress is False and keys.ndim == 1
+            and values.ndim == 1 and keys.size == values.size and values.dtype.kind in VALUE_KINDS):
+        # Tiny host arrays that auto gives to NumPy: NumPy's stable argsort
+        # and two gathers.
+        kind = selector.host_sort_kind(keys.dtype, True, keys.size, "pairs", values.dtype.itemsize)
+        if kind is not None:
+            order = np.argsort(keys, kind=kind)
+            return keys[order], values[order]
     check_flags(descending, True, algorithm)
     if progress is not False:
         check_progress(progress)

@@ -48,6 +48,24 @@ def test_the_host_shortcut_of_argsort_keeps_its_results():
         assert np.array_equal(a[down][:a.size - nans], np.sort(a[~np.isnan(a)])[::-1])
 
 
+def test_the_host_shortcut_of_sort_by_key_keeps_its_results():
+    """Once auto gave a tiny host key-value shape to NumPy, the next calls
+    of it (same value width) call NumPy directly: stable, values moved with
+    their keys; values of an unsupported dtype still raise as before."""
+    rng = np.random.default_rng(4)
+    keys = rng.integers(0, 4, 257).astype(np.float32)
+    keys[::19] = np.nan
+    values = np.arange(257, dtype=np.int64) * 3
+    order = np.argsort(keys, kind="stable")
+    for _ in range(3):
+        k, v = csk.sort_by_key(keys, values)
+        assert np.array_equal(k, keys[order], equal_nan=True) and np.array_equal(v, values[order])
+    with pytest.raises(TypeError, match="values"):
+        csk.sort_by_key(keys, values.astype(object))
+    with pytest.raises(ValueError, match="differ in length"):
+        csk.sort_by_key(keys, values[:-1])
+
+
 def test_stable_none_along_axes_and_in_segments():
     a = np.array([[3, 1], [0, 2]], np.int32)
     assert csk.sort(a, axis=0, stable=None).tolist() == [[0, 1], [3, 2]]

@@ -173,8 +173,18 @@ def test_tiny_host_argsorts_with_int64_indices_learn_their_fast_path(fake_gpu, i
     request = make_request("argsort", keys, None, False, False, index_dtype=index_dtype)
     fake_gpu.choose(request, "auto")
     dtype = np.dtype(np.int32)
-    assert fake_gpu.host_sort_shape_known(dtype, False, 50, "argsort") == learns
+    assert fake_gpu.host_sort_shape_known(dtype, False, 50, "argsort", 8) == learns
+    assert not fake_gpu.host_sort_shape_known(dtype, False, 50, "argsort", 4)
     assert not fake_gpu.host_sort_shape_known(dtype, False, 50, "sort")
+
+
+def test_tiny_host_key_value_sorts_learn_their_fast_path_per_value_width(fake_gpu):
+    keys = Operand(np.arange(50, dtype=np.int32) % 7, "a")
+    values = Operand(np.arange(50, dtype=np.float32), "values", "values")
+    fake_gpu.choose(make_request("pairs", keys, values, False, True), "auto")
+    dtype = np.dtype(np.int32)
+    assert fake_gpu.host_sort_shape_known(dtype, True, 50, "pairs", 4)
+    assert not fake_gpu.host_sort_shape_known(dtype, True, 50, "pairs", 8)
 
 
 def test_a_memoised_choice_still_counts_its_calls(fake_gpu, monkeypatch):

@@ -345,24 +345,26 @@ class Selector:
             return False
 
     # ------------------------------------------------------ host fast path
-    def host_sort_kind(self, dtype, stable: bool, n: int, op: str = "sort"):
-        """NumPy's sort kind for a plain ascending host sort or int64 argsort
-        (`op`) of this shape when auto gives such calls to a plugin that sorts
-        exactly like cudasortkit.order and NumPy sorts the dtype itself (not
-        bfloat16): api.sort and api.argsort then call NumPy directly. None
-        otherwise."""
-        kind = self._host_shapes.get((op, dtype.num, stable, n.bit_length()))
+    def host_sort_kind(self, dtype, stable: bool, n: int, op: str = "sort", value_bytes: int = 0):
+        """NumPy's sort kind for a plain ascending 1-D host call of this shape
+        (`op` "sort"; "argsort" with int64 indices, value_bytes 8; "pairs"
+        with values of value_bytes) when auto gives such calls to a plugin
+        that sorts exactly like cudasortkit.order and NumPy sorts the dtype
+        itself (not bfloat16): api.sort, argsort and sort_by_key then call
+        NumPy directly. None otherwise."""
+        kind = self._host_shapes.get((op, value_bytes, dtype.num, stable, n.bit_length()))
         if kind is None or self._host_generations != (registry.generation, self.policy.generation):
             return None
         return kind
 
-    def host_sort_shape_known(self, dtype, stable: bool, n: int, op: str = "sort") -> bool:
-        return self.host_sort_kind(dtype, stable, n, op) is not None
+    def host_sort_shape_known(self, dtype, stable: bool, n: int, op: str = "sort",
+                              value_bytes: int = 0) -> bool:
+        return self.host_sort_kind(dtype, stable, n, op, value_bytes) is not None
 
     def _note_host_shape(self, request: Request, algorithm: str, choice: Choice) -> None:
         if (algorithm == "auto" and choice.final and choice.observe is None
                 and choice.plugin.host_sort_is_numpy and request.dtype != "bfloat16"
-                and (request.kind == "sort" or (request.kind == "argsort" and request.value_bytes == 8))
+                and (request.kind != "argsort" or request.value_bytes == 8)
                 and not request.on_device and not request.descending
                 and request.key_range is None and not request.options and request.segments is None):
             generations = (registry.generation, self.policy.generation)
@@ -373,7 +375,8 @@ class Selector:
                     self._host_generations = generations
                 # keyed by dtype.num: hashing a dtype costs more than NumPy's
                 # sort of a few keys; kinds of one num sort alike
-                self._host_shapes[(request.kind, dtype.num, request.stable, request.n.bit_length())] = \
+                self._host_shapes[(request.kind, request.value_bytes, dtype.num, request.stable,
+                                   request.n.bit_length())] = \
                     numpy_kind(dtype, request.stable) or "quicksort"  # NumPy's default
 
     # -------------------------------------------------------------- by name
