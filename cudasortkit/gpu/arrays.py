@@ -405,11 +405,10 @@ class Result:
             self._buf = state.allocate(self.n * self.dtype.itemsize, "result buffer")
             self.ptr = int(self._buf)
         elif like.library == "cupy":
-            self.value = state.allocating(lambda: _cupy_empty(self.n, self.dtype, like.ordinal, stream))
+            self.value = state.allocating(_cupy_empty, self.n, self.dtype, like.ordinal, stream)
             self.ptr = int(self.value.data.ptr)
         elif like.library == "torch":
-            self.value = state.allocating(lambda: _torch_empty(self.n, self.dtype, like.array.device,
-                                                               stream))
+            self.value = state.allocating(_torch_empty, self.n, self.dtype, like.array.device, stream)
             self.ptr = int(self.value.data_ptr())
         else:
             from pycuda import gpuarray

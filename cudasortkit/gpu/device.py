@@ -250,17 +250,17 @@ class DeviceState:
             raise MemoryError(f"{who}: out of GPU memory allocating {nbytes:,} bytes on "
                               f"{self.name}") from exc
 
-    def allocating(self, make):
-        """make(): an allocation by CuPy or PyTorch (a result array). If it
-        runs out of memory, this pool's and the other libraries' unused blocks
-        are given back and it runs once more."""
+    def allocating(self, make, *args):
+        """make(*args): an allocation by CuPy or PyTorch (a result array). If
+        it runs out of memory, this pool's and the other libraries' unused
+        blocks are given back and it runs once more."""
         try:
-            return make()
+            return make(*args)
         except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
             if not is_out_of_memory(exc):
                 raise
         self.free_unused()
-        return make()
+        return make(*args)
 
     def free_unused(self) -> None:
         """Give the driver back the blocks this device's pool and the other

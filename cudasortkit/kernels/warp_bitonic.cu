@@ -15,8 +15,8 @@
 
 // Every template of a plugin compiles for every dtype it declares (rows
 // declares 8-byte keys too): for keys wider than 4 bytes the kernel only
-// traps. The plugins launch it for keys of at most 4 bytes
-// (warp_rows.serves' callers check).
+// traps. The plugins launch it for keys of at most 4 bytes only
+// (warp_rows.serves checks).
 #if CSK_KEY_BYTES <= 4
 #define NET_THREADS 32
 #ifndef NET_KEYS

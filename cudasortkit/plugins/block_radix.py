@@ -115,7 +115,7 @@ class BlockRadixSort(SegmentedSortPlugin):
             return
         if segments.uniform:
             if not one_array and warp_rows.serves(segments.row_len, job.config["row_network"],
-                                                  mode == MODE_KEYS):
+                                                  mode == MODE_KEYS, job.key_bytes):
                 warp_rows.sort_rows(job, segments.count, segments.row_len)
             elif segments.row_len <= min(job.config["tiles_up_to"], self._step(job)):
                 self._tiles(job, segments, mode)

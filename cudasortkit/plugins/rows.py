@@ -47,9 +47,8 @@ class RowsSort(SegmentedSortPlugin):
     def run(self, job):
         segments = self.segments_of(job)
         mode = self.value_mode(job, segments)
-        if segments.uniform and warp_rows.serves(
-                segments.row_len, job.config["row_network"],
-                mode == MODE_KEYS and job.key_bytes <= 4):
+        if segments.uniform and warp_rows.serves(segments.row_len, job.config["row_network"],
+                                                 mode == MODE_KEYS, job.key_bytes):
             warp_rows.sort_rows(job, segments.count, segments.row_len)
             return
         log_p = (max(segments.max_len, 1) - 1).bit_length()

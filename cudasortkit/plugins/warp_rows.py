@@ -15,12 +15,13 @@ BLOCK = 256
 TEMPLATE = "warp_bitonic.cu"
 
 
-def serves(row_len: int, limit: int, keys_only: bool) -> bool:
-    """Whether uniform rows of row_len keys go to the warp network under a
-    `row_network` limit (0: never): rows longer than half the narrowest
-    network (shorter ones would be mostly padding: 2^24 keys in rows of
-    16 took 0.30 ms here against 0.18 in rows.cu, H100)."""
-    return keys_only and NARROWEST // 2 < row_len <= min(limit, WIDEST)
+def serves(row_len: int, limit: int, keys_only: bool, key_bytes: int = 4) -> bool:
+    """Whether uniform rows of row_len keys (key_bytes wide) go to the warp
+    network under a `row_network` limit (0: never): keys alone of at most 4
+    bytes, rows longer than half the narrowest network (shorter ones would
+    be mostly padding: 2^24 keys in rows of 16 took 0.30 ms here against
+    0.18 in rows.cu, H100)."""
+    return keys_only and key_bytes <= 4 and NARROWEST // 2 < row_len <= min(limit, WIDEST)
 
 
 def width(row_len: int) -> int:
@@ -32,11 +33,11 @@ def width(row_len: int) -> int:
     return w
 
 
-def sort_rows(job, rows: int, row_len: int, unroll: int = 1) -> None:
-    """Launch warp_bitonic_rows over `rows` uniform rows of row_len keys."""
+def sort_rows(job, rows: int, row_len: int) -> None:
+    """Launch warp_bitonic_rows over `rows` uniform rows of row_len keys
+    (the network unrolled: NET_UNROLL 1)."""
     kernel = job.kernel(TEMPLATE, "warp_bitonic_rows",
-                        defines={"net_keys": width(row_len), "net_unroll": unroll,
-                                 "wb_threads": BLOCK},
+                        defines={"net_keys": width(row_len), "net_unroll": 1, "wb_threads": BLOCK},
                         config={"block_size": BLOCK})
     job.launch(kernel, job.blocks(rows, BLOCK // 32), BLOCK, job.keys_in, job.keys_out, rows,
                row_len, job.desc_mask)
