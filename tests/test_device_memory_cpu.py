@@ -1,7 +1,8 @@
 """Out of GPU memory (cudasortkit/gpu/device.py), without a GPU: the pool's
 allocation and a result array made by CuPy or PyTorch are tried once more
-after every pool's unused blocks go back to the driver; a second failure
-is a MemoryError naming who allocated, and no other error is swallowed."""
+after what cudasortkit keeps for reuse goes back to its pool and every
+pool's unused blocks go back to the driver; a second failure is a
+MemoryError naming who allocated, and no other error is swallowed."""
 from types import SimpleNamespace
 
 import pytest
@@ -40,20 +41,21 @@ def _state(failures: int, released: list):
 def released(monkeypatch):
     calls = []
     monkeypatch.setattr(device, "release_unused_elsewhere", lambda: calls.append("elsewhere"))
+    monkeypatch.setattr(device.caches, "release_kept", lambda: calls.append("kept"))
     return calls
 
 
-def test_the_pool_tries_again_after_the_other_libraries_give_back_their_unused_blocks(released):
+def test_the_pool_tries_again_after_kept_memory_and_other_libraries_blocks_go_back(released):
     state = _state(1, released)
     assert DeviceState.allocate(state, 100, "plugin 'x'") == 0x1000
-    assert released == ["elsewhere"]
+    assert released == ["kept", "elsewhere"]
 
 
 def test_a_second_failure_is_a_memory_error_naming_who(released):
     state = _state(2, released)
     with pytest.raises(MemoryError, match=r"plugin 'x': out of GPU memory allocating 100 bytes on Test GPU"):
         DeviceState.allocate(state, 100, lambda: "plugin 'x'")
-    assert released == ["elsewhere"]
+    assert released == ["kept", "elsewhere"]
 
 
 @pytest.mark.parametrize("error", [MemoryError, OutOfMemoryError])
@@ -68,7 +70,7 @@ def test_a_result_array_is_made_again_after_every_pool_gives_back(released, erro
         return "array"
 
     assert DeviceState.allocating(state, make) == "array"
-    assert released == ["own pool", "elsewhere"] and len(tries) == 2
+    assert released == ["kept", "own pool", "elsewhere"] and len(tries) == 2
 
 
 def test_other_errors_pass_through_untouched(released):

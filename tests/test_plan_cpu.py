@@ -282,6 +282,7 @@ class _Pool:
 
     ordinal = 0
     stream = None
+    total_memory = 80 << 30
 
     def __init__(self):
         import types
@@ -346,7 +347,8 @@ def _prepared_sort(state, plan):
 def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
     """Small temporaries are taken from the pool once and kept (the same
     addresses every call: no pool traffic, one graph); bigger ones than
-    OWN_TEMPORARIES_BYTES come from the pool on each call and go back."""
+    OWN_TEMPORARIES_SHARE of the device's memory come from the pool on each
+    call and go back."""
     from cudasortkit.calls import prepared as prep
     from cudasortkit.gpu import caches
 
@@ -358,7 +360,7 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
         small(np.zeros(8, np.float32))
     assert plan.seen[0] == plan.seen[1] == plan.seen[2] and len(plan.seen[0]) == 2
     assert (state.taken, state.freed) == (2, 0)  # taken once, kept
-    big = _prepared_sort(state, _PlanWithoutGraph((prep.OWN_TEMPORARIES_BYTES + 1,)))
+    big = _prepared_sort(state, _PlanWithoutGraph((int(state.total_memory * prep.OWN_TEMPORARIES_SHARE) + 1,)))
     big(np.zeros(8, np.float32))
     big(np.zeros(8, np.float32))
     assert (state.taken, state.freed) == (4, 2)  # one a call, back to the pool after it
@@ -387,6 +389,7 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
     class State:
         ordinal = 0
         stream = None
+        total_memory = 80 << 30
         joiner = types.SimpleNamespace(own=7)
 
         def activate(self):
@@ -449,6 +452,7 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
     class State:
         ordinal = 0
         stream = None
+        total_memory = 80 << 30
         joiner = types.SimpleNamespace(own=7, wait_for=lambda h: joins.append(("wait", h)),
                                        signal=lambda h: joins.append(("signal", h)))
 
@@ -479,8 +483,8 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
     assert plan.streams == [None] and joins == [("wait", (0x9000,)), ("signal", (0x9000,))]
 
 
-def test_prepared_calls_keep_at_most_owned_total_bytes(monkeypatch):
-    """Past OWNED_TOTAL_BYTES kept by all prepared calls, a call takes its
+def test_prepared_calls_keep_at_most_owned_total_share(monkeypatch):
+    """Past OWNED_TOTAL_SHARE of the device's memory kept by all prepared calls, a call takes its
     temporaries from the pool on each call instead of keeping them; a call
     dropped (its decision moved) keeps nothing any more."""
     import gc
@@ -489,8 +493,8 @@ def test_prepared_calls_keep_at_most_owned_total_bytes(monkeypatch):
     from cudasortkit.gpu import caches
 
     caches.clear_all()  # no call keeps anything
-    monkeypatch.setattr(prep, "OWNED_TOTAL_BYTES", 6000)
     state = _Pool()
+    monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", 6000 / state.total_memory)
     calls = [_prepared_sort(state, _PlanWithoutGraph((4096,))) for _ in range(2)]
     for _ in range(2):
         for c in calls:
@@ -599,3 +603,21 @@ def test_a_shape_decided_again_the_same_way_keeps_its_prepared_call(monkeypatch)
     assert first.memo.uses == 64 and first.stamps == calls.stamps()
     note(dict(config, warp_match=1 - config.get("warp_match", 0)))
     assert calls._calls[key] is not first
+
+
+def test_kept_temporaries_go_back_to_the_pool_when_memory_runs_short():
+    """Temporaries a prepared call keeps are memory held for speed: running
+    out of memory (DeviceState.free_unused, and a failed allocation, call
+    caches.release_kept) gives them back, and the call takes a set anew."""
+    from cudasortkit.gpu import caches
+
+    caches.clear_all()
+    state = _Pool()
+    call = _prepared_sort(state, _PlanWithoutGraph((4096, 256)))
+    call(np.zeros(8, np.float32))
+    assert call.temporaries is not None and (state.taken, state.freed) == (2, 0)
+    caches.release_kept()
+    assert call.temporaries is None and (state.taken, state.freed) == (2, 2)
+    call(np.zeros(8, np.float32))
+    assert call.temporaries is not None and (state.taken, state.freed) == (4, 2)
+    caches.clear_all()

@@ -178,11 +178,12 @@ def test_mismatched_inputs_are_refused():
                 p(cupy.empty(1000, "float32"))
 
 
-@pytest.mark.parametrize("n", [1000, 1 << 16, 1 << 20])
+@pytest.mark.parametrize("n", [1000, 1 << 16, 1 << 20, (1 << 22) + 3])
 def test_kept_temporaries_serve_many_calls_and_come_back(n):
-    """A replaying plan keeps its temporaries (prepared.OWN_TEMPORARIES_BYTES):
+    """A replaying plan keeps its temporaries (prepared.OWN_TEMPORARIES_SHARE):
     many calls on fresh keys, into out= and not, each equal to NumPy's,
-    before and after the context caches give them back."""
+    before and after the context caches give them back, and after memory
+    running short takes them back (caches.release_kept) with calls queued."""
     cupy = _cupy()
     from cudasortkit.gpu import caches
 
@@ -192,6 +193,8 @@ def test_kept_temporaries_serve_many_calls_and_come_back(n):
     for i in range(40):
         if i == 20:
             caches.clear_all()
+        if i == 30:
+            caches.release_kept()
         h = _keys(rng, n, "float32")
         x = cupy.asarray(h)
         got = p(x, out=out) if i % 2 else p(x)

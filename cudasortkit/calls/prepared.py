@@ -42,28 +42,34 @@ from ..gpu.streams import LEGACY, current_stream
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
 MAX_CALLS = 1024
-#: A prepared call whose launch plan's temporaries take at most this many
-#: bytes in all keeps them from its first call on, instead of taking them
-#: from the pool and freeing them on each call (a Job and two pool calls
-#: less: microseconds a call, which at 2^16-2^21 keys is a tenth of it).
-#: Safe, since all of a device's work is ordered on one stream (its own,
-#: DeviceState.stream, or the legacy default stream, which a blocking
-#: stream orders with both ways), so one call's kernels are done with them
-#: before the next call's start.
-OWN_TEMPORARIES_BYTES = 16 << 20
-#: All prepared calls together keep at most this many bytes; past it a new
-#: call takes its temporaries from the pool on each call.
-OWNED_TOTAL_BYTES = 256 << 20
+#: A prepared call whose launch plan's temporaries take at most this share
+#: of the device's memory keeps them from its first call on, instead of
+#: taking them from the pool and freeing them on each call: no Job and no
+#: pool calls, and its graph launched on the legacy default stream itself
+#: where that is the caller's. That is microseconds of host time a call
+#: before the GPU starts, a tenth of a call at 2^16-2^21 keys and a few
+#: percent up to 2^26 (docs/algorithms/onesweep.md). Safe, since all of a
+#: device's work is ordered on one stream (its own, DeviceState.stream, or
+#: the legacy default stream, which a blocking stream orders with both
+#: ways), so one call's kernels are done with them before the next call's
+#: start. The pool would keep the same blocks after each call anyway; kept
+#: here, they go back to it when memory runs short (caches.release_kept).
+OWN_TEMPORARIES_SHARE = 1 / 32
+#: All prepared calls together keep at most this share of the device's
+#: memory; past it a new call takes its temporaries from the pool on each
+#: call.
+OWNED_TOTAL_SHARE = 1 / 16
 #: The prepared calls keeping temporaries now (a call dropped, when its
 #: decision moved, leaves the set and its blocks go back to the pool).
 _owning = weakref.WeakSet()
-_owning_lock = threading.Lock()
+_owning_lock = threading.RLock()  # taken again where memory runs short inside _own
 
 
 def _release_owned() -> None:
     """Give back the temporaries every prepared call keeps, with the other
     context caches (gpu.caches.clear_all: before a context goes, at exit
-    among others); a call still in use takes a new set on its next call.
+    among others) and when memory runs short (gpu.caches.release_kept); a
+    call still in use takes a new set on its next call.
     The blocks go back to the pool, ordered on the device's stream."""
     with _owning_lock:
         for call in list(_owning):
@@ -74,6 +80,7 @@ def _release_owned() -> None:
 
 
 caches.register(_release_owned)
+caches.register_kept(_release_owned)
 
 
 class _CupyKeys:
@@ -175,9 +182,9 @@ class PreparedCall:
         #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
         self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
                        value_bytes=value_bytes, descending=descending, config=config)
-        #: Whether this call keeps its plan's temporaries (OWN_TEMPORARIES_BYTES),
+        #: Whether this call keeps its plan's temporaries (OWN_TEMPORARIES_SHARE),
         #: and once taken (first call), their pool buffers and addresses.
-        self.owns = sum(plan.temporaries) <= OWN_TEMPORARIES_BYTES
+        self.owns = sum(plan.temporaries) <= state.total_memory * OWN_TEMPORARIES_SHARE
         self.owned = self.temporaries = None
 
     def __call__(self, a, out=None):
@@ -233,13 +240,13 @@ class PreparedCall:
 
     def _own(self, state) -> tuple | None:
         """Take the temporaries this call keeps; their addresses, or None
-        when the calls keep OWNED_TOTAL_BYTES already (this call then takes
-        them from the pool on each call). (Two threads racing here each take
+        when the calls keep OWNED_TOTAL_SHARE of the device's memory already
+        (this call then takes them from the pool on each call). (Two threads racing here each take
         a set, and the set dropped goes back to the pool, ordered on the
         device's stream as every freed block is.)"""
         with _owning_lock:
             kept = sum(sum(call.plan.temporaries) for call in _owning)
-            if kept + sum(self.plan.temporaries) > OWNED_TOTAL_BYTES:
+            if kept + sum(self.plan.temporaries) > state.total_memory * OWNED_TOTAL_SHARE:
                 self.owns = False
                 return None
             owned = [state.allocate(size, "a prepared call's temporaries")

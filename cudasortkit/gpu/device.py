@@ -235,13 +235,15 @@ class DeviceState:
     def allocate(self, nbytes: int, who="cudasortkit"):
         """nbytes from the memory pool; out of memory is a MemoryError naming
         `who` (a string, or a function making it: only built on failure).
-        The pool gives back its own unused blocks before it fails; then the
-        other libraries' unused blocks are given back (release_unused_elsewhere)
-        and the allocation is tried once more."""
+        The pool gives back its own unused blocks before it fails; then what
+        cudasortkit keeps for reuse (caches.release_kept: back to the pool)
+        and the other libraries' unused blocks are given back
+        (release_unused_elsewhere), and the allocation is tried once more."""
         nbytes = max(int(nbytes), 1)
         try:
             return self.pool.allocate(nbytes)
         except self.cuda.MemoryError:
+            caches.release_kept()
             release_unused_elsewhere()
         try:
             return self.pool.allocate(nbytes)
@@ -264,8 +266,10 @@ class DeviceState:
 
     def free_unused(self) -> None:
         """Give the driver back the blocks this device's pool and the other
-        libraries' pools keep for reuse (no array's memory)."""
+        libraries' pools keep for reuse, and what cudasortkit keeps for reuse
+        (caches.release_kept; no array's memory)."""
         self.activate()
+        caches.release_kept()
         self.pool.free_held()
         release_unused_elsewhere()
 
