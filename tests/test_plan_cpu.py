@@ -621,3 +621,97 @@ def test_kept_temporaries_go_back_to_the_pool_when_memory_runs_short():
     call(np.zeros(8, np.float32))
     assert call.temporaries is not None and (state.taken, state.freed) == (4, 2)
     caches.clear_all()
+
+
+class _StreamCaller:
+    """An adapter whose caller's stream is `current[0]`, and whose arrays,
+    made by `empty`, are counted (and fail with MemoryError while `fail`)."""
+
+    def __init__(self):
+        self.current, self.made, self.fail = [0x9000], [], []
+
+    def stream(self, a):
+        return self.current[0]
+
+    pointer = staticmethod(lambda a: 0x42)
+
+    def empty(self, a, shape, dtype):
+        if self.fail:
+            raise MemoryError("out of memory allocating 32 bytes")
+        self.made.append(np.empty(shape, dtype))
+        return self.made[-1]
+
+
+def _ahead_call(adapter, n=8, kind="sort"):
+    import types
+
+    from cudasortkit.calls import prepared as prep
+    from cudasortkit.dispatch.select import _Memo
+    from cudasortkit.sdk import registry
+
+    state = _Pool()
+    state.joiner = types.SimpleNamespace(own=7, wait_for=lambda h: None, signal=lambda h: None)
+    plugin = registry.plugins()["onesweep"]
+    return prep.PreparedCall(adapter, state, plugin, plugin.default_config("float32"),
+                             _PlanWithoutGraph((64,)), kind, np.dtype("float32"), "float32",
+                             (n,), n, 0, False, _Memo(plugin, None), ())
+
+
+def test_a_small_prepared_call_makes_its_next_result_ahead():
+    """After launching its work, a call makes the next call's result array
+    (AHEAD_RESULT_BYTES); the next call on the same stream returns it, and
+    every call still returns an array of its own."""
+    adapter = _StreamCaller()
+    call = _ahead_call(adapter)
+    first, _ = call(np.zeros(8, np.float32))
+    assert len(adapter.made) == 2 and first is adapter.made[0]   # its own, then the next one's
+    second, _ = call(np.zeros(8, np.float32))
+    assert second is adapter.made[1] and len(adapter.made) == 3
+    third, _ = call(np.zeros(8, np.float32))
+    assert third is adapter.made[2] and len({id(first), id(second), id(third)}) == 3
+    argsort = _ahead_call(adapter, kind="argsort")
+    _, indices = argsort(np.zeros(8, np.float32))
+    _, again = argsort(np.zeros(8, np.float32))
+    assert again is adapter.made[-2] and again.dtype == np.int64 and again is not indices
+
+
+def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls():
+    from cudasortkit.calls import prepared as prep
+
+    adapter = _StreamCaller()
+    call = _ahead_call(adapter)
+    call(np.zeros(8, np.float32))                      # made ahead for stream 0x9000
+    adapter.current[0] = 0xA000
+    other, _ = call(np.zeros(8, np.float32))
+    assert other is adapter.made[2]                    # made now, on 0xA000: not 0x9000's
+    out = np.empty(8, np.float32)
+    got, _ = call(np.zeros(8, np.float32), out=out)
+    assert got is out and len(adapter.made) == 4       # out=: nothing made ahead
+    n = prep.AHEAD_RESULT_BYTES // 4 + 1
+    big = _ahead_call(adapter, n=n)
+    big(np.zeros(n, np.float32))
+    big(np.zeros(n, np.float32))
+    assert len(adapter.made) == 6 and big.ahead is None  # one each call, none ahead
+
+
+def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_none():
+    from cudasortkit.gpu import caches
+
+    adapter = _StreamCaller()
+    call = _ahead_call(adapter)
+    call(np.zeros(8, np.float32))
+    assert len(call.ahead) == 1
+    caches.release_kept()
+    assert call.ahead == []
+    got, _ = call(np.zeros(8, np.float32))             # made now, and the next one ahead
+    assert got is adapter.made[2] and len(call.ahead) == 1
+    call.ahead.clear()
+    adapter.fail.append(1)
+    with pytest.raises(MemoryError):
+        call(np.zeros(8, np.float32))                  # its own result: the error stands
+    adapter.fail.clear()
+    call(np.zeros(8, np.float32))
+    adapter.fail.append(1)
+    got, _ = call(np.zeros(8, np.float32))             # made ahead before; the next one fails
+    assert got is adapter.made[-1] and call.ahead == []
+    caches.clear_all()

@@ -206,3 +206,47 @@ def test_one_prepared_shape_from_the_legacy_stream_and_a_side_stream_keeps_order
         np.testing.assert_array_equal(sorted_y.get(stream=side), np.sort(hy))
         np.testing.assert_array_equal(sorted_x.get(), np.sort(hx))
     assert _served_prepared("sort", x)
+
+
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("kind", ["sort", "argsort"])
+def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind):
+    """Small prepared calls make their next result ahead (prepared.AHEAD_RESULT_BYTES):
+    calls alternating between a busy non-blocking stream and the default
+    one, results kept alive and then written over, each one right, none
+    sharing memory with another."""
+    from test_streams_gpu import spin
+
+    n = 4099
+    rng = np.random.default_rng(31)
+    if library == "cupy":
+        cupy = _cupy()
+        side, default = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream.null
+        to_dev, to_host, busy = cupy.asarray, (lambda r: r.get()), spin
+        pointer = lambda r: r.data.ptr  # noqa: E731
+    else:
+        torch = pytest.importorskip("torch")
+        side, default = torch.cuda.Stream(), torch.cuda.default_stream()
+        to_dev, to_host = (lambda h: torch.from_numpy(h).cuda()), (lambda r: r.cpu().numpy())
+        busy = lambda: torch.cuda._sleep(10_000_000)  # noqa: E731 - torch's current stream
+        pointer = lambda r: r.data_ptr()  # noqa: E731
+    kept, want = [], []
+    for call in range(8):
+        h = rng.standard_normal(n).astype(np.float32)
+        stream = side if call % 3 == 1 else default
+        ctx = stream if library == "cupy" else torch.cuda.stream(stream)
+        with ctx:
+            x = to_dev(h)
+            busy()
+            got = csk.sort(x) if kind == "sort" else csk.argsort(x, stable=True)
+            kept.append(got)
+            want.append(np.sort(h) if kind == "sort" else np.argsort(h, kind="stable"))
+    for got, expected in zip(kept, want):
+        np.testing.assert_array_equal(to_host(got), expected)
+    assert len({pointer(r) for r in kept}) == len(kept)
+    for r in kept:
+        r.fill_(0) if library == "torch" else r.fill(0)
+    h = rng.standard_normal(n).astype(np.float32)
+    later = csk.sort(to_dev(h)) if kind == "sort" else csk.argsort(to_dev(h), stable=True)
+    np.testing.assert_array_equal(to_host(later),
+                                  np.sort(h) if kind == "sort" else np.argsort(h, kind="stable"))

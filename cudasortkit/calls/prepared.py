@@ -37,6 +37,7 @@ from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
 from ..gpu import caches
 from ..gpu.arrays import c_strides
+from ..gpu.device import is_out_of_memory
 from ..gpu.streams import LEGACY, current_stream
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
@@ -59,6 +60,14 @@ OWN_TEMPORARIES_SHARE = 1 / 32
 #: memory; past it a new call takes its temporaries from the pool on each
 #: call.
 OWNED_TOTAL_SHARE = 1 / 16
+#: A prepared call whose result takes at most this many bytes makes the
+#: result array of its next call right after it launched this call's work,
+#: while the GPU runs it, so that a call starts the GPU without waiting on
+#: its array library's allocator first (a few microseconds of a 20-60 us
+#: call). Such an array serves only a call on the stream it was made on
+#: (each library's pool orders the reuse of its blocks by stream), and goes
+#: with the prepared call, or when memory runs short (caches.release_kept).
+AHEAD_RESULT_BYTES = 256 << 10
 #: The prepared calls keeping temporaries now (a call dropped, when its
 #: decision moved, leaves the set and its blocks go back to the pool).
 _owning = weakref.WeakSet()
@@ -81,6 +90,20 @@ def _release_owned() -> None:
 
 caches.register(_release_owned)
 caches.register_kept(_release_owned)
+
+#: The prepared calls that make results ahead (AHEAD_RESULT_BYTES).
+_making_ahead = weakref.WeakSet()
+
+
+def _drop_ahead() -> None:
+    """Drop the result arrays made ahead (they go back to their library's
+    pool); each call makes its next one again."""
+    for call in list(_making_ahead):
+        call.ahead.clear()
+
+
+caches.register(_drop_ahead)
+caches.register_kept(_drop_ahead)
 
 
 class _CupyKeys:
@@ -166,7 +189,7 @@ class PreparedCall:
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
                  "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
-                 "strides", "__weakref__")
+                 "strides", "result_dtype", "ahead", "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -186,6 +209,16 @@ class PreparedCall:
         #: and once taken (first call), their pool buffers and addresses.
         self.owns = sum(plan.temporaries) <= state.total_memory * OWN_TEMPORARIES_SHARE
         self.owned = self.temporaries = None
+        #: The dtype of the array a call returns (sort's keys, argsort's
+        #: indices), and, where it is small (AHEAD_RESULT_BYTES), a list
+        #: holding the next call's (caller stream, array) made ahead; a
+        #: list, since its pop() and append() are atomic: two threads
+        #: calling at once never take the same array.
+        self.result_dtype = dtype if kind == "sort" else index_dtype
+        small = (self.key_bytes if kind == "sort" else self.index_bytes) <= AHEAD_RESULT_BYTES
+        self.ahead = [] if small else None
+        if small:
+            _making_ahead.add(self)
 
     def __call__(self, a, out=None):
         """(sorted keys or None, indices or None), in the caller's library.
@@ -203,12 +236,12 @@ class PreparedCall:
         try:
             keys_in = adapter.pointer(a)
             if self.kind == "sort":
-                keys = adapter.empty(a, self.shape, self.dtype) if out is None else out
+                keys = self._result(a, caller) if out is None else out
                 keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
             else:
                 keys = None
                 keys_out = temporary(state, temporaries, self.key_bytes, "sorted keys of argsort")
-                indices = adapter.empty(a, self.shape, self.index_dtype) if out is None else out
+                indices = self._result(a, caller) if out is None else out
                 values_out = adapter.pointer(indices)
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
@@ -233,10 +266,35 @@ class PreparedCall:
             free_all(temporaries)
             if joins:
                 state.joiner.signal((caller,))
+        if out is None and self.ahead is not None:  # the GPU works meanwhile
+            self._make_ahead(a, caller)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
         return keys, indices
+
+    def _result(self, a, caller):
+        """A new array for this call's result: the one made ahead for
+        `caller`'s stream if there is one, else one made now."""
+        ahead = self.ahead
+        if ahead:
+            try:
+                stream, array = ahead.pop()
+            except IndexError:  # another thread took it
+                pass
+            else:
+                if stream == caller:
+                    return array
+        return self.adapter.empty(a, self.shape, self.result_dtype)
+
+    def _make_ahead(self, a, caller) -> None:
+        """Make the next call's result array now, on `caller`'s stream. Out
+        of memory, none is made (this call's result stands)."""
+        try:
+            self.ahead.append((caller, self.adapter.empty(a, self.shape, self.result_dtype)))
+        except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
+            if not is_out_of_memory(exc):
+                raise
 
     def _own(self, state) -> tuple | None:
         """Take the temporaries this call keeps; their addresses, or None
