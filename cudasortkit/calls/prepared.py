@@ -55,11 +55,14 @@ MAX_CALLS = 1024
 #: ways), so one call's kernels are done with them before the next call's
 #: start. The pool would keep the same blocks after each call anyway; kept
 #: here, they go back to it when memory runs short (caches.release_kept).
-OWN_TEMPORARIES_SHARE = 1 / 32
+OWN_TEMPORARIES_SHARE = 1 / 128
 #: All prepared calls together keep at most this share of the device's
 #: memory; past it a new call takes its temporaries from the pool on each
-#: call.
-OWNED_TOTAL_SHARE = 1 / 16
+#: call. Memory kept here is per process, and several processes often share
+#: a GPU (pytest-xdist workers, Dask workers, notebooks), where one cannot
+#: take back what another keeps: 1/128 is 640 MB of an 80 GB H100, the
+#: temporaries of one 2^27-key sort of 4-byte keys.
+OWNED_TOTAL_SHARE = 1 / 128
 #: A prepared call whose result takes at most this many bytes makes the
 #: result array of its next call right after it launched this call's work,
 #: while the GPU runs it, so that a call starts the GPU without waiting on
