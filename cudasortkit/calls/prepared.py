@@ -302,9 +302,9 @@ class PreparedCall:
     def _own(self, state) -> tuple | None:
         """Take the temporaries this call keeps; their addresses, or None
         when the calls keep OWNED_TOTAL_SHARE of the device's memory already
-        (this call then takes them from the pool on each call). (Two threads racing here each take
-        a set, and the set dropped goes back to the pool, ordered on the
-        device's stream as every freed block is.)"""
+        (this call then takes them from the pool on each call). (Two threads
+        racing here each take a set, and the set dropped goes back to the
+        pool, ordered on the device's stream as every freed block is.)"""
         with _owning_lock:
             kept = sum(sum(call.plan.temporaries) for call in _owning)
             if kept + sum(self.plan.temporaries) > state.total_memory * OWNED_TOTAL_SHARE:
