@@ -156,3 +156,30 @@ def test_a_contender_that_cannot_be_made_fails_its_row_only():
     bad = [r for r in rows if r["algorithm"].startswith("csk.plan")]
     assert len(bad) == 2 and all(r["ok"] is False and "no plan" in r["error"] for r in bad)
     assert all("us" in r for r in rows if not r["algorithm"].startswith("csk.plan"))
+
+
+def test_rounds_rotate_so_no_contender_always_runs_first():
+    from cudasortkit.gpu.timing import rotated_rounds
+
+    orders = list(rotated_rounds(["auto", "onesweep", "cupy"], 4))
+    assert orders == [["auto", "onesweep", "cupy"], ["onesweep", "cupy", "auto"],
+                      ["cupy", "auto", "onesweep"], ["auto", "onesweep", "cupy"]]
+    assert list(rotated_rounds([], 2)) == [[], []]
+
+
+def test_peers_latency_times_each_cell_in_rotated_rounds(monkeypatch):
+    """Each cell's interleaved rounds come from timing.rotated_rounds over
+    its timed contenders: every round starts with another one."""
+    real, seen = bench_calls.rotated_rounds, []
+
+    def spy(names, rounds):
+        seen.append(list(real(names, rounds)))
+        return seen[-1]
+
+    monkeypatch.setattr(bench_calls, "rotated_rounds", spy)
+    bench_calls.peers_latency(("uint32",), sizes=(10, 12), reps=bench_calls.ROUNDS,
+                              libraries=(_FAKE_CUPY, None, _fake_peer()), csk=_FakeCsk)
+    assert len(seen) == 2  # one a cell
+    for orders in seen:
+        assert len(orders) == bench_calls.ROUNDS and "csk.sort" in orders[0]
+        assert len({order[0] for order in orders}) == bench_calls.ROUNDS

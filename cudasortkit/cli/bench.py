@@ -17,7 +17,7 @@ from .. import api
 from ..sdk import registry
 from ..dtypes import KEY_DTYPES, itemsize, numpy_dtype
 from ..settings import parse_size  # noqa: F401  (bench.parse_size, as before
-from ..gpu.timing import time_gpu
+from ..gpu.timing import rotated_rounds, time_gpu
 
 OPS = ("sort", "argsort", "pairs", "merge")
 
@@ -126,11 +126,15 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             timed[name] = (row, run)
         except (ValueError, MemoryError, RuntimeError) as exc:
             row["error"] = _error_text(exc)
-    # Interleaved rounds (every algorithm once per round, CuPy included), so
-    # that clock or host drift during the run favours none of them.
+    # Interleaved rounds (every algorithm once per round, CuPy included, each
+    # round in another order), so that clock or host drift during the run
+    # and the place in a round favour none of them.
     samples = {name: [] for name in timed}
-    for _ in range(ROUNDS):
-        for name, (row, run) in list(timed.items()):
+    for order in rotated_rounds(list(timed), ROUNDS):
+        for name in order:
+            if name not in timed:  # failed in an earlier round
+                continue
+            row, run = timed[name]
             try:
                 samples[name] += time_gpu(run, inputs=inputs, repeats=-(-repeats // ROUNDS),
                                           warmup=1, min_time_s=MIN_ROUND_S,

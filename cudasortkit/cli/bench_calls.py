@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from ..dtypes import numpy_dtype
+from ..gpu.timing import rotated_rounds
 
 ROUNDS = 5
 
@@ -345,8 +346,9 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
             samples = {name: [] for name in timed}
             per_round = -(-reps // ROUNDS)
-            for _ in range(ROUNDS):
-                for name, (fn, sync) in timed.items():
+            for order in rotated_rounds(timed, ROUNDS):
+                for name in order:
+                    fn, sync = timed[name]
                     for _ in range(per_round):
                         t = time.perf_counter()
                         fn()

@@ -42,3 +42,15 @@ def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
             break
     return {"median_ms": statistics.median(times), "min_ms": min(times),
             "max_ms": max(times), "repeats": len(times), "times": times}
+
+
+def rotated_rounds(names, rounds: int):
+    """The order of each of `rounds` interleaved timing rounds: every name
+    once a round, round r starting r places further along. In a fixed order
+    the first contender always ran right after another cell's or round's
+    work and measured slower for it (an auto row 3% behind the same plugin
+    by name at 2^26-2^28 keys, which swapped with the order: session 15)."""
+    names = list(names)
+    for r in range(rounds):
+        k = r % len(names) if names else 0
+        yield names[k:] + names[:k]
