@@ -28,6 +28,7 @@ class _Buf(int):
 
 class _State:
     ordinal = 0
+    total_memory = 80 << 30
 
     def __init__(self):
         self.stream = types.SimpleNamespace(handle=7)
