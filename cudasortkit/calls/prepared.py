@@ -91,7 +91,6 @@ def _release_owned() -> None:
         _owning.clear()
 
 
-caches.register(_release_owned)
 caches.register_kept(_release_owned)
 
 #: The prepared calls that make results ahead (AHEAD_RESULT_BYTES).
@@ -105,7 +104,6 @@ def _drop_ahead() -> None:
         call.ahead.clear()
 
 
-caches.register(_drop_ahead)
 caches.register_kept(_drop_ahead)
 
 

@@ -5,10 +5,10 @@ such a cache registers its clear() here, and all are cleared before a
 context goes away, so nothing below calls up to clear what sits above.
 
 Device memory a layer keeps for reuse (prepared calls' temporaries) is
-registered the same way, with a release() that gives it back to the pool:
-running out of memory calls release_kept() before it fails
-(gpu/device.py), so memory kept for speed never costs a caller an
-allocation."""
+registered apart, with a release() that gives it back to the pool: running
+out of memory calls release_kept() before it fails (gpu/device.py), so
+memory kept for speed never costs a caller an allocation; clear_all()
+releases it too."""
 from __future__ import annotations
 
 _clears: list = []
@@ -20,9 +20,11 @@ def register(clear) -> None:
 
 
 def clear_all() -> None:
-    """Drop everything the registered caches hold."""
+    """Drop everything the registered caches hold, and the memory kept for
+    reuse (release_kept)."""
     for clear in list(_clears):
         clear()
+    release_kept()
 
 
 _releases: list = []
