@@ -15,7 +15,7 @@ BLOCK = 256
 TEMPLATE = "warp_bitonic.cu"
 
 
-def serves(row_len: int, limit: int, keys_only: bool, key_bytes: int) -> bool:
+def serves(row_len: int, limit: int, keys_only: bool, key_bytes: int = 4) -> bool:
     """Whether uniform rows of row_len keys (key_bytes wide) go to the warp
     network under a `row_network` limit (0: never): keys alone of at most 4
     bytes, rows longer than half the narrowest network (shorter ones would
