@@ -554,3 +554,39 @@ def test_a_sort_through_an_unreplayable_plugin_keeps_the_plan_from_being_kept():
     run_job(plugin)
     run_job(plugin)
     assert plugin.runs == 2
+
+
+class OverlappingSort(FakeSort):
+    """FakeSort whose kernels may overlap the grid before them (as if marked
+    CSK_OVERLAPPED and loaded through the driver)."""
+
+    name = "fake_overlap"
+    scatter = Kernel(StubFunction("scatter", "PPPqQPPPi"), "scatter", "stub.cu",
+                     signature="PPPqQPPPi", overlap_function=0xA1)
+    finish = Kernel(StubFunction("finish", "PPq"), "finish", "stub.cu", signature="PPq",
+                    overlap_function=0xA2)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_graph_overlaps_only_a_launch_that_follows_a_launch(graph_driver, monkeypatch, on):
+    """Captured into a graph, a launch right after another launch goes
+    through libcuda.launch_overlapped (OVERLAP_IN_GRAPHS); the first launch
+    (after a memset), the memset and the copy are issued as before, and so
+    is everything outside a capture or with overlap off."""
+    overlapped = []
+
+    def launch_overlapped(function, grid, block, shared, stream, packed):
+        overlapped.append((function, grid, block, stream))
+        ISSUED.append(("overlapped", function))
+
+    monkeypatch.setattr(libcuda, "launch_overlapped", launch_overlapped)
+    monkeypatch.setattr(launchplan, "OVERLAP_IN_GRAPHS", on)
+    plugin = OverlappingSort()
+    recorded, _ = run_job(plugin)
+    assert run_job(plugin)[0] == recorded and overlapped == []  # replayed one by one
+    captured, _ = run_job(plugin)
+    assert captured[0] == ("begin capture", 0xCAB)
+    kinds = [op[0] for op in captured[1:-2]]
+    assert kinds == (["memset32", "launch", "overlapped", "copy"] if on
+                     else ["memset32", "launch", "launch", "copy"])
+    assert overlapped == ([(0xA2, (2, 3), (128, 1, 1), 0xCAB)] if on else [])

@@ -108,3 +108,35 @@ def test_no_driver_library_is_told_as_before(monkeypatch):
     with pytest.raises(RuntimeError, match="registered host transfers need the CUDA driver"):
         transfer._host_register()
     assert libcuda._driver is None  # tried again next time
+
+
+def test_an_overlapped_launch_passes_geometry_stream_attribute_and_parameters(monkeypatch):
+    """launch_overlapped: one cuLaunchKernelEx with the grid and block padded
+    to three dimensions, the shared bytes and stream, one attribute
+    (programmatic stream serialization, 6, on), no kernelParams, and the
+    packed parameters as CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / END; a
+    failure raises CudaError naming the call."""
+    import ctypes
+
+    seen = []
+
+    class Lib(FakeLib):
+        def cuLaunchKernelEx(self, config, function, params, extra):
+            c = ctypes.cast(config, ctypes.POINTER(libcuda._LaunchConfig)).contents
+            attr = c.attrs[0]
+            words = ctypes.cast(extra, ctypes.POINTER(ctypes.c_void_p * 5)).contents
+            size = ctypes.c_size_t.from_address(words[3]).value
+            seen.append((function, tuple(c.grid), tuple(c.block), c.shared, c.stream,
+                         c.num_attrs, attr.id, attr.value, params,
+                         words[0], ctypes.string_at(words[1], size), words[2], words[4]))
+            return self.fail.get("cuLaunchKernelEx", 0)
+
+    fake = Lib()
+    monkeypatch.setattr(libcuda, "_driver", libcuda.Driver(fake))
+    libcuda.launch_overlapped(0xF00, (7,), (256, 2), 4096, 0x5EED, b"\x01\x02\x03\x04")
+    assert seen == [(0xF00, (7, 1, 1), (256, 2, 1), 4096, 0x5EED, 1, 6, 1, None,
+                     1, b"\x01\x02\x03\x04", 2, None)]
+    assert ctypes.sizeof(libcuda._LaunchAttribute) == 72 and ctypes.sizeof(libcuda._LaunchConfig) == 56
+    fake.fail["cuLaunchKernelEx"] = 700
+    with pytest.raises(libcuda.CudaError, match="cuLaunchKernelEx failed with CUDA error 700"):
+        libcuda.launch_overlapped(0xF00, (1,), (32,), 0, 0, b"\x00" * 8)

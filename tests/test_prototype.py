@@ -8,7 +8,7 @@ import pytest
 
 from cudasortkit.sdk import registry
 from cudasortkit.errors import KernelCompileError, KernelSignatureError
-from cudasortkit.build.prototype import SCALAR_LETTERS, argument_letters, strip_comments
+from cudasortkit.build.prototype import SCALAR_LETTERS, argument_letters, overlapped, strip_comments
 from cudasortkit.sdk.scan import SCAN_DTYPE, scan_config, scan_template
 from cudasortkit.build.template import KernelTemplate
 
@@ -218,3 +218,31 @@ def test_every_kernel_a_plugin_launches_is_covered():
         if plugin.device == "gpu" and plugin.template_package == "cudasortkit.kernels":
             for template in plugin.templates:
                 assert (name, template) in covered, (name, template)
+
+
+def test_the_overlap_mark_is_read_from_the_prototype_before_the_name(tmp_path):
+    """overlapped(): CSK_OVERLAPPED between __global__ and the kernel's name,
+    in the source or an included header; not in a comment, a parameter or
+    another kernel's prototype."""
+    source = """
+    #define CSK_OVERLAPPED
+    extern "C" __global__ void CSK_OVERLAPPED __launch_bounds__(256) marked(int* a, int CSK_OVERLAPPED_n)
+    { }
+    extern "C" __global__ void /* CSK_OVERLAPPED */ commented(int* a) { }
+    extern "C" __global__ void plain(int* CSK_OVERLAPPED) { }
+    """
+    assert overlapped(source, "marked")
+    assert not overlapped(source, "commented") and not overlapped(source, "plain")
+    assert not overlapped(source, "absent")
+    (tmp_path / "k.cuh").write_text('extern "C" __global__ void CSK_OVERLAPPED\nheaded(int n);\n')
+    assert overlapped('#include "k.cuh"\n', "headed", [str(tmp_path)])
+
+
+def test_onesweep_kernels_carry_the_overlap_mark_and_the_core_scan_does_not():
+    template = KernelTemplate("onesweep.cu")
+    source = template.render("uint32", 0, registry.plugins()["onesweep"].default_config("uint32"))
+    for kernel in ("onesweep_histogram", "onesweep_pass"):
+        assert overlapped(source, kernel, template.include_dirs), kernel
+    scan = scan_template(8)
+    config = scan_config()
+    assert not overlapped(scan.render(SCAN_DTYPE, 0, config), "csk_scan_tiles", scan.include_dirs)

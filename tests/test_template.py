@@ -19,7 +19,7 @@ from cudasortkit.errors import KernelError, KernelSignatureError, describe
 from cudasortkit.sdk.job import Job
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
 from cudasortkit.sdk.scan import DeviceScan
-from cudasortkit.build.template import KernelTemplate
+from cudasortkit.build.template import Kernel, KernelTemplate
 
 
 class StubError(Exception):
@@ -40,6 +40,8 @@ class StubCuda:
 
 
 class StubStream:
+    handle = 0x5EED
+
     def synchronize(self):
         pass
 
@@ -53,6 +55,7 @@ class StubState:
     def __init__(self, ordinal=7):
         self.ordinal, self.cuda, self.stream = ordinal, StubCuda, StubStream()
         self.limits = DeviceLimits.sm90()
+        self.compute_capability = (8, 0)  # no overlapped launches (OVERLAP_FROM) unless a test says
         self.next = 0x1000
 
     def allocate(self, nbytes, who=""):
@@ -309,3 +312,56 @@ def test_segmented_kernels_share_segments_cuh_for_search_and_value_writes():
         # the binary search and the per-mode value stores live in segments.cuh only
         assert "(lo + hi) >> 1" not in body, name
         assert "values_out[" not in body, name
+
+
+@pytest.fixture
+def driver_functions(monkeypatch):
+    """build.compiler.driver_function stubbed: the kernels loaded through
+    the driver, by name, each a fake handle."""
+    loaded = {}
+
+    def driver_function(state, source, include_dirs, name):
+        return loaded.setdefault(name, 0xF000 + len(loaded))
+
+    monkeypatch.setattr(template, "driver_function", driver_function)
+    return loaded
+
+
+def test_kernels_marked_overlapped_get_a_driver_function_from_sm90_on(nvcc, driver_functions):
+    """A kernel whose prototype carries CSK_OVERLAPPED is loaded through the
+    driver on a device of OVERLAP_FROM or newer; unmarked kernels, and every
+    kernel on an older device, are not."""
+    onesweep = registry.plugins()["onesweep"]
+    config = onesweep.default_config("uint32")
+    old = StubState()
+    job = Job(onesweep, old, dtype="uint32", n=1 << 20, keys_in=0, keys_out=0, config=config)
+    assert job.kernel("onesweep.cu", "onesweep_pass").overlap_function is None
+    assert driver_functions == {}
+    hopper = StubState(ordinal=9)
+    hopper.compute_capability = (9, 0)
+    job = Job(onesweep, hopper, dtype="uint32", n=1 << 20, keys_in=0, keys_out=0, config=config)
+    assert job.kernel("onesweep.cu", "onesweep_pass").overlap_function == driver_functions["onesweep_pass"]
+    assert job.kernel("onesweep.cu", "onesweep_histogram").overlap_function is not None
+    scan = DeviceScan(job, 5000, count_bytes=8)  # the core's scan kernels carry no mark
+    assert set(driver_functions) == {"onesweep_pass", "onesweep_histogram"}
+    del scan
+
+
+def test_an_overlapped_launch_goes_through_the_driver_with_the_packed_parameters(monkeypatch):
+    """launch_packed(overlap=True) of a kernel with a driver function calls
+    libcuda.launch_overlapped (handle, geometry, the stream's handle, the
+    same packed bytes); without overlap, or without a driver function, the
+    launch is pycuda's as always."""
+    calls = []
+    monkeypatch.setattr(template.libcuda, "launch_overlapped",
+                        lambda *args: calls.append(args))
+    function = StubFunction("k", "PqI")
+    kernel = Kernel(function, "k", "t.cu", "PqI", overlap_function=0xBEEF)
+    state, packed = StubState(), kernel.pack((0x10, 5, 7))
+    kernel.launch_packed(state, state.stream, (3,), (128,), packed, 0, overlap=True)
+    assert calls == [(0xBEEF, (3,), (128,), 0, state.stream.handle, packed)]
+    assert function.launches == []
+    kernel.launch_packed(state, state.stream, (3,), (128,), packed, 0)
+    plain = Kernel(function, "k", "t.cu", "PqI")
+    plain.launch_packed(state, state.stream, (3,), (128,), packed, 0, overlap=True)
+    assert len(calls) == 1 and len(function.launches) == 2

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import threading
 
-from ..gpu import caches
+from ..gpu import caches, libcuda
 from ..errors import KernelCompileError
 
 _lock = threading.Lock()
 _modules: dict = {}
 _functions: dict = {}
+#: (ordinal, source, options) -> (CUmodule, {name: CUfunction}) loaded through
+#: the driver (driver_function).
+_driver_modules: dict = {}
+_driver_lock = threading.Lock()  # held while a module loads: one load per source
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
@@ -45,11 +49,37 @@ def compile_module(state, source: str, include_dirs, where: str):
     return module
 
 
+def driver_function(state, source: str, include_dirs, name: str) -> int:
+    """Kernel `name` of `source` as a CUfunction handle, for launches pycuda
+    cannot make (gpu/libcuda.launch_overlapped). The cubin is pycuda's, the
+    one compile_module loaded (pycuda's compile() finds it in its disk
+    cache), loaded once more through the driver, once per context and
+    source."""
+    key = (state.ordinal, source, NVCC_OPTIONS)
+    with _driver_lock:
+        loaded = _driver_modules.get(key)
+        if loaded is None:
+            from pycuda.compiler import compile as compile_cubin
+
+            image = compile_cubin(source, options=list(NVCC_OPTIONS), no_extern_c=True,
+                                  include_dirs=list(include_dirs), arch=state.arch)
+            loaded = _driver_modules[key] = (libcuda.load_module(image), {})
+        module, functions = loaded
+        if name not in functions:
+            functions[name] = libcuda.module_function(module, name)
+        return functions[name]
+
+
 def forget_modules() -> None:
     """Drop every cached module and function (before the context goes away)."""
     with _lock:
         _functions.clear()
         _modules.clear()
+    with _driver_lock:
+        loaded = list(_driver_modules.values())
+        _driver_modules.clear()
+    for module, _ in loaded:
+        libcuda.driver().cuModuleUnload(module)
 
 
 caches.register(forget_modules)

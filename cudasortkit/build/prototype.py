@@ -17,6 +17,9 @@ return type and the name (MERGE_BOUNDS, `__launch_bounds__(...)`) and
 `extern "C" { ... }` blocks are handled. A kernel's name must be written out:
 one made by token pasting inside a macro (`kernel##S`) has no prototype to
 read.
+
+A kernel's prototype also says whether it may be launched overlapping the
+grid before it: OVERLAP_MARK before its name (kernels/include/overlap.cuh).
 """
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ def argument_letters(source: str, kernel: str, include_dirs=()) -> str:
     its declarations disagree or a parameter has a type with no letter."""
     lists = []
     for text in _texts(source, tuple(include_dirs)):
-        lists.extend(declarations(text).get(kernel, ()))
+        lists.extend(params for _, params in prototypes(text).get(kernel, ()))
     if not lists:
         raise KernelSignatureError(
             f"kernel {kernel!r}: no __global__ prototype found in the rendered source or the "
@@ -87,19 +90,34 @@ def strip_comments(text: str) -> str:
     return _LITERAL_OR_COMMENT.sub(blank, text)
 
 
+#: The mark of a kernel that may be launched overlapping the grid before it
+#: (kernels/include/overlap.cuh), written in its prototype before its name.
+OVERLAP_MARK = "CSK_OVERLAPPED"
+
+
+def overlapped(source: str, kernel: str, include_dirs=()) -> bool:
+    """Whether `kernel`'s `__global__` prototype (in `source` or a header it
+    includes with quotes) names OVERLAP_MARK before the kernel's name."""
+    return any(OVERLAP_MARK in _WORD.findall(head)
+               for text in _texts(source, tuple(include_dirs))
+               for head, _ in prototypes(text).get(kernel, ()))
+
+
 @functools.lru_cache(maxsize=64)
-def declarations(text: str) -> dict:
-    """name -> parameter lists (the text between the parentheses) of every
-    `__global__` declaration in `text` (comments already stripped). The
-    parameter list is the declaration's last parenthesised group, so macros
-    with arguments may stand before the name."""
+def prototypes(text: str) -> dict:
+    """name -> (head, parameter list) of every `__global__` declaration in
+    `text` (comments already stripped): what stands between `__global__` and
+    the name, and the text between the parentheses. The parameter list is
+    the declaration's last parenthesised group, so macros with arguments
+    may stand before the name."""
     found = {}
     for match in _GLOBAL.finditer(text):
         head = _declaration(text, match.end())
         calls = [m for m in _CALL.finditer(head) if _depth(head, m.start()) == 0]
         if calls:
             name = calls[-1]
-            found.setdefault(name.group(1), []).append(_group(head, name.end() - 1, name.group(1)))
+            found.setdefault(name.group(1), []).append(
+                (head[:name.start()], _group(head, name.end() - 1, name.group(1))))
     return found
 
 

@@ -25,14 +25,18 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .. import settings
-from .compiler import compile_module, prepared_function
+from .compiler import compile_module, driver_function, prepared_function
 from ..errors import KernelError, describe
-from ..gpu import caches
-from .prototype import argument_letters
+from ..gpu import caches, libcuda
+from .prototype import argument_letters, overlapped
 from .render import CORE_PACKAGE, include_dirs, render as render_source, template_path
 
 #: Synchronize after every launch so an asynchronous fault names its kernel.
 SYNC_EVERY_LAUNCH = settings.sync_launches()  # CUDASORTKIT_SYNC_LAUNCHES, read at import
+#: Devices from which kernels marked overlapped (kernels/include/overlap.cuh)
+#: may be launched overlapping the grid before them (programmatic dependent
+#: launch: compute capability 9.0 and up).
+OVERLAP_FROM = (9, 0)
 
 _lock = threading.Lock()
 #: (template, dtype, value_bytes, config, defines) -> rendered source. A render
@@ -75,18 +79,23 @@ class Kernel:
     """A prepared kernel and what launching it needs: `signature` (pycuda's
     prepare() letters, one per parameter: launches check the count, launch
     plans find the pointers), its registers per thread and static shared
-    memory (for occupancy), and `shared_allowed`, the dynamic shared memory
-    it may take without a further opt-in (raised as launches opt in)."""
+    memory (for occupancy), `shared_allowed`, the dynamic shared memory
+    it may take without a further opt-in (raised as launches opt in), and
+    `overlap_function`: the kernel as a CUfunction handle where it may be
+    launched overlapping the grid before it (its prototype is marked and
+    the device has OVERLAP_FROM), else None."""
 
     __slots__ = ("function", "name", "template", "signature", "registers", "static_shared",
-                 "shared_allowed", "_arguments")
+                 "shared_allowed", "overlap_function", "_arguments")
 
     def __init__(self, function, name: str, template: str, signature: str = "", *,
-                 registers: int = 0, static_shared: int = 0, shared_allowed: int = 0):
+                 registers: int = 0, static_shared: int = 0, shared_allowed: int = 0,
+                 overlap_function: int | None = None):
         self.function, self.name, self.template = function, name, template
         self.signature = signature
         self.registers, self.static_shared = registers, static_shared
         self.shared_allowed = shared_allowed
+        self.overlap_function = overlap_function
         # The parameter buffer's layout: the signature's letters are struct
         # letters, and native alignment lays them out as the C parameter list.
         self._arguments = struct.Struct(signature)
@@ -119,19 +128,26 @@ class Kernel:
                                owner, dtype, config)
 
     def launch_packed(self, state, stream, grid: tuple, block: tuple, packed: bytes,
-                      shared: int, owner: str = "core", dtype=None, config=None) -> None:
+                      shared: int, owner: str = "core", dtype=None, config=None, *,
+                      overlap: bool = False) -> None:
         """The one launch of every kernel: one driver call with the
         parameters packed (pycuda's prepared_async_call packs and makes this
         same call), opting into more dynamic shared memory when `shared`
-        needs it, and waiting for it when SYNC_EVERY_LAUNCH. CUDA errors
-        become KernelError naming owner, kernel, dtype, config and geometry."""
+        needs it, and waiting for it when SYNC_EVERY_LAUNCH. `overlap`: the
+        launch follows another kernel's and may overlap it, where the kernel
+        allows (overlap_function). CUDA errors become KernelError naming
+        owner, kernel, dtype, config and geometry."""
         try:
             if shared > self.shared_allowed:
                 self._allow_shared(state, shared)
-            self.function._launch_kernel(grid, block, packed, shared, stream)
+            if overlap and self.overlap_function is not None:
+                libcuda.launch_overlapped(self.overlap_function, grid, block, shared,
+                                          stream.handle, packed)
+            else:
+                self.function._launch_kernel(grid, block, packed, shared, stream)
             if SYNC_EVERY_LAUNCH:
                 stream.synchronize()
-        except state.cuda.Error as exc:
+        except (state.cuda.Error, libcuda.CudaError) as exc:
             raise KernelError.failed(owner, self.name, dtype, config,
                                      f"launch grid={grid} block={block} shared={shared}",
                                      exc) from exc
@@ -141,6 +157,11 @@ class Kernel:
         if shared > allowed:
             self.function.set_attribute(
                 state.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+            if self.overlap_function is not None:
+                lib = libcuda.driver()
+                lib.check(lib.cuFuncSetAttribute(self.overlap_function,
+                                                 libcuda.FUNC_MAX_DYNAMIC_SHARED, shared),
+                          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
             allowed = shared
         self.shared_allowed = allowed
 
@@ -225,8 +246,13 @@ class KernelTemplate:
             function = prepared_function(module, name, signature)
             registers = function.get_attribute(attribute.NUM_REGS)
             static_shared = function.get_attribute(attribute.SHARED_SIZE_BYTES)
-        except state.cuda.Error as exc:
+            overlap_function = None
+            if (tuple(state.compute_capability) >= OVERLAP_FROM
+                    and overlapped(source, name, self.include_dirs)):
+                overlap_function = driver_function(state, source, self.include_dirs, name)
+        except (state.cuda.Error, libcuda.CudaError) as exc:
             raise KernelError(f"{where}: {exc}") from exc
         return Kernel(function, name, self.file, signature, registers=registers,
                       static_shared=static_shared,
-                      shared_allowed=state.limits.shared_per_block - static_shared)
+                      shared_allowed=state.limits.shared_per_block - static_shared,
+                      overlap_function=overlap_function)

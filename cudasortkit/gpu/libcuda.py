@@ -1,7 +1,10 @@
 """The one ctypes binding to the CUDA driver library (libcuda), for the
 driver calls pycuda's build lacks or gets wrong: stream events
 (gpu/streams.py), page-locking the caller's host memory
-(host/transfer.py) and CUDA graphs (launch/graphs.py).
+(host/transfer.py), CUDA graphs (launch/graphs.py) and overlapped launches
+(build/compiler.py, build/template.py: pycuda launches no kernel with
+launch attributes and hands out no CUfunction, so such kernels are loaded
+here too).
 
 Rules it keeps: the library is loaded once per process, on first use
 (pycuda has loaded it already); a function is declared (argument and result
@@ -40,7 +43,36 @@ SIGNATURES = {
     "cuGraphDestroy": (_handle,),
     "cuGraphLaunch": (_handle, _handle),
     "cuGraphExecDestroy": (_handle,),
+    "cuModuleLoadData": (_out, ctypes.c_char_p),
+    "cuModuleGetFunction": (_out, _handle, ctypes.c_char_p),
+    "cuModuleUnload": (_handle,),
+    "cuFuncSetAttribute": (_handle, ctypes.c_int, ctypes.c_int),
+    "cuLaunchKernelEx": (ctypes.c_void_p, _handle, _handle, ctypes.c_void_p),
 }
+
+_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+_CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 1, 2
+#: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+FUNC_MAX_DYNAMIC_SHARED = 8
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes, a 64-byte value union
+    (here its first int, the only member the attribute below reads)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4),
+                ("value", ctypes.c_int), ("value_rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+_OVERLAP = _LaunchAttribute(id=_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
 
 
 class CudaError(RuntimeError):
@@ -106,3 +138,39 @@ def driver() -> Driver:
             if _driver is None:
                 _driver = Driver(ctypes.CDLL("libcuda.so.1"))
     return _driver
+
+
+def launch_overlapped(function: int, grid: tuple, block: tuple, shared: int, stream: int,
+                      packed: bytes) -> None:
+    """Launch CUfunction `function` with its packed parameter buffer on
+    CUstream `stream` (0: the legacy default stream), allowed to start
+    before the grid queued ahead of it has finished (programmatic stream
+    serialization: the kernel waits for that grid itself,
+    kernels/include/overlap.cuh). CudaError if the launch fails."""
+    config = _LaunchConfig((ctypes.c_uint * 3)(*grid, *(1,) * (3 - len(grid))),
+                           (ctypes.c_uint * 3)(*block, *(1,) * (3 - len(block))),
+                           shared, stream, ctypes.pointer(_OVERLAP), 1)
+    buffer = ctypes.create_string_buffer(packed, len(packed))
+    size = ctypes.c_size_t(len(packed))
+    extra = (ctypes.c_void_p * 5)(_CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
+                                  _CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), 0)
+    lib = driver()
+    lib.check(lib.cuLaunchKernelEx(ctypes.byref(config), function, None, extra), "cuLaunchKernelEx")
+
+
+def load_module(image: bytes) -> int:
+    """Load a module image (a cubin) into the current context: its CUmodule
+    (cuModuleUnload gives it back). CudaError if the driver refuses it."""
+    lib = driver()
+    module = ctypes.c_void_p()
+    lib.check(lib.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+    return module.value
+
+
+def module_function(module: int, name: str) -> int:
+    """The CUfunction of kernel `name` in CUmodule `module`."""
+    lib = driver()
+    function = ctypes.c_void_p()
+    lib.check(lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode()),
+              f"cuModuleGetFunction({name!r})")
+    return function.value

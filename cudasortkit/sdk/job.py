@@ -163,12 +163,14 @@ class Job:
             self.recorder.launch(kernel, grid, block, args, shared)
 
     def issue_packed(self, kernel: Kernel, grid: tuple, block: tuple, packed: bytes,
-                     shared: int) -> None:
+                     shared: int, overlap: bool = False) -> None:
         """A launch with its parameters packed (Kernel.pack) on the job's
         stream, errors naming the job (Kernel.launch_packed): every launch
-        of the job passes here, launch()'s and a launch plan's replay's."""
+        of the job passes here, launch()'s and a launch plan's replay's.
+        `overlap`: it follows a launch and may overlap it where the kernel
+        allows (a launch plan's graph capture)."""
         kernel.launch_packed(self.state, self.stream, grid, block, packed, shared,
-                             self.plugin.name, self.dtype, self.config)
+                             self.plugin.name, self.dtype, self.config, overlap=overlap)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes:

@@ -43,6 +43,7 @@
 #include "scan.cuh"
 #include "peers.cuh"
 #include "passplan.cuh"
+#include "overlap.cuh"
 
 #ifndef WIDE_STATUS
 #define WIDE_STATUS 0
@@ -296,7 +297,7 @@ __device__ __forceinline__ void os_plan_offsets(const unsigned long long* hist, 
 // (active passes << 8). If every pass is trivial (all keys equal) pass 0
 // still runs, as a stable copy that also canonicalises NaN and -0.0 like
 // every other result.
-extern "C" __global__ void __launch_bounds__(HIST_BLOCK)
+extern "C" __global__ void CSK_OVERLAPPED __launch_bounds__(HIST_BLOCK)
 onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long mask,
                    unsigned long long base, unsigned long long limit, unsigned long long* __restrict__ hist,
                    unsigned* __restrict__ bad, unsigned* __restrict__ done,
@@ -305,6 +306,7 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
     extern __shared__ unsigned os_hist_smem[];
     unsigned* counts = os_hist_smem;
     const int used = os_passes_used(limit);
+    csk_wait_prior_grid();  // overlapped (overlap.cuh): before any global access
     for (int i = threadIdx.x; i < (used + 1) / 2 * RADIX_DIGITS * HIST_COPIES; i += HIST_BLOCK) counts[i] = 0;
     __syncthreads();
     const unsigned mine = (unsigned)__cvta_generic_to_shared(counts + (threadIdx.x & (HIST_COPIES - 1)));
@@ -587,6 +589,7 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
         const int* __restrict__ plan, os_status_t* status, unsigned* counters,
         unsigned long long tiles)
 {
+    csk_wait_prior_grid();  // overlapped (overlap.cuh): before any global access
     const csk_pass planned = csk_pass_of(plan, pass);
     if (planned.skip) return;
     const int index = planned.index;
@@ -748,7 +751,7 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
 }
 
 // One block per tile: a grid of `tiles` blocks.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
+extern "C" __global__ void CSK_OVERLAPPED __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
 onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
               csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
               void* __restrict__ values_out, void* __restrict__ values_tmp,
@@ -770,7 +773,7 @@ onesweep_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ k
 // Its parameter list repeats onesweep_pass's on purpose: the core reads a
 // kernel's argument letters from its written-out prototype
 // (cudasortkit/build/prototype.py), which a macro would hide.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
+extern "C" __global__ void CSK_OVERLAPPED __launch_bounds__(BLOCK_SIZE, OS_MIN_BLOCKS)
 onesweep_pass_persistent(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_out,
                          csk_bits_t* __restrict__ keys_tmp, const void* __restrict__ values_in,
                          void* __restrict__ values_out, void* __restrict__ values_tmp,
