@@ -54,6 +54,9 @@ def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
     assert (mid["block_size"], mid["items_per_thread"]) == (384, 12)
     from cudasortkit.gpu.device import DeviceLimits
     assert all(p.valid_config(c, dtype, 0, DeviceLimits.sm90()) for c in (small, mid))
+    # up to WIDE_LOOKBACK_UP_TO keys the look-back loads 4 tiles' words at once
+    assert small["lookback_window"] == mid["lookback_window"] == big["lookback_window"] == 4
+    assert registry.default_config(p, dtype, 0, (1 << 20) + 1)["lookback_window"] == 1
 
 
 def test_onesweep_keeps_its_defaults_where_nothing_was_measured():

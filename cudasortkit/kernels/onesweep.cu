@@ -3,5 +3,6 @@
 // sorts bins, ordered keys minus a base, with the same passes).
 //
 // Tunables: BLOCK_SIZE threads (>= 2^RADIX_BITS), ITEMS_PER_THREAD keys per
-// thread, RADIX_BITS bits per digit, WARP_MATCH (peers.cuh), EARLY_COUNTS, MIN_BLOCKS.
+// thread, RADIX_BITS bits per digit, WARP_MATCH (peers.cuh), EARLY_COUNTS, MIN_BLOCKS,
+// LOOKBACK_WINDOW.
 #include "onesweep.cuh"

@@ -12,8 +12,9 @@
 // Macros: BLOCK_SIZE threads (whole warps), ITEMS_PER_THREAD keys per thread,
 // RADIX_BITS bits per digit (up to 11: 3 passes for 32-bit keys, 11/11/10,
 // and 6 for 64-bit keys; the top pass gets the bits left over), WARP_MATCH
-// (peers.cuh), EARLY_COUNTS. A thread owns OS_DIGITS_PER_THREAD digits (more
-// than one when there are more digits than threads).
+// (peers.cuh), EARLY_COUNTS, LOOKBACK_WINDOW (1 if undefined). A thread owns
+// OS_DIGITS_PER_THREAD digits (more than one when there are more digits than
+// threads).
 // Define WIDE_STATUS=1 (the drivers do, for n >= 2^30) for 64-bit tile status
 // words.
 //
@@ -55,6 +56,10 @@
 #ifndef PERSISTENT_PASS
 #define PERSISTENT_PASS 0
 #endif
+// Predecessors' status words a digit's look-back loads at once (os_look_back).
+#ifndef LOOKBACK_WINDOW
+#define LOOKBACK_WINDOW 1
+#endif
 
 #define RADIX_DIGITS (1 << RADIX_BITS)
 #define PASSES ((CSK_KEY_BITS + RADIX_BITS - 1) / RADIX_BITS)
@@ -81,6 +86,10 @@ typedef unsigned os_counter_t;
 #define OS_WORDS (RADIX_DIGITS / OS_PACK)
 #define OS_WORDS_PER_THREAD ((OS_WORDS + BLOCK_SIZE - 1) / BLOCK_SIZE)
 #define OS_DIGITS_PER_THREAD (OS_PACK * OS_WORDS_PER_THREAD)
+// Status words a look-back round loads per digit: LOOKBACK_WINDOW where a
+// thread owns one digit; a thread owning several walks them back side by
+// side, their loads in flight together already, one word a digit a round.
+#define OS_LOOKBACK (OS_DIGITS_PER_THREAD == 1 ? LOOKBACK_WINDOW : 1)
 // With one word a thread the runs are in digit order, so the keys past n
 // (the largest word, ranked after every real key of its digit, not counted)
 // land at tile positions tile_n .. TILE - 1, past every real key: they may
@@ -496,7 +505,10 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
 // walking back over aggregates until an inclusive prefix; publish our own
 // inclusive prefix; adjust[d] = global index of the tile's first key of
 // digit d minus its tile position. A thread's digits walk back side by side
-// (all their status loads in flight at once). Prefixes fit a status word's
+// (all their status loads in flight at once), OS_LOOKBACK words a digit a
+// round: where a pass's tiles all run at once they publish their counts
+// together, and a tile walks back over many before it meets a prefix, one
+// dependent load a step unless several are loaded at once. Prefixes fit a status word's
 // count (the driver picks WIDE_STATUS), so they are summed in one.
 __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
                                              os_pos_t* adjust, int pass, unsigned tile,
@@ -512,20 +524,35 @@ __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsig
         back[k] = tile - 1;
         if (tile > 0 && os_owned_digit(k) < RADIX_DIGITS) open |= 1u << k;
     }
+    // Each round loads OS_LOOKBACK consecutive predecessors of each open
+    // digit at once (back[k], back[k] - 1, ...; none below tile 0, whose word
+    // is a prefix), then takes them nearest first up to the first word not
+    // yet published (polled again next round) or a prefix (done).
     while (open) {
-        os_status_t s[OS_DIGITS_PER_THREAD];
+        os_status_t s[OS_DIGITS_PER_THREAD][OS_LOOKBACK];
 #pragma unroll
         for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k)
-            if (open & (1u << k))
-                s[k] = os_load_relaxed(&my_status[(csk_index_t)back[k] * RADIX_DIGITS + os_owned_digit(k)]);
+#pragma unroll
+            for (int w = 0; w < OS_LOOKBACK; ++w)
+                s[k][w] = (open & (1u << k)) && back[k] >= (unsigned)w
+                    ? os_load_relaxed(&my_status[(csk_index_t)(back[k] - w) * RADIX_DIGITS + os_owned_digit(k)])
+                    : 0;
 #pragma unroll
         for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k) {
-            if ((open & (1u << k)) && (s[k] & OS_FLAGS)) {
-                before[k] += s[k] & OS_COUNT_MASK;
-                if (s[k] & OS_FLAG_PREFIX)
-                    open &= ~(1u << k);
-                else
-                    --back[k];
+            bool taking = open & (1u << k);
+#pragma unroll
+            for (int w = 0; w < OS_LOOKBACK; ++w) {
+                if (taking && (s[k][w] & OS_FLAGS)) {
+                    before[k] += s[k][w] & OS_COUNT_MASK;
+                    if (s[k][w] & OS_FLAG_PREFIX) {
+                        open &= ~(1u << k);
+                        taking = false;
+                    } else {
+                        --back[k];
+                    }
+                } else {
+                    taking = false;
+                }
             }
         }
     }
