@@ -177,7 +177,23 @@ def test_pairs_eight_byte_values(rng):
         assert np.array_equal(v.get(), values[order])
 
 
+@pytest.mark.parametrize("window", [4] + [pytest.param(w, marks=slow) for w in (2, 1)])
+@pytest.mark.parametrize("dtype", ["uint32", "float32", "int64"])
+def test_look_back_windows_over_many_tiles(window, dtype, rng):
+    """A look-back that loads `window` predecessors' words at once (and
+    takes them nearest first, up to one not yet published or a prefix)
+    orders every tile of a pass of ~200 tiles as one word at a time does;
+    8-byte keys with 11-bit digits own several digits a thread (one word a
+    digit a round whatever the window)."""
+    for change in ({"lookback_window": window, "block_size": 256, "items_per_thread": 8},
+                   {"lookback_window": window, "radix_bits": 11}):
+        config = dict(_plugin().default_config(dtype), **change)
+        n = 200 * config["block_size"] * config["items_per_thread"] + 13
+        _check_exact(make_keys("uniform", dtype, n, rng), bool(window % 2 == 0), config)
+
+
 @pytest.mark.parametrize("change", [{"early_counts": 1}] + [pytest.param(c, marks=slow) for c in [
+                                    {"lookback_window": 2}, {"lookback_window": 4, "radix_bits": 11},
                                     {"early_counts": 1, "items_per_thread": 24},
                                     {"radix_bits": 11, "early_counts": 0},
                                     {"radix_bits": 11, "block_size": 512, "items_per_thread": 24},
