@@ -46,8 +46,10 @@ def test_a_failing_size_config_takes_the_plugin_out_of_service():
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "int32"])
 def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
     p = registry.plugins()["onesweep"]
-    big = registry.default_config(p, dtype, 0, 1 << 20)
+    big = registry.default_config(p, dtype, 0, (1 << 20) + 1)
     assert (big["block_size"], big["items_per_thread"]) == (512, 20)
+    one_a_sm = registry.default_config(p, dtype, 0, 1 << 20)
+    assert (one_a_sm["block_size"], one_a_sm["items_per_thread"], one_a_sm["min_blocks"]) == (512, 16, 3)
     small = registry.default_config(p, dtype, 0, 1 << 16)
     assert (small["block_size"], small["items_per_thread"], small["min_blocks"]) == (384, 8, 0)
     mid = registry.default_config(p, dtype, 0, 1 << 18)
@@ -55,8 +57,8 @@ def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
     from cudasortkit.gpu.device import DeviceLimits
     assert all(p.valid_config(c, dtype, 0, DeviceLimits.sm90()) for c in (small, mid))
     # up to WIDE_LOOKBACK_UP_TO keys the look-back loads 4 tiles' words at once
-    assert small["lookback_window"] == mid["lookback_window"] == big["lookback_window"] == 4
-    assert registry.default_config(p, dtype, 0, (1 << 20) + 1)["lookback_window"] == 1
+    assert small["lookback_window"] == mid["lookback_window"] == one_a_sm["lookback_window"] == 4
+    assert big["lookback_window"] == 1
 
 
 def test_onesweep_keeps_its_defaults_where_nothing_was_measured():

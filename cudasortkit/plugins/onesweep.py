@@ -59,13 +59,16 @@ class OnesweepSort(SortPlugin):
         return config
 
     #: Keys-only 4-byte sorts of at most max_keys keys: (block_size,
-    #: items_per_thread) of smaller tiles, so that more blocks share the SMs
-    #: (one pass of 2^16 keys in 512 x 20 tiles runs on 7 blocks). First
-    #: match wins. Measured on an H200 (CUPTI kernel time per sort, uint32
-    #: and float32): 2^14 38.8 -> 27.5 us, 2^16 41.1 -> 33.2, 2^18 45.0 ->
-    #: 41.2; from 2^20 on the 512 x 20 default is fastest
+    #: items_per_thread, min_blocks) of smaller tiles, so that more blocks
+    #: share the SMs (one pass of 2^16 keys in 512 x 20 tiles runs on 7
+    #: blocks). First match wins. Measured on an H200 (CUPTI kernel time per
+    #: sort, uint32 and float32): 2^14 38.8 -> 27.5 us, 2^16 41.1 -> 33.2,
+    #: 2^18 45.0 -> 41.2. With the wide look-back (below), 2^20 keys in 512 x
+    #: 16 tiles (128 tiles a pass, one per SM of an H100) took 59.6 / 71.9 us
+    #: against 62.6 / 76.3 in 512 x 20 (103 tiles; H100, CUDA events, two
+    #: processes); from 2^21 on the 512 x 20 default is fastest
     #: (docs/algorithms/onesweep.md).
-    SMALL_TILES = ((1 << 17, 384, 8), (1 << 19, 384, 12))
+    SMALL_TILES = ((1 << 17, 384, 8, 0), (1 << 19, 384, 12, 0), (1 << 20, 512, 16, 3))
     #: Keys-only 4-byte sorts of at most this many keys look back 4 tiles
     #: at once: their passes have few enough tiles to all run at once, so a
     #: tile's look-back walks back over tiles that published their counts
@@ -83,10 +86,10 @@ class OnesweepSort(SortPlugin):
         if value_bytes == 0 and itemsize(dtype) == 4:
             if n <= self.WIDE_LOOKBACK_UP_TO:
                 config = dict(config, lookback_window=4)
-            for max_keys, block_size, items in self.SMALL_TILES:
+            for max_keys, block_size, items, min_blocks in self.SMALL_TILES:
                 if n <= max_keys:
                     return dict(config, block_size=block_size, items_per_thread=items,
-                                min_blocks=0)
+                                min_blocks=min_blocks)
         return config
 
     # ----------------------------------------------------------------- run
