@@ -251,3 +251,34 @@ def test_more_than_2_pow_31_keys(rng):
     got = csk.sort(a, algorithm=NAME, descending=True)
     assert bool(cupy.all(got[1:] <= got[:-1])), "not sorted descending"
     assert bool(cupy.all(cupy.bincount(got, minlength=256) == cupy.bincount(a, minlength=256)))
+
+
+@pytest.mark.parametrize("n", [1 << 16, (1 << 20) + 3])
+def test_replayed_sorts_run_as_graphs_whose_passes_overlap(n, rng):
+    """Repeated sorts of one shape replay a CUDA graph; on sm_90 and up its
+    histogram and passes are the driver-loaded, overlapped kernels (a
+    capture that failed would turn graphs off for the plan: caught here),
+    and every replay's result is right, also with the input changed in
+    place between replays."""
+    from cudasortkit.gpu.device import get_device
+    from cudasortkit.launch import plans as launchplan
+
+    cupy = _cupy()
+    a = make_keys("uniform", "uint32", n, rng)
+    dev = cupy.asarray(a)
+    for i in range(6):
+        assert_keys_equal(csk.sort(dev, algorithm=NAME), np.sort(a), f"replay {i}")
+        a = make_keys("uniform", "uint32", n, rng)
+        dev[...] = cupy.asarray(a)
+    # the plan of this shape: its histogram's second argument is n
+    plans = [p for p in launchplan._plans.values()
+             if type(p) is launchplan.LaunchPlan and any(
+                 getattr(op, "kernel", None) is not None and op.kernel.name == "onesweep_histogram"
+                 and op.args[1] == n for op in p.ops)]
+    assert plans, "no recorded onesweep plan of this shape"
+    assert all(p.graphs.off is None for p in plans), [p.graphs.off for p in plans]
+    assert any(len(p.graphs) for p in plans), "the replays captured no graph"
+    if tuple(get_device().compute_capability) >= (9, 0):
+        kernels = [op.kernel for p in plans for op in p.ops if getattr(op, "kernel", None)]
+        assert all(k.overlap_function for k in kernels
+                   if k.name in ("onesweep_pass", "onesweep_histogram"))
