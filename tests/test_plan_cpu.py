@@ -293,6 +293,17 @@ class _Pool:
     def activate(self):
         return self
 
+    def free_unused(self):
+        from cudasortkit.gpu import caches
+
+        self.freed_unused = getattr(self, "freed_unused", 0) + 1
+        caches.release_kept()
+
+    def allocating(self, make, *args):
+        from cudasortkit.gpu.device import DeviceState
+
+        return DeviceState.allocating(self, make, *args)
+
     def allocate(self, nbytes, who=None):
         pool = self
         self.taken += 1
@@ -398,6 +409,9 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
         def allocate(self, nbytes, who=None):
             return Buf(0x500000)
 
+        def allocating(self, make, *args):
+            return make(*args)
+
     class Adapter:
         stream = staticmethod(lambda a: LEGACY)
         pointer = staticmethod(lambda a: 0x42)
@@ -461,6 +475,9 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
 
         def allocate(self, nbytes, who=None):
             return Buf(0x500000)
+
+        def allocating(self, make, *args):
+            return make(*args)
 
     class Adapter:
         stream = staticmethod(lambda a: 0x9000)
@@ -628,7 +645,7 @@ class _StreamCaller:
     made by `empty`, are counted (and fail with MemoryError while `fail`)."""
 
     def __init__(self):
-        self.current, self.made, self.fail = [0x9000], [], []
+        self.current, self.made, self.fail, self.fail_once = [0x9000], [], [], False
 
     def stream(self, a):
         return self.current[0]
@@ -638,6 +655,9 @@ class _StreamCaller:
     def empty(self, a, shape, dtype):
         if self.fail:
             raise MemoryError("out of memory allocating 32 bytes")
+        if self.fail_once:
+            self.fail_once = False
+            raise MemoryError("out of memory allocating 32 bytes (once)")
         self.made.append(np.empty(shape, dtype))
         return self.made[-1]
 
@@ -714,4 +734,26 @@ def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_no
     adapter.fail.append(1)
     got, _ = call(np.zeros(8, np.float32))             # made ahead before; the next one fails
     assert got is adapter.made[-1] and call.ahead == []
+    caches.clear_all()
+
+
+def test_a_prepared_call_out_of_memory_for_its_result_frees_unused_memory_and_tries_again():
+    """The prepared call's own result goes through DeviceState.allocating,
+    as the general path's results do: out of memory once, the unused memory
+    goes back (kept temporaries and results made ahead too) and the second
+    try's array is the result; out of memory twice, the error stands."""
+    from cudasortkit.gpu import caches
+
+    adapter = _StreamCaller()
+    call = _ahead_call(adapter)
+    call(np.zeros(8, np.float32))
+    call.ahead.clear()
+    adapter.fail_once = True
+    got, _ = call(np.zeros(8, np.float32))
+    assert call.state.freed_unused == 1 and got is adapter.made[2]  # made[1]: made ahead, dropped
+    call.ahead.clear()
+    adapter.fail.append(1)
+    with pytest.raises(MemoryError):
+        call(np.zeros(8, np.float32))
+    assert call.state.freed_unused == 2
     caches.clear_all()

@@ -276,7 +276,9 @@ class PreparedCall:
 
     def _result(self, a, caller):
         """A new array for this call's result: the one made ahead for
-        `caller`'s stream if there is one, else one made now."""
+        `caller`'s stream if there is one, else one made now (out of
+        memory, once more after the unused memory went back:
+        DeviceState.allocating, as every result of the general path)."""
         ahead = self.ahead
         if ahead:
             try:
@@ -286,7 +288,7 @@ class PreparedCall:
             else:
                 if stream == caller:
                     return array
-        return self.adapter.empty(a, self.shape, self.result_dtype)
+        return self.state.allocating(self.adapter.empty, a, self.shape, self.result_dtype)
 
     def _make_ahead(self, a, caller) -> None:
         """Make the next call's result array now, on `caller`'s stream. Out
