@@ -3,9 +3,11 @@
 pycuda's SourceModule compiles with nvcc and keeps cubins in its disk cache
 across processes; this module adds the in-memory cache (one module per
 (context, source, options)) and prepared functions, so a sort never compiles
-or prepares twice in one process. It compiles text: rendering a template is
-build/render.py's job, choosing what to render (and the one kernel cache)
-build/template.py's.
+or prepares twice in one process. Kernels launched in ways pycuda cannot
+(overlapped launches) are also loaded through the driver from the same
+cubin (driver_function), once per context and source. It compiles text:
+rendering a template is build/render.py's job, choosing what to render (and
+the one kernel cache) build/template.py's.
 """
 from __future__ import annotations
 
