@@ -27,6 +27,13 @@ _driver_lock = threading.Lock()  # held while a module loads: one load per sourc
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
 
+def _nvcc(state, include_dirs) -> dict:
+    """pycuda's compile arguments, the same for SourceModule and compile()
+    (so the second finds the first's cubin in pycuda's disk cache)."""
+    return {"options": list(NVCC_OPTIONS), "no_extern_c": True,
+            "include_dirs": list(include_dirs), "arch": state.arch}
+
+
 def compile_module(state, source: str, include_dirs, where: str):
     """The pycuda module of `source` on the device's context; nvcc's errors
     become KernelCompileError starting with `where` (who compiled what)."""
@@ -39,8 +46,7 @@ def compile_module(state, source: str, include_dirs, where: str):
     from pycuda.driver import CompileError
 
     try:
-        module = SourceModule(source, options=list(NVCC_OPTIONS), no_extern_c=True,
-                              include_dirs=list(include_dirs), arch=state.arch)
+        module = SourceModule(source, **_nvcc(state, include_dirs))
     except CompileError as exc:
         detail = (getattr(exc, "stderr", None) or str(exc))
         if isinstance(detail, bytes):
@@ -63,8 +69,7 @@ def driver_function(state, source: str, include_dirs, name: str) -> int:
         if loaded is None:
             from pycuda.compiler import compile as compile_cubin
 
-            image = compile_cubin(source, options=list(NVCC_OPTIONS), no_extern_c=True,
-                                  include_dirs=list(include_dirs), arch=state.arch)
+            image = compile_cubin(source, **_nvcc(state, include_dirs))
             loaded = _driver_modules[key] = (libcuda.load_module(image), {})
         module, functions = loaded
         if name not in functions:
