@@ -508,8 +508,9 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
 // (all their status loads in flight at once), OS_LOOKBACK words a digit a
 // round: where a pass's tiles all run at once they publish their counts
 // together, and a tile walks back over many before it meets a prefix, one
-// dependent load a step unless several are loaded at once. Prefixes fit a status word's
-// count (the driver picks WIDE_STATUS), so they are summed in one.
+// dependent load a step unless several are loaded at once. Prefixes fit a
+// status word's count (the driver picks WIDE_STATUS), so they are summed in
+// one.
 __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsigned long long* offsets,
                                              os_pos_t* adjust, int pass, unsigned tile,
                                              const unsigned (&counts)[OS_WORDS_PER_THREAD],
