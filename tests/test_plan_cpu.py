@@ -695,7 +695,7 @@ def test_a_small_prepared_call_makes_its_next_result_ahead():
     assert again is adapter.made[-2] and again.dtype == np.int64 and again is not indices
 
 
-def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls():
+def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls(monkeypatch):
     from cudasortkit.calls import prepared as prep
 
     adapter = _StreamCaller()
@@ -708,10 +708,46 @@ def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls():
     got, _ = call(np.zeros(8, np.float32), out=out)
     assert got is out and len(adapter.made) == 4       # out=: nothing made ahead
     n = prep.AHEAD_RESULT_BYTES // 4 + 1
+    # A big result is made ahead only with the temporaries (64 bytes) in
+    # OWN_TEMPORARIES_SHARE; here the share holds the temporaries alone.
+    monkeypatch.setattr(prep, "OWN_TEMPORARIES_SHARE", 4 * n / _Pool.total_memory)
     big = _ahead_call(adapter, n=n)
     big(np.zeros(n, np.float32))
     big(np.zeros(n, np.float32))
-    assert len(adapter.made) == 6 and big.ahead is None  # one each call, none ahead
+    assert len(adapter.made) == 6 and big.ahead is None and big.owns  # one each call, none ahead
+    _clear_caches()
+
+
+def _clear_caches():
+    from cudasortkit.gpu import caches
+
+    caches.clear_all()
+
+
+def test_a_big_result_is_made_ahead_with_the_kept_temporaries_and_counts_with_them(monkeypatch):
+    """A result past AHEAD_RESULT_BYTES is made ahead where the call keeps its
+    temporaries and they and the result fit OWN_TEMPORARIES_SHARE; it counts
+    towards OWNED_TOTAL_SHARE, and where that has room for the temporaries
+    alone, the call keeps them and makes no result ahead."""
+    from cudasortkit.calls import prepared as prep
+
+    _clear_caches()
+    adapter = _StreamCaller()
+    n = prep.AHEAD_RESULT_BYTES // 4 + 1
+    big = _ahead_call(adapter, n=n)
+    first, _ = big(np.zeros(n, np.float32))
+    assert len(adapter.made) == 2 and first is adapter.made[0] and big.kept == 64 + 4 * n
+    second, _ = big(np.zeros(n, np.float32))
+    assert second is adapter.made[1] and len(adapter.made) == 3 and big.temporaries is not None
+    _clear_caches()
+    monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", (64 + 4 * n - 1) / _Pool.total_memory)
+    tight = _ahead_call(adapter, n=n)
+    made = len(adapter.made)
+    tight(np.zeros(n, np.float32))
+    tight(np.zeros(n, np.float32))
+    assert tight.temporaries is not None and tight.ahead is None and tight.kept == 64
+    assert len(adapter.made) == made + 2   # one each call, none ahead
+    _clear_caches()
 
 
 def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_none():

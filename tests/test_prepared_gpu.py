@@ -208,16 +208,17 @@ def test_one_prepared_shape_from_the_legacy_stream_and_a_side_stream_keeps_order
     assert _served_prepared("sort", x)
 
 
+@pytest.mark.parametrize("n", [4099, 200_003])
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
-def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind):
-    """Small prepared calls make their next result ahead (prepared.AHEAD_RESULT_BYTES):
+def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, n):
+    """Prepared calls make their next result ahead (prepared.AHEAD_RESULT_BYTES;
+    200,003 keys: a big result, made ahead beside the kept temporaries):
     calls alternating between a busy non-blocking stream and the default
     one, results kept alive and then written over, each one right, none
     sharing memory with another."""
     from test_streams_gpu import spin
 
-    n = 4099
     rng = np.random.default_rng(31)
     if library == "cupy":
         cupy = _cupy()

@@ -46,9 +46,9 @@ def test_a_failing_size_config_takes_the_plugin_out_of_service():
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "int32"])
 def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
     p = registry.plugins()["onesweep"]
-    big = registry.default_config(p, dtype, 0, (1 << 20) + 1)
+    big = registry.default_config(p, dtype, 0, (1 << 21) + 1)
     assert (big["block_size"], big["items_per_thread"]) == (512, 20)
-    one_a_sm = registry.default_config(p, dtype, 0, 1 << 20)
+    one_a_sm = registry.default_config(p, dtype, 0, 1 << 21)
     assert (one_a_sm["block_size"], one_a_sm["items_per_thread"], one_a_sm["min_blocks"]) == (512, 16, 3)
     small = registry.default_config(p, dtype, 0, 1 << 16)
     assert (small["block_size"], small["items_per_thread"], small["min_blocks"]) == (384, 8, 0)

@@ -63,13 +63,20 @@ OWN_TEMPORARIES_SHARE = 1 / 128
 #: take back what another keeps: 1/128 is 640 MB of an 80 GB H100, the
 #: temporaries of one 2^27-key sort of 4-byte keys.
 OWNED_TOTAL_SHARE = 1 / 128
-#: A prepared call whose result takes at most this many bytes makes the
-#: result array of its next call right after it launched this call's work,
-#: while the GPU runs it, so that a call starts the GPU without waiting on
-#: its array library's allocator first (a few microseconds of a 20-60 us
-#: call). Such an array serves only a call on the stream it was made on
-#: (each library's pool orders the reuse of its blocks by stream), and goes
-#: with the prepared call, or when memory runs short (caches.release_kept).
+#: A prepared call makes the result array of its next call right after it
+#: launched this call's work, while the GPU runs it, so that a call starts
+#: the GPU without waiting on its array library's allocator first: a few
+#: microseconds of a 20-60 us call, and 8-20 us at 2^22-2^26 keys, where a
+#: big block comes slowly out of a pool after a synchronisation (H100,
+#: uint32: 1.16 -> 1.26x CUB prepared at 2^22, 1.06-1.09 -> 1.10x at 2^24
+#: and 2^26; docs/algorithms/onesweep.md). It does so where its result takes
+#: at most AHEAD_RESULT_BYTES, or where it keeps its temporaries and they
+#: and the result together take at most OWN_TEMPORARIES_SHARE of the
+#: device's memory: such a result counts towards OWNED_TOTAL_SHARE with
+#: them. An array made ahead serves only a call on the stream it was made
+#: on (each library's pool orders the reuse of its blocks by stream), and
+#: goes with the prepared call, or when memory runs short
+#: (caches.release_kept).
 AHEAD_RESULT_BYTES = 256 << 10
 #: The prepared calls keeping temporaries now (a call dropped, when its
 #: decision moved, leaves the set and its blocks go back to the pool).
@@ -101,7 +108,9 @@ def _drop_ahead() -> None:
     """Drop the result arrays made ahead (they go back to their library's
     pool); each call makes its next one again."""
     for call in list(_making_ahead):
-        call.ahead.clear()
+        ahead = call.ahead
+        if ahead is not None:  # None: _own just found no room for it
+            ahead.clear()
 
 
 caches.register_kept(_drop_ahead)
@@ -190,7 +199,7 @@ class PreparedCall:
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
                  "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
-                 "strides", "result_dtype", "ahead", "__weakref__")
+                 "strides", "result_dtype", "ahead", "kept", "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -208,17 +217,24 @@ class PreparedCall:
                        value_bytes=value_bytes, descending=descending, config=config)
         #: Whether this call keeps its plan's temporaries (OWN_TEMPORARIES_SHARE),
         #: and once taken (first call), their pool buffers and addresses.
-        self.owns = sum(plan.temporaries) <= state.total_memory * OWN_TEMPORARIES_SHARE
+        share = state.total_memory * OWN_TEMPORARIES_SHARE
+        temporaries = sum(plan.temporaries)
+        self.owns = temporaries <= share
         self.owned = self.temporaries = None
         #: The dtype of the array a call returns (sort's keys, argsort's
-        #: indices), and, where it is small (AHEAD_RESULT_BYTES), a list
-        #: holding the next call's (caller stream, array) made ahead; a
-        #: list, since its pop() and append() are atomic: two threads
-        #: calling at once never take the same array.
+        #: indices), and, where it makes results ahead (AHEAD_RESULT_BYTES),
+        #: a list holding the next call's (caller stream, array) made ahead;
+        #: a list, since its pop() and append() are atomic: two threads
+        #: calling at once never take the same array. `kept` is what the
+        #: call keeps between calls once it keeps its temporaries: they, and
+        #: a big result made ahead.
         self.result_dtype = dtype if kind == "sort" else index_dtype
-        small = (self.key_bytes if kind == "sort" else self.index_bytes) <= AHEAD_RESULT_BYTES
-        self.ahead = [] if small else None
-        if small:
+        result_bytes = self.key_bytes if kind == "sort" else self.index_bytes
+        big = result_bytes > AHEAD_RESULT_BYTES
+        ahead = not big or (self.owns and temporaries + result_bytes <= share)
+        self.kept = temporaries + (result_bytes if big and ahead else 0)
+        self.ahead = [] if ahead else None
+        if ahead:
             _making_ahead.add(self)
 
     def __call__(self, a, out=None):
@@ -293,8 +309,11 @@ class PreparedCall:
     def _make_ahead(self, a, caller) -> None:
         """Make the next call's result array now, on `caller`'s stream. Out
         of memory, none is made (this call's result stands)."""
+        ahead = self.ahead
+        if ahead is None:  # _own, in another thread, found no room for it
+            return
         try:
-            self.ahead.append((caller, self.adapter.empty(a, self.shape, self.result_dtype)))
+            ahead.append((caller, self.adapter.empty(a, self.shape, self.result_dtype)))
         except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
             if not is_out_of_memory(exc):
                 raise
@@ -306,8 +325,12 @@ class PreparedCall:
         racing here each take a set, and the set dropped goes back to the
         pool, ordered on the device's stream as every freed block is.)"""
         with _owning_lock:
-            kept = sum(sum(call.plan.temporaries) for call in _owning)
-            if kept + sum(self.plan.temporaries) > state.total_memory * OWNED_TOTAL_SHARE:
+            room = state.total_memory * OWNED_TOTAL_SHARE - sum(call.kept for call in _owning)
+            temporaries = sum(self.plan.temporaries)
+            if self.kept > room and self.kept > temporaries:
+                self.kept, self.ahead = temporaries, None  # no room for a big result ahead
+                _making_ahead.discard(self)
+            if self.kept > room:
                 self.owns = False
                 return None
             owned = [state.allocate(size, "a prepared call's temporaries")

@@ -66,19 +66,21 @@ class OnesweepSort(SortPlugin):
     #: 2^18 45.0 -> 41.2. With the wide look-back (below), 2^20 keys in 512 x
     #: 16 tiles (128 tiles a pass, one per SM of an H100) took 59.6 / 71.9 us
     #: against 62.6 / 76.3 in 512 x 20 (103 tiles; H100, CUDA events, two
-    #: processes); from 2^21 on the 512 x 20 default is fastest
-    #: (docs/algorithms/onesweep.md).
-    SMALL_TILES = ((1 << 17, 384, 8, 0), (1 << 19, 384, 12, 0), (1 << 20, 512, 16, 3))
+    #: processes), and at 2^21 CUB prepared's time over ours went from 1.136 /
+    #: 1.155 to 1.225 / 1.232 (two processes); from 2^22 on the 512 x 20
+    #: default is fastest (docs/algorithms/onesweep.md).
+    SMALL_TILES = ((1 << 17, 384, 8, 0), (1 << 19, 384, 12, 0), (1 << 21, 512, 16, 3))
     #: Keys-only 4-byte sorts of at most this many keys look back 4 tiles
     #: at once: their passes have few enough tiles to all run at once, so a
     #: tile's look-back walks back over tiles that published their counts
     #: together, one dependent load a step. Measured on an H100 (uint32,
     #: CUDA events, two processes): 2^16 49.9 / 44.8 -> 48.0 / 42.1 us, 2^18
-    #: 62.6 / 54.7 -> 57.8 / 48.9, 2^20 79.2 / 76.2 -> 73.4 / 70.5; from 2^22
-    #: on it was 5-10% slower (the default tile's 40 registers then spill)
-    #: and a window of 2 no faster than 1. Other sorts keep 1 (not measured;
-    #: 8-byte keys' tiles spill with 4).
-    WIDE_LOOKBACK_UP_TO = 1 << 20
+    #: 62.6 / 54.7 -> 57.8 / 48.9, 2^20 79.2 / 76.2 -> 73.4 / 70.5, 2^21 in
+    #: 512 x 16 tiles as above; from 2^22 on it was 5-10% slower (the
+    #: default tile's 40 registers then spill; 512 x 16 tiles with 4 or 8 lost
+    #: to it by 3-10% at 2^22-2^26) and a window of 2 no faster than 1. Other
+    #: sorts keep 1 (not measured; 8-byte keys' tiles spill with 4).
+    WIDE_LOOKBACK_UP_TO = 1 << 21
 
     def size_config(self, config, dtype, value_bytes, n):
         """For keys-only 4-byte sorts: smaller tiles for small ones
