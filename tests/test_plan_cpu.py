@@ -697,6 +697,7 @@ def test_a_small_prepared_call_makes_its_next_result_ahead():
 
 def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls(monkeypatch):
     from cudasortkit.calls import prepared as prep
+    from cudasortkit.gpu import caches
 
     adapter = _StreamCaller()
     call = _ahead_call(adapter)
@@ -715,12 +716,6 @@ def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls(mon
     big(np.zeros(n, np.float32))
     big(np.zeros(n, np.float32))
     assert len(adapter.made) == 6 and big.ahead is None and big.owns  # one each call, none ahead
-    _clear_caches()
-
-
-def _clear_caches():
-    from cudasortkit.gpu import caches
-
     caches.clear_all()
 
 
@@ -730,8 +725,9 @@ def test_a_big_result_is_made_ahead_with_the_kept_temporaries_and_counts_with_th
     towards OWNED_TOTAL_SHARE, and where that has room for the temporaries
     alone, the call keeps them and makes no result ahead."""
     from cudasortkit.calls import prepared as prep
+    from cudasortkit.gpu import caches
 
-    _clear_caches()
+    caches.clear_all()
     adapter = _StreamCaller()
     n = prep.AHEAD_RESULT_BYTES // 4 + 1
     big = _ahead_call(adapter, n=n)
@@ -739,7 +735,7 @@ def test_a_big_result_is_made_ahead_with_the_kept_temporaries_and_counts_with_th
     assert len(adapter.made) == 2 and first is adapter.made[0] and big.kept == 64 + 4 * n
     second, _ = big(np.zeros(n, np.float32))
     assert second is adapter.made[1] and len(adapter.made) == 3 and big.temporaries is not None
-    _clear_caches()
+    caches.clear_all()
     monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", (64 + 4 * n - 1) / _Pool.total_memory)
     tight = _ahead_call(adapter, n=n)
     made = len(adapter.made)
@@ -747,7 +743,7 @@ def test_a_big_result_is_made_ahead_with_the_kept_temporaries_and_counts_with_th
     tight(np.zeros(n, np.float32))
     assert tight.temporaries is not None and tight.ahead is None and tight.kept == 64
     assert len(adapter.made) == made + 2   # one each call, none ahead
-    _clear_caches()
+    caches.clear_all()
 
 
 def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_none():

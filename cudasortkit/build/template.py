@@ -158,10 +158,7 @@ class Kernel:
             self.function.set_attribute(
                 state.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             if self.overlap_function is not None:
-                lib = libcuda.driver()
-                lib.check(lib.cuFuncSetAttribute(self.overlap_function,
-                                                 libcuda.FUNC_MAX_DYNAMIC_SHARED, shared),
-                          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+                libcuda.allow_dynamic_shared(self.overlap_function, shared)
             allowed = shared
         self.shared_allowed = allowed
 

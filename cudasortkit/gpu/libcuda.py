@@ -52,8 +52,7 @@ SIGNATURES = {
 
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 1, 2
-#: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-FUNC_MAX_DYNAMIC_SHARED = 8
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 class _LaunchAttribute(ctypes.Structure):
@@ -174,3 +173,11 @@ def module_function(module: int, name: str) -> int:
     lib.check(lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode()),
               f"cuModuleGetFunction({name!r})")
     return function.value
+
+
+def allow_dynamic_shared(function: int, nbytes: int) -> None:
+    """Let CUfunction `function` take up to `nbytes` of dynamic shared memory
+    a block (the opt-in above the default limit). CudaError if refused."""
+    lib = driver()
+    lib.check(lib.cuFuncSetAttribute(function, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
