@@ -5,6 +5,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit.calls.plan import Plan
+from cudasortkit.launch.plans import LaunchPlan as RealLaunchPlan
 
 
 class Device:
@@ -335,6 +336,8 @@ class _PlanWithoutGraph:
     def __init__(self, temporaries):
         self.temporaries, self.seen = temporaries, []
 
+    run_on = RealLaunchPlan.run_on  # the repeated call's path, on this fake's two methods
+
     def launch_graph(self, job, bases, stream=None):
         return False
 
@@ -422,6 +425,8 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
         graphs = {(0x42, 0x42, 0, 0, 0x500000)}   # the buffers a graph was captured for
         launched, replayed, streams = [], [], []
 
+        run_on = RealLaunchPlan.run_on
+
         def launch_graph(self, job, bases, stream=None):
             self.launched.append(bases)
             self.streams.append(stream)
@@ -487,6 +492,8 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
     class LaunchPlan:
         temporaries = (256,)
         streams = []
+
+        run_on = RealLaunchPlan.run_on
 
         def launch_graph(self, job, bases, stream=None):
             self.streams.append(stream)

@@ -77,3 +77,38 @@ def test_plugins_of_other_kinds_get_their_defaults_for_any_size():
             expected = plugin.default_config("float32", 0)
             assert registry.default_config(plugin, "float32", 0, 1 << 20) == expected
             assert registry.entries(group)[plugin.name].ok
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "float64", "int64"])
+def test_merge_sort_sorts_small_8_byte_keys_alone_in_smaller_tiles(dtype):
+    p = registry.plugins()["merge_sort"]
+    base = registry.default_config(p, dtype, 0)
+    assert registry.default_config(p, dtype, 0, 1024) == dict(base, block_size=256,
+                                                              items_per_thread=7)
+    assert registry.default_config(p, dtype, 0, 4096) == dict(base, block_size=128,
+                                                              items_per_thread=11)
+    assert registry.default_config(p, dtype, 0, 4097) == base
+    # with a payload, and for 4-byte keys: the defaults
+    assert registry.default_config(p, dtype, 8, 1024) == registry.default_config(p, dtype, 8)
+    assert registry.default_config(p, "uint32", 0, 1024) == registry.default_config(p, "uint32", 0)
+
+
+def test_auto_keeps_merge_sort_for_8_byte_keys_alone_up_to_2_18(monkeypatch):
+    """Declared priorities (nothing measured): merge_sort up to 2^15 keys for
+    every key type, and up to 2^18 for sorts of 8-byte keys alone."""
+    from cudasortkit.dispatch import select
+    from cudasortkit.sdk.plugin import Request
+
+    monkeypatch.setattr(select, "gpu_available", lambda: True)
+
+    def pick(kind, dtype, n, value_bytes=0):
+        request = Request(kind, dtype, n, value_bytes=value_bytes)
+        return select.DefaultPolicy().choose(request, select.usable(request)).plugin.name
+
+    for dtype in ("uint64", "float64"):
+        assert pick("sort", dtype, 1 << 16) == "merge_sort"
+        assert pick("sort", dtype, 1 << 18) == "merge_sort"
+        assert pick("sort", dtype, (1 << 18) + 1) != "merge_sort"
+        assert pick("argsort", dtype, 1 << 16, 8) != "merge_sort"
+    assert pick("sort", "uint32", 1 << 16) == "onesweep"
+    assert pick("sort", "uint32", 1 << 15) == "merge_sort"

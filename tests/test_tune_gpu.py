@@ -306,3 +306,44 @@ def test_auto_on_an_empty_cache_picks_the_issue_31_winners(tmp_cache):
         info = np.iinfo(dtype)
         b = _gpu(rng.integers(info.min, info.max, 1 << 24, dtype=dtype, endpoint=True))
         assert csk.explain(b).name == "onesweep", dtype
+
+
+@pytest.mark.parametrize("name", ["onesweep", "merge_sort", "bitonic"])
+@pytest.mark.parametrize("kind", ["sort", "argsort"])
+@pytest.mark.parametrize("n", [2, 4099, 70_001])
+def test_the_tuner_times_a_repeated_call_that_sorts(name, kind, n):
+    """What the tuner times of a replayable plugin is its launch plan
+    replayed as a prepared call replays it (tuning/replayed.py): that
+    replay sorts each input into the buffers it owns, the graph of each
+    input captured before any timing."""
+    from cudasortkit.tuning.replayed import ReplayedCall
+    from cudasortkit.tuning.tuner import Case
+
+    state = get_device()
+    plugin = registry.plugins()[name]
+    config = registry.default_config(plugin, "float32", 8 if kind == "argsort" else 0, n)
+    case = Case(state, kind, "float32", n, inputs=3)
+    try:
+        with case.runners({name: (plugin, config)}) as runs:
+            run = runs[name]
+            assert isinstance(run, ReplayedCall)
+            for i in (2, 0, 1):
+                keys_out, _, values_out = run.outputs
+                poisoned = np.full(n, np.nan, np.float32)
+                state.cuda.memcpy_htod(keys_out, poisoned)
+                launches = run.plan.graphs.launches
+                run(i)
+                assert run.plan.graphs.launches == launches + 1  # its graph, captured when settling
+                state.cuda.Context.synchronize()
+                h = case.hosts[i]
+                if kind == "sort":
+                    got = np.empty(n, np.float32)
+                    state.cuda.memcpy_dtoh(got, keys_out)
+                    np.testing.assert_array_equal(got, np.sort(h))
+                else:
+                    got = np.empty(n, np.int64)
+                    state.cuda.memcpy_dtoh(got, values_out)
+                    np.testing.assert_array_equal(h[got], np.sort(h))
+                    assert np.bincount(got, minlength=n).max() == 1
+    finally:
+        case.free()

@@ -4,6 +4,7 @@ nothing, a timer that answers at once). What it shows: one progress bar for
 the whole sweep, skips said once per plugin and reason, every entry measured
 at each tunable varied alone (no "defaults only"), and the plugins compared
 per cell in one process."""
+import contextlib
 import json
 import re
 import subprocess
@@ -59,6 +60,11 @@ class FakeCase:
 
     def run(self, plugin, config, i=0):
         FakeCase.events.append(("run", self, plugin.name, tuple(sorted(config.items()))))
+
+    @contextlib.contextmanager
+    def runners(self, contenders):
+        yield {name: (lambda plg, cfg: lambda i: self.run(plg, cfg, i))(plugin, config)
+               for name, (plugin, config) in contenders.items()}
 
     def intact(self):
         return True

@@ -196,6 +196,9 @@ class Fake:
     def priority_for(self, n):
         return self.priority
 
+    def priority_for_request(self, request):
+        return self.priority
+
     def priority_for_segments(self, segments):
         return self.priority
 

@@ -271,14 +271,8 @@ class PreparedCall:
             # to free: the temporaries are owned), on the legacy default
             # stream itself when that is the caller's (no crossing from our
             # stream into it: microseconds of GPU latency), else on ours.
-            if owned is None or not self.plan.launch_graph(
-                    self.job, (keys_in, keys_out, values_in, values_out, *owned),
-                    LEGACY if caller == LEGACY else None):
-                job = self.job.rebound(keys_in, keys_out, values_in, values_out)
-                try:
-                    self.plan.replay(job, owned)  # None: it takes them from the pool
-                finally:
-                    job.finish()
+            self.plan.run_on(self.job, (keys_in, keys_out, values_in, values_out), owned,
+                             LEGACY if caller == LEGACY else None)
         finally:
             free_all(temporaries)
             if joins:

@@ -81,10 +81,11 @@ def _serving(request: Request, plugins: dict) -> dict:
 
 
 def priority_of(plugin, request: Request) -> int:
-    """A plugin's declared priority for `request`: by its size, or for a
-    segmented request by its longest segment (SortPlugin.segment_priorities)."""
+    """A plugin's declared priority for `request`: by its size (and what
+    else SortPlugin.priority_for_request weighs), or for a segmented
+    request by its longest segment (SortPlugin.segment_priorities)."""
     if request.segments is None:
-        return plugin.priority_for(request.n)
+        return plugin.priority_for_request(request)
     return plugin.priority_for_segments(request.segments)
 
 

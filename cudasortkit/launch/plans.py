@@ -65,8 +65,12 @@ def rows_of(request):
     recorded (their lengths are data), so they have no such key."""
     if request is None or request.segments is None:
         return None
-    segments = request.segments
-    return (request.kind, segments.count, segments.row_len)
+    return rows_key(request.kind, request.segments)
+
+
+def rows_key(kind: str, segments) -> tuple:
+    """rows_of's key of uniform rows `segments` sorted as `kind`."""
+    return (kind, segments.count, segments.row_len)
 
 
 def select_key(plugin, job) -> tuple:
@@ -230,6 +234,23 @@ class LaunchPlan:
         names plugin and config if the launch fails, so a caller owning its
         temporaries needs no Job per call."""
         return self.graphs.launch(bases, job, stream)
+
+    def run_on(self, job, buffers: tuple, temporaries: tuple | None,
+               stream: int | None = None) -> None:
+        """Run the plan as a repeated call does, on `buffers` (keys_in,
+        keys_out, values_in, values_out): the graph of these buffers and
+        `temporaries` (addresses the caller owns) where one was captured,
+        launched on `stream` as launch_graph does; else a replay on `job`
+        rebound to the buffers, which captures where due (temporaries None:
+        taken from the pool and freed after). `job` is a template Job of
+        the plan's shape (Job.rebound), so no Job is built per call."""
+        if temporaries is not None and self.launch_graph(job, (*buffers, *temporaries), stream):
+            return
+        bound = job.rebound(*buffers)
+        try:
+            self.replay(bound, temporaries)
+        finally:
+            bound.finish()
 
     def replay(self, job, temporaries: tuple | None = None) -> None:
         """Issue the recorded work for `job`'s buffers, as one graph launch

@@ -196,6 +196,12 @@ class SortPlugin:
                 return priority
         return self.priority
 
+    def priority_for_request(self, request) -> int:
+        """The declared priority for a one-array request: priority_for(n).
+        A plugin whose standing depends on more than the size (the key
+        type, the payload) overrides this."""
+        return self.priority_for(request.n)
+
     def priority_for_segments(self, segments) -> int:
         """The declared priority for a segmented request (`segment_priorities`
         by the longest segment, then `priority`)."""

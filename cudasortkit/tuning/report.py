@@ -23,7 +23,7 @@ class _Fake:
     def priority_for(self, n):
         return float("inf")
 
-    priority_for_segments = priority_for
+    priority_for_segments = priority_for_request = priority_for
 
 
 def _plugins_in(table: dict) -> dict:

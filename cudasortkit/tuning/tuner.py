@@ -20,6 +20,7 @@ config at a time, with nothing else on the GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -33,6 +34,7 @@ from ..dtypes import is_bfloat16, itemsize, numpy_dtype
 from ..errors import PluginError
 from ..sdk.plugin import config_is_valid
 from .policy import OP_SHAPE
+from .replayed import SETTLE_RUNS, replayed_call
 
 VALUE_DTYPES = {4: np.int32, 8: np.int64}
 
@@ -119,11 +121,16 @@ class Case:
     axis, for the segmented plugins). With `shared` (Inputs of this dtype
     and at least n keys) the inputs are its first n keys, else its own.
 
-    Runs go through cudasortkit.execute.run_plugin: the same path as a public
-    call on a device array (result allocation, argsort's index setup, the
-    final synchronization), so a plugin's host-side costs count in its time
-    just as they count for the caller. Comparing plugins by device time
-    alone had auto pick ones that lost by 1.4x at 2^16-2^18 keys.
+    Checking runs go through cudasortkit.execute.run_plugin: the same path
+    as a public call on a device array (result allocation, argsort's index
+    setup, the final synchronization). Timed runs (`runners`) are the way
+    a repeated call runs (tuning/replayed.py): a replayable plugin's launch
+    plan replayed as a prepared call replays it, anything else through
+    run_plugin, so a plugin's host-side costs count in its time just as
+    they count for the caller. Comparing plugins by device time alone had
+    auto pick ones that lost by 1.4x at 2^16-2^18 keys, before launch
+    plans; the general path's host time then had it pick radix over
+    onesweep at 2^14, where repeated calls took 0.05 and 0.036 ms.
 
     NumPy's answer for input 0 is computed once (expected), so checking a
     config costs one download and one comparison. `verified` holds each
@@ -197,6 +204,44 @@ class Case:
         self.result = None  # the previous result's buffers go back to the pool first
         self.result = run_plugin(plugin, config, self.kind, self.keys[i], self.values,
                                  segments=self.segments)
+
+    @contextlib.contextmanager
+    def runners(self, contenders: dict):
+        """name -> run(i) for `contenders` (name -> (plugin, config)), each
+        timed the way a repeated call of it runs (replayed_call, else
+        run()), settled: every input run SETTLE_RUNS times, so that no
+        timing includes a recording or a graph's capture. The replayed
+        calls' buffers go back when the block ends; short of memory for
+        them, every contender runs through run() instead."""
+        from ..gpu.device import is_out_of_memory
+
+        replayed = {}
+        try:
+            try:
+                for name, (plugin, config) in contenders.items():
+                    self.run(plugin, config, 0)  # records the shape's plan
+                    self.result = None
+                    replayed[name] = replayed_call(self, plugin, config)
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                for call in replayed.values():
+                    if call is not None:
+                        call.free()
+                replayed = {}
+            runs = {name: replayed.get(name) or
+                    (lambda plg, cfg: lambda i: self.run(plg, cfg, i))(plugin, config)
+                    for name, (plugin, config) in contenders.items()}
+            for _ in range(SETTLE_RUNS):
+                for run in runs.values():
+                    for i in range(len(self.keys)):
+                        run(i)
+            yield runs
+        finally:
+            for call in replayed.values():
+                if call is not None:
+                    call.free()
+            self.result = None
 
     def outcome(self, plugin, config) -> str | None:
         """Run `config` once on input 0 and say why its result is wrong, or
@@ -390,8 +435,9 @@ class Tuner:
         from ..gpu.timing import time_gpu
 
         try:
-            stats = time_gpu(lambda i: case.run(plugin, config, i), inputs=len(case.keys),
-                             warmup=self.warmup, repeats=self.repeats)
+            with case.runners({plugin.name: (plugin, config)}) as runs:
+                stats = time_gpu(runs[plugin.name], inputs=len(case.keys),
+                                 warmup=self.warmup, repeats=self.repeats)
         except Exception as exc:
             raise Rejected(_short(exc)) from exc
         return float(stats["median_ms"])
@@ -504,9 +550,9 @@ class Tuner:
             # only a config that still wins there replaces the default.
             t0 = time.monotonic()
             try:
-                won = race({"best": lambda i: case.run(plugin, best_cfg, i),
-                            "default": lambda i: case.run(plugin, default, i)},
-                           inputs=len(case.keys), rounds=3, repeats=self.repeats)
+                with case.runners({"best": (plugin, best_cfg),
+                                   "default": (plugin, default)}) as runs:
+                    won = race(runs, inputs=len(case.keys), rounds=3, repeats=self.repeats)
                 best_ms, default_ms = won["best"], won["default"]
                 entry["confirmed"] = True
             except Exception:  # the sweep's own numbers stand
@@ -522,16 +568,17 @@ class Tuner:
         config) timed again in alternating rounds (race). Returns (name ->
         ms, name -> why it was left out)."""
         self.verify_all(case, list(best.values()))
-        runners, left_out = {}, {}
+        contenders, left_out = {}, {}
         for name, (plugin, config) in sorted(best.items()):
             reason = self.outcome(plugin, case, config)
             if reason is not None:
                 left_out[name] = reason
                 continue
-            runners[name] = (lambda plg, cfg: lambda i: case.run(plg, cfg, i))(plugin, config)
-        if len(runners) < 2:
+            contenders[name] = (plugin, config)
+        if len(contenders) < 2:
             return {}, left_out
-        return race(runners, inputs=len(case.keys), rounds=rounds, repeats=self.repeats), left_out
+        with case.runners(contenders) as runs:
+            return race(runs, inputs=len(case.keys), rounds=rounds, repeats=self.repeats), left_out
 
 
 def race(runners: dict, *, inputs: int, rounds: int = 3, repeats: int = 10,
