@@ -282,3 +282,24 @@ def test_replayed_sorts_run_as_graphs_whose_passes_overlap(n, rng):
         kernels = [op.kernel for p in plans for op in p.ops if getattr(op, "kernel", None)]
         assert all(k.overlap_function for k in kernels
                    if k.name in ("onesweep_pass", "onesweep_histogram"))
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "float32", "uint64", "int16"])
+def test_evict_last_stores_sort_alike(dtype, rng):
+    """Keys stored under the L2 evict-last policy (the default for 4-byte
+    keys alone past EVICT_LAST_ABOVE keys) sort as plain stores do; 2-byte
+    keys store plainly whatever the config."""
+    cupy = _cupy()
+    config = dict(_plugin().default_config(dtype), evict_last=1)
+    _check_exact(make_keys("uniform", dtype, 300_007, rng), True, config)
+    a = make_keys("special", dtype, 300_007, rng)
+    keys, _ = _run(cupy.asarray(a), config)  # keys alone: the production path
+    assert_keys_equal(keys, np.sort(a), f"{dtype} keys alone, evict-last stores")
+
+
+def test_a_sort_past_evict_last_above_stores_evict_last_and_sorts(rng):
+    cupy = _cupy()
+    n = _plugin().EVICT_LAST_ABOVE + 5
+    assert registry.default_config(_plugin(), "float32", 0, n)["evict_last"] == 1
+    a = make_keys("uniform", "float32", n, rng)
+    assert_keys_equal(csk.sort(cupy.asarray(a), algorithm=NAME), np.sort(a), "2^22+5 float32")

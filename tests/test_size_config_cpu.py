@@ -112,3 +112,13 @@ def test_auto_keeps_merge_sort_for_8_byte_keys_alone_up_to_2_18(monkeypatch):
         assert pick("argsort", dtype, 1 << 16, 8) != "merge_sort"
     assert pick("sort", "uint32", 1 << 16) == "onesweep"
     assert pick("sort", "uint32", 1 << 15) == "merge_sort"
+
+
+def test_onesweep_stores_evict_last_only_past_the_l2():
+    p = registry.plugins()["onesweep"]
+    past = p.EVICT_LAST_ABOVE + 1
+    for dtype in ("uint32", "float32", "int32"):
+        assert registry.default_config(p, dtype, 0, past)["evict_last"] == 1
+        assert registry.default_config(p, dtype, 0, p.EVICT_LAST_ABOVE)["evict_last"] == 0
+    assert registry.default_config(p, "uint32", 8, past)["evict_last"] == 0   # with values
+    assert registry.default_config(p, "uint64", 0, past)["evict_last"] == 0   # not measured
