@@ -349,12 +349,16 @@ def register_variant(spec: str) -> str:
     name = "_".join(label)
 
     def default_config(self, dtype=None, value_bytes=0):
-        # The spec wins over the plugin's own per-dtype defaults too.
+        # The spec wins over the plugin's own per-dtype defaults too,
         return {**cls.default_config(self, dtype, value_bytes), **settings}
+
+    def size_config(self, config, dtype, value_bytes, n):
+        # and over its per-size ones.
+        return {**cls.size_config(self, config, dtype, value_bytes, n), **settings}
 
     registry.register(type(cls.__name__ + "Variant", (cls,),
                            {"name": name, "tunables": tunables, "default_config": default_config,
-                            "__module__": cls.__module__}))
+                            "size_config": size_config, "__module__": cls.__module__}))
     return name
 
 
