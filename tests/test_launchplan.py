@@ -464,20 +464,33 @@ def test_no_graphs_while_every_launch_waits(graph_driver, monkeypatch):
     assert launchplan.graphs_held() == 0
 
 
-def test_a_plan_whose_buffers_keep_changing_stops_capturing(graph_driver):
+def test_a_plan_whose_buffers_keep_changing_stops_capturing_until_its_graphs_pay(graph_driver):
+    """Past CAPTURES_BEFORE_CHECK captures, one more for every
+    LAUNCHES_PER_CAPTURE graph launches: new buffers every call stop being
+    captured after a few, and launches of the graphs held let capturing
+    go on (it never turns off for good)."""
     plugin = FakeSort()
     recorded, _ = run_job(plugin)
-    captures = 0
-    for i in range(2 * graphs.CAPTURES_BEFORE_CHECK):
+
+    def new_buffers(i):
         out = 0x40000000 + i * 0x1000000
         run_job(plugin, keys_out=out)
-        issued, _ = run_job(plugin, keys_out=out)  # seen twice: captured, unless graphs are off
-        captures += issued[0][0] == "begin capture"
-    assert captures == graphs.CAPTURES_BEFORE_CHECK  # each graph ran once: not worth it
-    assert "change too often" in launchplan.recorded(
-        0, plugin, "uint32", 1000, 0, {"block_size": 128}, False, has_values_in=False,
-        has_values_out=False).graphs.off
-    assert launchplan.graphs_held() == graphs.MAX_GRAPHS
+        issued, _ = run_job(plugin, keys_out=out)  # seen twice: captured if paid for
+        return issued[0][0] == "begin capture"
+
+    # each capture launches its graph once: c captures pay for c // 4 more
+    captured = [new_buffers(i) for i in range(3 * graphs.CAPTURES_BEFORE_CHECK)]
+    extra = graphs.CAPTURES_BEFORE_CHECK // (graphs.LAUNCHES_PER_CAPTURE - 1)
+    assert sum(captured) == graphs.CAPTURES_BEFORE_CHECK + extra
+    assert not any(captured[graphs.CAPTURES_BEFORE_CHECK + extra:])
+    plan = launchplan.recorded(0, plugin, "uint32", 1000, 0, {"block_size": 128}, False,
+                               has_values_in=False, has_values_out=False)
+    assert plan.graphs.off is None
+    last = 0x40000000 + (graphs.CAPTURES_BEFORE_CHECK + extra - 1) * 0x1000000
+    for _ in range(graphs.LAUNCHES_PER_CAPTURE):  # a held graph launched again pays for one
+        assert run_job(plugin, keys_out=last)[0][0][0] == "graph"
+    assert new_buffers(100)
+    assert not new_buffers(101)
 
 
 def test_a_failing_graph_launch_names_plugin_and_config(graph_driver, monkeypatch):
