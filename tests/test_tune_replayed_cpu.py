@@ -173,3 +173,11 @@ def test_runners_short_of_memory_time_every_contender_through_the_general_path(m
         assert "freed" in calls
         runs["onesweep"](2)
         assert case.general[-1] == ("onesweep", 2)
+
+
+def test_a_replayed_call_short_of_memory_gives_back_what_it_took(plan):
+    plugin = registry.plugins()["onesweep"]
+    state = State(room=4000 + 4096 + 100)  # the result and one temporary, not the second
+    with pytest.raises(MemoryError):
+        replayed.replayed_call(_case(state=state), plugin, plugin.default_config("float32"))
+    assert len(state.taken) == 2 and sorted(state.freed) == sorted(b for b, _ in state.taken)

@@ -32,6 +32,7 @@ class MergeSort(TiledSortPlugin):
     #: msd_local up to this many keys (H100, per call: 2^16 1.3x, 2^18
     #: 1.06-1.07x; from 2^20 onesweep and msd_local lead).
     WIDE_KEYS_UP_TO = 1 << 18
+    WIDE_KEYS_PRIORITY = 15
     #: Sorts of 8-byte keys alone of at most max_keys keys default to
     #: (max_keys, block_size, items_per_thread): a tile that wastes less on
     #: padding and merges fewer items a thread (H100, per call, 1,024 keys:
@@ -55,7 +56,7 @@ class MergeSort(TiledSortPlugin):
     def priority_for_request(self, request) -> int:
         if _wide_keys_alone(request.kind, request.dtype, request.value_bytes) \
                 and request.n <= self.WIDE_KEYS_UP_TO:
-            return self.priorities[0][1]
+            return self.WIDE_KEYS_PRIORITY
         return self.priority_for(request.n)
 
     def size_config(self, config, dtype, value_bytes, n):

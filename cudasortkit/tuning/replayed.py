@@ -47,15 +47,19 @@ class ReplayedCall:
         self.iota = case.kind == "argsort" and not plugin.makes_indices
         self._bufs = []
         n = max(case.n, 1)
-        keys_out = self._allocate(n * itemsize(case.dtype), "sorted keys")
-        values_in = values_out = 0
-        if case.kind == "argsort":
-            values_out = self._allocate(n * self.index_bytes, "argsort indices")
-            if self.iota:
-                values_in = self._allocate(n * self.index_bytes, "argsort's input indices")
+        try:
+            keys_out = self._allocate(n * itemsize(case.dtype), "sorted keys")
+            values_in = values_out = 0
+            if case.kind == "argsort":
+                values_out = self._allocate(n * self.index_bytes, "argsort indices")
+                if self.iota:
+                    values_in = self._allocate(n * self.index_bytes, "argsort's input indices")
+            self.temporaries = tuple(self._allocate(size, "temporaries")
+                                     for size in plan.temporaries)
+        except BaseException:  # out of memory part way: give back what was taken
+            self.free()
+            raise
         self.outputs = (keys_out, values_in, values_out)
-        self.temporaries = tuple(self._allocate(size, "temporaries")
-                                 for size in plan.temporaries)
         self.job = Job(plugin, state, dtype=case.dtype, n=case.n, keys_in=0, keys_out=0,
                        value_bytes=case.value_bytes, descending=False, config=config)
 

@@ -56,10 +56,11 @@
 #ifndef PERSISTENT_PASS
 #define PERSISTENT_PASS 0
 #endif
-// Predecessors' status words a digit's look-back loads at once (os_look_back).
+// Whether a pass stores its keys under an L2 evict-last policy (os_store_key).
 #ifndef EVICT_LAST
 #define EVICT_LAST 0
 #endif
+// Predecessors' status words a digit's look-back loads at once (os_look_back).
 #ifndef LOOKBACK_WINDOW
 #define LOOKBACK_WINDOW 1
 #endif
