@@ -508,9 +508,11 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
 
 
 def test_prepared_calls_keep_at_most_owned_total_share(monkeypatch):
-    """Past OWNED_TOTAL_SHARE of the device's memory kept by all prepared calls, a call takes its
-    temporaries from the pool on each call instead of keeping them; a call
-    dropped (its decision moved) keeps nothing any more."""
+    """Past OWNED_TOTAL_SHARE of the device's memory kept by all prepared
+    calls, the call used least recently gives its temporaries back (and
+    takes them again on its next call), so the calls in use keep theirs; a
+    call whose temporaries alone exceed the share takes them from the pool
+    on each call; a call dropped (its decision moved) keeps nothing any more."""
     import gc
 
     from cudasortkit.calls import prepared as prep
@@ -518,16 +520,26 @@ def test_prepared_calls_keep_at_most_owned_total_share(monkeypatch):
 
     caches.clear_all()  # no call keeps anything
     state = _Pool()
-    monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", 6000 / state.total_memory)
-    calls = [_prepared_sort(state, _PlanWithoutGraph((4096,))) for _ in range(2)]
-    for _ in range(2):
-        for c in calls:
+    monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", 10000 / state.total_memory)
+    calls = [_prepared_sort(state, _PlanWithoutGraph((4096,))) for _ in range(3)]
+    for c in calls[:2]:
+        for _ in range(2):
             c(np.zeros(8, np.float32))
     first = calls[0].plan.seen
-    assert first[0] == first[1] and calls[0].temporaries is not None   # kept: 4096 <= 6000
-    assert calls[1].temporaries is None and not calls[1].owns           # 8192 > 6000: per call
-    assert (state.taken, state.freed) == (3, 2)
-    del calls[0], first
+    assert first[0] == first[1] and calls[0].temporaries is not None   # kept: 8192 <= 10000
+    assert calls[1].temporaries is not None and (state.taken, state.freed) == (2, 0)
+    calls[0](np.zeros(8, np.float32))  # calls[1] is now the least recently used
+    calls[2](np.zeros(8, np.float32))  # 12288 > 10000: calls[1] gives its set back
+    assert calls[1].temporaries is None and calls[1].owns
+    assert calls[0].temporaries is not None and calls[2].temporaries is not None
+    assert (state.taken, state.freed) == (3, 1)
+    calls[1](np.zeros(8, np.float32))  # takes a set again; calls[0] gives its back
+    assert calls[1].temporaries is not None and calls[0].temporaries is None
+    assert (state.taken, state.freed) == (4, 2)
+    huge = _prepared_sort(state, _PlanWithoutGraph((20000,)))
+    huge(np.zeros(8, np.float32))  # alone past the share: from the pool, nobody gives back
+    assert huge.temporaries is None and not huge.owns and calls[1].temporaries is not None
+    del calls[:], first
     gc.collect()
     again = _prepared_sort(state, _PlanWithoutGraph((4096,)))
     again(np.zeros(8, np.float32))

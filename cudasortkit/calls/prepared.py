@@ -25,6 +25,7 @@ the rows' shape (launchplan.rows_of).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 
@@ -57,11 +58,15 @@ MAX_CALLS = 1024
 #: here, they go back to it when memory runs short (caches.release_kept).
 OWN_TEMPORARIES_SHARE = 1 / 128
 #: All prepared calls together keep at most this share of the device's
-#: memory; past it a new call takes its temporaries from the pool on each
-#: call. Memory kept here is per process, and several processes often share
-#: a GPU (pytest-xdist workers, Dask workers, notebooks), where one cannot
-#: take back what another keeps: 1/128 is 640 MB of an 80 GB H100, the
-#: temporaries of one 2^27-key sort of 4-byte keys.
+#: memory; past it the calls used least recently give theirs back (to take
+#: them again on their next call) until a new one fits. Memory kept here is
+#: per process, and several processes often share a GPU (pytest-xdist
+#: workers, Dask workers, notebooks), where one cannot take back what
+#: another keeps: 1/128 is 640 MB of an 80 GB H100, the temporaries of one
+#: 2^27-key sort of 4-byte keys. (First come, first kept, a process that
+#: had sorted 2^24-2^26 keys once kept that memory while its later calls of
+#: 2^20-2^22 keys took theirs from the pool on every call: 15-20% slower,
+#: H100, session 18.)
 OWNED_TOTAL_SHARE = 1 / 128
 #: A prepared call makes the result array of its next call right after it
 #: launched this call's work, while the GPU runs it, so that a call starts
@@ -82,6 +87,9 @@ AHEAD_RESULT_BYTES = 256 << 10
 #: decision moved, leaves the set and its blocks go back to the pool).
 _owning = weakref.WeakSet()
 _owning_lock = threading.RLock()  # taken again where memory runs short inside _own
+#: Numbers a call's uses in order (PreparedCall.last_use), for giving back
+#: the least recently used call's temporaries first.
+_uses = itertools.count()
 
 
 def _release_owned() -> None:
@@ -199,7 +207,7 @@ class PreparedCall:
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
                  "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
-                 "strides", "result_dtype", "ahead", "kept", "__weakref__")
+                 "strides", "result_dtype", "ahead", "kept", "last_use", "__weakref__")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -234,6 +242,7 @@ class PreparedCall:
         ahead = not big or (self.owns and temporaries + result_bytes <= share)
         self.kept = temporaries + (result_bytes if big and ahead else 0)
         self.ahead = [] if ahead else None
+        self.last_use = 0
         if ahead:
             _making_ahead.add(self)
 
@@ -263,6 +272,7 @@ class PreparedCall:
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
+            self.last_use = next(_uses)
             owned = self.temporaries
             if owned is None and self.owns:
                 owned = self._own(state)
@@ -314,24 +324,49 @@ class PreparedCall:
 
     def _own(self, state) -> tuple | None:
         """Take the temporaries this call keeps; their addresses, or None
-        when the calls keep OWNED_TOTAL_SHARE of the device's memory already
-        (this call then takes them from the pool on each call). (Two threads
-        racing here each take a set, and the set dropped goes back to the
-        pool, ordered on the device's stream as every freed block is.)"""
+        when they alone exceed OWNED_TOTAL_SHARE of the device's memory
+        (this call then takes them from the pool on each call). Calls used
+        less recently give theirs back until this one fits (_make_room).
+        (Two threads racing here each take a set, and the set dropped goes
+        back to the pool, ordered on the device's stream as every freed
+        block is.)"""
         with _owning_lock:
-            room = state.total_memory * OWNED_TOTAL_SHARE - sum(call.kept for call in _owning)
+            budget = state.total_memory * OWNED_TOTAL_SHARE
             temporaries = sum(self.plan.temporaries)
-            if self.kept > room and self.kept > temporaries:
-                self.kept, self.ahead = temporaries, None  # no room for a big result ahead
+            if self.kept > budget and self.kept > temporaries:
+                self.kept, self.ahead = temporaries, None  # never room for a big result ahead
                 _making_ahead.discard(self)
-            if self.kept > room:
+            if self.kept > budget:
                 self.owns = False
                 return None
+            _make_room(self.kept, budget)
             owned = [state.allocate(size, "a prepared call's temporaries")
                      for size in self.plan.temporaries]
             self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
             _owning.add(self)
         return self.temporaries
+
+    def give_back(self) -> None:
+        """Give back the temporaries this call keeps, and a big result made
+        ahead; its next call takes them again (_own)."""
+        with _owning_lock:
+            owned, self.owned, self.temporaries = self.owned, None, None
+            _owning.discard(self)
+            if self.ahead:
+                self.ahead.clear()
+        for buf in owned or ():
+            buf.free()
+
+
+def _make_room(nbytes: int, budget: float) -> None:
+    """Let the calls keeping temporaries give them back, least recently used
+    first, until `nbytes` more fit `budget` (caller holds _owning_lock)."""
+    kept = sum(call.kept for call in _owning)
+    for call in sorted(_owning, key=lambda c: c.last_use):
+        if kept + nbytes <= budget:
+            return
+        kept -= call.kept
+        call.give_back()
 
 
 class PreparedCalls:
