@@ -100,10 +100,7 @@ def _release_owned() -> None:
     The blocks go back to the pool, ordered on the device's stream."""
     with _owning_lock:
         for call in list(_owning):
-            owned, call.owned, call.temporaries = call.owned, None, None
-            for buf in owned or ():
-                buf.free()
-        _owning.clear()
+            call.give_back()
 
 
 caches.register_kept(_release_owned)

@@ -216,6 +216,13 @@ class Case:
         from ..gpu.device import is_out_of_memory
 
         replayed = {}
+
+        def free_replayed():
+            for call in replayed.values():
+                if call is not None:
+                    call.free()
+            replayed.clear()
+
         try:
             try:
                 for name, (plugin, config) in contenders.items():
@@ -225,10 +232,7 @@ class Case:
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
-                for call in replayed.values():
-                    if call is not None:
-                        call.free()
-                replayed = {}
+                free_replayed()
             runs = {name: replayed.get(name) or
                     (lambda plg, cfg: lambda i: self.run(plg, cfg, i))(plugin, config)
                     for name, (plugin, config) in contenders.items()}
@@ -238,9 +242,7 @@ class Case:
                         run(i)
             yield runs
         finally:
-            for call in replayed.values():
-                if call is not None:
-                    call.free()
+            free_replayed()
             self.result = None
 
     def outcome(self, plugin, config) -> str | None:
