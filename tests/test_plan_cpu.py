@@ -6,6 +6,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit.calls.plan import Plan
 from cudasortkit.launch.plans import LaunchPlan as RealLaunchPlan
+from cudasortkit.calls import kept
 
 
 class Device:
@@ -363,7 +364,6 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
     addresses every call: no pool traffic, one graph); bigger ones than
     OWN_TEMPORARIES_SHARE of the device's memory come from the pool on each
     call and go back."""
-    from cudasortkit.calls import prepared as prep
     from cudasortkit.gpu import caches
 
     caches.clear_all()  # no call keeps anything
@@ -374,12 +374,12 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
         small(np.zeros(8, np.float32))
     assert plan.seen[0] == plan.seen[1] == plan.seen[2] and len(plan.seen[0]) == 2
     assert (state.taken, state.freed) == (2, 0)  # taken once, kept
-    big = _prepared_sort(state, _PlanWithoutGraph((int(state.total_memory * prep.OWN_TEMPORARIES_SHARE) + 1,)))
+    big = _prepared_sort(state, _PlanWithoutGraph((int(state.total_memory * kept.OWN_TEMPORARIES_SHARE) + 1,)))
     big(np.zeros(8, np.float32))
     big(np.zeros(8, np.float32))
     assert (state.taken, state.freed) == (4, 2)  # one a call, back to the pool after it
     caches.clear_all()  # (before a context goes, at exit): kept temporaries go back
-    assert (state.taken, state.freed) == (4, 4) and small.temporaries is None
+    assert (state.taken, state.freed) == (4, 4) and small.kept.temporaries is None
     small(np.zeros(8, np.float32))  # and the next call takes a set anew
     assert (state.taken, state.freed) == (6, 4)
 
@@ -515,35 +515,58 @@ def test_prepared_calls_keep_at_most_owned_total_share(monkeypatch):
     on each call; a call dropped (its decision moved) keeps nothing any more."""
     import gc
 
-    from cudasortkit.calls import prepared as prep
     from cudasortkit.gpu import caches
 
     caches.clear_all()  # no call keeps anything
     state = _Pool()
-    monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", 10000 / state.total_memory)
+    monkeypatch.setattr(kept, "OWNED_TOTAL_SHARE", 10000 / state.total_memory)
     calls = [_prepared_sort(state, _PlanWithoutGraph((4096,))) for _ in range(3)]
     for c in calls[:2]:
         for _ in range(2):
             c(np.zeros(8, np.float32))
     first = calls[0].plan.seen
-    assert first[0] == first[1] and calls[0].temporaries is not None   # kept: 8192 <= 10000
-    assert calls[1].temporaries is not None and (state.taken, state.freed) == (2, 0)
+    assert first[0] == first[1] and calls[0].kept.temporaries is not None   # kept: 8192 <= 10000
+    assert calls[1].kept.temporaries is not None and (state.taken, state.freed) == (2, 0)
     calls[0](np.zeros(8, np.float32))  # calls[1] is now the least recently used
     calls[2](np.zeros(8, np.float32))  # 12288 > 10000: calls[1] gives its set back
-    assert calls[1].temporaries is None and calls[1].owns
-    assert calls[0].temporaries is not None and calls[2].temporaries is not None
+    assert calls[1].kept.temporaries is None and calls[1].kept.owns
+    assert calls[0].kept.temporaries is not None and calls[2].kept.temporaries is not None
     assert (state.taken, state.freed) == (3, 1)
     calls[1](np.zeros(8, np.float32))  # takes a set again; calls[0] gives its back
-    assert calls[1].temporaries is not None and calls[0].temporaries is None
+    assert calls[1].kept.temporaries is not None and calls[0].kept.temporaries is None
     assert (state.taken, state.freed) == (4, 2)
     huge = _prepared_sort(state, _PlanWithoutGraph((20000,)))
     huge(np.zeros(8, np.float32))  # alone past the share: from the pool, nobody gives back
-    assert huge.temporaries is None and not huge.owns and calls[1].temporaries is not None
+    assert huge.kept.temporaries is None and not huge.kept.owns and calls[1].kept.temporaries is not None
     del calls[:], first
     gc.collect()
     again = _prepared_sort(state, _PlanWithoutGraph((4096,)))
     again(np.zeros(8, np.float32))
-    assert again.temporaries is not None
+    assert again.kept.temporaries is not None
+    caches.clear_all()
+
+
+def test_prepared_calls_of_one_launch_plan_share_what_they_keep(monkeypatch):
+    """Two prepared calls of one launch plan and result (auto's and one
+    naming the plugin, say) keep one set of temporaries between them: with
+    room in OWNED_TOTAL_SHARE for one set, alternating calls take it once
+    and never from each other; a call of another plan keeps its own."""
+    from cudasortkit.gpu import caches
+
+    caches.clear_all()
+    state = _Pool()
+    monkeypatch.setattr(kept, "OWNED_TOTAL_SHARE", 5000 / state.total_memory)
+    plan = _PlanWithoutGraph((4096,))
+    auto, by_name = _prepared_sort(state, plan), _prepared_sort(state, plan)
+    assert auto.kept is by_name.kept
+    for _ in range(3):
+        auto(np.zeros(8, np.float32))
+        by_name(np.zeros(8, np.float32))
+    assert len(set(plan.seen)) == 1 and (state.taken, state.freed) == (1, 0)
+    other = _prepared_sort(state, _PlanWithoutGraph((4096,)))
+    assert other.kept is not auto.kept
+    other(np.zeros(8, np.float32))   # no room for two sets: the shared one goes back
+    assert auto.kept.temporaries is None and (state.taken, state.freed) == (2, 1)
     caches.clear_all()
 
 
@@ -633,9 +656,9 @@ def test_a_shape_decided_again_the_same_way_keeps_its_prepared_call(monkeypatch)
     key = ("sort", np.ndarray, a.dtype, a.shape, False, False, "auto", prep.INDEX_DTYPE)
     note(config)
     first = calls._calls[key]
-    first.temporaries = (0x100,)  # as after its first call
+    first.kept.temporaries = (0x100,)  # as after its first call
     note(dict(config))
-    assert calls._calls[key] is first and first.temporaries == (0x100,)
+    assert calls._calls[key] is first and first.kept.temporaries == (0x100,)
     assert first.memo.uses == 64 and first.stamps == calls.stamps()
     note(dict(config, warp_match=1 - config.get("warp_match", 0)))
     assert calls._calls[key] is not first
@@ -651,11 +674,11 @@ def test_kept_temporaries_go_back_to_the_pool_when_memory_runs_short():
     state = _Pool()
     call = _prepared_sort(state, _PlanWithoutGraph((4096, 256)))
     call(np.zeros(8, np.float32))
-    assert call.temporaries is not None and (state.taken, state.freed) == (2, 0)
+    assert call.kept.temporaries is not None and (state.taken, state.freed) == (2, 0)
     caches.release_kept()
-    assert call.temporaries is None and (state.taken, state.freed) == (2, 2)
+    assert call.kept.temporaries is None and (state.taken, state.freed) == (2, 2)
     call(np.zeros(8, np.float32))
-    assert call.temporaries is not None and (state.taken, state.freed) == (4, 2)
+    assert call.kept.temporaries is not None and (state.taken, state.freed) == (4, 2)
     caches.clear_all()
 
 
@@ -715,7 +738,6 @@ def test_a_small_prepared_call_makes_its_next_result_ahead():
 
 
 def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls(monkeypatch):
-    from cudasortkit.calls import prepared as prep
     from cudasortkit.gpu import caches
 
     adapter = _StreamCaller()
@@ -727,14 +749,14 @@ def test_a_result_made_ahead_serves_only_its_stream_and_not_out_or_big_calls(mon
     out = np.empty(8, np.float32)
     got, _ = call(np.zeros(8, np.float32), out=out)
     assert got is out and len(adapter.made) == 4       # out=: nothing made ahead
-    n = prep.AHEAD_RESULT_BYTES // 4 + 1
+    n = kept.AHEAD_RESULT_BYTES // 4 + 1
     # A big result is made ahead only with the temporaries (64 bytes) in
     # OWN_TEMPORARIES_SHARE; here the share holds the temporaries alone.
-    monkeypatch.setattr(prep, "OWN_TEMPORARIES_SHARE", 4 * n / _Pool.total_memory)
+    monkeypatch.setattr(kept, "OWN_TEMPORARIES_SHARE", 4 * n / _Pool.total_memory)
     big = _ahead_call(adapter, n=n)
     big(np.zeros(n, np.float32))
     big(np.zeros(n, np.float32))
-    assert len(adapter.made) == 6 and big.ahead is None and big.owns  # one each call, none ahead
+    assert len(adapter.made) == 6 and big.kept.ahead is None and big.kept.owns  # one each call, none ahead
     caches.clear_all()
 
 
@@ -743,24 +765,23 @@ def test_a_big_result_is_made_ahead_with_the_kept_temporaries_and_counts_with_th
     temporaries and they and the result fit OWN_TEMPORARIES_SHARE; it counts
     towards OWNED_TOTAL_SHARE, and where that has room for the temporaries
     alone, the call keeps them and makes no result ahead."""
-    from cudasortkit.calls import prepared as prep
     from cudasortkit.gpu import caches
 
     caches.clear_all()
     adapter = _StreamCaller()
-    n = prep.AHEAD_RESULT_BYTES // 4 + 1
+    n = kept.AHEAD_RESULT_BYTES // 4 + 1
     big = _ahead_call(adapter, n=n)
     first, _ = big(np.zeros(n, np.float32))
-    assert len(adapter.made) == 2 and first is adapter.made[0] and big.kept == 64 + 4 * n
+    assert len(adapter.made) == 2 and first is adapter.made[0] and big.kept.nbytes == 64 + 4 * n
     second, _ = big(np.zeros(n, np.float32))
-    assert second is adapter.made[1] and len(adapter.made) == 3 and big.temporaries is not None
+    assert second is adapter.made[1] and len(adapter.made) == 3 and big.kept.temporaries is not None
     caches.clear_all()
-    monkeypatch.setattr(prep, "OWNED_TOTAL_SHARE", (64 + 4 * n - 1) / _Pool.total_memory)
+    monkeypatch.setattr(kept, "OWNED_TOTAL_SHARE", (64 + 4 * n - 1) / _Pool.total_memory)
     tight = _ahead_call(adapter, n=n)
     made = len(adapter.made)
     tight(np.zeros(n, np.float32))
     tight(np.zeros(n, np.float32))
-    assert tight.temporaries is not None and tight.ahead is None and tight.kept == 64
+    assert tight.kept.temporaries is not None and tight.kept.ahead is None and tight.kept.nbytes == 64
     assert len(adapter.made) == made + 2   # one each call, none ahead
     caches.clear_all()
 
@@ -771,12 +792,12 @@ def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_no
     adapter = _StreamCaller()
     call = _ahead_call(adapter)
     call(np.zeros(8, np.float32))
-    assert len(call.ahead) == 1
+    assert len(call.kept.ahead) == 1
     caches.release_kept()
-    assert call.ahead == []
+    assert call.kept.ahead == []
     got, _ = call(np.zeros(8, np.float32))             # made now, and the next one ahead
-    assert got is adapter.made[2] and len(call.ahead) == 1
-    call.ahead.clear()
+    assert got is adapter.made[2] and len(call.kept.ahead) == 1
+    call.kept.ahead.clear()
     adapter.fail.append(1)
     with pytest.raises(MemoryError):
         call(np.zeros(8, np.float32))                  # its own result: the error stands
@@ -784,7 +805,7 @@ def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_no
     call(np.zeros(8, np.float32))
     adapter.fail.append(1)
     got, _ = call(np.zeros(8, np.float32))             # made ahead before; the next one fails
-    assert got is adapter.made[-1] and call.ahead == []
+    assert got is adapter.made[-1] and call.kept.ahead == []
     caches.clear_all()
 
 
@@ -798,11 +819,11 @@ def test_a_prepared_call_out_of_memory_for_its_result_frees_unused_memory_and_tr
     adapter = _StreamCaller()
     call = _ahead_call(adapter)
     call(np.zeros(8, np.float32))
-    call.ahead.clear()
+    call.kept.ahead.clear()
     adapter.fail_once = True
     got, _ = call(np.zeros(8, np.float32))
     assert call.state.freed_unused == 1 and got is adapter.made[2]  # made[1]: made ahead, dropped
-    call.ahead.clear()
+    call.kept.ahead.clear()
     adapter.fail.append(1)
     with pytest.raises(MemoryError):
         call(np.zeros(8, np.float32))

@@ -180,7 +180,7 @@ def test_mismatched_inputs_are_refused():
 
 @pytest.mark.parametrize("n", [1000, 1 << 16, 1 << 20, (1 << 22) + 3])
 def test_kept_temporaries_serve_many_calls_and_come_back(n):
-    """A replaying plan keeps its temporaries (prepared.OWN_TEMPORARIES_SHARE):
+    """A replaying plan keeps its temporaries (kept.OWN_TEMPORARIES_SHARE):
     many calls on fresh keys, into out= and not, each equal to NumPy's,
     before and after the context caches give them back, and after memory
     running short takes them back (caches.release_kept) with calls queued."""

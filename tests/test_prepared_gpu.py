@@ -208,11 +208,45 @@ def test_one_prepared_shape_from_the_legacy_stream_and_a_side_stream_keeps_order
     assert _served_prepared("sort", x)
 
 
+@pytest.mark.parametrize("n", [4099, (1 << 18) + 5])
+def test_calls_of_one_launch_plan_share_their_kept_temporaries_and_keep_order(n):
+    """auto's call and one naming its plugin, and a stable one choosing the
+    same kernels, replay one launch plan on one set of kept temporaries
+    (calls/kept.py). Called in turn from a busy non-blocking stream and the
+    legacy default stream, each result is NumPy's: a call that did not wait
+    for the other's kernels would sort over the shared temporaries."""
+    cupy = _cupy()
+    from test_streams_gpu import spin
+
+    rng = np.random.default_rng(n)
+    side = cupy.cuda.Stream(non_blocking=True)
+    x = cupy.asarray(rng.standard_normal(n).astype(np.float32))
+    for _ in range(3):  # the decision settles, and its call is prepared
+        csk.sort(x)
+    chosen = api.prepared.find("sort", x, False, False, "auto")
+    assert chosen is not None
+    plugin = chosen.plugin.name
+    calls = [dict(), dict(algorithm=plugin), dict(stable=True)]
+    for round_ in range(4):
+        pending = []  # checked after the round: no call waits for the one before
+        for i, flags in enumerate(calls):
+            h = rng.standard_normal(n).astype(np.float32)
+            stream = side if (round_ + i) % 2 else cupy.cuda.Stream.null
+            with stream:
+                x = cupy.asarray(h)
+                spin()
+                pending.append((csk.sort(x, **flags), h, stream))
+        for got, h, stream in pending:
+            np.testing.assert_array_equal(got.get(stream=stream), np.sort(h))
+    by_name = api.prepared.find("sort", x, False, False, plugin)
+    assert by_name is not None and by_name.kept is chosen.kept
+
+
 @pytest.mark.parametrize("n", [4099, 200_003])
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, n):
-    """Prepared calls make their next result ahead (prepared.AHEAD_RESULT_BYTES;
+    """Prepared calls make their next result ahead (kept.AHEAD_RESULT_BYTES;
     200,003 keys: a big result, made ahead beside the kept temporaries):
     calls alternating between a busy non-blocking stream and the default
     one, results kept alive and then written over, each one right, none

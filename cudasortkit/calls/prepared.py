@@ -21,13 +21,11 @@ reuses, and first-run measurement still learns from these calls. Anything
 unusual (another device current, a non-contiguous array, ragged segments)
 takes the general path. An N-D array sorted along its last axis is prepared
 like a 1-D one: its rows are uniform, so their launch plan is recorded under
-the rows' shape (launchplan.rows_of).
+the rows' shape (launchplan.rows_of). What calls keep between calls (their
+plan's temporaries, the next result made ahead) is calls/kept.py's, shared
+by the calls of one launch plan and result.
 """
 from __future__ import annotations
-
-import itertools
-import threading
-import weakref
 
 from ..build.corekernels import iota64
 from ..launch import plans as launchplan
@@ -36,89 +34,14 @@ from ..sdk import registry
 from ..dtypes import is_bfloat16
 from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
-from ..gpu import caches
 from ..gpu.arrays import c_strides
 from ..gpu.device import is_out_of_memory
 from ..gpu.streams import LEGACY, current_stream
+from .kept import kept_for
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
 MAX_CALLS = 1024
-#: A prepared call whose launch plan's temporaries take at most this share
-#: of the device's memory keeps them from its first call on, instead of
-#: taking them from the pool and freeing them on each call: no Job and no
-#: pool calls, and its graph launched on the legacy default stream itself
-#: where that is the caller's. That is microseconds of host time a call
-#: before the GPU starts, a tenth of a call at 2^16-2^21 keys and a few
-#: percent up to 2^26 (docs/algorithms/onesweep.md). Safe, since all of a
-#: device's work is ordered on one stream (its own, DeviceState.stream, or
-#: the legacy default stream, which a blocking stream orders with both
-#: ways), so one call's kernels are done with them before the next call's
-#: start. The pool would keep the same blocks after each call anyway; kept
-#: here, they go back to it when memory runs short (caches.release_kept).
-OWN_TEMPORARIES_SHARE = 1 / 128
-#: All prepared calls together keep at most this share of the device's
-#: memory; past it the calls used least recently give theirs back (to take
-#: them again on their next call) until a new one fits. Memory kept here is
-#: per process, and several processes often share a GPU (pytest-xdist
-#: workers, Dask workers, notebooks), where one cannot take back what
-#: another keeps: 1/128 is 640 MB of an 80 GB H100, the temporaries of one
-#: 2^27-key sort of 4-byte keys. (First come, first kept, a process that
-#: had sorted 2^24-2^26 keys once kept that memory while its later calls of
-#: 2^20-2^22 keys took theirs from the pool on every call: 15-20% slower,
-#: H100, session 18.)
-OWNED_TOTAL_SHARE = 1 / 128
-#: A prepared call makes the result array of its next call right after it
-#: launched this call's work, while the GPU runs it, so that a call starts
-#: the GPU without waiting on its array library's allocator first: a few
-#: microseconds of a 20-60 us call, and 8-20 us at 2^22-2^26 keys, where a
-#: big block comes slowly out of a pool after a synchronisation (H100,
-#: uint32: 1.16 -> 1.26x CUB prepared at 2^22, 1.06-1.09 -> 1.10x at 2^24
-#: and 2^26; docs/algorithms/onesweep.md). It does so where its result takes
-#: at most AHEAD_RESULT_BYTES, or where it keeps its temporaries and they
-#: and the result together take at most OWN_TEMPORARIES_SHARE of the
-#: device's memory: such a result counts towards OWNED_TOTAL_SHARE with
-#: them. An array made ahead serves only a call on the stream it was made
-#: on (each library's pool orders the reuse of its blocks by stream), and
-#: goes with the prepared call, or when memory runs short
-#: (caches.release_kept).
-AHEAD_RESULT_BYTES = 256 << 10
-#: The prepared calls keeping temporaries now (a call dropped, when its
-#: decision moved, leaves the set and its blocks go back to the pool).
-_owning = weakref.WeakSet()
-_owning_lock = threading.RLock()  # taken again where memory runs short inside _own
-#: Numbers a call's uses in order (PreparedCall.last_use), for giving back
-#: the least recently used call's temporaries first.
-_uses = itertools.count()
-
-
-def _release_owned() -> None:
-    """Give back the temporaries every prepared call keeps, with the other
-    context caches (gpu.caches.clear_all: before a context goes, at exit
-    among others) and when memory runs short (gpu.caches.release_kept); a
-    call still in use takes a new set on its next call.
-    The blocks go back to the pool, ordered on the device's stream."""
-    with _owning_lock:
-        for call in list(_owning):
-            call.give_back()
-
-
-caches.register_kept(_release_owned)
-
-#: The prepared calls that make results ahead (AHEAD_RESULT_BYTES).
-_making_ahead = weakref.WeakSet()
-
-
-def _drop_ahead() -> None:
-    """Drop the result arrays made ahead (they go back to their library's
-    pool); each call makes its next one again."""
-    for call in list(_making_ahead):
-        ahead = call.ahead
-        if ahead is not None:  # None: _own just found no room for it
-            ahead.clear()
-
-
-caches.register_kept(_drop_ahead)
 
 
 class _CupyKeys:
@@ -203,8 +126,8 @@ class PreparedCall:
 
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
-                 "index_dtype", "key_bytes", "index_bytes", "job", "owns", "owned", "temporaries",
-                 "strides", "result_dtype", "ahead", "kept", "last_use", "__weakref__")
+                 "index_dtype", "key_bytes", "index_bytes", "job", "strides", "result_dtype",
+                 "kept")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -220,28 +143,12 @@ class PreparedCall:
         #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
         self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
                        value_bytes=value_bytes, descending=descending, config=config)
-        #: Whether this call keeps its plan's temporaries (OWN_TEMPORARIES_SHARE),
-        #: and once taken (first call), their pool buffers and addresses.
-        share = state.total_memory * OWN_TEMPORARIES_SHARE
-        temporaries = sum(plan.temporaries)
-        self.owns = temporaries <= share
-        self.owned = self.temporaries = None
         #: The dtype of the array a call returns (sort's keys, argsort's
-        #: indices), and, where it makes results ahead (AHEAD_RESULT_BYTES),
-        #: a list holding the next call's (caller stream, array) made ahead;
-        #: a list, since its pop() and append() are atomic: two threads
-        #: calling at once never take the same array. `kept` is what the
-        #: call keeps between calls once it keeps its temporaries: they, and
-        #: a big result made ahead.
+        #: indices), and what the calls of this launch plan and result keep
+        #: between calls: temporaries and results made ahead (calls/kept.py).
         self.result_dtype = dtype if kind == "sort" else index_dtype
-        result_bytes = self.key_bytes if kind == "sort" else self.index_bytes
-        big = result_bytes > AHEAD_RESULT_BYTES
-        ahead = not big or (self.owns and temporaries + result_bytes <= share)
-        self.kept = temporaries + (result_bytes if big and ahead else 0)
-        self.ahead = [] if ahead else None
-        self.last_use = 0
-        if ahead:
-            _making_ahead.add(self)
+        self.kept = kept_for(state, plan, adapter, shape, self.result_dtype,
+                             self.key_bytes if kind == "sort" else self.index_bytes)
 
     def __call__(self, a, out=None):
         """(sorted keys or None, indices or None), in the caller's library.
@@ -250,7 +157,7 @@ class PreparedCall:
         the result's type, shape, dtype and device, C-contiguous and apart
         from `a`."""
         state = self.state.activate()
-        adapter, n = self.adapter, self.n
+        adapter, n, kept = self.adapter, self.n, self.kept
         caller = adapter.stream(a)
         joins = caller != LEGACY and caller != state.joiner.own
         if joins:
@@ -269,22 +176,18 @@ class PreparedCall:
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
-            self.last_use = next(_uses)
-            owned = self.temporaries
-            if owned is None and self.owns:
-                owned = self._own(state)
             # Buffers a replay had before (pools hand the same blocks back)
             # have a graph: launched with no Job of this call's own (nothing
-            # to free: the temporaries are owned), on the legacy default
+            # to free: the temporaries are kept), on the legacy default
             # stream itself when that is the caller's (no crossing from our
             # stream into it: microseconds of GPU latency), else on ours.
-            self.plan.run_on(self.job, (keys_in, keys_out, values_in, values_out), owned,
+            self.plan.run_on(self.job, (keys_in, keys_out, values_in, values_out), kept.used(),
                              LEGACY if caller == LEGACY else None)
         finally:
             free_all(temporaries)
             if joins:
                 state.joiner.signal((caller,))
-        if out is None and self.ahead is not None:  # the GPU works meanwhile
+        if out is None and kept.ahead is not None:  # the GPU works meanwhile
             self._make_ahead(a, caller)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
@@ -296,7 +199,7 @@ class PreparedCall:
         `caller`'s stream if there is one, else one made now (out of
         memory, once more after the unused memory went back:
         DeviceState.allocating, as every result of the general path)."""
-        ahead = self.ahead
+        ahead = self.kept.ahead
         if ahead:
             try:
                 stream, array = ahead.pop()
@@ -310,60 +213,14 @@ class PreparedCall:
     def _make_ahead(self, a, caller) -> None:
         """Make the next call's result array now, on `caller`'s stream. Out
         of memory, none is made (this call's result stands)."""
-        ahead = self.ahead
-        if ahead is None:  # _own, in another thread, found no room for it
+        ahead = self.kept.ahead
+        if ahead is None:  # KeptBuffers.take, in another thread, found no room for it
             return
         try:
             ahead.append((caller, self.adapter.empty(a, self.shape, self.result_dtype)))
         except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
             if not is_out_of_memory(exc):
                 raise
-
-    def _own(self, state) -> tuple | None:
-        """Take the temporaries this call keeps; their addresses, or None
-        when they alone exceed OWNED_TOTAL_SHARE of the device's memory
-        (this call then takes them from the pool on each call). Calls used
-        less recently give theirs back until this one fits (_make_room).
-        (Two threads racing here each take a set, and the set dropped goes
-        back to the pool, ordered on the device's stream as every freed
-        block is.)"""
-        with _owning_lock:
-            budget = state.total_memory * OWNED_TOTAL_SHARE
-            temporaries = sum(self.plan.temporaries)
-            if self.kept > budget and self.kept > temporaries:
-                self.kept, self.ahead = temporaries, None  # never room for a big result ahead
-                _making_ahead.discard(self)
-            if self.kept > budget:
-                self.owns = False
-                return None
-            _make_room(self.kept, budget)
-            owned = [state.allocate(size, "a prepared call's temporaries")
-                     for size in self.plan.temporaries]
-            self.owned, self.temporaries = owned, tuple(int(buf) for buf in owned)
-            _owning.add(self)
-        return self.temporaries
-
-    def give_back(self) -> None:
-        """Give back the temporaries this call keeps, and a big result made
-        ahead; its next call takes them again (_own)."""
-        with _owning_lock:
-            owned, self.owned, self.temporaries = self.owned, None, None
-            _owning.discard(self)
-            if self.ahead:
-                self.ahead.clear()
-        for buf in owned or ():
-            buf.free()
-
-
-def _make_room(nbytes: int, budget: float) -> None:
-    """Let the calls keeping temporaries give them back, least recently used
-    first, until `nbytes` more fit `budget` (caller holds _owning_lock)."""
-    kept = sum(call.kept for call in _owning)
-    for call in sorted(_owning, key=lambda c: c.last_use):
-        if kept + nbytes <= budget:
-            return
-        kept -= call.kept
-        call.give_back()
 
 
 class PreparedCalls:
