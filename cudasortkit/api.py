@@ -63,17 +63,19 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
             result = a.copy()
             result.sort(kind=kind)
             return result
-    if order is not None or getattr(getattr(a, "dtype", None), "names", None):
-        return multikey.sort_fields(_structured(a, order, descending, out, key_range), order,
-                                    axis, descending)
     if stable is None:
         stable = False
-    if progress is not False:
-        check_progress(progress)
-    if axis == -1 and out is None and key_range is None and stream is None:
+    if (axis == -1 and out is None and key_range is None and stream is None and order is None
+            and progress is False):
+        # A repeat of a prepared device call (never of a structured array).
         call = prepared.find("sort", a, descending, stable, algorithm)
         if call is not None:
             return call(a)[0]
+    if order is not None or getattr(getattr(a, "dtype", None), "names", None):
+        return multikey.sort_fields(_structured(a, order, descending, out, key_range), order,
+                                    axis, descending)
+    if progress is not False:
+        check_progress(progress)
     check_flags(descending, stable, algorithm)
     if axis != -1 or getattr(a, "ndim", None) != 1:
         return _along("sort", a, None, axis, descending, stable, algorithm, out, None, key_range,

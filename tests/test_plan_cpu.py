@@ -82,10 +82,11 @@ def test_explain_and_repr_say_why_the_general_path_runs():
 # ------------------------------------------------ replay or general path (stubs)
 class Call:
     def __init__(self):
-        self.calls = []
+        self.calls, self.addresses = [], []
 
-    def __call__(self, a, out=None):
+    def __call__(self, a, out=None, keys_in=None, out_at=None):
         self.calls.append((a, out))
+        self.addresses.append((keys_in, out_at))  # as the plan read them, where it did
         return ("keys", "indices")
 
 
@@ -216,6 +217,7 @@ def test_out_of_cupy_arrays_is_told_apart_by_address_without_the_array_interface
     before = _CupyLike.reads
     apart = _CupyLike(0x1000 + 8 * 4)  # right after a's 8 float32 keys
     assert p(a, out=apart) == "keys" and prepared.call.calls == [(a, apart)]
+    assert prepared.call.addresses == [(0x1000, 0x1000 + 8 * 4)]  # read once, handed down
     assert _CupyLike.reads == before and checked == [{"checked": True}]
     assert p(a, out=_CupyLike(0x1000 + 4)) == "general"  # overlaps a: the general path
     q = Plan(a, "argsort", axis=-1, descending=False, stable=None, algorithm="auto",
@@ -641,6 +643,7 @@ def test_a_shape_decided_again_the_same_way_keeps_its_prepared_call(monkeypatch)
     config = plugin.default_config("uint32")
     plan = _PlanWithoutGraph((256,))
     monkeypatch.setattr(prep.launchplan, "recorded", lambda *a, **kw: plan)
+    monkeypatch.setitem(prep._adapters, "cupy", _LegacyCaller)  # no CuPy here
     memos = iter([_Memo(plugin, None, uses=64) for _ in range(3)])
     selector = types.SimpleNamespace(settled=lambda request, algorithm: next(memos),
                                      policy=types.SimpleNamespace(generation=0), epoch=0)

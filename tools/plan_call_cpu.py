@@ -64,18 +64,23 @@ def main(calls=20000):
     calls_ = api.prepared
     plugin = api.registry.plugins()["onesweep"]
     memo = _Memo(plugin, None)
-    call = prep.PreparedCall(prep._CupyKeys, _State(), plugin, {"block_size": 256}, _LaunchPlan(),
+    call = prep.PreparedCall(prep.adapter_for("cupy"), _State(), plugin, {"block_size": 256}, _LaunchPlan(),
                              "sort", np.dtype("float32"), "float32", (n,), n, 0, False, memo,
                              calls_.stamps())
     p = Plan(a, "sort", axis=-1, descending=False, stable=None, algorithm="auto",
              index_dtype=np.int64, values_like=None, prepared=calls_)
     p.why_general, p._call = None, call  # as after its first (general) call on a GPU
+    # csk.sort(a) finds the same call, as after its first (general) call on a GPU
+    calls_._types.add(ndarray)
+    calls_._calls[("sort", ndarray, a.dtype, a.shape, False, False, "auto",
+                   prep.INDEX_DTYPE)] = call
     cases = {"PreparedCall(a)": lambda: call(a), "plan(a)": lambda: p(a),
-             "plan(a, out=)": lambda: p(a, out=out)}
+             "plan(a, out=)": lambda: p(a, out=out), "csk.sort(a)": lambda: api.sort(a)}
     for name, fn in cases.items():
         fn()
         print(f"{name:18} {host_us(fn, calls):6.2f} us per call (host only, stand-ins)")
     assert p._call is call, "the plan left its prepared call"
+    assert calls_.find("sort", a, False, False, "auto") is call, "csk.sort left its prepared call"
 
 
 if __name__ == "__main__":

@@ -45,47 +45,55 @@ MAX_CALLS = 1024
 
 
 class _CupyKeys:
-    """What a prepared call needs of a CuPy array."""
+    """What a prepared call needs of a CuPy array. Made once, when the first
+    call of CuPy arrays is prepared (adapter_for): CuPy's functions are
+    bound then, not looked up on each call (an `import cupy` inside a
+    method costs a tenth of a microsecond each time)."""
 
     library = "cupy"
 
-    @staticmethod
-    def ready(a, ordinal, strides) -> bool:
+    def __init__(self):
+        import cupy
+
+        self._device = cupy.cuda.runtime.getDevice
+        self._current_stream = cupy.cuda.get_current_stream
+        self._ndarray = cupy.ndarray
+
+    def ready(self, a, ordinal, strides) -> bool:
         """`strides`: the C-contiguous strides of the call's shape (bytes),
         read before a.flags, which builds an object (~0.4 us)."""
-        import cupy
-
         return ((a.strides == strides or a.flags.c_contiguous) and a.data.device_id == ordinal
-                and cupy.cuda.runtime.getDevice() == ordinal)
+                and self._device() == ordinal)
 
-    @staticmethod
-    def current(ordinal) -> bool:
+    def current(self, ordinal) -> bool:
         """Whether `ordinal` is CuPy's current device (ready() without the
         array's checks, which a plan made already)."""
-        import cupy
-
-        return cupy.cuda.runtime.getDevice() == ordinal
+        return self._device() == ordinal
 
     @staticmethod
     def pointer(a) -> int:
         return a.data.ptr
 
-    @staticmethod
-    def stream(a) -> int:
-        return current_stream("cupy", None)
+    def stream(self, a) -> int:
+        # gpu.streams.current_stream("cupy", None), CuPy's function bound
+        return self._current_stream().ptr or LEGACY
 
-    @staticmethod
-    def empty(a, shape, dtype):
-        import cupy
-
+    def empty(self, a, shape, dtype):
         # cupy.empty's own call: CuPy's allocator, ordered on the current stream.
-        return cupy.ndarray(shape, dtype)
+        return self._ndarray(shape, dtype)
 
 
 class _TorchKeys:
-    """What a prepared call needs of a CUDA torch.Tensor."""
+    """What a prepared call needs of a CUDA torch.Tensor (made once, as
+    _CupyKeys)."""
 
     library = "torch"
+
+    def __init__(self):
+        import torch
+
+        self._torch = torch
+        self._index_dtypes = {dtype: getattr(torch, name) for dtype, name in _TORCH_INDEX.items()}
 
     @staticmethod
     def ready(a, ordinal, strides) -> bool:
@@ -103,21 +111,28 @@ class _TorchKeys:
     def stream(a) -> int:
         return current_stream("torch", a.device)
 
-    @staticmethod
-    def empty(a, shape, dtype):
+    def empty(self, a, shape, dtype):
         """A new contiguous tensor on `a`'s device. Of `a`'s own shape (a
         sort's or argsort's result) it is empty_like(a), about half of
         torch.empty's host time (`a` is contiguous, so the result is too)."""
-        import torch
-
-        torch_dtype = getattr(torch, _TORCH_INDEX[dtype]) if dtype in _TORCH_INDEX else a.dtype
+        torch_dtype = self._index_dtypes.get(dtype, a.dtype)
         if a.shape == shape:
-            return torch.empty_like(a, dtype=torch_dtype)
-        return torch.empty(shape, dtype=torch_dtype, device=a.device)
+            return self._torch.empty_like(a, dtype=torch_dtype)
+        return self._torch.empty(shape, dtype=torch_dtype, device=a.device)
 
 
 #: The array libraries whose calls are prepared, by Operand.library.
 ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
+_adapters: dict = {}  # library -> its adapter, made on first use
+
+
+def adapter_for(library: str):
+    """The adapter of `library`'s arrays (one per process), or None where
+    its calls are not prepared."""
+    adapter = _adapters.get(library)
+    if adapter is None and library in ADAPTERS:
+        adapter = _adapters.setdefault(library, ADAPTERS[library]())
+    return adapter
 
 
 class PreparedCall:
@@ -150,12 +165,13 @@ class PreparedCall:
         self.kept = kept_for(state, plan, adapter, shape, self.result_dtype,
                              self.key_bytes if kind == "sort" else self.index_bytes)
 
-    def __call__(self, a, out=None):
+    def __call__(self, a, out=None, keys_in=None, out_at=None):
         """(sorted keys or None, indices or None), in the caller's library.
         `out`: the result's array instead of a new one (sort's keys,
         argsort's indices), checked by the caller (calls/plan.py) to be of
         the result's type, shape, dtype and device, C-contiguous and apart
-        from `a`."""
+        from `a`. `keys_in`, `out_at`: the addresses of `a` and `out`
+        where the caller read them already."""
         state = self.state.activate()
         adapter, n, kept = self.adapter, self.n, self.kept
         caller = adapter.stream(a)
@@ -164,15 +180,16 @@ class PreparedCall:
             state.joiner.wait_for((caller,))
         temporaries = []
         try:
-            keys_in = adapter.pointer(a)
+            if keys_in is None:
+                keys_in = adapter.pointer(a)
+            result = self._result(a, caller) if out is None else out
+            if out is None or out_at is None:
+                out_at = adapter.pointer(result)
             if self.kind == "sort":
-                keys = self._result(a, caller) if out is None else out
-                keys_out, indices, values_in, values_out = adapter.pointer(keys), None, 0, 0
+                keys, keys_out, indices, values_in, values_out = result, out_at, None, 0, 0
             else:
-                keys = None
+                keys, indices, values_out = None, result, out_at
                 keys_out = temporary(state, temporaries, self.key_bytes, "sorted keys of argsort")
-                indices = self._result(a, caller) if out is None else out
-                values_out = adapter.pointer(indices)
                 values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
@@ -286,7 +303,7 @@ class PreparedCalls:
         stream=) of device keys: prepare the shape if it can be. `caller` is
         the caller's array (its shape is the result's; `keys` its 1-D view:
         the array itself, or its rows along the last axis)."""
-        adapter = ADAPTERS.get(keys.library)
+        adapter = adapter_for(keys.library)
         if (adapter is None or kind not in ("sort", "argsort") or keys.n < 2 or keys.is_copy
                 or is_bfloat16(keys.dtype) or state is None
                 or (request.segments is not None and not request.segments.uniform)

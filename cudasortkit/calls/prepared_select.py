@@ -25,7 +25,7 @@ from ..launch.outputs import poison
 from ..sdk import registry
 from ..sdk.select_job import SelectJob
 from ..tuning import runtime
-from .prepared import ADAPTERS
+from .prepared import adapter_for
 
 #: Prepared selection calls kept at most (dropped all together past it).
 MAX_CALLS = 1024
@@ -97,7 +97,7 @@ class PreparedSelects:
         """After the general path ran `job` of `plugin` for a plain call of
         `a` (its rows in place, along its last axis): prepare the call if
         its work was recorded."""
-        adapter = ADAPTERS.get(keys.library)
+        adapter = adapter_for(keys.library)
         if adapter is None or is_bfloat16(keys.dtype) or keys.is_copy:
             return
         plan = launchplan.plan_for(launchplan.select_key(plugin, job))
