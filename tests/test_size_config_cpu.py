@@ -63,8 +63,25 @@ def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
 
 def test_onesweep_keeps_its_defaults_where_nothing_was_measured():
     p = registry.plugins()["onesweep"]
-    for dtype, vb in (("uint64", 0), ("uint32", 8), ("uint16", 0)):
+    for dtype, vb in (("uint64", 8), ("uint32", 8), ("uint16", 0)):
         assert registry.default_config(p, dtype, vb, 1 << 12) == p.default_config(dtype, vb)
+    assert registry.default_config(p, "uint64", 0, (1 << 21) + 1) == p.default_config("uint64")
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "float64", "int64"])
+def test_onesweep_sorts_small_8_byte_keys_alone_in_smaller_tiles(dtype):
+    from cudasortkit.gpu.device import DeviceLimits
+
+    p = registry.plugins()["onesweep"]
+    tiles = {}
+    for n in (1 << 12, 1 << 19, (1 << 19) + 1, 1 << 21):
+        c = registry.default_config(p, dtype, 0, n)
+        tiles[n] = (c["block_size"], c["items_per_thread"], c["lookback_window"])
+        assert p.valid_config(c, dtype, 0, DeviceLimits.sm90())
+    assert tiles[1 << 12] == tiles[1 << 19] == (384, 12, 4)
+    assert tiles[(1 << 19) + 1] == tiles[1 << 21] == (512, 16, 4)
+    big = registry.default_config(p, dtype, 0, (1 << 21) + 1)
+    assert (big["block_size"], big["items_per_thread"], big["lookback_window"]) == (384, 24, 1)
 
 
 def test_plugins_of_other_kinds_get_their_defaults_for_any_size():

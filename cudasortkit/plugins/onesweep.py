@@ -92,10 +92,29 @@ class OnesweepSort(SortPlugin):
     #: fits in L2, level for uint32 and 1.28 / 1.15 -> 1.17 / 0.94 for float32.
     EVICT_LAST_ABOVE = 1 << 22
 
+    #: Keys-only 8-byte sorts of at most max_keys keys: (block_size,
+    #: items_per_thread) of smaller tiles, with the look-back 4 tiles wide.
+    #: First match wins. The default 384 x 24 tile spills 40 bytes at 80
+    #: registers; these do not (56 and 96 registers). One tile an SM is what
+    #: pays: 2^20 keys in 512 x 16 tiles are 128 a pass, the default's 114
+    #: leave SMs idle and 384 x 20's 137 put two on some. H100, CUDA events,
+    #: CUB prepared's time over onesweep's (uint64 / float64, session 19):
+    #: 2^19 1.05 / 1.06 -> 1.25 / 1.24 (384 x 12), 2^20 1.24 / 1.18 -> 1.36 /
+    #: 1.32 and 2^21 1.27 / 1.25 -> 1.29 / 1.28 (512 x 16); without the wide
+    #: look-back 512 x 16 gained 4% at 2^20 and lost 5% at 2^21. (From
+    #: 2^22 on auto gives 8-byte keys to msd_local.)
+    SMALL_WIDE_TILES = ((1 << 19, 384, 12), (1 << 21, 512, 16))
+
     def size_config(self, config, dtype, value_bytes, n):
         """For keys-only 4-byte sorts: smaller tiles for small ones
         (SMALL_TILES), a wide look-back up to WIDE_LOOKBACK_UP_TO keys, and
-        evict-last stores past EVICT_LAST_ABOVE."""
+        evict-last stores past EVICT_LAST_ABOVE; for keys-only 8-byte sorts,
+        smaller tiles with a wide look-back for small ones (SMALL_WIDE_TILES)."""
+        if value_bytes == 0 and itemsize(dtype) == 8:
+            for max_keys, block_size, items in self.SMALL_WIDE_TILES:
+                if n <= max_keys:
+                    return dict(config, block_size=block_size, items_per_thread=items,
+                                lookback_window=4)
         if value_bytes == 0 and itemsize(dtype) == 4:
             if n > self.EVICT_LAST_ABOVE:
                 config = dict(config, evict_last=1)
