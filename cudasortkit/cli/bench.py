@@ -60,6 +60,15 @@ ROUNDS = 3
 #: calls): a call of a few tens of microseconds needs hundreds of samples for
 #: a median that holds from run to run.
 MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
+#: Before the rounds, each algorithm runs on every input this many times, in
+#: turn with the others: so that no round times what only a first or second
+#: call of a shape or of a set of buffers does (compiles, allocations, and
+#: the CUDA graph a repeated call captures on its second run with the same
+#: buffers). With one warm-up call, auto, first in the first round, met the
+#: new buffer sets of 2^26 uint32 keys before onesweep by name did and ran
+#: 3-6% slower than it on the same kernels; a second pass of the cell, warm,
+#: timed them level (H100, session 19).
+WARMUP_PASSES = 2
 
 
 def _error_text(exc) -> str:
@@ -126,6 +135,14 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             timed[name] = (row, run)
         except (ValueError, MemoryError, RuntimeError) as exc:
             row["error"] = _error_text(exc)
+    for _ in range(WARMUP_PASSES):
+        for i in range(inputs):
+            for name, (row, run) in list(timed.items()):
+                try:
+                    run(i)
+                except (ValueError, MemoryError, RuntimeError) as exc:
+                    row["error"] = _error_text(exc)
+                    del timed[name]
     # Interleaved rounds (every algorithm once per round, CuPy included, each
     # round in another order), so that clock or host drift during the run
     # and the place in a round favour none of them.
