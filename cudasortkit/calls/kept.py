@@ -20,6 +20,7 @@ import threading
 import weakref
 
 from ..gpu import caches
+from ..gpu.device import is_out_of_memory
 
 #: A launch plan whose temporaries take at most this share of the device's
 #: memory has them kept from its first call on, instead of taken from the
@@ -104,6 +105,31 @@ class KeptBuffers:
         self.last_use = 0
         if ahead:
             _making_ahead.add(self)
+
+    def made_ahead(self, caller):
+        """The result array made ahead for `caller`'s stream, taken; None if
+        there is none for it (one made for another stream is dropped)."""
+        ahead = self.ahead
+        if ahead:
+            try:
+                stream, array = ahead.pop()
+            except IndexError:  # another thread took it
+                return None
+            if stream == caller:
+                return array
+        return None
+
+    def make_ahead(self, caller, empty, *args) -> None:
+        """Make the next call's result, empty(*args), on `caller`'s stream
+        and keep it. Out of memory, none is made (the call's result stands)."""
+        ahead = self.ahead
+        if ahead is None:  # take(), in another thread, found no room for it
+            return
+        try:
+            ahead.append((caller, empty(*args)))
+        except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
+            if not is_out_of_memory(exc):
+                raise
 
     def used(self):
         """Note a use; the kept temporaries' addresses, taken now if they are

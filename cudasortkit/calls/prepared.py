@@ -35,7 +35,6 @@ from ..dtypes import is_bfloat16
 from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
 from ..gpu.arrays import c_strides
-from ..gpu.device import is_out_of_memory
 from ..gpu.streams import LEGACY, current_stream
 from .kept import kept_for
 
@@ -205,7 +204,7 @@ class PreparedCall:
             if joins:
                 state.joiner.signal((caller,))
         if out is None and kept.ahead is not None:  # the GPU works meanwhile
-            self._make_ahead(a, caller)
+            kept.make_ahead(caller, adapter.empty, a, self.shape, self.result_dtype)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
@@ -216,28 +215,10 @@ class PreparedCall:
         `caller`'s stream if there is one, else one made now (out of
         memory, once more after the unused memory went back:
         DeviceState.allocating, as every result of the general path)."""
-        ahead = self.kept.ahead
-        if ahead:
-            try:
-                stream, array = ahead.pop()
-            except IndexError:  # another thread took it
-                pass
-            else:
-                if stream == caller:
-                    return array
+        array = self.kept.made_ahead(caller)
+        if array is not None:
+            return array
         return self.state.allocating(self.adapter.empty, a, self.shape, self.result_dtype)
-
-    def _make_ahead(self, a, caller) -> None:
-        """Make the next call's result array now, on `caller`'s stream. Out
-        of memory, none is made (this call's result stands)."""
-        ahead = self.kept.ahead
-        if ahead is None:  # KeptBuffers.take, in another thread, found no room for it
-            return
-        try:
-            ahead.append((caller, self.adapter.empty(a, self.shape, self.result_dtype)))
-        except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
-            if not is_out_of_memory(exc):
-                raise
 
 
 class PreparedCalls:

@@ -9,7 +9,7 @@ work in every step. The same kernels serve cudasortkit.merge (`merge` below).
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.plugin import Tunable, row_up_to
 from cudasortkit.sdk.tiles import TiledSortPlugin
 
 TEMPLATE = "merge_sort.cu"
@@ -61,10 +61,9 @@ class MergeSort(TiledSortPlugin):
 
     def size_config(self, config, dtype, value_bytes, n):
         """Smaller tiles for small sorts of 8-byte keys alone (SMALL_WIDE_TILES)."""
-        if _wide_keys_alone("sort", dtype, value_bytes):
-            for max_keys, block_size, items in self.SMALL_WIDE_TILES:
-                if n <= max_keys:
-                    return dict(config, block_size=block_size, items_per_thread=items)
+        row = row_up_to(self.SMALL_WIDE_TILES, n)
+        if row is not None and _wide_keys_alone("sort", dtype, value_bytes):
+            return dict(config, block_size=row[1], items_per_thread=row[2])
         return config
 
     def run(self, job):

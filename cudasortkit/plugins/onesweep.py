@@ -13,7 +13,7 @@ See docs/algorithms/onesweep.md.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import SortPlugin, Tunable, row_up_to
 from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
 
@@ -111,19 +111,19 @@ class OnesweepSort(SortPlugin):
         evict-last stores past EVICT_LAST_ABOVE; for keys-only 8-byte sorts,
         smaller tiles with a wide look-back for small ones (SMALL_WIDE_TILES)."""
         if value_bytes == 0 and itemsize(dtype) == 8:
-            for max_keys, block_size, items in self.SMALL_WIDE_TILES:
-                if n <= max_keys:
-                    return dict(config, block_size=block_size, items_per_thread=items,
-                                lookback_window=4)
+            row = row_up_to(self.SMALL_WIDE_TILES, n)
+            if row is not None:
+                return dict(config, block_size=row[1], items_per_thread=row[2],
+                            lookback_window=4)
         if value_bytes == 0 and itemsize(dtype) == 4:
             if n > self.EVICT_LAST_ABOVE:
                 config = dict(config, evict_last=1)
             if n <= self.WIDE_LOOKBACK_UP_TO:
                 config = dict(config, lookback_window=4)
-            for max_keys, block_size, items, min_blocks in self.SMALL_TILES:
-                if n <= max_keys:
-                    return dict(config, block_size=block_size, items_per_thread=items,
-                                min_blocks=min_blocks)
+            row = row_up_to(self.SMALL_TILES, n)
+            if row is not None:
+                return dict(config, block_size=row[1], items_per_thread=row[2],
+                            min_blocks=row[3])
         return config
 
     # ----------------------------------------------------------------- run

@@ -191,10 +191,8 @@ class SortPlugin:
 
     def priority_for(self, n: int) -> int:
         """The declared priority for a request of n keys (`priorities`, then `priority`)."""
-        for max_keys, priority in self.priorities:
-            if n <= max_keys:
-                return priority
-        return self.priority
+        row = row_up_to(self.priorities, n)
+        return self.priority if row is None else row[1]
 
     def priority_for_request(self, request) -> int:
         """The declared priority for a one-array request: priority_for(n).
@@ -205,10 +203,8 @@ class SortPlugin:
     def priority_for_segments(self, segments) -> int:
         """The declared priority for a segmented request (`segment_priorities`
         by the longest segment, then `priority`)."""
-        for max_row_len, priority in self.segment_priorities:
-            if segments.max_len <= max_row_len:
-                return priority
-        return self.priority
+        row = row_up_to(self.segment_priorities, segments.max_len)
+        return self.priority if row is None else row[1]
 
     def default_config(self, dtype: str | None = None, value_bytes: int = 0) -> dict:
         """The documented defaults; a plugin may override this to default
@@ -252,6 +248,16 @@ class SortPlugin:
         rule, SortPlugin.check_declarations(cls, name), so a plugin cannot
         loosen it; every plugin kind's base class has one)."""
         check_plugin_class(cls, entry_point_name)
+
+
+def row_up_to(rows, n: int):
+    """The first of `rows`, tuples (bound, ...) by rising bound, whose bound
+    is at least n; None past the last. A plugin's tables by size read this
+    way: `priorities`, `segment_priorities`, size_config's tiles."""
+    for row in rows:
+        if n <= row[0]:
+            return row
+    return None
 
 
 def config_is_valid(plugin, config, dtype: str, value_bytes: int, limits) -> bool:
