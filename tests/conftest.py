@@ -10,6 +10,8 @@ otherwise it is deselected at collection:
     python -m pytest -m "gpu and slow"       slow tier: the exhaustive sweeps
     python -m pytest -m "gpu and (slow or not slow)"    both tiers in one run
 
+each with `-n auto` (pytest-xdist) on a GPU machine, as the README says.
+
 Plain `python -m pytest` (CI) deselects slow tests too; they are GPU tests,
 which skip there anyway. A slow test named by node id is deselected as well
 unless -m names slow: `python -m pytest -m slow tests/test_x.py::test_y`. A GPU test is quick unless it is marked slow: mark a
@@ -25,8 +27,12 @@ dtype and kind (sort, argsort, pairs with 4- and 8-byte values) through the
 public API, so pycuda's on-disk cubin cache holds those variants before the
 tests need them. It uses no knowledge of templates or defines, cannot change a
 result (a cache miss only compiles again), and failures in it are reported,
-never raised. CUDASORTKIT_TEST_WARMUP=0 turns it off, =1 forces it.
+never raised. CUDASORTKIT_TEST_WARMUP=0 turns it off, =1 forces it. Under
+pytest-xdist (-n 8) it runs once per test run, not once per worker: the first
+worker to take the lock warms the cache while the others wait, then they all
+find its report (the controller prints it).
 """
+import fcntl
 import json
 import os
 import re
@@ -52,7 +58,10 @@ from cudasortkit.gpu.device import gpu_available, unavailable_reason
 #: Warm the compile cache when at least this many GPU tests are selected.
 WARMUP_MIN_TESTS = 100
 WARMUP_TIMEOUT_S = 600
-_warmup_report: list = []
+# One folder per test run, made by the process that imports this first (the
+# xdist controller, whose workers inherit it): the warm-up's lock and report.
+os.environ.setdefault("CUDASORTKIT_TEST_RUN_DIR", tempfile.mkdtemp(prefix="csk-test-run-"))
+WARMUP_REPORT = os.path.join(os.environ["CUDASORTKIT_TEST_RUN_DIR"], "warmup.json")
 
 
 def _slow_selected(config) -> bool:
@@ -140,13 +149,24 @@ def warmup_worker(units):
 
 @pytest.fixture(scope="session", autouse=True)
 def _compile_warmup(request):
-    """Session-wide, so it runs before any fixture makes a context or compiles."""
+    """Session-wide, so it runs before any fixture makes a context or compiles.
+    Once per run: xdist workers share WARMUP_REPORT's lock, and whoever finds
+    the report written has nothing left to do."""
     setting = os.environ.get("CUDASORTKIT_TEST_WARMUP", "")
     if setting == "0" or not gpu_available():
         return
     selected = sum(1 for item in request.session.items if "gpu" in item.keywords)
     if setting != "1" and selected < WARMUP_MIN_TESTS:
         return
+    with open(WARMUP_REPORT + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not os.path.exists(WARMUP_REPORT):
+            report = _warm_compile_cache()
+            with open(WARMUP_REPORT, "w") as out:
+                json.dump(report, out)
+
+
+def _warm_compile_cache() -> dict:
     units = sorted(warmup_units(), key=lambda unit: -len(unit[2]))  # dealt out, biggest first
     workers = max(1, min(os.cpu_count() or 1, 16, len(units)))
     start = time.perf_counter()
@@ -170,16 +190,20 @@ def _compile_warmup(request):
             failed += json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             problems.append(f"worker exited with {proc.returncode}: {err.strip()[-300:]}")
-    kinds = sum(len(unit[2]) for unit in units)
-    _warmup_report.append((kinds, workers, time.perf_counter() - start, failed, problems))
+    return {"sorts": sum(len(unit[2]) for unit in units), "workers": workers,
+            "seconds": time.perf_counter() - start, "failed": failed, "problems": problems}
 
 
 def pytest_terminal_summary(terminalreporter):
-    for units, workers, seconds, failed, problems in _warmup_report:
-        terminalreporter.write_line(
-            f"compile warm-up: {units} plugin x dtype x kind sorts in {seconds:.1f} s "
-            f"({workers} processes), {len(failed)} failed")
-        for name, dtype, kind, error in failed[:10]:
-            terminalreporter.write_line(f"  warm-up {name} {dtype} {kind}: {error}")
-        for problem in problems:
-            terminalreporter.write_line(f"  warm-up: {problem}")
+    if not os.path.exists(WARMUP_REPORT):
+        return
+    with open(WARMUP_REPORT) as report_file:
+        report = json.load(report_file)
+    failed = report["failed"]
+    terminalreporter.write_line(
+        f"compile warm-up: {report['sorts']} plugin x dtype x kind sorts in {report['seconds']:.1f} s "
+        f"({report['workers']} processes), {len(failed)} failed")
+    for name, dtype, kind, error in failed[:10]:
+        terminalreporter.write_line(f"  warm-up {name} {dtype} {kind}: {error}")
+    for problem in report["problems"]:
+        terminalreporter.write_line(f"  warm-up: {problem}")
