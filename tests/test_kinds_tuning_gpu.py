@@ -35,6 +35,7 @@ def tmp_cache(tmp_path, monkeypatch):
     runtime.reset()
 
 
+@pytest.mark.slow  # it tunes (about 90 s on an H100)
 def test_tune_kinds_quick_then_auto_takes_the_measured_winners(tmp_cache):
     cupy = pytest.importorskip("cupy")
     out = tmp_cache / "kinds.json"

@@ -131,12 +131,21 @@ def test_check_templates_names_a_rendering_that_does_not_compile(tmp_path, monke
         render.template_dir.cache_clear()
 
 
+def _gpu_conformance_cases():
+    """(plugin, key dtype) for every built-in GPU plugin, so xdist's workers
+    share a plugin's compiles; the example in one case of all its dtypes."""
+    plugins = registry.plugins()
+    return [(name, dtype) for name in BUILT_IN if plugins[name].device == "gpu"
+            for dtype in plugins[name].dtypes] + [("ranksort", None)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", [n for n in PLUGINS if n != "numpy"])
-def test_check_plugin_conformance_on_the_gpu(name, plugin_class):
+@pytest.mark.parametrize("name,dtype", _gpu_conformance_cases())
+def test_check_plugin_conformance_on_the_gpu(name, dtype, plugin_class):
     """On a GPU, check_plugin also sorts, argsorts and sorts pairs with each
-    plugin against NumPy's order (templates are compiled by the tests above)."""
-    testing.check_plugin(plugin_class(name), compile=False)
+    plugin against NumPy's order (templates are compiled by the tests above):
+    here its conformance part, one key dtype at a time."""
+    testing.check_conformance(plugin_class(name), dtypes=[dtype] if dtype else None)
 
 
 # ------------------------------------------------ what a CPU plugin's run() gets
