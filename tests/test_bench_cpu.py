@@ -19,6 +19,7 @@ def test_variant_sets_config_beyond_listed_choices():
 
 # ------------------------------------------------------- --peers (no GPU)
 import json
+import os
 import sys
 import types
 
@@ -183,3 +184,38 @@ def test_peers_latency_times_each_cell_in_rotated_rounds(monkeypatch):
     for orders in seen:
         assert len(orders) == bench_calls.ROUNDS and "csk.sort" in orders[0]
         assert len({order[0] for order in orders}) == bench_calls.ROUNDS
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity here")
+def test_per_call_timing_runs_on_one_cpu_and_gives_the_others_back():
+    """Every contender of peers_latency is timed with the thread on one CPU
+    (timing.on_one_cpu), which the rows and the table name; afterwards the
+    thread may run where it could before."""
+    before = os.sched_getaffinity(0)
+    seen = []
+
+    class Spy(_FakeCsk):
+        @staticmethod
+        def sort(x):
+            seen.append(os.sched_getaffinity(0))
+            return np.sort(x)
+
+    rows = bench_calls.peers_latency(("uint32",), sizes=(10,), reps=3,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer()), csk=Spy)
+    assert seen and all(len(s) == 1 and s == seen[0] for s in seen)
+    cpu = next(iter(seen[0]))
+    assert cpu in before and all(r["cpu"] == cpu for r in rows)
+    assert f"thread pinned to CPU {cpu}" in bench_calls.format_peers(rows).splitlines()[0]
+    assert os.sched_getaffinity(0) == before
+
+
+def test_on_one_cpu_gives_the_cpus_back_when_the_block_raises():
+    from cudasortkit.gpu.timing import on_one_cpu
+
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    with pytest.raises(KeyError):
+        with on_one_cpu() as cpu:
+            assert cpu is None or os.sched_getaffinity(0) == {cpu}
+            raise KeyError("inside")
+    if before is not None:
+        assert os.sched_getaffinity(0) == before

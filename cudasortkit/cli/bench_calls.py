@@ -2,6 +2,9 @@
 what a caller waits for, host work included, against CuPy and PyTorch in
 the same run.
 
+Per-call wall clock is timed with the thread kept on one CPU
+(gpu.timing.on_one_cpu: unpinned, the scheduler moved calls of 10-25 us by
+up to 60% between processes).
 --latency: wall clock of one synchronised call (median of interleaved
 rounds, after warm-up) of auto sort on device float32 keys, 2^10 .. 2^22;
 and a 1,000-key NumPy array against np.sort, its first call included.
@@ -28,7 +31,7 @@ import time
 import numpy as np
 
 from ..dtypes import numpy_dtype
-from ..gpu.timing import rotated_rounds
+from ..gpu.timing import on_one_cpu, rotated_rounds
 
 ROUNDS = 5
 
@@ -74,9 +77,10 @@ def latency(sizes=tuple(range(10, 23, 2)), reps=200) -> list:
                 fn()
             sync()
         samples = {name: [] for name in calls}
-        for _ in range(ROUNDS):
-            for name, (fn, sync) in calls.items():
-                samples[name].append(_wall_us(fn, sync, reps // ROUNDS))
+        with on_one_cpu():  # as peers_latency
+            for _ in range(ROUNDS):
+                for name, (fn, sync) in calls.items():
+                    samples[name].append(_wall_us(fn, sync, reps // ROUNDS))
         rows.append((n, {name: min(v) for name, v in samples.items()}))
     return rows
 
@@ -92,12 +96,13 @@ def host_tiny(n=1000, calls=20000) -> dict:
     api.sort(a)
     first = (time.perf_counter() - t) * 1e6
     per = {"cudasortkit": [], "numpy": []}
-    for _ in range(ROUNDS):
-        for name, fn in (("cudasortkit", api.sort), ("numpy", np.sort)):
-            t = time.perf_counter()
-            for _ in range(calls // ROUNDS):
-                fn(a)
-            per[name].append((time.perf_counter() - t) * 1e6 / (calls // ROUNDS))
+    with on_one_cpu():  # as peers_latency
+        for _ in range(ROUNDS):
+            for name, fn in (("cudasortkit", api.sort), ("numpy", np.sort)):
+                t = time.perf_counter()
+                for _ in range(calls // ROUNDS):
+                    fn(a)
+                per[name].append((time.perf_counter() - t) * 1e6 / (calls // ROUNDS))
     return {"first": first, **{name: min(v) for name, v in per.items()}}
 
 
@@ -305,12 +310,13 @@ def _to_host(x) -> np.ndarray:
 
 def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
                   csk=None) -> list:
-    """Per-call wall clock with synchronisation: rows {op: "call", dtype, n,
-    algorithm, us (median of `reps`, interleaved rounds after warm-up),
-    ok, vs_cub}, or {..., ok: False, error} for a contender whose first
-    result differs from np.sort's (never timed) or that fails.
-    `libraries`: (cupy, torch, cuda.compute or None), default the installed
-    ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
+    """Per-call wall clock with synchronisation, the thread kept on one CPU
+    (timing.on_one_cpu): rows {op: "call", dtype, n, algorithm, us (median
+    of `reps`, interleaved rounds after warm-up), ok, vs_cub, cpu (the CPU
+    timed on; None: not pinned)}, or {..., ok: False, error} for a
+    contender whose first result differs from np.sort's (never timed) or
+    that fails. `libraries`: (cupy, torch, cuda.compute or None), default
+    the installed ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
     sizes = PEER_SIZES if sizes is None else sizes
     reps = PEER_REPS if reps is None else reps
     if csk is None:
@@ -322,44 +328,52 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
         cupy, torch, cc = libraries
     rng = np.random.default_rng(3)
     rows = []
-    for dtype in dtypes:
-        for b in sizes:
-            n = 1 << b
-            h = _uniform(dtype, n, rng)
-            ref = np.sort(h, kind="stable")
-            x = cupy.asarray(h)
-            cell, timed = [], {}
-            for name, (fn, sync) in peer_contenders(h, x, cupy, torch, cc, csk).items():
-                row = {"op": "call", "dtype": dtype, "n": n, "algorithm": name}
-                cell.append(row)
-                try:
-                    row["ok"] = bool(np.array_equal(_to_host(fn()), ref,
-                                                    equal_nan=ref.dtype.kind == "f"))
-                    if not row["ok"]:
-                        row["error"] = "wrong result"
-                        continue
-                    for _ in range(5):  # warm-up: compiles, allocations, graphs
-                        fn()
-                    sync()
-                    timed[name] = (fn, sync)
-                except Exception as exc:
-                    row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
-            samples = {name: [] for name in timed}
-            per_round = -(-reps // ROUNDS)
-            for order in rotated_rounds(timed, ROUNDS):
-                for name in order:
-                    fn, sync = timed[name]
-                    for _ in range(per_round):
-                        t = time.perf_counter()
-                        fn()
-                        sync()
-                        samples[name].append((time.perf_counter() - t) * 1e6)
-            for row in cell:
-                if row["algorithm"] in samples:
-                    row["us"] = statistics.median(samples[row["algorithm"]])
-            add_vs_cub(cell)
-            rows += cell
+    with on_one_cpu() as cpu:  # every cell's contenders on one CPU
+        for dtype in dtypes:
+            for b in sizes:
+                h = _uniform(dtype, 1 << b, rng)
+                x = cupy.asarray(h)
+                rows += _peer_cell(dtype, h, reps, peer_contenders(h, x, cupy, torch, cc, csk))
+    for row in rows:
+        row["cpu"] = cpu
     return rows
+
+
+def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
+    """One (dtype, n) cell of peers_latency: each contender's result checked
+    against np.sort of the keys `h` (NumPy), then warmed up and timed in rotated
+    rounds with the others; its rows."""
+    ref = np.sort(h, kind="stable")
+    cell, timed = [], {}
+    for name, (fn, sync) in contenders.items():
+        row = {"op": "call", "dtype": dtype, "n": h.size, "algorithm": name}
+        cell.append(row)
+        try:
+            row["ok"] = bool(np.array_equal(_to_host(fn()), ref, equal_nan=ref.dtype.kind == "f"))
+            if not row["ok"]:
+                row["error"] = "wrong result"
+                continue
+            for _ in range(5):  # warm-up: compiles, allocations, graphs
+                fn()
+            sync()
+            timed[name] = (fn, sync)
+        except Exception as exc:
+            row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
+    samples = {name: [] for name in timed}
+    per_round = -(-reps // ROUNDS)
+    for order in rotated_rounds(timed, ROUNDS):
+        for name in order:
+            fn, sync = timed[name]
+            for _ in range(per_round):
+                t = time.perf_counter()
+                fn()
+                sync()
+                samples[name].append((time.perf_counter() - t) * 1e6)
+    for row in cell:
+        if row["algorithm"] in samples:
+            row["us"] = statistics.median(samples[row["algorithm"]])
+    add_vs_cub(cell)
+    return cell
 
 
 def format_peers(rows) -> str:
@@ -370,7 +384,9 @@ def format_peers(rows) -> str:
     head = f"{'dtype':8} {'n':>9} " + " ".join(f"{n:>14}" for n in names)
     if any("vs_cub" in r for r in rows):
         head += "   vs cub: " + ", ".join(ours)
-    lines = ["per call, wall clock with synchronisation (us, median):", head]
+    cpus = {r.get("cpu") for r in rows} - {None}
+    pinned = f"; thread pinned to CPU {', '.join(map(str, sorted(cpus)))}" if cpus else ""
+    lines = [f"per call, wall clock with synchronisation (us, median{pinned}):", head]
     for cell in dict.fromkeys((r["dtype"], r["n"]) for r in rows):
         got = {r["algorithm"]: r for r in rows if (r["dtype"], r["n"]) == cell}
         text = " ".join(f"{got[n]['us']:14.1f}" if "us" in got.get(n, {}) else

@@ -3,6 +3,9 @@ legacy default stream around the work, warm-up first, median of repeats,
 rotating among several input sets so caches don't flatter the result."""
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
 import statistics
 from typing import Callable
 
@@ -54,3 +57,44 @@ def rotated_rounds(names, rounds: int):
     for r in range(rounds):
         k = r % len(names) if names else 0
         yield names[k:] + names[:k]
+
+
+@contextlib.contextmanager
+def on_one_cpu():
+    """Keep the calling thread on one CPU (the one it runs on now) inside
+    the block; yields that CPU's number, or None where the platform cannot
+    pin threads (no os.sched_setaffinity) or this thread may not be moved.
+
+    Per-call wall clock is timed pinned. A call of 10-25 us moves with
+    where the scheduler puts the thread between calls: in four unpinned
+    processes on one H100 host, `csk.sort` of 1,024 uint32 keys took 12.2,
+    14.4, 17.6 and 19.9 us a call, cuda.compute's prepared sorter 19.8-24.0,
+    while ten processes pinned to any one of its 16 CPUs took 12.2-14.0 and
+    19.8-21.7 (session 21, docs/algorithms/onesweep.md). Unpinned, one
+    run's ratios said more about that run's scheduling than about the
+    calls. Every contender of a cell is timed inside the same block."""
+    setaffinity = getattr(os, "sched_setaffinity", None)
+    if setaffinity is None:
+        yield None
+        return
+    before = os.sched_getaffinity(0)
+    cpu = _current_cpu(before)
+    try:
+        setaffinity(0, {cpu})
+    except OSError:  # a CPU set the process may not narrow (containers, cgroups)
+        yield None
+        return
+    try:
+        yield cpu
+    finally:
+        setaffinity(0, before)
+
+
+def _current_cpu(allowed) -> int:
+    """The CPU this thread runs on now (glibc's sched_getcpu), else the
+    lowest it may run on."""
+    try:
+        cpu = ctypes.CDLL(None, use_errno=True).sched_getcpu()
+    except (OSError, AttributeError):
+        cpu = -1
+    return cpu if cpu in allowed else min(allowed)
