@@ -17,7 +17,7 @@ from .. import api
 from ..sdk import registry
 from ..dtypes import KEY_DTYPES, itemsize, numpy_dtype
 from ..settings import parse_size  # noqa: F401  (bench.parse_size, as before
-from ..gpu.timing import rotated_rounds, time_gpu
+from ..gpu.timing import on_one_cpu, rotated_rounds, time_gpu
 
 OPS = ("sort", "argsort", "pairs", "merge")
 
@@ -135,30 +135,10 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             timed[name] = (row, run)
         except (ValueError, MemoryError, RuntimeError) as exc:
             row["error"] = _error_text(exc)
-    for _ in range(WARMUP_PASSES):
-        for i in range(inputs):
-            for name, (row, run) in list(timed.items()):
-                try:
-                    run(i)
-                except (ValueError, MemoryError, RuntimeError) as exc:
-                    row["error"] = _error_text(exc)
-                    del timed[name]
-    # Interleaved rounds (every algorithm once per round, CuPy included, each
-    # round in another order), so that clock or host drift during the run
-    # and the place in a round favour none of them.
-    samples = {name: [] for name in timed}
-    for order in rotated_rounds(list(timed), ROUNDS):
-        for name in order:
-            if name not in timed:  # failed in an earlier round
-                continue
-            row, run = timed[name]
-            try:
-                samples[name] += time_gpu(run, inputs=inputs, repeats=-(-repeats // ROUNDS),
-                                          warmup=1, min_time_s=MIN_ROUND_S,
-                                          max_repeats=MAX_ROUND_REPEATS)["times"]
-            except (ValueError, MemoryError, RuntimeError) as exc:
-                row["error"] = _error_text(exc)
-                del timed[name]
+    # The events' window holds the host's launches wherever the GPU waits on
+    # them, so the thread stays on one CPU here too (timing.on_one_cpu).
+    with on_one_cpu():
+        samples = _timed_rounds(timed, inputs, repeats)
     for name, (row, _) in timed.items():
         row.update(median_ms=float(np.median(samples[name])), min_ms=min(samples[name]),
                    max_ms=max(samples[name]), repeats=len(samples[name]))
@@ -183,6 +163,37 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
 
         add_vs_cub(rows)
     return rows
+
+
+def _timed_rounds(timed: dict, inputs: int, repeats: int) -> dict:
+    """name -> CUDA-event times (ms) of each call of the contenders `timed`
+    (name -> (row, run)), after WARMUP_PASSES over the inputs. A contender
+    that fails gets its row's error and leaves `timed`."""
+    for _ in range(WARMUP_PASSES):
+        for i in range(inputs):
+            for name, (row, run) in list(timed.items()):
+                try:
+                    run(i)
+                except (ValueError, MemoryError, RuntimeError) as exc:
+                    row["error"] = _error_text(exc)
+                    del timed[name]
+    # Interleaved rounds (every algorithm once per round, CuPy included, each
+    # round in another order), so that clock or host drift during the run
+    # and the place in a round favour none of them.
+    samples = {name: [] for name in timed}
+    for order in rotated_rounds(list(timed), ROUNDS):
+        for name in order:
+            if name not in timed:  # failed in an earlier round
+                continue
+            row, run = timed[name]
+            try:
+                samples[name] += time_gpu(run, inputs=inputs, repeats=-(-repeats // ROUNDS),
+                                          warmup=1, min_time_s=MIN_ROUND_S,
+                                          max_repeats=MAX_ROUND_REPEATS)["times"]
+            except (ValueError, MemoryError, RuntimeError) as exc:
+                row["error"] = _error_text(exc)
+                del timed[name]
+    return samples
 
 
 def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeats=10,
