@@ -219,25 +219,3 @@ def test_on_one_cpu_gives_the_cpus_back_when_the_block_raises():
             raise KeyError("inside")
     if before is not None:
         assert os.sched_getaffinity(0) == before
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity here")
-def test_device_time_cells_are_timed_on_one_cpu(monkeypatch):
-    """bench_case times its contenders' rounds with the thread on one CPU,
-    as the per-call rows are, and gives the other CPUs back after."""
-    before = os.sched_getaffinity(0)
-    seen = []
-
-    def rounds(timed, inputs, repeats):
-        seen.append(os.sched_getaffinity(0))
-        return {name: [1.0, 2.0, 3.0] for name in timed}
-
-    monkeypatch.setattr(bench, "_timed_rounds", rounds)
-    monkeypatch.setattr(bench, "_cupy", lambda: _FAKE_CUPY)
-    monkeypatch.setattr(bench.api, "sort", lambda x, algorithm=None: np.sort(x))
-    rows = bench.bench_case("sort", "uint32", 64, ["onesweep"], inputs=2, repeats=3,
-                            rng=np.random.default_rng(0))
-    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0] <= before
-    assert {r["algorithm"] for r in rows} == {"onesweep", "cupy"}
-    assert all(r["median_ms"] == 2.0 for r in rows)
-    assert os.sched_getaffinity(0) == before

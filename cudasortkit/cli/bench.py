@@ -17,7 +17,7 @@ from .. import api
 from ..sdk import registry
 from ..dtypes import KEY_DTYPES, itemsize, numpy_dtype
 from ..settings import parse_size  # noqa: F401  (bench.parse_size, as before
-from ..gpu.timing import on_one_cpu, rotated_rounds, time_gpu
+from ..gpu.timing import rotated_rounds, time_gpu
 
 OPS = ("sort", "argsort", "pairs", "merge")
 
@@ -135,40 +135,6 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             timed[name] = (row, run)
         except (ValueError, MemoryError, RuntimeError) as exc:
             row["error"] = _error_text(exc)
-    # The events' window holds the host's launches wherever the GPU waits on
-    # them, so the thread stays on one CPU here too (timing.on_one_cpu).
-    with on_one_cpu():
-        samples = _timed_rounds(timed, inputs, repeats)
-    for name, (row, _) in timed.items():
-        row.update(median_ms=float(np.median(samples[name])), min_ms=min(samples[name]),
-                   max_ms=max(samples[name]), repeats=len(samples[name]))
-        row["gkeys_s"] = n / row["median_ms"] / 1e6
-    if with_numpy and op == "sort":
-        import time
-
-        times = []
-        for i in range(max(3, min(repeats, 5))):
-            t0 = time.perf_counter()
-            np.sort(hosts[i % inputs])
-            times.append((time.perf_counter() - t0) * 1e3)
-        ms = float(np.median(times))
-        rows.append({"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": "numpy(host)",
-                     "median_ms": ms, "gkeys_s": n / ms / 1e6, "ok": True})
-    base = next((r for r in rows if r["algorithm"] == "cupy" and "median_ms" in r), None)
-    for r in rows:
-        if base and "median_ms" in r:
-            r["vs_cupy"] = base["median_ms"] / r["median_ms"]
-    if peers is not None:
-        from .bench_calls import add_vs_cub
-
-        add_vs_cub(rows)
-    return rows
-
-
-def _timed_rounds(timed: dict, inputs: int, repeats: int) -> dict:
-    """name -> CUDA-event times (ms) of each call of the contenders `timed`
-    (name -> (row, run)), after WARMUP_PASSES over the inputs. A contender
-    that fails gets its row's error and leaves `timed`."""
     for _ in range(WARMUP_PASSES):
         for i in range(inputs):
             for name, (row, run) in list(timed.items()):
@@ -193,7 +159,30 @@ def _timed_rounds(timed: dict, inputs: int, repeats: int) -> dict:
             except (ValueError, MemoryError, RuntimeError) as exc:
                 row["error"] = _error_text(exc)
                 del timed[name]
-    return samples
+    for name, (row, _) in timed.items():
+        row.update(median_ms=float(np.median(samples[name])), min_ms=min(samples[name]),
+                   max_ms=max(samples[name]), repeats=len(samples[name]))
+        row["gkeys_s"] = n / row["median_ms"] / 1e6
+    if with_numpy and op == "sort":
+        import time
+
+        times = []
+        for i in range(max(3, min(repeats, 5))):
+            t0 = time.perf_counter()
+            np.sort(hosts[i % inputs])
+            times.append((time.perf_counter() - t0) * 1e3)
+        ms = float(np.median(times))
+        rows.append({"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": "numpy(host)",
+                     "median_ms": ms, "gkeys_s": n / ms / 1e6, "ok": True})
+    base = next((r for r in rows if r["algorithm"] == "cupy" and "median_ms" in r), None)
+    for r in rows:
+        if base and "median_ms" in r:
+            r["vs_cupy"] = base["median_ms"] / r["median_ms"]
+    if peers is not None:
+        from .bench_calls import add_vs_cub
+
+        add_vs_cub(rows)
+    return rows
 
 
 def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeats=10,

@@ -72,10 +72,7 @@ def on_one_cpu():
     while ten processes pinned to any one of its 16 CPUs took 12.2-14.0 and
     19.8-21.7 (session 21, docs/algorithms/onesweep.md). Unpinned, one
     run's ratios said more about that run's scheduling than about the
-    calls. Every contender of a cell is timed inside the same block; bench's
-    device-time cells are too, since their CUDA events also time the host's
-    launches wherever the GPU waits on them. Threads started inside the
-    block inherit the one CPU: keep host thread pools out of it."""
+    calls. Every contender of a cell is timed inside the same block."""
     setaffinity = getattr(os, "sched_setaffinity", None)
     if setaffinity is None:
         yield None
