@@ -163,9 +163,24 @@ def test_rounds_rotate_so_no_contender_always_runs_first():
     from cudasortkit.gpu.timing import rotated_rounds
 
     orders = list(rotated_rounds(["auto", "onesweep", "cupy"], 4))
-    assert orders == [["auto", "onesweep", "cupy"], ["onesweep", "cupy", "auto"],
-                      ["cupy", "auto", "onesweep"], ["auto", "onesweep", "cupy"]]
+    assert orders == [["auto", "onesweep", "cupy"], ["onesweep", "auto", "cupy"],
+                      ["cupy", "auto", "onesweep"], ["auto", "cupy", "onesweep"]]
     assert list(rotated_rounds([], 2)) == [[], []]
+
+
+def test_rounds_give_each_contender_more_than_one_predecessor():
+    """Rotation alone keeps who runs right before whom; reversing every
+    other round gives each contender two neighbours before it."""
+    from cudasortkit.gpu.timing import rotated_rounds
+
+    names = ["auto", "onesweep", "radix", "cupy", "cub(prepared)", "cub(oneshot)"]
+    orders = list(rotated_rounds(names, 5))
+    assert all(sorted(order) == sorted(names) for order in orders)
+    assert len({order[0] for order in orders}) == 5
+    before = {name: {order[order.index(name) - 1] for order in orders if order[0] != name}
+              for name in names}
+    assert before["auto"] == {"cub(oneshot)", "onesweep"}
+    assert all(len(b) == 2 for b in before.values())
 
 
 def test_peers_latency_times_each_cell_in_rotated_rounds(monkeypatch):

@@ -49,14 +49,20 @@ def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
 
 def rotated_rounds(names, rounds: int):
     """The order of each of `rounds` interleaved timing rounds: every name
-    once a round, round r starting r places further along. In a fixed order
-    the first contender always ran right after another cell's or round's
-    work and measured slower for it (an auto row 3% behind the same plugin
-    by name at 2^26-2^28 keys, which swapped with the order: session 15)."""
+    once a round, round r starting with the name r places along, through
+    the list forwards in even rounds and backwards in odd ones. So no name
+    always runs first (in a fixed order the first contender always ran
+    right after another cell's or round's work and measured slower for it:
+    an auto row 3% behind the same plugin by name at 2^26-2^28 keys, which
+    swapped with the order, session 15), and none always runs right after
+    the same other one (rotation alone keeps every name's predecessor:
+    auto always ran after CUB's one-shot sorter, which allocates and frees
+    its temporary storage each call)."""
     names = list(names)
+    m = len(names)
     for r in range(rounds):
-        k = r % len(names) if names else 0
-        yield names[k:] + names[:k]
+        step = 1 if r % 2 == 0 else -1
+        yield [names[(r + step * i) % m] for i in range(m)]
 
 
 @contextlib.contextmanager
