@@ -78,7 +78,9 @@ def on_one_cpu():
     while ten processes pinned to any one of its 16 CPUs took 12.2-14.0 and
     19.8-21.7 (session 21, docs/algorithms/onesweep.md). Unpinned, one
     run's ratios said more about that run's scheduling than about the
-    calls. Every contender of a cell is timed inside the same block."""
+    calls. Pinned, long bench processes still differed (same notes). Every
+    contender of a cell is timed inside the same block; threads started
+    inside it inherit the one CPU."""
     setaffinity = getattr(os, "sched_setaffinity", None)
     if setaffinity is None:
         yield None
