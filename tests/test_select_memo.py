@@ -115,6 +115,29 @@ def test_a_choice_the_range_turned_away_is_reused_for_a_while(fake_gpu):
     assert asks(fake_gpu, "auto", sort_request(500, spread=1000)) == 1  # read again
 
 
+def test_keys_that_stay_spread_are_read_less_and_less_often(fake_gpu):
+    """Each read of the range that turns the shape away from the
+    range-deciding plugin again doubles the calls before the next read;
+    keys that fit that plugin at a read start the count over."""
+    wide, narrow = sort_request(500, spread=1000), sort_request(500)
+    reads = [asks(fake_gpu, "auto", wide) for _ in range(1 + 64 + 1 + 128 + 1 + 256 + 1)]
+    assert [i for i, r in enumerate(reads) if r] == [0, 65, 65 + 129, 65 + 129 + 257]
+    for _ in range(512):  # the 512 calls granted at the last read
+        assert fake_gpu.choose(wide, "auto")[0].name == "numpy"
+    assert fake_gpu.choose(narrow, "auto")[0].name == "range_asking"  # read: the keys fit
+    assert fake_gpu.choose(wide, "auto")[0].name == "numpy"  # asked, turned away again
+    assert asks(fake_gpu, "auto", *[wide] * Selector.PROBE_REUSE) == 0
+    assert asks(fake_gpu, "auto", wide) == 1  # counted from PROBE_REUSE again
+
+
+def test_the_calls_between_reads_never_pass_the_maximum(fake_gpu):
+    wide = sort_request(500, spread=1000)
+    key = fake_gpu.key(wide, "auto")
+    granted = [fake_gpu._calls_before_probe(key, registry.plugins()["numpy"]) for _ in range(12)]
+    assert granted[:4] == [64, 128, 256, 512] and max(granted) == Selector.PROBE_REUSE_MAX
+    assert granted[-1] == Selector.PROBE_REUSE_MAX
+
+
 @pytest.mark.parametrize("algorithm", ["range_asking", "auto"])
 def test_key_range_options_and_unsettled_choices_are_not_memoised(fake_gpu, algorithm):
     assert asks(fake_gpu, algorithm, sort_request(50, key_range=(0, 9)),

@@ -172,12 +172,21 @@ class Selector:
     #: depend on it (the keys were too spread for counting, say) answers this
     #: many calls of the shape before the range is read again: the read is a
     #: pass over the keys and a wait for the GPU. The plugin chosen sorts any
-    #: keys, so a stale answer only costs speed.
+    #: keys, so a stale answer only costs speed. Each read that lands on the
+    #: same plugin again doubles the calls until the next, up to
+    #: PROBE_REUSE_MAX: a shape whose keys stay spread pays for fewer and
+    #: fewer reads. (With a read every 65 calls, auto's slowest uint32 calls
+    #: of 2^16-2^24 keys took 0.95-3.1 ms, onesweep's by name 0.06-0.95:
+    #: H100, session 21, docs/algorithms/onesweep.md.)
     PROBE_REUSE = 64
+    PROBE_REUSE_MAX = 4096
 
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else DefaultPolicy()
         self._decisions: dict = {}
+        #: key -> (plugin, calls granted) of the last choice the keys' range
+        #: made elsewhere (PROBE_REUSE doubling).
+        self._reused_after_probe: dict = {}
         #: (dtype.num, stable, bit length of n) -> np.sort kind, for plain
         #: ascending host sorts that auto gives a plugin declaring
         #: `host_sort_is_numpy`: api.sort sorts later ones with NumPy directly.
@@ -205,6 +214,7 @@ class Selector:
         with self._lock:
             self._decisions.clear()
             self._host_shapes.clear()
+            self._reused_after_probe.clear()
             self.epoch += 1
 
     # -------------------------------------------------------------- choose
@@ -221,12 +231,15 @@ class Selector:
             if probe is not None and getattr(probe, "done", True):  # the choice read the keys
                 if choice.plugin.decides_on_key_range:
                     memo.recheck = True  # the next keys may not fit: ask it again each call
+                    with self._lock:
+                        self._reused_after_probe.pop(key, None)
                 else:
-                    memo.uses = self.PROBE_REUSE
+                    memo.uses = self._calls_before_probe(key, choice.plugin)
             if key is not None and choice.final:
                 with self._lock:
                     if len(self._decisions) >= self.MAX_DECISIONS:
                         self._decisions.clear()
+                        self._reused_after_probe.clear()
                         self.epoch += 1
                     self._decisions[key] = memo
             self._note_host_shape(request, algorithm, choice)
@@ -234,6 +247,22 @@ class Selector:
             memo.observe()
         config = memo.config
         return memo.plugin, (dict(config) if config is not None else None)  # the caller's to change
+
+    def _calls_before_probe(self, key, plugin) -> int:
+        """How many calls a choice the keys' range made for another plugin
+        answers before the range is read again: PROBE_REUSE, or twice the
+        last such choice's when that went to this plugin too (at most
+        PROBE_REUSE_MAX)."""
+        if key is None:
+            return self.PROBE_REUSE
+        with self._lock:
+            if len(self._reused_after_probe) >= self.MAX_DECISIONS:
+                self._reused_after_probe.clear()
+            last = self._reused_after_probe.get(key)
+            uses = (min(2 * last[1], self.PROBE_REUSE_MAX) if last is not None and last[0] is plugin
+                    else self.PROBE_REUSE)
+            self._reused_after_probe[key] = (plugin, uses)
+        return uses
 
     def settled(self, request: Request, algorithm: str = "auto"):
         """The memoised decision for the request unless its plugin must see
@@ -248,8 +277,9 @@ class Selector:
 
     def reuse(self, memo) -> bool:
         """Whether a memoised choice answers one more call without reading its
-        keys: always, unless the keys' range made it; that one serves
-        PROBE_REUSE calls, then is dropped and the next call decides again."""
+        keys: always, unless the keys' range made it; that one serves its
+        calls (PROBE_REUSE, doubling), then is dropped and the next call
+        decides again."""
         if memo.uses is None:
             return True
         memo.uses -= 1

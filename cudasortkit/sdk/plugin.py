@@ -150,7 +150,7 @@ class SortPlugin:
     #: a pass over the keys) to decide. A memoised choice of such a plugin
     #: asks its unsupported() about each call's keys again (the next keys may
     #: not fit); a choice of another plugin that the range made is reused for
-    #: a while (select.Selector.PROBE_REUSE).
+    #: a while (select.Selector.PROBE_REUSE, doubling while the answer stays).
     decides_on_key_range: ClassVar[bool] = False
     #: True if the plugin sorts segmented requests (request.segments not
     #: None: rows of an N-D array or ragged segments, see
