@@ -127,7 +127,9 @@ class _Memo:
     """A memoised decision: the plugin and config, its key (None: not
     stored), the policy's observer, and for a decision that read the keys:
     how many more calls it serves (uses) or that its plugin must accept each
-    call's keys (recheck)."""
+    call's keys (recheck). `granted`: the calls `uses` started at.
+    Expired (uses below 0), it stays stored until the decision made again
+    replaces it, which reads its plugin and grant (Selector.PROBE_REUSE)."""
 
     plugin: object
     config: dict | None
@@ -135,6 +137,7 @@ class _Memo:
     observe: Callable[[], None] | None = None
     uses: int | None = None
     recheck: bool = False
+    granted: int | None = None
 
 
 @dataclass
@@ -184,9 +187,6 @@ class Selector:
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else DefaultPolicy()
         self._decisions: dict = {}
-        #: key -> (plugin, calls granted) of the last choice the keys' range
-        #: made elsewhere (PROBE_REUSE doubling).
-        self._reused_after_probe: dict = {}
         #: (dtype.num, stable, bit length of n) -> np.sort kind, for plain
         #: ascending host sorts that auto gives a plugin declaring
         #: `host_sort_is_numpy`: api.sort sorts later ones with NumPy directly.
@@ -214,14 +214,13 @@ class Selector:
         with self._lock:
             self._decisions.clear()
             self._host_shapes.clear()
-            self._reused_after_probe.clear()
             self.epoch += 1
 
     # -------------------------------------------------------------- choose
     def choose(self, request: Request, algorithm: str = "auto"):
         """(plugin, config); ValueError naming what could serve the request."""
         key = self.key(request, algorithm)
-        memo = self._decisions.get(key) if key is not None else None
+        memo = last = self._decisions.get(key) if key is not None else None
         if memo is not None and not self._still_holds(memo, request):
             memo = None
         if memo is None:
@@ -231,15 +230,12 @@ class Selector:
             if probe is not None and getattr(probe, "done", True):  # the choice read the keys
                 if choice.plugin.decides_on_key_range:
                     memo.recheck = True  # the next keys may not fit: ask it again each call
-                    with self._lock:
-                        self._reused_after_probe.pop(key, None)
                 else:
-                    memo.uses = self._calls_before_probe(key, choice.plugin)
+                    memo.uses = memo.granted = self._calls_before_probe(last, choice.plugin)
             if key is not None and choice.final:
                 with self._lock:
                     if len(self._decisions) >= self.MAX_DECISIONS:
                         self._decisions.clear()
-                        self._reused_after_probe.clear()
                         self.epoch += 1
                     self._decisions[key] = memo
             self._note_host_shape(request, algorithm, choice)
@@ -248,47 +244,35 @@ class Selector:
         config = memo.config
         return memo.plugin, (dict(config) if config is not None else None)  # the caller's to change
 
-    def _calls_before_probe(self, key, plugin) -> int:
-        """How many calls a choice the keys' range made for another plugin
-        answers before the range is read again: PROBE_REUSE, or twice the
-        last such choice's when that went to this plugin too (at most
-        PROBE_REUSE_MAX)."""
-        if key is None:
+    def _calls_before_probe(self, last, plugin) -> int:
+        """How many calls a choice the keys' range made for `plugin` (not
+        one deciding on the range) answers before the range is read again:
+        PROBE_REUSE, or twice the grant of `last`, the memo it replaces, when
+        that one went to the same plugin (at most PROBE_REUSE_MAX)."""
+        if last is None or last.granted is None or last.plugin is not plugin:
             return self.PROBE_REUSE
-        with self._lock:
-            if len(self._reused_after_probe) >= self.MAX_DECISIONS:
-                self._reused_after_probe.clear()
-            last = self._reused_after_probe.get(key)
-            uses = (min(2 * last[1], self.PROBE_REUSE_MAX) if last is not None and last[0] is plugin
-                    else self.PROBE_REUSE)
-            self._reused_after_probe[key] = (plugin, uses)
-        return uses
+        return min(2 * last.granted, self.PROBE_REUSE_MAX)
 
     def settled(self, request: Request, algorithm: str = "auto"):
         """The memoised decision for the request unless its plugin must see
-        each call's keys (recheck), else None: what a call of the shape gets
-        without a Request, while `reuse(memo)` says yes and the key's
-        generations and this selector's epoch stay."""
+        each call's keys (recheck) or it has expired, else None: what a call
+        of the shape gets without a Request, while `reuse(memo)` says yes and
+        the key's generations and this selector's epoch stay."""
         key = self.key(request, algorithm)
         memo = self._decisions.get(key) if key is not None else None
-        if memo is None or memo.recheck:
+        if memo is None or memo.recheck or (memo.uses is not None and memo.uses < 0):
             return None
         return memo
 
     def reuse(self, memo) -> bool:
         """Whether a memoised choice answers one more call without reading its
         keys: always, unless the keys' range made it; that one serves its
-        calls (PROBE_REUSE, doubling), then is dropped and the next call
-        decides again."""
+        calls (PROBE_REUSE, doubling), then expires and the next call decides
+        again (choose, which replaces it)."""
         if memo.uses is None:
             return True
         memo.uses -= 1
-        if memo.uses >= 0:
-            return True
-        with self._lock:
-            if self._decisions.get(memo.key) is memo:
-                del self._decisions[memo.key]
-        return False
+        return memo.uses >= 0
 
     def _still_holds(self, memo, request: Request) -> bool:
         """A memoised decision that read the keys is used again only while it
