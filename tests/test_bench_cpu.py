@@ -113,7 +113,8 @@ def test_peers_latency_rows_table_and_json_with_a_fake_peer(tmp_path):
     assert all(r["vs_cub"] == 1.0 for r in rows if r["algorithm"] == bench_calls.PREPARED)
     text = bench_calls.format_peers(rows)
     assert "vs cub: csk.sort, csk.plan, csk.plan(out=)" in text.splitlines()[1]
-    assert len(text.splitlines()) == 2 + 4  # title, head, one line per cell
+    assert len(text.splitlines()) == 2 + 4 + 1  # title, head, one line per cell, the CPU probe
+    assert all(len(r["cpu_probe_ms"]) == 2 and min(r["cpu_probe_ms"]) > 0 for r in rows)
     json.dumps(rows)  # the JSON rows (--json) are plain
 
 
@@ -193,12 +194,61 @@ def test_peers_latency_times_each_cell_in_rotated_rounds(monkeypatch):
         return seen[-1]
 
     monkeypatch.setattr(bench_calls, "rotated_rounds", spy)
-    bench_calls.peers_latency(("uint32",), sizes=(10, 12), reps=bench_calls.ROUNDS,
+    bench_calls.peers_latency(("uint32",), sizes=(10, 12), reps=bench_calls.PEER_ROUNDS,
                               libraries=(_FAKE_CUPY, None, _fake_peer()), csk=_FakeCsk)
     assert len(seen) == 2  # one a cell
     for orders in seen:
-        assert len(orders) == bench_calls.ROUNDS and "csk.sort" in orders[0]
-        assert len({order[0] for order in orders}) == bench_calls.ROUNDS
+        assert len(orders) == bench_calls.PEER_ROUNDS and "csk.sort" in orders[0]
+        assert len({order[0] for order in orders}) == len(orders[0])  # each one first in turn
+
+
+def test_a_slow_stretch_of_the_cpu_falls_on_every_contender_alike(monkeypatch):
+    """The CPU can change speed for a while within one cell (timing.cpu_probe_ms):
+    over any stretch of a quarter of a cell's calls, every contender makes
+    about the same number of calls (within a third of the fair share), so
+    none of them is timed mostly in the slow part. With 5 rounds of 40
+    calls, one made twice the other's number in some such stretch."""
+    monkeypatch.setattr(bench_calls, "cpu_probe_ms", lambda: 1.0)
+    order = []
+
+    def spying(name, fn):
+        def call(*args, **kwargs):
+            order.append(name)
+            return fn(*args, **kwargs)
+        return call
+
+    class Spy(_FakeCsk):
+        sort = staticmethod(spying("csk.sort", np.sort))
+
+    fake = types.SimpleNamespace(**vars(_FAKE_CUPY))
+    fake.sort = spying("cupy.sort", np.sort)
+    bench_calls.peers_latency(("uint32",), sizes=(10,), reps=bench_calls.PEER_REPS,
+                              libraries=(fake, None, _fake_peer()), csk=Spy)
+    timed = order[-bench_calls.PEER_REPS * 2:]  # after the checks and warm-ups
+    window = len(timed) // 4
+    fair = window / 2
+    for start in range(len(timed) - window + 1):
+        part = timed[start:start + window]
+        assert abs(part.count("csk.sort") - fair) <= fair / 3, start
+
+
+def test_a_cell_whose_cpu_changed_speed_is_marked(monkeypatch):
+    """Rows carry the CPU probe from before and after their cell; the table
+    marks a cell whose probe moved past PROBE_DRIFT and gives the range."""
+    probes = iter([7.0, 12.0, 7.0, 7.2])
+    monkeypatch.setattr(bench_calls, "cpu_probe_ms", lambda: next(probes))
+    rows = bench_calls.peers_latency(("uint32",), sizes=(10, 12), reps=4,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer()), csk=_FakeCsk)
+    assert {tuple(r["cpu_probe_ms"]) for r in rows} == {(7.0, 12.0), (7.0, 7.2)}
+    lines = bench_calls.format_peers(rows).splitlines()
+    assert lines[2].endswith(" *") and not lines[3].endswith(" *")
+    assert "7.0-12.0 ms" in lines[4]
+
+
+def test_cpu_probe_times_the_fixed_loop():
+    from cudasortkit.gpu import timing
+
+    assert 0 < timing.cpu_probe_ms(tries=1) < 10_000
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity here")

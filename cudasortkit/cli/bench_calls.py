@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from ..dtypes import numpy_dtype
-from ..gpu.timing import on_one_cpu, rotated_rounds
+from ..gpu.timing import cpu_probe_ms, on_one_cpu, rotated_rounds
 
 ROUNDS = 5
 
@@ -162,8 +162,17 @@ def print_cold(rows) -> None:
 PREPARED, ONESHOT = "cub(prepared)", "cub(oneshot)"
 #: Per-call sizes of --peers (log2 of n).
 PEER_SIZES = (10, 12, 16, 20)
-#: Per-call samples of each contender (median), over ROUNDS interleaved rounds.
+#: Per-call samples of each contender (median), over PEER_ROUNDS interleaved rounds.
 PEER_REPS = 200
+#: Interleaved rounds of a per-call cell: many short ones, so that when the
+#: CPU changes speed during a cell (timing.cpu_probe_ms) every contender sees
+#: about the same share of each speed. (With 5 rounds of 40 calls, a stretch
+#: of a quarter of a cell's calls could hold 80 calls of one of the six
+#: contenders and one of another; with 20 rounds, at most 1.5x as many.)
+PEER_ROUNDS = 20
+#: A cell whose CPU probe differs by more than this share before and after
+#: is marked in the table: its CPU changed speed while it was timed.
+PROBE_DRIFT = 0.15
 
 
 def peer_module():
@@ -313,7 +322,8 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
     """Per-call wall clock with synchronisation, the thread kept on one CPU
     (timing.on_one_cpu): rows {op: "call", dtype, n, algorithm, us (median
     of `reps`, interleaved rounds after warm-up), ok, vs_cub, cpu (the CPU
-    timed on; None: not pinned)}, or {..., ok: False, error} for a
+    timed on; None: not pinned), cpu_probe_ms (timing.cpu_probe_ms before
+    and after the cell)}, or {..., ok: False, error} for a
     contender whose first result differs from np.sort's (never timed) or
     that fails. `libraries`: (cupy, torch, cuda.compute or None), default
     the installed ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
@@ -342,9 +352,10 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
 def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
     """One (dtype, n) cell of peers_latency: each contender's result checked
     against np.sort of the keys `h` (NumPy), then warmed up and timed in rotated
-    rounds with the others; its rows."""
+    rounds with the others, between two readings of the CPU probe; its rows."""
     ref = np.sort(h, kind="stable")
     cell, timed = [], {}
+    probe = [cpu_probe_ms()]
     for name, (fn, sync) in contenders.items():
         row = {"op": "call", "dtype": dtype, "n": h.size, "algorithm": name}
         cell.append(row)
@@ -360,8 +371,8 @@ def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
         except Exception as exc:
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
     samples = {name: [] for name in timed}
-    per_round = -(-reps // ROUNDS)
-    for order in rotated_rounds(timed, ROUNDS):
+    per_round = -(-reps // PEER_ROUNDS)
+    for order in rotated_rounds(timed, PEER_ROUNDS):
         for name in order:
             fn, sync = timed[name]
             for _ in range(per_round):
@@ -369,11 +380,18 @@ def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
                 fn()
                 sync()
                 samples[name].append((time.perf_counter() - t) * 1e6)
+    probe.append(cpu_probe_ms())
     for row in cell:
+        row["cpu_probe_ms"] = probe
         if row["algorithm"] in samples:
             row["us"] = statistics.median(samples[row["algorithm"]])
     add_vs_cub(cell)
     return cell
+
+
+def _drifted(probe) -> bool:
+    """Whether a cell's CPU probe, before and after, moved past PROBE_DRIFT."""
+    return bool(probe) and max(probe) > (1 + PROBE_DRIFT) * min(probe)
 
 
 def format_peers(rows) -> str:
@@ -392,7 +410,12 @@ def format_peers(rows) -> str:
         text = " ".join(f"{got[n]['us']:14.1f}" if "us" in got.get(n, {}) else
                         f"{('failed' if n in got else '-'):>14}" for n in names)
         vs = [f"{got[n]['vs_cub']:.2f}x" for n in ours if "vs_cub" in got.get(n, {})]
-        lines.append(f"{cell[0]:8} {cell[1]:>9,} {text}" + (f"   {', '.join(vs)}" if vs else ""))
+        lines.append(f"{cell[0]:8} {cell[1]:>9,} {text}" + (f"   {', '.join(vs)}" if vs else "")
+                     + (" *" if _drifted(next(iter(got.values())).get("cpu_probe_ms")) else ""))
+    probes = [p for r in rows for p in r.get("cpu_probe_ms", ())]
+    if probes:
+        lines.append(f"  CPU probe (timing.cpu_probe_ms, more: a slower CPU) {min(probes):.1f}-"
+                     f"{max(probes):.1f} ms over the cells; * its CPU changed speed during the cell")
     for r in rows:
         if "error" in r:
             lines.append(f"  {r['dtype']} {r['n']:,} {r['algorithm']}: {r['error']}")

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import os
 import statistics
+import time
 from typing import Callable
 
 
@@ -63,6 +64,31 @@ def rotated_rounds(names, rounds: int):
     for r in range(rounds):
         step = 1 if r % 2 == 0 else -1
         yield [names[(r + step * i) % m] for i in range(m)]
+
+
+#: The CPU probe's fixed work: a pure-Python loop of this many additions.
+PROBE_ADDITIONS = 200_000
+
+
+def cpu_probe_ms(tries: int = 3) -> float:
+    """How long PROBE_ADDITIONS pure-Python additions take on this thread
+    now (ms, best of `tries`): the speed the CPU gives host-bound work at
+    this moment. A call of 10-25 us is mostly host time, and the CPUs of
+    the virtual machines that host the H100s change speed for minutes at a
+    time with no steal or interrupt time to show for it: the probe took
+    7.2-7.7 ms in some minutes and 11.6-13.5 ms in others, one process, one
+    pinned CPU, and `csk.sort` of 1,024 uint32 keys 13.0-14.0 against
+    18.6-20.5 us a call, cuda.compute's prepared sorter 20.8-21.8 against
+    23.1-24.2 (session 22, docs/algorithms/onesweep.md). So per-call rows
+    carry the probe from before and after their cell."""
+    best = float("inf")
+    for _ in range(tries):
+        t = time.perf_counter()
+        total = 0
+        for i in range(PROBE_ADDITIONS):
+            total += i
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3
 
 
 @contextlib.contextmanager
