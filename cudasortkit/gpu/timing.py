@@ -78,7 +78,7 @@ def cpu_probe_ms(tries: int = 3) -> float:
     time with no steal or interrupt time to show for it: the probe took
     7.2-7.7 ms in some minutes and 11.6-13.5 ms in others, one process, one
     pinned CPU, and `csk.sort` of 1,024 uint32 keys 13.0-14.0 against
-    18.6-20.5 us a call, cuda.compute's prepared sorter 20.8-21.8 against
+    18.8-20.5 us a call, cuda.compute's prepared sorter 20.8-21.8 against
     23.1-24.2 (session 22, docs/algorithms/onesweep.md). So per-call rows
     carry the probe from before and after their cell."""
     best = float("inf")
