@@ -352,10 +352,10 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
 def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
     """One (dtype, n) cell of peers_latency: each contender's result checked
     against np.sort of the keys `h` (NumPy), then warmed up and timed in rotated
-    rounds with the others, between two readings of the CPU probe; its rows."""
+    rounds with the others; the CPU probe is read right before and after
+    those rounds (a first cell's warm-up compiles for seconds); its rows."""
     ref = np.sort(h, kind="stable")
     cell, timed = [], {}
-    probe = [cpu_probe_ms()]
     for name, (fn, sync) in contenders.items():
         row = {"op": "call", "dtype": dtype, "n": h.size, "algorithm": name}
         cell.append(row)
@@ -371,6 +371,7 @@ def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
         except Exception as exc:
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
     samples = {name: [] for name in timed}
+    probe = [cpu_probe_ms()]  # bracketing the timed rounds, not the checks and warm-up
     per_round = -(-reps // PEER_ROUNDS)
     for order in rotated_rounds(timed, PEER_ROUNDS):
         for name in order:
