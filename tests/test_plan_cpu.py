@@ -1,5 +1,7 @@
 """cudasortkit.plan without a GPU: argument checks, mismatched calls, and the
 choice between replaying a prepared call and the general path (stubs)."""
+import types
+
 import numpy as np
 import pytest
 
@@ -329,7 +331,7 @@ class _LegacyCaller:
         return LEGACY
 
     pointer = staticmethod(lambda a: 0x42)
-    empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+    maker = staticmethod(lambda shape, dtype: lambda a: np.empty(shape, dtype))
 
 
 class _PlanWithoutGraph:
@@ -339,10 +341,8 @@ class _PlanWithoutGraph:
     def __init__(self, temporaries):
         self.temporaries, self.seen = temporaries, []
 
-    run_on = RealLaunchPlan.run_on  # the repeated call's path, on this fake's two methods
-
-    def launch_graph(self, job, bases, stream=None):
-        return False
+    run_on = RealLaunchPlan.run_on  # the repeated call's path, on this fake's graphs and replay
+    graphs = types.SimpleNamespace(launch=lambda bases, job, stream=None: False)
 
     def replay(self, job, temporaries=None):
         if temporaries is None:
@@ -388,7 +388,7 @@ def test_a_prepared_call_keeps_small_temporaries_and_takes_big_ones_each_call():
 
 def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monkeypatch):
     """Owned temporaries and buffers a replay had before: the call launches
-    their graph (LaunchPlan.launch_graph) and makes no Job; buffers without
+    their graph (PlanGraphs.launch) and makes no Job; buffers without
     a graph, or temporaries taken per call, go through replay() with one."""
     import types
 
@@ -420,19 +420,20 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
     class Adapter:
         stream = staticmethod(lambda a: LEGACY)
         pointer = staticmethod(lambda a: 0x42)
-        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+        maker = staticmethod(lambda shape, dtype: lambda a: np.empty(shape, dtype))
 
     class LaunchPlan:
         temporaries = (256,)
-        graphs = {(0x42, 0x42, 0, 0, 0x500000)}   # the buffers a graph was captured for
+        captured = {(0x42, 0x42, 0, 0, 0x500000)}   # the buffers a graph was captured for
         launched, replayed, streams = [], [], []
 
         run_on = RealLaunchPlan.run_on
 
-        def launch_graph(self, job, bases, stream=None):
-            self.launched.append(bases)
-            self.streams.append(stream)
-            return bases in self.graphs
+        class graphs:  # noqa: N801 - the plan's PlanGraphs
+            def launch(bases, job, stream=None):
+                LaunchPlan.launched.append(bases)
+                LaunchPlan.streams.append(stream)
+                return bases in LaunchPlan.captured
 
         def replay(self, job, temporaries=None):
             self.replayed.append((job.keys_in, temporaries))
@@ -489,7 +490,7 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
     class Adapter:
         stream = staticmethod(lambda a: 0x9000)
         pointer = staticmethod(lambda a: 0x42)
-        empty = staticmethod(lambda a, shape, dtype: np.empty(shape, dtype))
+        maker = staticmethod(lambda shape, dtype: lambda a: np.empty(shape, dtype))
 
     class LaunchPlan:
         temporaries = (256,)
@@ -497,9 +498,10 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
 
         run_on = RealLaunchPlan.run_on
 
-        def launch_graph(self, job, bases, stream=None):
-            self.streams.append(stream)
-            return True
+        class graphs:  # noqa: N801 - the plan's PlanGraphs
+            def launch(bases, job, stream=None):
+                LaunchPlan.streams.append(stream)
+                return True
 
     plugin = registry.plugins()["onesweep"]
     plan = LaunchPlan()
@@ -697,7 +699,10 @@ class _StreamCaller:
 
     pointer = staticmethod(lambda a: 0x42)
 
-    def empty(self, a, shape, dtype):
+    def maker(self, shape, dtype):
+        return lambda a: self.empty(shape, dtype)
+
+    def empty(self, shape, dtype):
         if self.fail:
             raise MemoryError("out of memory allocating 32 bytes")
         if self.fail_once:

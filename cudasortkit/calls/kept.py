@@ -119,14 +119,14 @@ class KeptBuffers:
                 return array
         return None
 
-    def make_ahead(self, caller, empty, *args) -> None:
-        """Make the next call's result, empty(*args), on `caller`'s stream
-        and keep it. Out of memory, none is made (the call's result stands)."""
+    def make_ahead(self, caller, make, a) -> None:
+        """Make the next call's result, make(a), on `caller`'s stream and
+        keep it. Out of memory, none is made (the call's result stands)."""
         ahead = self.ahead
         if ahead is None:  # take(), in another thread, found no room for it
             return
         try:
-            ahead.append((caller, empty(*args)))
+            ahead.append((caller, make(a)))
         except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
             if not is_out_of_memory(exc):
                 raise

@@ -77,9 +77,12 @@ class _CupyKeys:
         # gpu.streams.current_stream("cupy", None), CuPy's function bound
         return self._current_stream().ptr or LEGACY
 
-    def empty(self, a, shape, dtype):
-        # cupy.empty's own call: CuPy's allocator, ordered on the current stream.
-        return self._ndarray(shape, dtype)
+    def maker(self, shape, dtype):
+        """make(a): a new C-contiguous array of `shape` and `dtype` on the
+        current device (cupy.empty's own call: CuPy's allocator, ordered on
+        the current stream), `a` unused."""
+        ndarray = self._ndarray
+        return lambda a: ndarray(shape, dtype)
 
 
 class _TorchKeys:
@@ -110,14 +113,20 @@ class _TorchKeys:
     def stream(a) -> int:
         return current_stream("torch", a.device)
 
-    def empty(self, a, shape, dtype):
-        """A new contiguous tensor on `a`'s device. Of `a`'s own shape (a
+    def maker(self, shape, dtype):
+        """make(a): a new contiguous tensor of `shape` and `dtype` (the
+        keys' own, or an index dtype) on `a`'s device. Of `a`'s own shape (a
         sort's or argsort's result) it is empty_like(a), about half of
         torch.empty's host time (`a` is contiguous, so the result is too)."""
-        torch_dtype = self._index_dtypes.get(dtype, a.dtype)
-        if a.shape == shape:
-            return self._torch.empty_like(a, dtype=torch_dtype)
-        return self._torch.empty(shape, dtype=torch_dtype, device=a.device)
+        torch = self._torch
+        index_dtype = self._index_dtypes.get(dtype)
+
+        def make(a):
+            torch_dtype = a.dtype if index_dtype is None else index_dtype
+            if a.shape == shape:
+                return torch.empty_like(a, dtype=torch_dtype)
+            return torch.empty(shape, dtype=torch_dtype, device=a.device)
+        return make
 
 
 #: The array libraries whose calls are prepared, by Operand.library.
@@ -141,7 +150,7 @@ class PreparedCall:
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
                  "index_dtype", "key_bytes", "index_bytes", "job", "strides", "result_dtype",
-                 "kept")
+                 "kept", "make_result")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
                  value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
@@ -163,6 +172,8 @@ class PreparedCall:
         self.result_dtype = dtype if kind == "sort" else index_dtype
         self.kept = kept_for(state, plan, adapter, shape, self.result_dtype,
                              self.key_bytes if kind == "sort" else self.index_bytes)
+        #: make_result(a): a new array for a call's result (adapter.maker).
+        self.make_result = adapter.maker(shape, self.result_dtype)
 
     def __call__(self, a, out=None, keys_in=None, out_at=None):
         """(sorted keys or None, indices or None), in the caller's library.
@@ -170,26 +181,37 @@ class PreparedCall:
         argsort's indices), checked by the caller (calls/plan.py) to be of
         the result's type, shape, dtype and device, C-contiguous and apart
         from `a`. `keys_in`, `out_at`: the addresses of `a` and `out`
-        where the caller read them already."""
+        where the caller read them already. (A repeat call of 1,024 keys is
+        mostly host time: this path keeps to the few calls it needs.)"""
         state = self.state.activate()
-        adapter, n, kept = self.adapter, self.n, self.kept
+        adapter, kept = self.adapter, self.kept
         caller = adapter.stream(a)
         joins = caller != LEGACY and caller != state.joiner.own
         if joins:
             state.joiner.wait_for((caller,))
-        temporaries = []
+        temporaries = None
         try:
             if keys_in is None:
                 keys_in = adapter.pointer(a)
-            result = self._result(a, caller) if out is None else out
-            if out is None or out_at is None:
+            if out is None:
+                # the array made ahead for this stream, else one made now (out
+                # of memory, once more after unused memory went back:
+                # DeviceState.allocating, as every result of the general path)
+                result = kept.made_ahead(caller)
+                if result is None:
+                    result = state.allocating(self.make_result, a)
                 out_at = adapter.pointer(result)
-            if self.kind == "sort":
-                keys, keys_out, indices, values_in, values_out = result, out_at, None, 0, 0
+            elif out_at is None:
+                result, out_at = out, adapter.pointer(out)
             else:
+                result = out
+            if self.kind == "sort":
+                keys, indices, keys_out, values_in, values_out = result, None, out_at, 0, 0
+            else:
+                temporaries = []
                 keys, indices, values_out = None, result, out_at
                 keys_out = temporary(state, temporaries, self.key_bytes, "sorted keys of argsort")
-                values_in = (index_buffer(state, temporaries, n, "argsort indices", iota64)
+                values_in = (index_buffer(state, temporaries, self.n, "argsort indices", iota64)
                              if self.iota else 0)
             poison(state, keys_out, self.key_bytes, values_out, self.index_bytes)
             # Buffers a replay had before (pools hand the same blocks back)
@@ -200,25 +222,16 @@ class PreparedCall:
             self.plan.run_on(self.job, (keys_in, keys_out, values_in, values_out), kept.used(),
                              LEGACY if caller == LEGACY else None)
         finally:
-            free_all(temporaries)
+            if temporaries:
+                free_all(temporaries)
             if joins:
                 state.joiner.signal((caller,))
         if out is None and kept.ahead is not None:  # the GPU works meanwhile
-            kept.make_ahead(caller, adapter.empty, a, self.shape, self.result_dtype)
+            kept.make_ahead(caller, self.make_result, a)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
         return keys, indices
-
-    def _result(self, a, caller):
-        """A new array for this call's result: the one made ahead for
-        `caller`'s stream if there is one, else one made now (out of
-        memory, once more after the unused memory went back:
-        DeviceState.allocating, as every result of the general path)."""
-        array = self.kept.made_ahead(caller)
-        if array is not None:
-            return array
-        return self.state.allocating(self.adapter.empty, a, self.shape, self.result_dtype)
 
 
 class PreparedCalls:

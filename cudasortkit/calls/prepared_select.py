@@ -39,7 +39,7 @@ class PreparedSelect:
     """One exact call shape's selection: its launch plan and result shape."""
 
     __slots__ = ("adapter", "state", "plan", "job", "shape", "dtype", "values_bytes",
-                 "index_bytes", "stamps", "strides")
+                 "index_bytes", "stamps", "strides", "make_values", "make_indices")
 
     def __init__(self, adapter, state, plan, job, shape: tuple, dtype, count: int,
                  strides: tuple):
@@ -50,6 +50,8 @@ class PreparedSelect:
         self.strides = strides
         self.values_bytes, self.index_bytes = count * dtype.itemsize, count * 8
         self.stamps = stamps()
+        self.make_values = adapter.maker(shape, dtype)  # make(a): a new result (adapter.maker)
+        self.make_indices = adapter.maker(shape, INDEX_DTYPE)
 
     def __call__(self, a) -> tuple:
         """(values, int64 indices) of the recorded shape, the caller's kind."""
@@ -60,8 +62,7 @@ class PreparedSelect:
         if joins:
             state.joiner.wait_for((caller,))
         try:
-            values = adapter.empty(a, self.shape, self.dtype)
-            indices = adapter.empty(a, self.shape, INDEX_DTYPE)
+            values, indices = self.make_values(a), self.make_indices(a)
             values_out, indices_out = adapter.pointer(values), adapter.pointer(indices)
             poison(state, values_out, self.values_bytes, indices_out, self.index_bytes)
             job = self.job.rebound(adapter.pointer(a), values_out, 0, indices_out)

@@ -226,25 +226,18 @@ class LaunchPlan:
         #: The plan's CUDA graphs, by buffer addresses (cudasortkit/launch/graphs.py).
         self.graphs = PlanGraphs()
 
-    def launch_graph(self, job, bases: tuple, stream: int | None = None) -> bool:
-        """Launch the graph of these buffers (keys_in, keys_out, values_in,
-        values_out, then the temporaries' addresses in order) on job's
-        stream, or on the CUstream handle `stream`, if earlier replays
-        captured one; False if not (replay() issues the work). `job` only
-        names plugin and config if the launch fails, so a caller owning its
-        temporaries needs no Job per call."""
-        return self.graphs.launch(bases, job, stream)
-
     def run_on(self, job, buffers: tuple, temporaries: tuple | None,
                stream: int | None = None) -> None:
         """Run the plan as a repeated call does, on `buffers` (keys_in,
         keys_out, values_in, values_out): the graph of these buffers and
         `temporaries` (addresses the caller owns) where one was captured,
-        launched on `stream` as launch_graph does; else a replay on `job`
+        launched on the CUstream handle `stream` (None: the job's; `job`
+        only names plugin and config if the launch fails, so a caller owning
+        its temporaries needs no Job per call); else a replay on `job`
         rebound to the buffers, which captures where due (temporaries None:
         taken from the pool and freed after). `job` is a template Job of
         the plan's shape (Job.rebound), so no Job is built per call."""
-        if temporaries is not None and self.launch_graph(job, (*buffers, *temporaries), stream):
+        if temporaries is not None and self.graphs.launch((*buffers, *temporaries), job, stream):
             return
         bound = job.rebound(*buffers)
         try:
