@@ -1,7 +1,5 @@
 """cudasortkit.plan without a GPU: argument checks, mismatched calls, and the
 choice between replaying a prepared call and the general path (stubs)."""
-import types
-
 import numpy as np
 import pytest
 
@@ -334,15 +332,28 @@ class _LegacyCaller:
     maker = staticmethod(lambda shape, dtype: lambda a: np.empty(shape, dtype))
 
 
+class _Graphs:
+    """A launch plan's PlanGraphs: records each launch (its buffers and
+    stream) and has a graph for the buffers in `captured` (None: any)."""
+
+    def __init__(self, captured=None):
+        self.captured, self.launched, self.streams = captured, [], []
+
+    def launch(self, bases, job, stream=None):
+        self.launched.append(bases)
+        self.streams.append(stream)
+        return self.captured is None or bases in self.captured
+
+
 class _PlanWithoutGraph:
     """A launch plan of these temporaries with no graph yet: replay() takes
     the temporaries from the job's pool when the call keeps none."""
 
     def __init__(self, temporaries):
         self.temporaries, self.seen = temporaries, []
+        self.graphs = _Graphs(captured=set())
 
     run_on = RealLaunchPlan.run_on  # the repeated call's path, on this fake's graphs and replay
-    graphs = types.SimpleNamespace(launch=lambda bases, job, stream=None: False)
 
     def replay(self, job, temporaries=None):
         if temporaries is None:
@@ -424,16 +435,10 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
 
     class LaunchPlan:
         temporaries = (256,)
-        captured = {(0x42, 0x42, 0, 0, 0x500000)}   # the buffers a graph was captured for
-        launched, replayed, streams = [], [], []
+        graphs = _Graphs(captured={(0x42, 0x42, 0, 0, 0x500000)})  # the buffers of its graph
+        replayed = []
 
         run_on = RealLaunchPlan.run_on
-
-        class graphs:  # noqa: N801 - the plan's PlanGraphs
-            def launch(bases, job, stream=None):
-                LaunchPlan.launched.append(bases)
-                LaunchPlan.streams.append(stream)
-                return bases in LaunchPlan.captured
 
         def replay(self, job, temporaries=None):
             self.replayed.append((job.keys_in, temporaries))
@@ -446,10 +451,11 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
     call = prep.PreparedCall(Adapter, State(), plugin, plugin.default_config("float32"), plan, "sort",
                              np.dtype("float32"), "float32", (8,), 8, 0, False, _Memo(plugin, None), ())
     call(np.zeros(8, np.float32))
-    assert plan.launched == [(0x42, 0x42, 0, 0, 0x500000)] and plan.replayed == [] and rebound == []
+    assert plan.graphs.launched == [(0x42, 0x42, 0, 0, 0x500000)]
+    assert plan.replayed == [] and rebound == []
     # The caller's stream is the legacy default stream: the graph goes there
     # itself (ordered with our blocking stream both ways), not into ours.
-    assert plan.streams == [LEGACY]
+    assert plan.graphs.streams == [LEGACY]
     monkeypatch.setattr(Adapter, "pointer", staticmethod(lambda a: 0x43))   # buffers without a graph
     call(np.zeros(8, np.float32))
     assert plan.replayed == [(0x43, (0x500000,))] and len(rebound) == 1
@@ -494,21 +500,16 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
 
     class LaunchPlan:
         temporaries = (256,)
-        streams = []
+        graphs = _Graphs()
 
         run_on = RealLaunchPlan.run_on
-
-        class graphs:  # noqa: N801 - the plan's PlanGraphs
-            def launch(bases, job, stream=None):
-                LaunchPlan.streams.append(stream)
-                return True
 
     plugin = registry.plugins()["onesweep"]
     plan = LaunchPlan()
     call = prep.PreparedCall(Adapter, State(), plugin, plugin.default_config("float32"), plan, "sort",
                              np.dtype("float32"), "float32", (8,), 8, 0, False, _Memo(plugin, None), ())
     call(np.zeros(8, np.float32))
-    assert plan.streams == [None] and joins == [("wait", (0x9000,)), ("signal", (0x9000,))]
+    assert plan.graphs.streams == [None] and joins == [("wait", (0x9000,)), ("signal", (0x9000,))]
 
 
 def test_prepared_calls_keep_at_most_owned_total_share(monkeypatch):
