@@ -245,6 +245,40 @@ def test_a_cell_whose_cpu_changed_speed_is_marked(monkeypatch):
     assert "7.0-12.0 ms" in lines[4]
 
 
+def test_a_cell_reports_our_calls_that_launched_no_graph(monkeypatch):
+    """Rows carry how many replays of the cell's timed rounds had no CUDA
+    graph to launch (launch.plans.issued_replays: read before and after the
+    rounds, not the warm-up); the table shows a cell's count where it is
+    not 0, with a legend."""
+    from cudasortkit.launch import plans as launchplan
+
+    counts = iter([10, 13, 20, 20])
+    monkeypatch.setattr(launchplan, "issued_replays", lambda: next(counts))
+    rows = bench_calls.peers_latency(("uint32",), sizes=(10, 12), reps=4,
+                                     libraries=(_FAKE_CUPY, None, _fake_peer()), csk=_FakeCsk)
+    assert [r["replays_without_graph"] for r in rows] == [3] * 6 + [0] * 6
+    lines = bench_calls.format_peers(rows).splitlines()
+    assert lines[2].endswith(" [3 without a graph]") and "without a graph" not in lines[3]
+    assert "issued_replays" in lines[-1]
+
+
+def test_a_replay_without_a_graph_is_counted():
+    """LaunchPlan.replay counts a replay whose buffers have no graph (it
+    issues its operations), not one that launches its graph."""
+    from cudasortkit.launch import plans as launchplan
+
+    plan = launchplan.LaunchPlan((), ())
+    plan.graphs = types.SimpleNamespace(launch=lambda bases, job, stream=None: True,
+                                         wants=lambda bases: False)
+    job = types.SimpleNamespace(keys_in=1, keys_out=2, values_in=0, values_out=0, graphable=False)
+    before = launchplan.issued_replays()
+    plan.replay(job, ())
+    assert launchplan.issued_replays() == before
+    plan.graphs.launch = lambda bases, job, stream=None: False
+    plan.replay(job, ())
+    assert launchplan.issued_replays() == before + 1
+
+
 def test_cpu_probe_times_the_fixed_loop():
     from cudasortkit.gpu import timing
 

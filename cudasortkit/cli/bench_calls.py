@@ -32,6 +32,7 @@ import numpy as np
 
 from ..dtypes import numpy_dtype
 from ..gpu.timing import cpu_probe_ms, on_one_cpu, rotated_rounds
+from ..launch import plans as launchplan
 
 ROUNDS = 5
 
@@ -323,7 +324,8 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
     (timing.on_one_cpu): rows {op: "call", dtype, n, algorithm, us (median
     of `reps`, interleaved rounds after warm-up), ok, vs_cub, cpu (the CPU
     timed on; None: not pinned), cpu_probe_ms (timing.cpu_probe_ms before
-    and after the cell)}, or {..., ok: False, error} for a
+    and after the cell), replays_without_graph (our calls of the cell's
+    timed rounds that launched no CUDA graph: launch.plans.issued_replays)}, or {..., ok: False, error} for a
     contender whose first result differs from np.sort's (never timed) or
     that fails. `libraries`: (cupy, torch, cuda.compute or None), default
     the installed ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
@@ -352,8 +354,9 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
 def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
     """One (dtype, n) cell of peers_latency: each contender's result checked
     against np.sort of the keys `h` (NumPy), then warmed up and timed in rotated
-    rounds with the others; the CPU probe is read right before and after
-    those rounds (a first cell's warm-up compiles for seconds); its rows."""
+    rounds with the others; the CPU probe, and the count of replays that had
+    no graph to launch, are read right before and after those rounds (a
+    first cell's warm-up compiles for seconds); its rows."""
     ref = np.sort(h, kind="stable")
     cell, timed = [], {}
     for name, (fn, sync) in contenders.items():
@@ -372,6 +375,7 @@ def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
     samples = {name: [] for name in timed}
     probe = [cpu_probe_ms()]  # bracketing the timed rounds, not the checks and warm-up
+    issued = launchplan.issued_replays()
     per_round = -(-reps // PEER_ROUNDS)
     for order in rotated_rounds(timed, PEER_ROUNDS):
         for name in order:
@@ -381,9 +385,11 @@ def _peer_cell(dtype: str, h, reps: int, contenders: dict) -> list:
                 fn()
                 sync()
                 samples[name].append((time.perf_counter() - t) * 1e6)
+    issued = launchplan.issued_replays() - issued
     probe.append(cpu_probe_ms())
     for row in cell:
         row["cpu_probe_ms"] = probe
+        row["replays_without_graph"] = issued
         if row["algorithm"] in samples:
             row["us"] = statistics.median(samples[row["algorithm"]])
     add_vs_cub(cell)
@@ -411,12 +417,18 @@ def format_peers(rows) -> str:
         text = " ".join(f"{got[n]['us']:14.1f}" if "us" in got.get(n, {}) else
                         f"{('failed' if n in got else '-'):>14}" for n in names)
         vs = [f"{got[n]['vs_cub']:.2f}x" for n in ours if "vs_cub" in got.get(n, {})]
+        first = next(iter(got.values()))
+        issued = first.get("replays_without_graph")
         lines.append(f"{cell[0]:8} {cell[1]:>9,} {text}" + (f"   {', '.join(vs)}" if vs else "")
-                     + (" *" if _drifted(next(iter(got.values())).get("cpu_probe_ms")) else ""))
+                     + (" *" if _drifted(first.get("cpu_probe_ms")) else "")
+                     + (f" [{issued} without a graph]" if issued else ""))
     probes = [p for r in rows for p in r.get("cpu_probe_ms", ())]
     if probes:
         lines.append(f"  CPU probe (timing.cpu_probe_ms, more: a slower CPU) {min(probes):.1f}-"
                      f"{max(probes):.1f} ms over the cells; * its CPU changed speed during the cell")
+    if any(r.get("replays_without_graph") for r in rows):
+        lines.append("  [k without a graph]: k of our timed calls in the cell found no CUDA graph "
+                     "of their buffers (launch.plans.issued_replays): slower calls")
     for r in rows:
         if "error" in r:
             lines.append(f"  {r['dtype']} {r['n']:,} {r['algorithm']}: {r['error']}")

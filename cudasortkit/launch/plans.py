@@ -18,6 +18,7 @@ arrays overlap) only keeps this call from being recorded.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from ..gpu import caches
@@ -32,6 +33,12 @@ _replayable: dict = {}  # plugin class -> replayable(plugin class)
 
 #: Counts forget()s: what holds a plan (cudasortkit/calls/prepared.py) checks it.
 generation = 0
+#: Replays of every plan that had no graph of their buffers to launch (they
+#: issued their operations one at a time, or captured them): a repeated
+#: call that lands here costs microseconds more than a graph launch.
+#: `bench --peers` reports them per per-call cell (issued_replays).
+_issued = 0
+_issued_lock = threading.Lock()
 #: In a plan's CUDA graph, a launch right after another launch is captured
 #: overlapping it where its kernel allows (kernels/include/overlap.cuh): its
 #: launch starts as the grid before ends, not after. On an H100 it moved
@@ -256,6 +263,7 @@ class LaunchPlan:
         bases = (job.keys_in, job.keys_out, job.values_in, job.values_out, *temporaries)
         if self.graphs.launch(bases, job):
             return
+        _count_issued()
         last_bases, arguments = self._resolved
         if bases != last_bases:  # else the same buffers again (pools hand them back): reuse
             arguments = tuple(op.resolve(bases) for op in self.ops)
@@ -268,6 +276,18 @@ class LaunchPlan:
         if not (job.graphable and self.graphs.wants(bases)
                 and self.graphs.capture(bases, job, lambda: issue(OVERLAP_IN_GRAPHS))):
             issue()
+
+
+def _count_issued() -> None:
+    global _issued
+    with _issued_lock:
+        _issued += 1
+
+
+def issued_replays() -> int:
+    """How many replays so far, of every plan, had no graph of their
+    buffers to launch (see _issued)."""
+    return _issued
 
 
 class Recorder:
