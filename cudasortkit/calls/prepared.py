@@ -193,7 +193,8 @@ class PreparedCall:
         try:
             if keys_in is None:
                 keys_in = adapter.pointer(a)
-            if out is None:
+            result = out
+            if result is None:
                 # the array made ahead for this stream, else one made now (out
                 # of memory, once more after unused memory went back:
                 # DeviceState.allocating, as every result of the general path)
@@ -202,9 +203,7 @@ class PreparedCall:
                     result = state.allocating(self.make_result, a)
                 out_at = adapter.pointer(result)
             elif out_at is None:
-                result, out_at = out, adapter.pointer(out)
-            else:
-                result = out
+                out_at = adapter.pointer(out)
             if self.kind == "sort":
                 keys, indices, keys_out, values_in, values_out = result, None, out_at, 0, 0
             else:

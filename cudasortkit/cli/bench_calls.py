@@ -325,9 +325,9 @@ def peers_latency(dtypes=("float32",), sizes=None, reps=None, libraries=None,
     of `reps`, interleaved rounds after warm-up), ok, vs_cub, cpu (the CPU
     timed on; None: not pinned), cpu_probe_ms (timing.cpu_probe_ms before
     and after the cell), replays_without_graph (our calls of the cell's
-    timed rounds that launched no CUDA graph: launch.plans.issued_replays)}, or {..., ok: False, error} for a
-    contender whose first result differs from np.sort's (never timed) or
-    that fails. `libraries`: (cupy, torch, cuda.compute or None), default
+    timed rounds that launched no CUDA graph: launch.plans.issued_replays)},
+    or {..., ok: False, error} for a contender whose first result differs
+    from np.sort's (never timed) or that fails. `libraries`: (cupy, torch, cuda.compute or None), default
     the installed ones; `csk`: the cudasortkit module (tests pass stand-ins)."""
     sizes = PEER_SIZES if sizes is None else sizes
     reps = PEER_REPS if reps is None else reps
