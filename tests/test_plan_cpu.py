@@ -818,6 +818,96 @@ def test_results_made_ahead_go_when_memory_runs_short_and_out_of_memory_makes_no
     caches.clear_all()
 
 
+class _Result:
+    """A CuPy array's stand-in for taking results back: its memory pointer
+    (`data`) holds its memory (`data.mem`), and it takes weak references."""
+
+    __slots__ = ("shape", "dtype", "data", "__weakref__")
+
+    def __init__(self, shape, dtype):
+        import types
+
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.data = types.SimpleNamespace(mem=object())
+
+
+class _TakingBack(_StreamCaller):
+    """An adapter that says who holds its arrays, as CuPy's does; `made`
+    holds their ids (a reference, or a weak one, would keep any from being
+    taken back)."""
+
+    def __init__(self):
+        from cudasortkit.calls import prepared as prep
+
+        super().__init__()
+        self.holders = prep._CupyKeys.holders
+        self.alone = kept.sole_holders(self.holders, lambda: _Result((1,), np.uint8))
+
+    def empty(self, shape, dtype):
+        array = _Result(shape, dtype)
+        self.made.append(id(array))
+        return array
+
+
+def _sort_dropping(call, times):
+    """The ids of the results of `times` calls whose caller drops each."""
+    return [id(call(np.zeros(8, np.float32))[0]) for _ in range(times)]
+
+
+def test_a_result_its_caller_dropped_is_taken_back_by_the_next_call_of_its_stream():
+    """Where the adapter says who holds its arrays, a call hands out the
+    result the previous call of its stream handed out once nothing else
+    holds it: nothing is made for it, and the result made ahead goes."""
+    adapter = _TakingBack()
+    call = _ahead_call(adapter)
+    ids = _sort_dropping(call, 5)
+    assert len(adapter.made) == 2                      # the first result, and one made ahead
+    assert ids == [adapter.made[0]] * 5 and call.kept.ahead == []   # the one made ahead went
+    _, indices = _ahead_call(adapter, kind="argsort")(np.zeros(8, np.float32))
+    argsort = _ahead_call(adapter, kind="argsort")
+    first = id(argsort(np.zeros(8, np.float32))[1])
+    assert id(argsort(np.zeros(8, np.float32))[1]) == first and indices.dtype == np.int64
+
+
+@pytest.mark.parametrize("holder", ["array", "pointer", "memory", "weakref", "reshaped"])
+def test_a_result_something_still_holds_is_not_taken_back(holder):
+    """A result is taken back only when nothing holds it, its memory pointer
+    or its memory (a view's pointer shares it), no weak reference watches
+    it, and its shape is still the call's."""
+    import weakref
+
+    adapter = _TakingBack()
+    call = _ahead_call(adapter)
+    first, _ = call(np.zeros(8, np.float32))
+    held = {"array": lambda r: r, "pointer": lambda r: r.data, "memory": lambda r: r.data.mem,
+            "weakref": weakref.ref, "reshaped": lambda r: setattr(r, "shape", (2, 4))}[holder](first)
+    first_id = id(first)
+    del first
+    second, _ = call(np.zeros(8, np.float32))
+    assert id(second) != first_id and id(second) == adapter.made[1]   # the one made ahead
+    assert held is not None or holder == "reshaped"
+
+
+def test_a_result_is_taken_back_only_on_its_stream_and_never_for_out_or_without_holders():
+    from cudasortkit.gpu import caches
+
+    adapter = _TakingBack()
+    call = _ahead_call(adapter)
+    call(np.zeros(8, np.float32))                          # made, and one made ahead
+    adapter.current[0] = 0xA000
+    call(np.zeros(8, np.float32))
+    assert len(adapter.made) == 4                          # not 0x9000's: made, and one ahead
+    out = _Result((8,), np.float32)
+    got, _ = call(np.zeros(8, np.float32), out=out)
+    assert got is out and call.kept.returned != [(0xA000, out)]
+    plain = _ahead_call(_StreamCaller())                   # says nothing of holders
+    _sort_dropping(plain, 3)
+    assert plain.kept.returned is None and len(plain.kept.ahead) == 1
+    caches.release_kept()                                  # memory short: the kept result goes
+    assert call.kept.returned == [] and call.kept.ahead == []
+    caches.clear_all()
+
+
 def test_a_prepared_call_out_of_memory_for_its_result_frees_unused_memory_and_tries_again():
     """The prepared call's own result goes through DeviceState.allocating,
     as the general path's results do: out of memory once, the unused memory

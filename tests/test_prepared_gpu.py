@@ -285,3 +285,79 @@ def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, 
     later = csk.sort(to_dev(h)) if kind == "sort" else csk.argsort(to_dev(h), stable=True)
     np.testing.assert_array_equal(to_host(later),
                                   np.sort(h) if kind == "sort" else np.argsort(h, kind="stable"))
+
+
+@pytest.mark.parametrize("n", [4099, 200_003])
+@pytest.mark.parametrize("kind", ["sort", "argsort"])
+def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n):
+    """A CuPy result its caller dropped comes back as the next call's result
+    on the same stream (calls/kept.py): the work the caller queued on it
+    before dropping it, behind a busy stream, still reads the old values; a
+    call on another stream makes its own."""
+    from test_streams_gpu import spin
+
+    cupy = _cupy()
+    rng = np.random.default_rng(n + len(kind))
+    side = cupy.cuda.Stream(non_blocking=True)
+    run = (lambda x: csk.sort(x)) if kind == "sort" else (lambda x: csk.argsort(x, stable=True))
+    want = (lambda h: np.sort(h)) if kind == "sort" else (lambda h: np.argsort(h, kind="stable"))
+    for stream in (cupy.cuda.Stream.null, side):
+        with stream:
+            pointers, doubled = [], []
+            for call in range(4):
+                h = rng.standard_normal(n).astype(np.float32)
+                x = cupy.asarray(h)
+                spin()
+                got = run(x)
+                pointers.append(got.data.ptr)
+                doubled.append((got * 2, want(h) * 2))  # queued behind the spin, then dropped
+                del got
+            for twice, expected in doubled:
+                np.testing.assert_array_equal(twice.get(stream=stream), expected)
+            assert len(set(pointers[1:])) == 1  # taken back from the second call on
+    with side:
+        dropped = run(cupy.asarray(rng.standard_normal(n).astype(np.float32))).data.ptr
+    h = rng.standard_normal(n).astype(np.float32)
+    with cupy.cuda.Stream.null:
+        other = run(cupy.asarray(h))  # not the side stream's result
+    assert other.data.ptr != dropped
+    np.testing.assert_array_equal(other.get(), want(h))
+
+
+@pytest.mark.parametrize("holder", ["pointer", "view", "torch", "finalizer"])
+def test_a_cupy_result_still_held_some_other_way_is_never_taken_back(holder):
+    """Dropping the array while holding its memory pointer, a view, a torch
+    tensor on it or a finalizer keeps it from being taken back: its values
+    stand through the next calls (a finalizer's array is freed, not handed
+    out again)."""
+    import weakref
+
+    cupy = _cupy()
+    rng = np.random.default_rng(7)
+    n = 4099
+    run = lambda: csk.sort(cupy.asarray(rng.standard_normal(n).astype(np.float32)))  # noqa: E731
+    run()
+    run()  # prepared, its results taken back from now on
+    h = rng.standard_normal(n).astype(np.float32)
+    got = csk.sort(cupy.asarray(h))
+    if holder == "pointer":
+        held = got.data
+        read = lambda: cupy.ndarray((n,), np.float32, memptr=held).get()  # noqa: E731
+    elif holder == "view":
+        held = got[1:]
+        read = lambda: np.concatenate([np.sort(h)[:1], held.get()])  # noqa: E731
+    elif holder == "torch":
+        torch = pytest.importorskip("torch")
+        held = torch.as_tensor(got, device="cuda")
+        read = lambda: held.cpu().numpy()  # noqa: E731
+    else:
+        held = weakref.finalize(got, lambda: None)
+        read = None
+    del got
+    for _ in range(3):
+        run()
+    cupy.cuda.Device().synchronize()
+    if read is None:
+        assert not held.alive
+    else:
+        np.testing.assert_array_equal(read(), np.sort(h))

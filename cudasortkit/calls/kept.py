@@ -1,5 +1,6 @@
 """What prepared calls (calls/prepared.py) keep between calls: their launch
-plan's temporaries, and the next call's result array made ahead.
+plan's temporaries, the next call's result array made ahead, and the last
+result handed out, taken back for the next call once the caller dropped it.
 
 One `KeptBuffers` serves every prepared call of one device, launch plan,
 array library, shape and result dtype: auto's call and a call naming the
@@ -56,6 +57,16 @@ OWNED_TOTAL_SHARE = 1 / 128
 #: them. An array made ahead serves only a call on the stream it was made
 #: on (each library's pool orders the reuse of its blocks by stream).
 AHEAD_RESULT_BYTES = 256 << 10
+# Where an array library says who holds a result (its adapter's `holders`:
+# CuPy's), the result a call hands out is kept too, and the next call on
+# the same stream takes it back when nothing else holds it, its memory or
+# a weak reference to it any more: the caller dropped it, so no one can
+# tell it from a new array, and the call neither waits on the allocator
+# nor makes its next result ahead (NumPy elides temporaries on the same
+# rule, a reference count). Its memory is reused as CuPy's pool reuses a
+# freed block: on the stream it was made on, after the work queued there.
+# The results of a library whose allocator also keeps blocks for
+# other streams' work (PyTorch's `record_stream`) are never taken back.
 
 #: The kept buffers holding temporaries now (those no prepared call uses
 #: any more leave the set, and their blocks go back to the pool).
@@ -78,8 +89,23 @@ def kept_for(state, plan, adapter, shape, result_dtype, result_bytes: int) -> "K
     with _owning_lock:
         kept = _shared.get(key)
         if kept is None:
-            kept = _shared[key] = KeptBuffers(state, plan, result_bytes)
+            kept = _shared[key] = KeptBuffers(state, plan, result_bytes, adapter, shape)
     return kept
+
+
+def popped(returned: list, holders) -> tuple:
+    """(stream, array, holders(array)) of the (stream, array) popped off
+    `returned`, the counts read while this frame's local is the one
+    reference the pop left (IndexError where another thread took it).
+    sole_holders() reads them the same way, so the two compare."""
+    stream, array = returned.pop()
+    return stream, array, holders(array)
+
+
+def sole_holders(holders, make) -> tuple:
+    """holders() of a new array, make(), that nothing else holds: what
+    holders() reads of a result the caller dropped (an adapter's `alone`)."""
+    return popped([(None, make())], holders)[2]
 
 
 class KeptBuffers:
@@ -90,10 +116,10 @@ class KeptBuffers:
     once never take the same array). `nbytes` is what is kept while taken."""
 
     __slots__ = ("state", "plan", "owns", "owned", "temporaries", "ahead", "nbytes",
-                 "last_use", "__weakref__")
+                 "last_use", "returned", "holders", "alone", "shape", "__weakref__")
 
-    def __init__(self, state, plan, result_bytes: int):
-        self.state, self.plan = state, plan
+    def __init__(self, state, plan, result_bytes: int, adapter=None, shape=None):
+        self.state, self.plan, self.shape = state, plan, shape
         share = state.total_memory * OWN_TEMPORARIES_SHARE
         temporaries = sum(plan.temporaries)
         self.owns = temporaries <= share
@@ -102,9 +128,39 @@ class KeptBuffers:
         ahead = not big or (self.owns and temporaries + result_bytes <= share)
         self.nbytes = temporaries + (result_bytes if big and ahead else 0)
         self.ahead = [] if ahead else None
+        #: The last result handed out, as (caller's stream, array), to take
+        #: back (`holders`, above); None where the adapter says no holders.
+        self.holders = getattr(adapter, "holders", None)
+        self.alone = getattr(adapter, "alone", None)
+        self.returned = [] if ahead and self.holders is not None else None
         self.last_use = 0
         if ahead:
             _making_ahead.add(self)
+
+    def taken_back(self, caller):
+        """The result handed out last on `caller`'s stream, taken back if
+        nothing else holds it, its memory or a weak reference to it, and its
+        shape is still the calls' (a CuPy array's shape can be set); else
+        None. Taken back, it stands for the result made ahead too, which
+        goes (a repeated call then keeps one result, not two)."""
+        returned = self.returned
+        if returned:
+            try:
+                stream, array, holders = popped(returned, self.holders)
+            except IndexError:  # another thread took it
+                return None
+            if stream == caller and holders == self.alone and array.shape == self.shape:
+                if self.ahead:
+                    self.ahead.clear()
+                return array
+        return None
+
+    def hand_out(self, caller, array) -> None:
+        """Keep the result this call hands out on `caller`'s stream, to take
+        back (taken_back) once the caller drops it; the one kept before goes."""
+        returned = self.returned
+        if returned is not None:
+            returned[:] = ((caller, array),)
 
     def made_ahead(self, caller):
         """The result array made ahead for `caller`'s stream, taken; None if
@@ -151,7 +207,8 @@ class KeptBuffers:
             budget = self.state.total_memory * OWNED_TOTAL_SHARE
             temporaries = sum(self.plan.temporaries)
             if self.nbytes > budget and self.nbytes > temporaries:
-                self.nbytes, self.ahead = temporaries, None  # never room for a big result ahead
+                # never room for a big result ahead, nor to keep one to take back
+                self.nbytes, self.ahead, self.returned = temporaries, None, None
                 _making_ahead.discard(self)
             if self.nbytes > budget:
                 self.owns = False
@@ -171,6 +228,8 @@ class KeptBuffers:
             _owning.discard(self)
             if self.ahead:
                 self.ahead.clear()
+            if self.returned:
+                self.returned.clear()
         for buf in owned or ():
             buf.free()
 
@@ -198,12 +257,13 @@ def _release_owned() -> None:
 
 
 def _drop_ahead() -> None:
-    """Drop the result arrays made ahead (they go back to their library's
-    pool); each call makes its next one again."""
+    """Drop the result arrays made ahead and those kept to take back (they go
+    back to their library's pool, unless their caller still holds them);
+    each call makes its next one again."""
     for kept in list(_making_ahead):
-        ahead = kept.ahead
-        if ahead is not None:  # None: take() just found no room for it
-            ahead.clear()
+        for arrays in (kept.ahead, kept.returned):
+            if arrays is not None:  # None: take() just found no room for it
+                arrays.clear()
 
 
 caches.register_kept(_release_owned)

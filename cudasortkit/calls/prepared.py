@@ -27,6 +27,9 @@ by the calls of one launch plan and result.
 """
 from __future__ import annotations
 
+from sys import getrefcount
+from weakref import getweakrefcount
+
 from ..build.corekernels import iota64
 from ..launch import plans as launchplan
 from ..launch.outputs import free_all, index_buffer, poison, temporary
@@ -36,7 +39,7 @@ from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
 from ..gpu.arrays import c_strides
 from ..gpu.streams import LEGACY, current_stream
-from .kept import kept_for
+from .kept import kept_for, sole_holders
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
@@ -57,6 +60,19 @@ class _CupyKeys:
         self._device = cupy.cuda.runtime.getDevice
         self._current_stream = cupy.cuda.get_current_stream
         self._ndarray = cupy.ndarray
+        #: holders() of a result nothing else holds (calls/kept.py takes such
+        #: a result back for the next call).
+        self.alone = sole_holders(self.holders, lambda: cupy.ndarray((1,), cupy.uint8))
+
+    @staticmethod
+    def holders(array) -> tuple:
+        """Who holds a CuPy array: the references to it, to its memory
+        pointer (`data`, which views and arrays made on it share) and to its
+        memory (`data.mem`, which views' pointers share), and its weak
+        references. (A CuPy array has no __dict__; DLPack and the buffer
+        protocol hold the array itself.)"""
+        data = array.data
+        return getrefcount(array), getrefcount(data), getrefcount(data.mem), getweakrefcount(array)
 
     def ready(self, a, ordinal, strides) -> bool:
         """`strides`: the C-contiguous strides of the call's shape (bytes),
@@ -193,14 +209,18 @@ class PreparedCall:
         try:
             if keys_in is None:
                 keys_in = adapter.pointer(a)
-            result = out
+            result, back = out, False
             if result is None:
+                # the last result of this stream if the caller dropped it, else
                 # the array made ahead for this stream, else one made now (out
                 # of memory, once more after unused memory went back:
                 # DeviceState.allocating, as every result of the general path)
-                result = kept.made_ahead(caller)
-                if result is None:
-                    result = state.allocating(self.make_result, a)
+                result = kept.taken_back(caller)
+                back = result is not None
+                if not back:
+                    result = kept.made_ahead(caller)
+                    if result is None:
+                        result = state.allocating(self.make_result, a)
                 out_at = adapter.pointer(result)
             elif out_at is None:
                 out_at = adapter.pointer(out)
@@ -226,7 +246,9 @@ class PreparedCall:
             if joins:
                 state.joiner.signal((caller,))
         if out is None and kept.ahead is not None:  # the GPU works meanwhile
-            kept.make_ahead(caller, self.make_result, a)
+            kept.hand_out(caller, result)
+            if not back:  # the caller keeps its results: make the next one
+                kept.make_ahead(caller, self.make_result, a)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
