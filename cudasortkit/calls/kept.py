@@ -129,10 +129,11 @@ class KeptBuffers:
         self.nbytes = temporaries + (result_bytes if big and ahead else 0)
         self.ahead = [] if ahead else None
         #: The last result handed out, as (caller's stream, array), to take
-        #: back (`holders`, above); None where the adapter says no holders.
+        #: back (`holders`, above); None where the adapter reads no holders
+        #: (its `alone` is None or missing).
         self.holders = getattr(adapter, "holders", None)
         self.alone = getattr(adapter, "alone", None)
-        self.returned = [] if ahead and self.holders is not None else None
+        self.returned = [] if ahead and self.alone is not None else None
         self.last_use = 0
         if ahead:
             _making_ahead.add(self)
@@ -146,10 +147,10 @@ class KeptBuffers:
         returned = self.returned
         if returned:
             try:
-                stream, array, holders = popped(returned, self.holders)
+                stream, array, counts = popped(returned, self.holders)
             except IndexError:  # another thread took it
                 return None
-            if stream == caller and holders == self.alone and array.shape == self.shape:
+            if stream == caller and counts == self.alone and array.shape == self.shape:
                 if self.ahead:
                     self.ahead.clear()
                 return array

@@ -27,6 +27,7 @@ by the calls of one launch plan and result.
 """
 from __future__ import annotations
 
+import sys
 from sys import getrefcount
 from weakref import getweakrefcount
 
@@ -61,8 +62,11 @@ class _CupyKeys:
         self._current_stream = cupy.cuda.get_current_stream
         self._ndarray = cupy.ndarray
         #: holders() of a result nothing else holds (calls/kept.py takes such
-        #: a result back for the next call).
-        self.alone = sole_holders(self.holders, lambda: cupy.ndarray((1,), cupy.uint8))
+        #: a result back for the next call); None, so that none is taken
+        #: back, where the interpreter runs without its GIL (a free-threaded
+        #: build, where this reading of reference counts is untested).
+        self.alone = (sole_holders(self.holders, lambda: cupy.ndarray((1,), cupy.uint8))
+                      if getattr(sys, "_is_gil_enabled", lambda: True)() else None)
 
     @staticmethod
     def holders(array) -> tuple:
