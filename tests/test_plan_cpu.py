@@ -869,6 +869,26 @@ def test_a_result_its_caller_dropped_is_taken_back_by_the_next_call_of_its_strea
     assert id(argsort(np.zeros(8, np.float32))[1]) == first and indices.dtype == np.int64
 
 
+def test_a_loop_assigning_each_result_alternates_between_two_arrays():
+    """`r = sort(x)` in a loop holds the last result while the next call
+    runs: that call takes back the one before it (RETURNED_KEPT), so the
+    loop alternates between two arrays and makes none after its start;
+    a big result is never kept to take back."""
+    adapter = _TakingBack()
+    call = _ahead_call(adapter)
+    ids = []
+    r = None
+    for _ in range(6):
+        r, _ = call(np.zeros(8, np.float32))
+        ids.append(id(r))
+    assert len(adapter.made) == 3                      # two results and one made ahead, dropped
+    assert ids[2:] == ids[:2] * 2 and ids[0] != ids[1] and len(call.kept.returned) == 2
+    n = kept.AHEAD_RESULT_BYTES // 4 + 1
+    big = _ahead_call(adapter, n=n)
+    big(np.zeros(n, np.float32))
+    assert big.kept.returned is None
+
+
 @pytest.mark.parametrize("holder", ["array", "pointer", "memory", "weakref", "reshaped"])
 def test_a_result_something_still_holds_is_not_taken_back(holder):
     """A result is taken back only when nothing holds it, its memory pointer

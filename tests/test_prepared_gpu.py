@@ -324,6 +324,35 @@ def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n
     np.testing.assert_array_equal(other.get(), want(h))
 
 
+@pytest.mark.parametrize("kind", ["sort", "argsort"])
+def test_a_loop_assigning_each_cupy_result_alternates_between_two_arrays(kind):
+    """`got = csk.sort(x)` in a loop, with work queued on each result behind
+    a busy stream before the next call: from the third call on, each call
+    takes back the result before last (calls/kept.py, RETURNED_KEPT), so the
+    pointers alternate between two, and every result and the work queued on
+    it are right."""
+    from test_streams_gpu import spin
+
+    cupy = _cupy()
+    rng = np.random.default_rng(5 + len(kind))
+    n = 4099
+    run = (lambda x: csk.sort(x)) if kind == "sort" else (lambda x: csk.argsort(x, stable=True))
+    want = (lambda h: np.sort(h)) if kind == "sort" else (lambda h: np.argsort(h, kind="stable"))
+    pointers, queued = [], []
+    got = None
+    for call in range(6):
+        h = rng.standard_normal(n).astype(np.float32)
+        x = cupy.asarray(h)
+        spin()
+        got = run(x)
+        pointers.append(got.data.ptr)
+        queued.append((got + 1, want(h) + 1))
+        np.testing.assert_array_equal(got.get(), want(h))
+    for plus_one, expected in queued:
+        np.testing.assert_array_equal(plus_one.get(), expected)
+    assert pointers[2:] == pointers[:2] * 2 and pointers[0] != pointers[1]
+
+
 @pytest.mark.parametrize("holder", ["pointer", "view", "torch", "finalizer"])
 def test_a_cupy_result_still_held_some_other_way_is_never_taken_back(holder):
     """Dropping the array while holding its memory pointer, a view, a torch

@@ -57,16 +57,21 @@ OWNED_TOTAL_SHARE = 1 / 128
 #: them. An array made ahead serves only a call on the stream it was made
 #: on (each library's pool orders the reuse of its blocks by stream).
 AHEAD_RESULT_BYTES = 256 << 10
-# Where an array library says who holds a result (its adapter's `holders`:
-# CuPy's), the result a call hands out is kept too, and the next call on
-# the same stream takes it back when nothing else holds it, its memory or
-# a weak reference to it any more: the caller dropped it, so no one can
-# tell it from a new array, and the call neither waits on the allocator
-# nor makes its next result ahead (NumPy elides temporaries on the same
-# rule, a reference count). Its memory is reused as CuPy's pool reuses a
-# freed block: on the stream it was made on, after the work queued there.
-# The results of a library whose allocator also keeps blocks for
-# other streams' work (PyTorch's `record_stream`) are never taken back.
+#: Where an array library says who holds a result (its adapter's `holders`:
+#: CuPy's), a call keeps the last RETURNED_KEPT small results it handed out
+#: (of at most AHEAD_RESULT_BYTES), and the next call on the same stream
+#: takes the oldest back when nothing else holds it, its memory or a weak
+#: reference to it any more: the caller dropped it, so no one can tell it
+#: from a new array, and the call neither waits on the allocator nor makes
+#: its next result ahead (NumPy elides temporaries on the same rule, a
+#: reference count). Two, since `r = csk.sort(x)` in a loop still holds the
+#: last result while the next call runs: that loop's calls alternate
+#: between two arrays. Its memory is reused as CuPy's pool reuses a freed
+#: block: on the stream it was made on, after the work queued there. The
+#: results of a library whose allocator also keeps blocks for other
+#: streams' work (PyTorch's `record_stream`) are never taken back, nor big
+#: ones: their calls wait on the GPU, which hides making them ahead.
+RETURNED_KEPT = 2
 
 #: The kept buffers holding temporaries now (those no prepared call uses
 #: any more leave the set, and their blocks go back to the pool).
@@ -94,11 +99,11 @@ def kept_for(state, plan, adapter, shape, result_dtype, result_bytes: int) -> "K
 
 
 def popped(returned: list, holders) -> tuple:
-    """(stream, array, holders(array)) of the (stream, array) popped off
-    `returned`, the counts read while this frame's local is the one
+    """(stream, array, holders(array)) of the oldest (stream, array) popped
+    off `returned`, the counts read while this frame's local is the one
     reference the pop left (IndexError where another thread took it).
     sole_holders() reads them the same way, so the two compare."""
-    stream, array = returned.pop()
+    stream, array = returned.pop(0)
     return stream, array, holders(array)
 
 
@@ -128,40 +133,47 @@ class KeptBuffers:
         ahead = not big or (self.owns and temporaries + result_bytes <= share)
         self.nbytes = temporaries + (result_bytes if big and ahead else 0)
         self.ahead = [] if ahead else None
-        #: The last result handed out, as (caller's stream, array), to take
-        #: back (`holders`, above); None where the adapter reads no holders
-        #: (its `alone` is None or missing).
+        #: The last results handed out, oldest first, as (caller's stream,
+        #: array), to take back (RETURNED_KEPT); None for a big result, or
+        #: where the adapter reads no holders (its `alone` None or missing).
         self.holders = getattr(adapter, "holders", None)
         self.alone = getattr(adapter, "alone", None)
-        self.returned = [] if ahead and self.alone is not None else None
+        self.returned = [] if not big and self.alone is not None else None
         self.last_use = 0
         if ahead:
             _making_ahead.add(self)
 
     def taken_back(self, caller):
-        """The result handed out last on `caller`'s stream, taken back if
-        nothing else holds it, its memory or a weak reference to it, and its
-        shape is still the calls' (a CuPy array's shape can be set); else
-        None. Taken back, it stands for the result made ahead too, which
-        goes (a repeated call then keeps one result, not two)."""
+        """The oldest result kept (hand_out), taken back if it was handed out
+        on `caller`'s stream, nothing else holds it, its memory or a weak
+        reference to it, and its shape is still the calls' (a CuPy array's
+        shape can be set); else None. One still held is kept (its caller
+        may drop it before a later call); one of another stream or shape
+        goes. Taken back, it stands for the result made ahead too, which
+        goes (a repeated call then makes none)."""
         returned = self.returned
         if returned:
             try:
                 stream, array, counts = popped(returned, self.holders)
             except IndexError:  # another thread took it
                 return None
-            if stream == caller and counts == self.alone and array.shape == self.shape:
-                if self.ahead:
-                    self.ahead.clear()
-                return array
+            if stream == caller and array.shape == self.shape:
+                if counts == self.alone:
+                    if self.ahead:
+                        self.ahead.clear()
+                    return array
+                returned.append((stream, array))
         return None
 
     def hand_out(self, caller, array) -> None:
         """Keep the result this call hands out on `caller`'s stream, to take
-        back (taken_back) once the caller drops it; the one kept before goes."""
+        back (taken_back) once its caller drops it, and the RETURNED_KEPT - 1
+        kept before it."""
         returned = self.returned
         if returned is not None:
-            returned[:] = ((caller, array),)
+            returned.append((caller, array))
+            if len(returned) > RETURNED_KEPT:
+                del returned[0]
 
     def made_ahead(self, caller):
         """The result array made ahead for `caller`'s stream, taken; None if
@@ -208,8 +220,7 @@ class KeptBuffers:
             budget = self.state.total_memory * OWNED_TOTAL_SHARE
             temporaries = sum(self.plan.temporaries)
             if self.nbytes > budget and self.nbytes > temporaries:
-                # never room for a big result ahead, nor to keep one to take back
-                self.nbytes, self.ahead, self.returned = temporaries, None, None
+                self.nbytes, self.ahead = temporaries, None  # never room for a big result ahead
                 _making_ahead.discard(self)
             if self.nbytes > budget:
                 self.owns = False

@@ -249,9 +249,9 @@ class PreparedCall:
                 free_all(temporaries)
             if joins:
                 state.joiner.signal((caller,))
-        if out is None and kept.ahead is not None:  # the GPU works meanwhile
+        if out is None:  # the GPU works meanwhile
             kept.hand_out(caller, result)
-            if not back:  # the caller keeps its results: make the next one
+            if not back and kept.ahead is not None:  # the caller keeps its results
                 kept.make_ahead(caller, self.make_result, a)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
