@@ -287,70 +287,94 @@ def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, 
                                   np.sort(h) if kind == "sort" else np.argsort(h, kind="stable"))
 
 
-@pytest.mark.parametrize("n", [4099, 200_003])
+def _kept_ids(kind, x, stream=None):
+    """The ids of the results the prepared call of `x` keeps to take back
+    (calls/kept.py; alive while kept, so a result with one of these ids is
+    one of them), those handed out on `stream` (its pointer) where given;
+    None where it keeps none."""
+    call = api.prepared.find(kind, x, False, kind == "argsort", "auto")
+    returned = call.kept.returned
+    return None if returned is None else {id(array) for on, array in returned
+                                          if stream is None or on == stream}
+
+
+def _sorter(cupy, kind):
+    """(run(x), want(h)) of a sort or a stable argsort."""
+    if kind == "sort":
+        return (lambda x: csk.sort(x)), (lambda h: np.sort(h))
+    return (lambda x: csk.argsort(x, stable=True)), (lambda h: np.argsort(h, kind="stable"))
+
+
+@pytest.mark.parametrize("n", [1000, 4099, 200_003])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n):
-    """A CuPy result its caller dropped comes back as the next call's result
-    on the same stream (calls/kept.py): the work the caller queued on it
-    before dropping it, behind a busy stream, still reads the old values; a
-    call on another stream makes its own."""
+    """A small CuPy result its caller dropped comes back as the next call's
+    result on the same stream (calls/kept.py): the work the caller queued
+    on it before dropping it, behind a busy stream, still reads the old
+    values; a call on another stream makes its own. A big one (200,003
+    4-byte keys: past AHEAD_RESULT_BYTES) is never kept to take back."""
     from test_streams_gpu import spin
 
     cupy = _cupy()
     rng = np.random.default_rng(n + len(kind))
     side = cupy.cuda.Stream(non_blocking=True)
-    run = (lambda x: csk.sort(x)) if kind == "sort" else (lambda x: csk.argsort(x, stable=True))
-    want = (lambda h: np.sort(h)) if kind == "sort" else (lambda h: np.argsort(h, kind="stable"))
+    run, want = _sorter(cupy, kind)
+    big = n * (4 if kind == "sort" else 8) > 256 << 10
     for stream in (cupy.cuda.Stream.null, side):
         with stream:
-            pointers, doubled = [], []
+            for _ in range(2):  # prepared, and a result kept on this stream
+                run(cupy.asarray(rng.standard_normal(n).astype(np.float32)))
+            doubled = []
             for call in range(4):
                 h = rng.standard_normal(n).astype(np.float32)
                 x = cupy.asarray(h)
                 spin()
+                before = _kept_ids(kind, x)
                 got = run(x)
-                pointers.append(got.data.ptr)
+                assert (before is None) if big else (id(got) in before)
                 doubled.append((got * 2, want(h) * 2))  # queued behind the spin, then dropped
                 del got
             for twice, expected in doubled:
                 np.testing.assert_array_equal(twice.get(stream=stream), expected)
-            assert len(set(pointers[1:])) == 1  # taken back from the second call on
     with side:
-        dropped = run(cupy.asarray(rng.standard_normal(n).astype(np.float32))).data.ptr
+        run(cupy.asarray(rng.standard_normal(n).astype(np.float32)))
     h = rng.standard_normal(n).astype(np.float32)
+    x = cupy.asarray(h)
+    before = _kept_ids(kind, x, side.ptr)
+    assert before is None or before  # the side stream's result, kept
     with cupy.cuda.Stream.null:
-        other = run(cupy.asarray(h))  # not the side stream's result
-    assert other.data.ptr != dropped
+        other = run(x)  # the side stream's results are not taken back here
+    assert before is None or id(other) not in before
     np.testing.assert_array_equal(other.get(), want(h))
 
 
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_a_loop_assigning_each_cupy_result_alternates_between_two_arrays(kind):
     """`got = csk.sort(x)` in a loop, with work queued on each result behind
-    a busy stream before the next call: from the third call on, each call
-    takes back the result before last (calls/kept.py, RETURNED_KEPT), so the
-    pointers alternate between two, and every result and the work queued on
-    it are right."""
+    a busy stream before the next call: once prepared, each call takes back
+    the result before last (calls/kept.py, RETURNED_KEPT), the two arrays
+    alternate, and every result and the work queued on it are right."""
     from test_streams_gpu import spin
 
     cupy = _cupy()
     rng = np.random.default_rng(5 + len(kind))
     n = 4099
-    run = (lambda x: csk.sort(x)) if kind == "sort" else (lambda x: csk.argsort(x, stable=True))
-    want = (lambda h: np.sort(h)) if kind == "sort" else (lambda h: np.argsort(h, kind="stable"))
-    pointers, queued = [], []
+    run, want = _sorter(cupy, kind)
+    queued, ids = [], []
     got = None
-    for call in range(6):
+    for call in range(8):  # the first three: prepared, and two results kept
         h = rng.standard_normal(n).astype(np.float32)
         x = cupy.asarray(h)
         spin()
+        before = _kept_ids(kind, x) if call >= 3 else None
         got = run(x)
-        pointers.append(got.data.ptr)
+        assert before is None or id(got) in before
+        ids.append(id(got))
         queued.append((got + 1, want(h) + 1))
         np.testing.assert_array_equal(got.get(), want(h))
     for plus_one, expected in queued:
         np.testing.assert_array_equal(plus_one.get(), expected)
-    assert pointers[2:] == pointers[:2] * 2 and pointers[0] != pointers[1]
+    assert ids[-4:] == ids[-2:] * 2 and ids[-1] != ids[-2]
 
 
 @pytest.mark.parametrize("holder", ["pointer", "view", "torch", "finalizer"])

@@ -66,7 +66,8 @@ AHEAD_RESULT_BYTES = 256 << 10
 #: its next result ahead (NumPy elides temporaries on the same rule, a
 #: reference count). Two, since `r = csk.sort(x)` in a loop still holds the
 #: last result while the next call runs: that loop's calls alternate
-#: between two arrays. Its memory is reused as CuPy's pool reuses a freed
+#: between two arrays. One the caller still holds when it ages out (or one
+#: a weak reference watches) is left to its holders. Its memory is reused as CuPy's pool reuses a freed
 #: block: on the stream it was made on, after the work queued there. The
 #: results of a library whose allocator also keeps blocks for other
 #: streams' work (PyTorch's `record_stream`) are never taken back, nor big
@@ -98,19 +99,19 @@ def kept_for(state, plan, adapter, shape, result_dtype, result_bytes: int) -> "K
     return kept
 
 
-def popped(returned: list, holders) -> tuple:
-    """(stream, array, holders(array)) of the oldest (stream, array) popped
-    off `returned`, the counts read while this frame's local is the one
+def popped(returned: list, at: int, holders) -> tuple:
+    """(stream, array, holders(array)) of the (stream, array) popped off
+    `returned` at `at`, the counts read while this frame's local is the one
     reference the pop left (IndexError where another thread took it).
     sole_holders() reads them the same way, so the two compare."""
-    stream, array = returned.pop(0)
+    stream, array = returned.pop(at)
     return stream, array, holders(array)
 
 
 def sole_holders(holders, make) -> tuple:
     """holders() of a new array, make(), that nothing else holds: what
     holders() reads of a result the caller dropped (an adapter's `alone`)."""
-    return popped([(None, make())], holders)[2]
+    return popped([(None, make())], 0, holders)[2]
 
 
 class KeptBuffers:
@@ -144,31 +145,31 @@ class KeptBuffers:
             _making_ahead.add(self)
 
     def taken_back(self, caller):
-        """The oldest result kept (hand_out), taken back if it was handed out
-        on `caller`'s stream, nothing else holds it, its memory or a weak
-        reference to it, and its shape is still the calls' (a CuPy array's
-        shape can be set); else None. One still held is kept (its caller
-        may drop it before a later call); one of another stream or shape
-        goes. Taken back, it stands for the result made ahead too, which
-        goes (a repeated call then makes none)."""
+        """The oldest result kept (hand_out) that was handed out on `caller`'s
+        stream and that nothing else holds, nor its memory, nor a weak
+        reference, and whose shape is still the calls' (a CuPy array's shape
+        can be set), taken back; else None. The others stay where they are,
+        to age out. Taken back, it stands for the result made ahead too,
+        which goes (a repeated call then makes none)."""
         returned = self.returned
-        if returned:
+        at = 0
+        while returned and at < len(returned):  # (None: this call keeps none)
             try:
-                stream, array, counts = popped(returned, self.holders)
+                stream, array, counts = popped(returned, at, self.holders)
             except IndexError:  # another thread took it
                 return None
-            if stream == caller and array.shape == self.shape:
-                if counts == self.alone:
-                    if self.ahead:
-                        self.ahead.clear()
-                    return array
-                returned.append((stream, array))
+            if stream == caller and counts == self.alone and array.shape == self.shape:
+                if self.ahead:
+                    self.ahead.clear()
+                return array
+            returned.insert(at, (stream, array))
+            at += 1
         return None
 
     def hand_out(self, caller, array) -> None:
         """Keep the result this call hands out on `caller`'s stream, to take
         back (taken_back) once its caller drops it, and the RETURNED_KEPT - 1
-        kept before it."""
+        handed out last before it (an older one, still held, ages out)."""
         returned = self.returned
         if returned is not None:
             returned.append((caller, array))
