@@ -906,6 +906,10 @@ def test_a_result_something_still_holds_is_not_taken_back(holder):
     second, _ = call(np.zeros(8, np.float32))
     assert id(second) != first_id and id(second) == adapter.made[1]   # the one made ahead
     assert held is not None or holder == "reshaped"
+    del second
+    for _ in range(2):   # the others taken back; no longer the newest kept, it is let go
+        call(np.zeros(8, np.float32))
+    assert holder != "weakref" or held() is None
 
 
 def test_a_result_is_taken_back_only_on_its_stream_and_never_for_out_or_without_holders():

@@ -66,8 +66,8 @@ AHEAD_RESULT_BYTES = 256 << 10
 #: its next result ahead (NumPy elides temporaries on the same rule, a
 #: reference count). Two, since `r = csk.sort(x)` in a loop still holds the
 #: last result while the next call runs: that loop's calls alternate
-#: between two arrays. One the caller still holds when it ages out (or one
-#: a weak reference watches) is left to its holders. Its memory is reused as CuPy's pool reuses a freed
+#: between two arrays. An older one still held (or one a weak reference
+#: watches) is left to its holders. Its memory is reused as CuPy's pool reuses a freed
 #: block: on the stream it was made on, after the work queued there. The
 #: results of a library whose allocator also keeps blocks for other
 #: streams' work (PyTorch's `record_stream`) are never taken back, nor big
@@ -148,28 +148,33 @@ class KeptBuffers:
         """The oldest result kept (hand_out) that was handed out on `caller`'s
         stream and that nothing else holds, nor its memory, nor a weak
         reference, and whose shape is still the calls' (a CuPy array's shape
-        can be set), taken back; else None. The others stay where they are,
-        to age out. Taken back, it stands for the result made ahead too,
-        which goes (a repeated call then makes none)."""
+        can be set), taken back; else None. Of the others, only the newest
+        stays kept (`r = csk.sort(x)` holds it while the next call runs);
+        older ones are let go to their holders. Taken back, it stands for the
+        result made ahead too, which goes (a repeated call then makes none)."""
         returned = self.returned
         at = 0
         while returned and at < len(returned):  # (None: this call keeps none)
+            newest = at == len(returned) - 1
             try:
                 stream, array, counts = popped(returned, at, self.holders)
             except IndexError:  # another thread took it
                 return None
-            if stream == caller and counts == self.alone and array.shape == self.shape:
+            if array.shape != self.shape:
+                continue
+            if stream == caller and counts == self.alone:
                 if self.ahead:
                     self.ahead.clear()
                 return array
-            returned.insert(at, (stream, array))
-            at += 1
+            if newest:
+                returned.insert(at, (stream, array))
+                at += 1
         return None
 
     def hand_out(self, caller, array) -> None:
         """Keep the result this call hands out on `caller`'s stream, to take
         back (taken_back) once its caller drops it, and the RETURNED_KEPT - 1
-        handed out last before it (an older one, still held, ages out)."""
+        kept before it."""
         returned = self.returned
         if returned is not None:
             returned.append((caller, array))
