@@ -287,15 +287,20 @@ def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, 
                                   np.sort(h) if kind == "sort" else np.argsort(h, kind="stable"))
 
 
-def _kept_ids(kind, x, stream=None):
-    """The ids of the results the prepared call of `x` keeps to take back
-    (calls/kept.py; alive while kept, so a result with one of these ids is
-    one of them), those handed out on `stream` (its pointer) where given;
-    None where it keeps none."""
+def _kept_arrays(kind, x, stream):
+    """The results the prepared call of `x` keeps (calls/kept.py: to take
+    back, and made ahead) for `stream` (its pointer)."""
+    kept = api.prepared.find(kind, x, False, kind == "argsort", "auto").kept
+    return [array for on, array in (kept.returned or []) + (kept.ahead or []) if on == stream]
+
+
+def _counting_makes(kind, x, made):
+    """Count in `made` each result array the prepared call of `x` makes (a
+    result taken back is not made); returns a function restoring its maker."""
     call = api.prepared.find(kind, x, False, kind == "argsort", "auto")
-    returned = call.kept.returned
-    return None if returned is None else {id(array) for on, array in returned
-                                          if stream is None or on == stream}
+    make = call.make_result
+    call.make_result = lambda a: (made.append(1), make(a))[1]
+    return lambda: setattr(call, "make_result", make)
 
 
 def _sorter(cupy, kind):
@@ -308,11 +313,12 @@ def _sorter(cupy, kind):
 @pytest.mark.parametrize("n", [1000, 4099, 200_003])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n):
-    """A small CuPy result its caller dropped comes back as the next call's
-    result on the same stream (calls/kept.py): the work the caller queued
-    on it before dropping it, behind a busy stream, still reads the old
-    values; a call on another stream makes its own. A big one (200,003
-    4-byte keys: past AHEAD_RESULT_BYTES) is never kept to take back."""
+    """A small CuPy result its caller dropped comes back as a later call's
+    result on the same stream (calls/kept.py): no array is made, and the
+    work the caller queued on it before dropping it, behind a busy stream,
+    still reads the old values; a call on another stream never gets it. A
+    big one (200,003 4-byte keys: past AHEAD_RESULT_BYTES) is made each
+    call."""
     from test_streams_gpu import spin
 
     cupy = _cupy()
@@ -322,59 +328,66 @@ def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n
     big = n * (4 if kind == "sort" else 8) > 256 << 10
     for stream in (cupy.cuda.Stream.null, side):
         with stream:
-            for _ in range(2):  # prepared, and a result kept on this stream
+            for _ in range(3):  # prepared, and results kept on this stream
                 run(cupy.asarray(rng.standard_normal(n).astype(np.float32)))
-            doubled = []
-            for call in range(4):
-                h = rng.standard_normal(n).astype(np.float32)
-                x = cupy.asarray(h)
-                spin()
-                before = _kept_ids(kind, x)
-                got = run(x)
-                assert (before is None) if big else (id(got) in before)
-                doubled.append((got * 2, want(h) * 2))  # queued behind the spin, then dropped
-                del got
+            doubled, made = [], []
+            restore = _counting_makes(kind, cupy.asarray(np.zeros(n, np.float32)), made)
+            try:
+                for call in range(4):
+                    h = rng.standard_normal(n).astype(np.float32)
+                    x = cupy.asarray(h)
+                    spin()
+                    got = run(x)
+                    doubled.append((got * 2, want(h) * 2))  # queued behind the spin, then dropped
+                    del got
+            finally:
+                restore()
+            assert len(made) == (4 if big else 0)
             for twice, expected in doubled:
                 np.testing.assert_array_equal(twice.get(stream=stream), expected)
     with side:
         run(cupy.asarray(rng.standard_normal(n).astype(np.float32)))
     h = rng.standard_normal(n).astype(np.float32)
     x = cupy.asarray(h)
-    before = _kept_ids(kind, x, side.ptr)
-    assert before is None or before  # the side stream's result, kept
+    side_kept = _kept_arrays(kind, x, side.ptr)
+    assert side_kept  # (held here, so none of them is taken back: the ahead one could be)
     with cupy.cuda.Stream.null:
-        other = run(x)  # the side stream's results are not taken back here
-    assert before is None or id(other) not in before
+        other = run(x)
+    assert all(other is not array for array in side_kept)
     np.testing.assert_array_equal(other.get(), want(h))
 
 
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
-def test_a_loop_assigning_each_cupy_result_alternates_between_two_arrays(kind):
+def test_a_loop_assigning_each_cupy_result_cycles_through_three_arrays(kind):
     """`got = csk.sort(x)` in a loop, with work queued on each result behind
-    a busy stream before the next call: once prepared, each call takes back
-    the result before last (calls/kept.py, RETURNED_KEPT), the two arrays
-    alternate, and every result and the work queued on it are right."""
+    a busy stream before the next call: once prepared, each call's result is
+    one taken back (calls/kept.py, RETURNED_KEPT), none is made, three
+    arrays take turns, and every result and the work queued on it are
+    right."""
     from test_streams_gpu import spin
 
     cupy = _cupy()
     rng = np.random.default_rng(5 + len(kind))
     n = 4099
     run, want = _sorter(cupy, kind)
-    queued, ids = [], []
     got = None
-    for call in range(8):  # the first three: prepared, and two results kept
-        h = rng.standard_normal(n).astype(np.float32)
-        x = cupy.asarray(h)
-        spin()
-        before = _kept_ids(kind, x) if call >= 3 else None
-        got = run(x)
-        assert before is None or id(got) in before
-        ids.append(id(got))
-        queued.append((got + 1, want(h) + 1))
-        np.testing.assert_array_equal(got.get(), want(h))
+    for _ in range(4):  # prepared, and three results kept
+        got = run(cupy.asarray(rng.standard_normal(n).astype(np.float32)))
+    queued, ids, made = [], [], []
+    restore = _counting_makes(kind, cupy.asarray(np.zeros(n, np.float32)), made)
+    try:
+        for call in range(6):
+            h = rng.standard_normal(n).astype(np.float32)
+            x = cupy.asarray(h)
+            spin()
+            got = run(x)
+            ids.append(id(got))
+            queued.append((got + 1, want(h) + 1))
+    finally:
+        restore()
     for plus_one, expected in queued:
         np.testing.assert_array_equal(plus_one.get(), expected)
-    assert ids[-4:] == ids[-2:] * 2 and ids[-1] != ids[-2]
+    assert not made and ids[3:] == ids[:3] and len(set(ids)) == 3
 
 
 @pytest.mark.parametrize("holder", ["pointer", "view", "torch", "finalizer"])

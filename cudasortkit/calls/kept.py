@@ -59,20 +59,23 @@ OWNED_TOTAL_SHARE = 1 / 128
 AHEAD_RESULT_BYTES = 256 << 10
 #: Where an array library says who holds a result (its adapter's `holders`:
 #: CuPy's), a call keeps the last RETURNED_KEPT small results it handed out
-#: (of at most AHEAD_RESULT_BYTES), and the next call on the same stream
-#: takes the oldest back when nothing else holds it, its memory or a weak
-#: reference to it any more: the caller dropped it, so no one can tell it
-#: from a new array, and the call neither waits on the allocator nor makes
-#: its next result ahead (NumPy elides temporaries on the same rule, a
-#: reference count). Two, since `r = csk.sort(x)` in a loop still holds the
-#: last result while the next call runs: that loop's calls alternate
-#: between two arrays. An older one still held (or one a weak reference
-#: watches) is left to its holders. Its memory is reused as CuPy's pool reuses a freed
-#: block: on the stream it was made on, after the work queued there. The
-#: results of a library whose allocator also keeps blocks for other
-#: streams' work (PyTorch's `record_stream`) are never taken back, nor big
-#: ones: their calls wait on the GPU, which hides making them ahead.
-RETURNED_KEPT = 2
+#: (of at most AHEAD_RESULT_BYTES), and makes the next call's result ahead
+#: by taking back one of them that nothing else holds any more, nor its
+#: memory, nor a weak reference: the caller dropped it, so no one can tell
+#: it from a new array (NumPy elides temporaries on the same rule, a
+#: reference count). Only where none is free does it allocate one. It looks
+#: after launching the call's work, as it would allocate, so the call's
+#: start pays nothing for it. Three, since `r = csk.sort(x)` in a loop
+#: still holds the last result while the next call runs and the one before
+#: has just been dropped: that loop's calls cycle through three arrays, a
+#: loop dropping each result through two. Of the results still held, the
+#: two newest stay kept; an older one is left to its holders. A result is
+#: taken back for a call on the stream it was made on, after the work
+#: queued there, as CuPy's pool reuses a freed block. The results of a
+#: library whose allocator also keeps blocks for other streams' work
+#: (PyTorch's `record_stream`) are never taken back, nor big ones: their
+#: calls wait on the GPU, which hides allocating them ahead.
+RETURNED_KEPT = 3
 
 #: The kept buffers holding temporaries now (those no prepared call uses
 #: any more leave the set, and their blocks go back to the pool).
@@ -145,17 +148,16 @@ class KeptBuffers:
             _making_ahead.add(self)
 
     def taken_back(self, caller):
-        """The oldest result kept (hand_out) that was handed out on `caller`'s
-        stream and that nothing else holds, nor its memory, nor a weak
-        reference, and whose shape is still the calls' (a CuPy array's shape
-        can be set), taken back; else None. Of the others, only the newest
-        stays kept (`r = csk.sort(x)` holds it while the next call runs);
-        older ones are let go to their holders. Taken back, it stands for the
-        result made ahead too, which goes (a repeated call then makes none)."""
+        """A result kept (hand_out), other than the newest (the call's own),
+        handed out on `caller`'s stream, that nothing else holds, nor its
+        memory, nor a weak reference, and whose shape is still the calls' (a
+        CuPy array's shape can be set), taken back, oldest first; else None.
+        Of the others, the two newest stay kept; older ones, still held, are
+        let go to their holders (as is one whose shape changed)."""
         returned = self.returned
         at = 0
-        while returned and at < len(returned):  # (None: this call keeps none)
-            newest = at == len(returned) - 1
+        while returned and at < len(returned) - 1:  # (None: this call keeps none)
+            recent = at >= len(returned) - 2
             try:
                 stream, array, counts = popped(returned, at, self.holders)
             except IndexError:  # another thread took it
@@ -163,10 +165,8 @@ class KeptBuffers:
             if array.shape != self.shape:
                 continue
             if stream == caller and counts == self.alone:
-                if self.ahead:
-                    self.ahead.clear()
                 return array
-            if newest:
+            if recent:
                 returned.insert(at, (stream, array))
                 at += 1
         return None
@@ -195,13 +195,15 @@ class KeptBuffers:
         return None
 
     def make_ahead(self, caller, make, a) -> None:
-        """Make the next call's result, make(a), on `caller`'s stream and
-        keep it. Out of memory, none is made (the call's result stands)."""
+        """Make the next call's result on `caller`'s stream and keep it: a
+        result taken back (taken_back), else make(a). Out of memory, none is
+        made (the call's result stands)."""
         ahead = self.ahead
         if ahead is None:  # take(), in another thread, found no room for it
             return
+        array = self.taken_back(caller)
         try:
-            ahead.append((caller, make(a)))
+            ahead.append((caller, make(a) if array is None else array))
         except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
             if not is_out_of_memory(exc):
                 raise

@@ -213,18 +213,14 @@ class PreparedCall:
         try:
             if keys_in is None:
                 keys_in = adapter.pointer(a)
-            result, back = out, False
+            result = out
             if result is None:
-                # the last result of this stream if the caller dropped it, else
                 # the array made ahead for this stream, else one made now (out
                 # of memory, once more after unused memory went back:
                 # DeviceState.allocating, as every result of the general path)
-                result = kept.taken_back(caller)
-                back = result is not None
-                if not back:
-                    result = kept.made_ahead(caller)
-                    if result is None:
-                        result = state.allocating(self.make_result, a)
+                result = kept.made_ahead(caller)
+                if result is None:
+                    result = state.allocating(self.make_result, a)
                 out_at = adapter.pointer(result)
             elif out_at is None:
                 out_at = adapter.pointer(out)
@@ -249,10 +245,9 @@ class PreparedCall:
                 free_all(temporaries)
             if joins:
                 state.joiner.signal((caller,))
-        if out is None:  # the GPU works meanwhile
-            kept.hand_out(caller, result)
-            if not back and kept.ahead is not None:  # the caller keeps its results
-                kept.make_ahead(caller, self.make_result, a)
+        if out is None and kept.ahead is not None:  # the GPU works meanwhile
+            kept.hand_out(caller, result)  # (to take back once its caller drops it)
+            kept.make_ahead(caller, self.make_result, a)
         observe = self.memo.observe
         if observe is not None:  # after the launches: the GPU works meanwhile
             observe()
