@@ -119,10 +119,11 @@ def sole_holders(holders, make) -> tuple:
 
 class KeptBuffers:
     """One launch plan's kept temporaries (`temporaries`: their addresses
-    once taken, else None) and results made ahead (`ahead`: a list of
+    once taken, else None), results made ahead (`ahead`: a list of
     (caller's stream, array), or None where this plan's calls make none; a
     list, since its pop() and append() are atomic: two threads calling at
-    once never take the same array). `nbytes` is what is kept while taken."""
+    once never take the same array) and results handed out, to take back
+    (`returned`, RETURNED_KEPT). `nbytes` is what is kept while taken."""
 
     __slots__ = ("state", "plan", "owns", "owned", "temporaries", "ahead", "nbytes",
                  "last_use", "returned", "holders", "alone", "shape", "__weakref__")
