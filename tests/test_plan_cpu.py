@@ -869,6 +869,23 @@ def test_results_their_caller_dropped_are_taken_back_as_the_results_made_ahead()
     assert ids[2:] == ids[:2] and len(adapter.made) == 4
 
 
+def test_out_of_memory_reading_a_dropped_results_holders_takes_none_back():
+    """The adapter's `alone` is read off a new array; out of memory making
+    it, it is None and its calls keep no result to take back (the call that
+    prepared the adapter keeps its own result)."""
+    from cudasortkit.calls import prepared as prep
+
+    def fail():
+        raise MemoryError("out of memory allocating 512 bytes")
+
+    assert kept.sole_holders(prep._CupyKeys.holders, fail) is None
+    adapter = _TakingBack()
+    adapter.alone = None
+    assert _ahead_call(adapter).kept.returned is None
+    with pytest.raises(ValueError):
+        kept.sole_holders(prep._CupyKeys.holders, lambda: int("x"))
+
+
 def test_a_loop_assigning_each_result_cycles_through_three_arrays():
     """`r = sort(x)` in a loop holds the last result while the next call
     runs, and has just dropped the one before (RETURNED_KEPT): the loop

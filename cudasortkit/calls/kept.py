@@ -111,10 +111,17 @@ def popped(returned: list, at: int, holders) -> tuple:
     return stream, array, holders(array)
 
 
-def sole_holders(holders, make) -> tuple:
+def sole_holders(holders, make) -> tuple | None:
     """holders() of a new array, make(), that nothing else holds: what
-    holders() reads of a result the caller dropped (an adapter's `alone`)."""
-    return popped([(None, make())], 0, holders)[2]
+    holders() reads of a result the caller dropped (an adapter's `alone`);
+    None where make() runs out of memory (then nothing is taken back: the
+    call that prepares the adapter has its result already)."""
+    try:
+        return popped([(None, make())], 0, holders)[2]
+    except Exception as exc:  # noqa: BLE001 - CuPy's and PyTorch's out-of-memory types
+        if not is_out_of_memory(exc):
+            raise
+        return None
 
 
 class KeptBuffers:
