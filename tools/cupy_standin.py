@@ -14,10 +14,13 @@ _next = [0x10000]
 
 
 class _Mem:
-    __slots__ = ("ptr", "device_id")
+    """A memory pointer: its address, device and memory (`mem`, which CuPy's
+    pointers hold and calls/prepared.py reads the holders of)."""
+
+    __slots__ = ("ptr", "device_id", "mem")
 
     def __init__(self, ptr):
-        self.ptr, self.device_id = ptr, 0
+        self.ptr, self.device_id, self.mem = ptr, 0, object()
 
 
 class _Flags:

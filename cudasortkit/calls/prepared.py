@@ -65,7 +65,7 @@ class _CupyKeys:
         #: a result back for the next call); None, so that none is taken
         #: back, where the interpreter runs without its GIL (a free-threaded
         #: build, where this reading of reference counts is untested).
-        self.alone = (sole_holders(self.holders, lambda: cupy.ndarray((1,), cupy.uint8))
+        self.alone = (sole_holders(self.holders, lambda: cupy.ndarray((1,), "uint8"))
                       if getattr(sys, "_is_gil_enabled", lambda: True)() else None)
 
     @staticmethod
