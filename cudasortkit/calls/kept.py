@@ -1,6 +1,7 @@
 """What prepared calls (calls/prepared.py) keep between calls: their launch
 plan's temporaries, the next call's result array made ahead, and the last
-result handed out, taken back for the next call once the caller dropped it.
+results handed out, one of which becomes the array made ahead once its
+caller dropped it (RETURNED_KEPT).
 
 One `KeptBuffers` serves every prepared call of one device, launch plan,
 array library, shape and result dtype: auto's call and a call naming the
@@ -145,11 +146,11 @@ class KeptBuffers:
         ahead = not big or (self.owns and temporaries + result_bytes <= share)
         self.nbytes = temporaries + (result_bytes if big and ahead else 0)
         self.ahead = [] if ahead else None
+        self.holders = getattr(adapter, "holders", None)
+        self.alone = getattr(adapter, "alone", None)
         #: The last results handed out, oldest first, as (caller's stream,
         #: array), to take back (RETURNED_KEPT); None for a big result, or
         #: where the adapter reads no holders (its `alone` None or missing).
-        self.holders = getattr(adapter, "holders", None)
-        self.alone = getattr(adapter, "alone", None)
         self.returned = [] if not big and self.alone is not None else None
         self.last_use = 0
         if ahead:
@@ -290,7 +291,7 @@ def _drop_ahead() -> None:
     each call makes its next one again."""
     for kept in list(_making_ahead):
         for arrays in (kept.ahead, kept.returned):
-            if arrays is not None:  # None: take() just found no room for it
+            if arrays is not None:  # None: none kept (take() found no room; a big result)
                 arrays.clear()
 
 
