@@ -1,4 +1,8 @@
-"""Shim for tools that still call setup.py; everything lives in setup.cfg."""
-from setuptools import setup
+"""The package list: every package under cudasortkit/, and the top-level
+kernels/ and plugins/ folders, which setup.cfg's package_dir maps to
+cudasortkit.kernels and cudasortkit.plugins. Everything else is in setup.cfg."""
+from setuptools import find_packages, setup
 
-setup()
+MAPPED = ["cudasortkit.kernels", "cudasortkit.plugins"]
+
+setup(packages=find_packages(include=["cudasortkit", "cudasortkit.*"]) + MAPPED)

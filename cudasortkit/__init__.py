@@ -12,7 +12,7 @@ from .api import (algorithms, argpartition, argsort, explain, explain_searchsort
                   sort_by_key, topk, unique)
 from .sdk.selection import SelectPlugin
 from .host.memlimit import device_memory_limit, set_device_memory_limit
-from .calls.merging import merge, merge_by_key
+from .calls.sort_merge import merge, merge_by_key
 from .sdk.plugin import Request, SortPlugin, Tunable
 from .version import __version__
 

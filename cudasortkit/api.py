@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from .calls import axes, multikey, search, unique as uniques
-from .calls.plan import Plan
-from .calls.prepared import PreparedCalls
+from .calls.sort_plan import Plan
+from .calls.sort_prepared import PreparedCalls
 from .calls.select import SelectCalls
 from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
@@ -32,7 +32,7 @@ from .tuning.measured import MeasuredPolicy
 #: plugins declare (cudasortkit/dispatch/select.py, cudasortkit/tuning/measured.py).
 selector = Selector(MeasuredPolicy())
 #: Repeated plain device calls of one exact shape, made without the general
-#: path while the selector's decision stands (cudasortkit/calls/prepared.py).
+#: path while the selector's decision stands (cudasortkit/calls/sort_prepared.py).
 prepared = PreparedCalls(selector, execute)
 #: topk / partition / argpartition (cudasortkit/calls/select.py); plugins that
 #: sort the rows use `selector`'s sort plugins.
@@ -299,7 +299,7 @@ def algorithms() -> list:
 
 def plan(*, like, op="sort", axis=-1, descending=False, stable=None, algorithm="auto",
          index_dtype=np.int64, values_like=None):
-    """A reusable sort of device arrays like `like` (cudasortkit.calls.plan.Plan).
+    """A reusable sort of device arrays like `like` (cudasortkit.calls.sort_plan.Plan).
 
     op is "sort", "argsort" or "sort_by_key" (with `values_like`). The plan
     binds the array type, shape, dtype, device and C-contiguity, checks the

@@ -1,11 +1,8 @@
 """Exceptions that name the plugin, kernel and configuration at fault."""
 from __future__ import annotations
 
-import os
 import sys
 import warnings
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def describe(plugin: str, kernel: str | None, dtype: str | None, config) -> str:
@@ -41,12 +38,18 @@ class KernelSignatureError(KernelCompileError):
 
 def warn_caller(message: str, category=RuntimeWarning) -> None:
     """warnings.warn pointing at the first frame outside cudasortkit: the
-    caller's own line, however deep in the library the warning arises."""
+    caller's own line, however deep in the library the warning arises. A
+    frame is the library's when its module is (cudasortkit.plugins too,
+    whose files sit beside the package in a checkout)."""
     level, frame = 2, sys._getframe(1)  # stacklevel 2: warn_caller's caller
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+    while frame is not None and _is_ours(frame.f_globals.get("__name__", "")):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _is_ours(module: str) -> bool:
+    return module == "cudasortkit" or module.startswith("cudasortkit.")
 
 
 class PluginError(RuntimeError):

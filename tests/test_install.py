@@ -32,6 +32,35 @@ def IGNORED(folder, names):
     top = {"build", "dist"} if Path(folder) == CHECKOUT else set()
     return set(_IGNORED(folder, names)) | (top & set(names))
 PACKAGE_FILES = ("*.py", "*.cu", "*.cuh")
+#: The checkout's folders that make the installed package: (folder, package).
+PACKAGE_FOLDERS = (("cudasortkit", "cudasortkit"), ("kernels", "cudasortkit.kernels"),
+                   ("plugins", "cudasortkit.plugins"))
+
+#: Run by the installed interpreter: imports a built-in plugin, renders its
+#: kernel from the installed cudasortkit.kernels and compiles it with nvcc
+#: for sm_90 (where nvcc is installed; else says so).
+COMPILE_FROM_INSTALL = """
+import os, shutil, subprocess, sys, tempfile
+import cudasortkit.kernels, cudasortkit.plugins.radix as radix
+from cudasortkit.build.compiler import NVCC_OPTIONS
+from cudasortkit.build.template import KernelTemplate
+plugin = radix.RadixSort()
+template = KernelTemplate(plugin.templates[0], plugin.template_package)
+assert os.path.dirname(template.path) == os.path.dirname(cudasortkit.kernels.__file__), template.path
+nvcc = shutil.which("nvcc")
+if nvcc is None:
+    print("compiled-skipped: no nvcc")
+    sys.exit(0)
+with tempfile.TemporaryDirectory() as tmp:
+    src = os.path.join(tmp, "k.cu")
+    open(src, "w").write(template.render("uint32", 0, plugin.default_config()))
+    cmd = [nvcc, "--cubin", "-arch=sm_90", *NVCC_OPTIONS, "-o", os.path.join(tmp, "k.cubin"), src]
+    for d in template.include_dirs:
+        cmd += ["-I", d]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+print("compiled", radix.__file__, cudasortkit.kernels.__file__)
+"""
 
 
 def _run(args, cwd, what, timeout=300):
@@ -105,11 +134,31 @@ def test_wheel_installs_and_works_outside_the_checkout(tmp_path):
             "print('sorted')\n")
     assert _run([python, "-I", "-c", code], work, "sorting a NumPy array").strip() == "sorted"
 
+    # The top-level plugins/ and kernels/ install as cudasortkit.plugins and
+    # cudasortkit.kernels, and a kernel compiles from the installed sources.
+    assert _run([python, "-I", "-c", COMPILE_FROM_INSTALL], work,
+                "compiling a kernel from the installed package").split()[0] == "compiled"
+
     # Every module and kernel source of the package is in the wheel (the GPU
     # plugins compile theirs at run time, which no CPU check above does).
-    package = CHECKOUT / "cudasortkit"
-    wanted = {p.relative_to(CHECKOUT).as_posix() for pattern in PACKAGE_FILES
-              for p in package.rglob(pattern) if "__pycache__" not in p.parts}
+    wanted = {"/".join((*package.split("."), p.relative_to(CHECKOUT / folder).as_posix()))
+              for folder, package in PACKAGE_FOLDERS for pattern in PACKAGE_FILES
+              for p in (CHECKOUT / folder).rglob(pattern) if "__pycache__" not in p.parts}
     with zipfile.ZipFile(wheel) as zf:
         missing = sorted(wanted - set(zf.namelist()))
     assert missing == [], f"missing from {wheel.name}: {missing}"
+
+
+def test_the_checkout_install_maps_plugins_and_kernels():
+    """The install this suite runs under (README: pip install -e) imports the
+    top-level plugins/ and kernels/ as cudasortkit.plugins and
+    cudasortkit.kernels, and compiles a kernel from them."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    done = subprocess.run([sys.executable, "-I", "-c", COMPILE_FROM_INSTALL], cwd=CHECKOUT.parent,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    word, *paths = done.stdout.split()
+    assert word in ("compiled", "compiled-skipped:"), done.stdout
+    if word == "compiled":
+        assert Path(paths[0]) == CHECKOUT / "plugins" / "radix.py", paths
+        assert Path(paths[1]) == CHECKOUT / "kernels" / "__init__.py", paths

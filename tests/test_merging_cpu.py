@@ -6,7 +6,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.calls.merging import host_merge_order
+from cudasortkit.calls.sort_merge import host_merge_order
 from cudasortkit.sdk import registry
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
 from helpers import DISTRIBUTIONS, make_keys, reference_argsort, reference_sort
@@ -106,7 +106,7 @@ def test_a_failing_merge_takes_its_plugin_out_of_service_and_the_next_one_merges
     broken (PluginError) and the merge is made by the next merging plugin.
     The device is stubbed: what is checked is the choice, not the kernels."""
     from test_launchplan import StubState
-    from cudasortkit.calls import merging
+    from cudasortkit.calls import sort_merge as merging
 
     class StubResult:
         def __init__(self, like, dtype, state, out, what, caller):

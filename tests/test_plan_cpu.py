@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
-from cudasortkit.calls.plan import Plan
+from cudasortkit.calls.sort_plan import Plan
 from cudasortkit.launch.plans import LaunchPlan as RealLaunchPlan
-from cudasortkit.calls import kept
+from cudasortkit.calls import sort_kept as kept
 
 
 class Device:
@@ -362,7 +362,7 @@ class _PlanWithoutGraph:
 
 
 def _prepared_sort(state, plan):
-    from cudasortkit.calls import prepared as prep
+    from cudasortkit.calls import sort_prepared as prep
     from cudasortkit.dispatch.select import _Memo
     from cudasortkit.sdk import registry
 
@@ -403,7 +403,7 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
     a graph, or temporaries taken per call, go through replay() with one."""
     import types
 
-    from cudasortkit.calls import prepared as prep
+    from cudasortkit.calls import sort_prepared as prep
     from cudasortkit.dispatch.select import _Memo
     from cudasortkit.gpu.streams import LEGACY
     from cudasortkit.sdk import registry
@@ -467,7 +467,7 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
     (stream=None), where every call's owned temporaries are ordered."""
     import types
 
-    from cudasortkit.calls import prepared as prep
+    from cudasortkit.calls import sort_prepared as prep
     from cudasortkit.dispatch.select import _Memo
     from cudasortkit.sdk import registry
 
@@ -638,7 +638,7 @@ def test_a_shape_decided_again_the_same_way_keeps_its_prepared_call(monkeypatch)
     config makes a new call."""
     import types
 
-    from cudasortkit.calls import prepared as prep
+    from cudasortkit.calls import sort_prepared as prep
     from cudasortkit.dispatch.select import _Memo
     from cudasortkit.sdk import registry
 
@@ -716,7 +716,7 @@ class _StreamCaller:
 def _ahead_call(adapter, n=8, kind="sort"):
     import types
 
-    from cudasortkit.calls import prepared as prep
+    from cudasortkit.calls import sort_prepared as prep
     from cudasortkit.dispatch.select import _Memo
     from cudasortkit.sdk import registry
 
@@ -837,7 +837,7 @@ class _TakingBack(_StreamCaller):
     taken back)."""
 
     def __init__(self):
-        from cudasortkit.calls import prepared as prep
+        from cudasortkit.calls import sort_prepared as prep
 
         super().__init__()
         self.holders = prep._CupyKeys.holders
@@ -873,7 +873,7 @@ def test_out_of_memory_reading_a_dropped_results_holders_takes_none_back():
     """The adapter's `alone` is read off a new array; out of memory making
     it, it is None and its calls keep no result to take back (the call that
     prepared the adapter keeps its own result)."""
-    from cudasortkit.calls import prepared as prep
+    from cudasortkit.calls import sort_prepared as prep
 
     def fail():
         raise MemoryError("out of memory allocating 512 bytes")

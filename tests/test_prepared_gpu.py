@@ -1,4 +1,4 @@
-"""Prepared calls (cudasortkit/calls/prepared.py): a repeated device call of one
+"""Prepared calls (cudasortkit/calls/sort_prepared.py): a repeated device call of one
 exact shape skips the general path. Each test makes a call twice or more so
 the later ones are prepared, with new data each time (a stale plan or a
 stale address shows as a wrong result) and checks the prepared path served."""
@@ -212,7 +212,7 @@ def test_one_prepared_shape_from_the_legacy_stream_and_a_side_stream_keeps_order
 def test_calls_of_one_launch_plan_share_their_kept_temporaries_and_keep_order(n):
     """auto's call and one naming its plugin, and a stable one choosing the
     same kernels, replay one launch plan on one set of kept temporaries
-    (calls/kept.py). Called in turn from a busy non-blocking stream and the
+    (calls/sort_kept.py). Called in turn from a busy non-blocking stream and the
     legacy default stream, each result is NumPy's: a call that did not wait
     for the other's kernels would sort over the shared temporaries."""
     cupy = _cupy()
@@ -288,7 +288,7 @@ def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, 
 
 
 def _kept_arrays(kind, x, stream):
-    """The results the prepared call of `x` keeps (calls/kept.py: to take
+    """The results the prepared call of `x` keeps (calls/sort_kept.py: to take
     back, and made ahead) for `stream` (its pointer)."""
     kept = api.prepared.find(kind, x, False, kind == "argsort", "auto").kept
     return [array for on, array in (kept.returned or []) + (kept.ahead or []) if on == stream]
@@ -314,7 +314,7 @@ def _sorter(cupy, kind):
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n):
     """A small CuPy result its caller dropped comes back as a later call's
-    result on the same stream (calls/kept.py): no array is made, and the
+    result on the same stream (calls/sort_kept.py): no array is made, and the
     work the caller queued on it before dropping it, behind a busy stream,
     still reads the old values; a call on another stream never gets it. A
     big one (200,003 4-byte keys: past AHEAD_RESULT_BYTES) is made each
@@ -361,7 +361,7 @@ def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n
 def test_a_loop_assigning_each_cupy_result_cycles_through_three_arrays(kind):
     """`got = csk.sort(x)` in a loop, with work queued on each result behind
     a busy stream before the next call: once prepared, each call's result is
-    one taken back (calls/kept.py, RETURNED_KEPT), none is made, three
+    one taken back (calls/sort_kept.py, RETURNED_KEPT), none is made, three
     arrays take turns, and every result and the work queued on it are
     right."""
     from test_streams_gpu import spin

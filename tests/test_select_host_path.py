@@ -194,7 +194,7 @@ def test_prepared_selection_stamps_move_with_the_measured_tables():
     """A prepared topk holds the measured tables' generation: new
     measurements (runtime.reset, a written table) send it back to the
     general path."""
-    from cudasortkit.calls import prepared_select
+    from cudasortkit.calls import select_prepared as prepared_select
 
     before = prepared_select.stamps()
     runtime.reset()

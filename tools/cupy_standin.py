@@ -15,7 +15,7 @@ _next = [0x10000]
 
 class _Mem:
     """A memory pointer: its address, device and memory (`mem`, which CuPy's
-    pointers hold and calls/prepared.py reads the holders of)."""
+    pointers hold and calls/sort_prepared.py reads the holders of)."""
 
     __slots__ = ("ptr", "device_id", "mem")
 

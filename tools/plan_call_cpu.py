@@ -16,8 +16,8 @@ from cupy_standin import host_us, install  # noqa: E402  (tools/: next to this s
 ndarray = install()
 
 from cudasortkit import api  # noqa: E402
-from cudasortkit.calls import prepared as prep  # noqa: E402
-from cudasortkit.calls.plan import Plan  # noqa: E402
+from cudasortkit.calls import sort_prepared as prep  # noqa: E402
+from cudasortkit.calls.sort_plan import Plan  # noqa: E402
 from cudasortkit.dispatch.select import _Memo  # noqa: E402
 from cudasortkit.launch.plans import LaunchPlan  # noqa: E402
 

@@ -304,7 +304,7 @@ class Along:
 
     def sort(self, prepared, descending, stable, algorithm, out, values_out, key_range=None,
              stream=None, progress=False, index_dtype=INDEX_DTYPE):
-        """Run the flat sort through `prepared` (calls.prepared.PreparedCalls:
+        """Run the flat sort through `prepared` (calls.sort_prepared.PreparedCalls:
         the general path, preparing repeats) and return results()."""
         keys, values = prepared.run(self.kind, self.keys, self.values, descending, stable,
                                     algorithm, None, None, key_range, stream, self.segments,

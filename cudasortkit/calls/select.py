@@ -37,7 +37,7 @@ from ..sdk.selection import HostSelectJob, SelectRequest
 from ..tuning import runtime
 from ..tuning.kinds import SELECTION
 from .axes import Rows
-from .prepared_select import PreparedSelects
+from .select_prepared import PreparedSelects
 
 #: Default configs kept at most (dropped all together past it).
 MAX_CONFIGS = 256
@@ -87,7 +87,7 @@ class SelectCalls:
         self._configs: dict = {}
         #: SelectRequest per its fields (the keys' NumPy dtype for its name).
         self._requests: dict = {}
-        #: Plain device calls made again from their launch plans (calls/prepared_select.py).
+        #: Plain device calls made again from their launch plans (calls/select_prepared.py).
         self.prepared = PreparedSelects()
 
     # ------------------------------------------------------------- public

@@ -197,7 +197,7 @@ def bench_merge(op, dtype, n, algorithms=(), *, dist="uniform", inputs=3, repeat
     `algorithms` is not used."""
     from ..gpu.device import get_device
     from ..sdk.job import Job
-    from ..calls.merging import merge, merging_plugin
+    from ..calls.sort_merge import merge, merging_plugin
 
     cupy = _cupy()
     state = get_device()

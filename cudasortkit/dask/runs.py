@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import api as csk
-from ..calls.merging import merge, merge_by_key
+from ..calls.sort_merge import merge, merge_by_key
 from . import chunks
 
 

@@ -193,7 +193,7 @@ class Selector:
         self._host_shapes: dict = {}
         self._host_generations = (None, None)
         #: Moves whenever memoised decisions are dropped wholesale: what was
-        #: built on one of them (cudasortkit/calls/prepared.py) checks it.
+        #: built on one of them (cudasortkit/calls/sort_prepared.py) checks it.
         self.epoch = 0
         self._lock = threading.Lock()
 

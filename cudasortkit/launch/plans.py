@@ -31,7 +31,7 @@ _MAX_PLANS = 4096
 _replayable: dict = {}  # plugin class -> replayable(plugin class)
 
 
-#: Counts forget()s: what holds a plan (cudasortkit/calls/prepared.py) checks it.
+#: Counts forget()s: what holds a plan (cudasortkit/calls/sort_prepared.py) checks it.
 generation = 0
 #: Replays of every plan that had no graph of their buffers to launch (they
 #: issued their operations one at a time, or captured them): a repeated

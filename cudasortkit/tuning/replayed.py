@@ -1,7 +1,7 @@
 """A config timed the way a user's repeated call runs it.
 
 A repeated sort or argsort of CuPy or PyTorch keys is a prepared call
-(cudasortkit/calls/prepared.py): its plugin's recorded launch plan
+(cudasortkit/calls/sort_prepared.py): its plugin's recorded launch plan
 replayed on temporaries the call keeps, one CUDA graph launch a call once
 the graph of its buffers is captured. The general path (execute.run_plugin)
 adds tens of microseconds of Python before the GPU starts, more for some

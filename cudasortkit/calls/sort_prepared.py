@@ -22,7 +22,7 @@ unusual (another device current, a non-contiguous array, ragged segments)
 takes the general path. An N-D array sorted along its last axis is prepared
 like a 1-D one: its rows are uniform, so their launch plan is recorded under
 the rows' shape (launchplan.rows_of). What calls keep between calls (their
-plan's temporaries, the next result made ahead) is calls/kept.py's, shared
+plan's temporaries, the next result made ahead) is calls/sort_kept.py's, shared
 by the calls of one launch plan and result.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..dtypes import INDEX_DTYPE, INDEX_DTYPES
 from ..sdk.job import Job
 from ..gpu.arrays import c_strides
 from ..gpu.streams import LEGACY, current_stream
-from .kept import kept_for, sole_holders
+from .sort_kept import kept_for, sole_holders
 
 _TORCH_INDEX = {INDEX_DTYPE: "int64", INDEX_DTYPES[4]: "int32"}  # argsort's index dtypes
 #: Prepared calls kept at most (dropped all together past it, like decisions).
@@ -61,7 +61,7 @@ class _CupyKeys:
         self._device = cupy.cuda.runtime.getDevice
         self._current_stream = cupy.cuda.get_current_stream
         self._ndarray = cupy.ndarray
-        #: holders() of a result nothing else holds (calls/kept.py takes such
+        #: holders() of a result nothing else holds (calls/sort_kept.py takes such
         #: a result back for the next call); None, so that none is taken
         #: back, where the interpreter runs without its GIL (a free-threaded
         #: build, where this reading of reference counts is untested).
@@ -188,7 +188,7 @@ class PreparedCall:
                        value_bytes=value_bytes, descending=descending, config=config)
         #: The dtype of the array a call returns (sort's keys, argsort's
         #: indices), and what the calls of this launch plan and result keep
-        #: between calls: temporaries and results made ahead (calls/kept.py).
+        #: between calls: temporaries and results made ahead (calls/sort_kept.py).
         self.result_dtype = dtype if kind == "sort" else index_dtype
         self.kept = kept_for(state, plan, adapter, shape, self.result_dtype,
                              self.key_bytes if kind == "sort" else self.index_bytes)
@@ -198,7 +198,7 @@ class PreparedCall:
     def __call__(self, a, out=None, keys_in=None, out_at=None):
         """(sorted keys or None, indices or None), in the caller's library.
         `out`: the result's array instead of a new one (sort's keys,
-        argsort's indices), checked by the caller (calls/plan.py) to be of
+        argsort's indices), checked by the caller (calls/sort_plan.py) to be of
         the result's type, shape, dtype and device, C-contiguous and apart
         from `a`. `keys_in`, `out_at`: the addresses of `a` and `out`
         where the caller read them already. (A repeat call of 1,024 keys is

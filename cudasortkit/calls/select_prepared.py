@@ -1,5 +1,5 @@
 """Prepared selection calls: a repeated device topk of one exact shape, made
-again without the general path (calls/select.py), as calls/prepared.py
+again without the general path (calls/select.py), as calls/sort_prepared.py
 does for sorts.
 
 The general path spends about a hundred microseconds of Python per topk
@@ -25,7 +25,7 @@ from ..launch.outputs import poison
 from ..sdk import registry
 from ..sdk.select_job import SelectJob
 from ..tuning import runtime
-from .prepared import adapter_for
+from .sort_prepared import adapter_for
 
 #: Prepared selection calls kept at most (dropped all together past it).
 MAX_CALLS = 1024

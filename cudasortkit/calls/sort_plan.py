@@ -11,7 +11,7 @@ the caller's current stream:
 * a plan that can replay (sort or argsort of CuPy or PyTorch arrays along
   their last axis, by a replayable plugin that does not decide on each
   call's key range) runs the general path once, which records the launch
-  plan and prepares the call (calls/prepared.py), and from then on replays
+  plan and prepares the call (calls/sort_prepared.py), and from then on replays
   that prepared call (one CUDA graph on repeat, launch/graphs.py) while the
   selector's decision stands; when it moves, the next call takes the
   general path again and prepares anew;
@@ -79,7 +79,7 @@ class Plan:
 
     def __init__(self, like, op, *, axis, descending, stable, algorithm, index_dtype, values_like,
                  prepared):
-        """`prepared`: the public functions' PreparedCalls (calls/prepared.py):
+        """`prepared`: the public functions' PreparedCalls (calls/sort_prepared.py):
         their selector chooses, its general path runs a call and prepares
         its repeats."""
         if op not in OPS:

@@ -1,4 +1,4 @@
-"""What prepared calls (calls/prepared.py) keep between calls: their launch
+"""What prepared calls (calls/sort_prepared.py) keep between calls: their launch
 plan's temporaries, the next call's result array made ahead, and the last
 results handed out, one of which becomes the array made ahead once its
 caller dropped it (RETURNED_KEPT).
@@ -11,7 +11,7 @@ budget. (Kept per call, two such calls of 2^26 4-byte keys each held 512 MB
 and, within the 640 MB budget, took them from each other at every call:
 uint32 2^26, 1.09x CUB prepared by auto against 1.13x by name, H100,
 session 18.) Sharing is safe for the same reason keeping is: all of a
-device's prepared work runs in one order (calls/prepared.py), so one call's
+device's prepared work runs in one order (calls/sort_prepared.py), so one call's
 kernels are done with the temporaries before the next call's start, which
 call it is.
 """
