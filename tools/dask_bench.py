@@ -4,7 +4,7 @@
     python tools/dask_bench.py --size-log2 28 --small-log2 26 --phases
     python tools/dask_bench.py --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
     python tools/dask_bench.py --exchange nccl --size-log2 30,31,32 --small-log2 30 \
-        --inputs few,lognormal,uniform --no-dataframe     # issue 27's bar, one line per case
+        --inputs few,lognormal,uniform --no-dataframe     # one line per case
 
 Inputs (uint32 keys, made on the workers from their global index, so any
 chunking and the one-GPU baseline see the same data): uniform at 2^size-log2,

@@ -9,8 +9,7 @@ same plugin, or a stable and a default call that chose the same kernels,
 do the same work on the same temporaries and hold one set, within one
 budget. (Kept per call, two such calls of 2^26 4-byte keys each held 512 MB
 and, within the 640 MB budget, took them from each other at every call:
-uint32 2^26, 1.09x CUB prepared by auto against 1.13x by name, H100,
-session 18.) Sharing is safe for the same reason keeping is: all of a
+uint32 2^26, 1.09x CUB prepared by auto against 1.13x by name, H100.) Sharing is safe for the same reason keeping is: all of a
 device's prepared work runs in one order (calls/sort_prepared.py), so one call's
 kernels are done with the temporaries before the next call's start, which
 call it is.
@@ -42,8 +41,7 @@ OWN_TEMPORARIES_SHARE = 1 / 128
 #: 1/128 is 640 MB of an 80 GB H100, the temporaries of one 2^27-key sort
 #: of 4-byte keys. (First come, first kept, a process that had sorted
 #: 2^24-2^26 keys once kept that memory while its later calls of 2^20-2^22
-#: keys took theirs from the pool on every call: 15-20% slower, H100,
-#: session 18.)
+#: keys took theirs from the pool on every call: 15-20% slower, H100.)
 OWNED_TOTAL_SHARE = 1 / 128
 #: A prepared call makes the result array of its next call right after it
 #: launched this call's work, while the GPU runs it, so that a call starts

@@ -67,7 +67,7 @@ MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
 #: buffers). With one warm-up call, auto, first in the first round, met the
 #: new buffer sets of 2^26 uint32 keys before onesweep by name did and ran
 #: 3-6% slower than it on the same kernels; a second pass of the cell, warm,
-#: timed them level (H100, session 19).
+#: timed them level (H100).
 WARMUP_PASSES = 2
 
 
@@ -313,20 +313,20 @@ def build_parser(parser=None):
                              "onesweep:early_counts=1 (repeatable)")
     parser.add_argument("--json", default=None, help="write all rows to this file")
     parser.add_argument("--latency", action="store_true",
-                        help="per-call wall clock of auto vs CuPy and torch, 2^10..2^22 (bench_calls.py)")
+                        help="per-call wall clock of auto vs CuPy and torch, 2^10..2^22")
     parser.add_argument("--batched", action="store_true",
                         help="sorts along the last axis of rows x cols arrays and a ragged "
-                             "segmented sort vs CuPy and torch (bench_batched.py)")
+                             "segmented sort vs CuPy and torch")
     parser.add_argument("--family", action="store_true",
                         help="the sort family vs CuPy: lexsort, unique rows, unique and "
-                             "searchsorted of 2^24 keys (bench_family.py)")
+                             "searchsorted of 2^24 keys")
     parser.add_argument("--select", action="store_true",
-                        help="topk vs torch.topk and argpartition vs cupy.argpartition at "
-                             "issue 29's bar shapes (bench_select.py)")
+                        help="topk vs torch.topk and argpartition vs cupy.argpartition: "
+                             "five shapes, each with its target speedup")
     parser.add_argument("--host", action="store_true",
                         help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
                              "numpy.sort, out-of-core sizes under a device memory cap, with the "
-                             "pinned bandwidth and host memory (bench_host.py; --sizes takes "
+                             "pinned bandwidth and host memory (--sizes takes "
                              "dtype:size[:cap],... for the in-core list, --host-ooc for the other)")
     parser.add_argument("--host-ooc", default=None, metavar="[OP:]DTYPE:SIZE[:CAP],...",
                         help="with --host: the out-of-core cases, OP one of sort (default), "
@@ -341,7 +341,7 @@ def build_parser(parser=None):
                         help="also time NVIDIA's cuda.compute radix sort (cuda-cccl), prepared and "
                              "one-shot, in each sort cell ('vs cub'), then per-call wall clock of "
                              "csk.sort, a csk.plan, both cuda.compute forms, cupy.sort and "
-                             "torch.sort at 2^10..2^20 (bench_calls.py)")
+                             "torch.sort at 2^10..2^20")
     parser.add_argument("--cold", action="store_true",
                         help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
     return parser
