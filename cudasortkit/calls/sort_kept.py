@@ -29,7 +29,7 @@ from ..gpu.device import is_out_of_memory
 #: launched on the legacy default stream itself where that is the caller's.
 #: That is microseconds of host time a call before the GPU starts, a tenth
 #: of a call at 2^16-2^21 keys and a few percent up to 2^26
-#: (docs/algorithms/onesweep.md). The pool would keep the same blocks after
+#: (docs/benchmarks.md). The pool would keep the same blocks after
 #: each call anyway; kept here, they go back to it when memory runs short
 #: (caches.release_kept).
 OWN_TEMPORARIES_SHARE = 1 / 128
@@ -49,7 +49,7 @@ OWNED_TOTAL_SHARE = 1 / 128
 #: microseconds of a 20-60 us call, and 8-20 us at 2^22-2^26 keys, where a
 #: big block comes slowly out of a pool after a synchronisation (H100,
 #: uint32: 1.16 -> 1.26x CUB prepared at 2^22, 1.06-1.09 -> 1.10x at 2^24
-#: and 2^26; docs/algorithms/onesweep.md). It does so where its result takes
+#: and 2^26; docs/benchmarks.md). It does so where its result takes
 #: at most AHEAD_RESULT_BYTES, or where its temporaries are kept and they
 #: and the result together take at most OWN_TEMPORARIES_SHARE of the
 #: device's memory: such a result counts towards OWNED_TOTAL_SHARE with
