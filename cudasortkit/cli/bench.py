@@ -1,4 +1,4 @@
-"""``python -m cudasortkit.cli.bench``: time algorithms against CuPy (CUB) and NumPy
+"""``python -m cudasortkit bench``: time algorithms against CuPy (CUB) and NumPy
 in the same run, per operation, dtype and size.
 
 Every algorithm's output is checked once against the reference before it is
