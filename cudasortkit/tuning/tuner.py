@@ -14,8 +14,8 @@ Case is computed once (not once per config), the random inputs of a dtype
 are generated and uploaded once per sweep (Inputs) and shared by its sizes
 and plugins, and every config of a (size, dtype) is checked before any is
 timed, in parallel threads (Tuner.verify_all): a config's first run
-compiles its kernels, and nvcc (and pycuda's cache lookup, which runs the
-preprocessor) are subprocesses that threads overlap. Timing itself runs one
+compiles its kernels (nvcc is a subprocess, which threads overlap; a
+cubin on disk is read without it: build/cubins.py). Timing itself runs one
 config at a time, with nothing else on the GPU.
 """
 from __future__ import annotations
