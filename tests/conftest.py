@@ -49,6 +49,10 @@ import pytest
 # lazy tuning (it would add seconds per new size), and never the user's cache.
 # Tuner tests opt back in with monkeypatch.
 os.environ.setdefault("CUDASORTKIT_AUTOTUNE", "0")
+# A call builds the config it runs itself (no stand-in while it is built aside,
+# cudasortkit/launch/built.py): what a call runs never depends on a build's
+# timing. Tests of building aside opt back in with monkeypatch.
+os.environ.setdefault("CUDASORTKIT_BUILD_ASIDE", "0")
 if "CUDASORTKIT_CACHE_DIR" not in os.environ:  # (warm-up workers inherit the parent's)
     os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-test-cache-")
 
