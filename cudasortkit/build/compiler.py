@@ -44,6 +44,12 @@ def compile_module(state, source: str, include_dirs, where: str):
     return module
 
 
+def compile_only(state, source: str, include_dirs, where: str) -> None:
+    """The cubin of `source` for the state's arch made (or found) and kept
+    on disk, nothing loaded: a state without a device (tuning/prebuild.py)."""
+    cubins.image(source, include_dirs, NVCC_OPTIONS, state.arch, where)
+
+
 def driver_function(state, source: str, include_dirs, name: str) -> int:
     """Kernel `name` of `source` as a CUfunction handle, for launches pycuda
     cannot make (gpu/libcuda.launch_overlapped): the cubin compile_module

@@ -300,7 +300,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
 
 def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int | None = 22,
              repeats: int = 5, inputs: int = 3, progress=None, log=print, state=None,
-             compare: bool = True) -> dict:
+             compare: bool = True, prebuild: bool = True) -> dict:
     """Measure a Plan cell by cell, in this process; save after each cell.
 
     Per cell: one Case on the dtype's shared Inputs; every plugin's configs
@@ -314,8 +314,16 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
     not yet started measures its default config only, so the table stays
     complete; each plugin's first group is tuned regardless. Returns a
     summary: seconds, entries, rejected, failed, defaults_only, skipped
-    (skip_lines), path, saved.
+    (skip_lines), path, saved, phases (tuning/phases.py).
+
+    With `prebuild`, child processes compile the plan's kernels cell by
+    cell while this process checks and times the cells already built
+    (tuning/prebuild.py), and the host costs (wall clock) are measured
+    after the last cell, when the children are done. Where they cannot
+    start, every cell of up to 2^CHECK_AHEAD_MAX_BUCKET keys is checked
+    (and compiled) ahead in threads (_check_ahead).
     """
+    from . import prebuild as prebuilds
     from .tuner import Case, Tuner
 
     ctx = context(state)
@@ -332,6 +340,8 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
     ahead = {}  # id(cell) -> its Case, made and checked ahead (_check_ahead)
     checked = set()  # dtypes whose cells were checked ahead
     numpy_plugin = registry.plugins().get("numpy")
+    builder = prebuilds.start(ctx.state, work) if prebuild else None
+    host_later = []  # (cell, todo): host costs measured once the children are done
 
     def tick(n):
         if progress is not None and n:
@@ -356,7 +366,7 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
                         tick(len(configs) - 1)
                         strategy, configs = "default", configs[:1]
                     todo[name] = (plugin, strategy, configs)
-                if cell.dtype not in checked:
+                if builder is None and cell.dtype not in checked:
                     for case in ahead.values():  # (cells of a dtype done: left over, unused)
                         case.free()
                     dtypes = shared.at_once(cell.dtype)
@@ -379,6 +389,11 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
                         case = Case(ctx.state, cell.op, cell.dtype, n, inputs=inputs,
                                     row_len=row_len, shared=pool)
                 parts, failed = [], []
+                if builder is not None:
+                    with phases.timed("inputs"):
+                        case.answer()  # (NumPy's, while the children compile)
+                    with phases.timed("wait", 1):
+                        builder.wait(cell)
                 try:
                     entries = tuner.tune_cell(case, todo, progress)
                     best = {}
@@ -407,14 +422,30 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
                 ctx.changed()
                 if host_max_bucket is not None and numpy_plugin is not None and not cell.rows \
                         and cell.b <= host_max_bucket:
-                    with phases.timed("host", 1):
-                        parts.append(_host_part(ctx, cell, todo, numpy_plugin))
+                    if builder is None:
+                        with phases.timed("host", 1):
+                            parts.append(_host_part(ctx, cell, todo, numpy_plugin))
+                    else:
+                        host_later.append((cell, todo))
                 tick(finish)
                 if log:
                     log(f"{top:7} {cell.dtype:8} 2^{cell.b:<2}  " + "; ".join(parts))
                 ctx.store.save()  # a crash later loses nothing measured so far
                 ctx.changed()
+            if builder is not None:
+                builder.close()  # (done: every cell waited for its builds)
+            for cell, todo in host_later:
+                with phases.timed("host", 1):
+                    part = _host_part(ctx, cell, todo, numpy_plugin)
+                if log:
+                    log(f"{cell.shape[0]:7} {cell.dtype:8} 2^{cell.b:<2}  {part}")
+            if host_later:
+                ctx.store.save()
+                ctx.changed()
         finally:
+            if builder is not None:
+                builder.close()
+                phases.note_prebuild(builder)
             for case in ahead.values():
                 case.free()
             shared.free()
