@@ -209,7 +209,9 @@ def start(state, work, workers: int | None = None):
                          tuple(state.compute_capability)))
     if not tasks:
         return None
-    workers = workers or max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+    if workers is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        workers = max(1, min(MAX_WORKERS, cpus or 1))
     try:
         executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_lowest_priority)
