@@ -20,8 +20,10 @@ and never reads device memory back, so a run on nothing is safe. The
 others (and any kernel a child missed) compile on their first run here, as
 before.
 
-Children run with the lowest CPU priority (nice 19): this process's timing
-thread, whose calls are mostly host time at small sizes, keeps its CPU.
+Children run with the lowest CPU priority (nice 19) and off the CPU core
+this process started the sweep on (both of its hardware threads), one
+child per other CPU: this process's timing, whose calls are mostly host
+time at small sizes, keeps a core of its own.
 Timings of host arrays (wall clock: NumPy on the CPU) wait until the
 children are done. Where child processes cannot be started, the sweep
 compiles as before (every cell checked ahead, in threads).
@@ -132,11 +134,43 @@ def build(task) -> tuple:
     return after["compiled"] - before["compiled"], after["compile_s"] - before["compile_s"], error
 
 
-def _lowest_priority():
+def _lowest_priority(cpus=None):
+    """A child's start: the lowest CPU priority, on `cpus` (None: any)."""
     try:
         os.nice(19)
     except (AttributeError, OSError):
         pass
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except (AttributeError, OSError):
+            pass
+
+
+def _cpus() -> set:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def _this_core() -> set:
+    """The CPU the calling thread runs on and its hardware-thread siblings
+    (Linux: /proc and /sys); empty where that cannot be read."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            cpu = int(f.read().rsplit(")", 1)[1].split()[36])  # field 39: the CPU last run on
+    except (OSError, ValueError, IndexError):
+        return set()
+    core = {cpu}
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+            for part in f.read().strip().split(","):
+                lo, _, hi = part.partition("-")
+                core.update(range(int(lo), int(hi or lo) + 1))
+    except (OSError, ValueError):
+        pass
+    return core
 
 
 class Prebuild:
@@ -209,12 +243,15 @@ def start(state, work, workers: int | None = None):
                          tuple(state.compute_capability)))
     if not tasks:
         return None
+    cpus = _cpus()
+    others = cpus - _this_core()
+    if others:  # (a machine of one core: the children share it, at the lowest priority)
+        cpus = others
     if workers is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        workers = max(1, min(MAX_WORKERS, cpus or 1))
+        workers = max(1, min(MAX_WORKERS, len(cpus)))
     try:
         executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_lowest_priority)
+                                       initializer=_lowest_priority, initargs=(cpus,))
         futures = {cell: [executor.submit(build, task) for task in cell_tasks]
                    for cell, cell_tasks in tasks.items()}
     except Exception:  # (no child processes here: the sweep compiles as it checks)
