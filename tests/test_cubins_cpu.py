@@ -85,6 +85,17 @@ def test_a_cubin_is_compiled_once_then_read_from_disk_without_the_compiler(fake_
     assert after["read"] == before["read"] + 1 and after["compiled"] == before["compiled"]
 
 
+def test_a_refused_cubin_is_compiled_again(fake_nvcc, tmp_path):
+    inc = [headers_package(tmp_path)]
+    first = cubins.image(SOURCE, inc, OPTIONS, "sm_90")
+    path = next(p for p in (tmp_path / "kernels").rglob("*.cubin"))
+    path.write_bytes(b"damaged")
+    cubins.forget()
+    assert cubins.image(SOURCE, inc, OPTIONS, "sm_90") == b"damaged"  # (read back as it is)
+    assert cubins.recompile(SOURCE, inc, OPTIONS, "sm_90") == first
+    assert len(fake_nvcc) == 2 and path.read_bytes() == first
+
+
 def test_the_key_follows_every_included_header_and_the_compile_settings(kernels_dir, tmp_path):
     inc = [headers_package(tmp_path)]
     k = cubins.key(SOURCE, inc, OPTIONS, "sm_90")

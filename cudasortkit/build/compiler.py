@@ -38,7 +38,11 @@ def compile_module(state, source: str, include_dirs, where: str):
         return module
     from pycuda.driver import module_from_buffer
 
-    module = module_from_buffer(cubins.image(source, include_dirs, NVCC_OPTIONS, state.arch, where))
+    args = (source, include_dirs, NVCC_OPTIONS, state.arch, where)
+    try:
+        module = module_from_buffer(cubins.image(*args))
+    except state.cuda.Error:  # a cubin the driver refuses (a damaged file): compiled again
+        module = module_from_buffer(cubins.recompile(*args))
     with _lock:
         module = _modules.setdefault(key, module)
     return module

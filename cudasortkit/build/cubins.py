@@ -137,6 +137,19 @@ def image(source: str, include_dirs, options, arch: str, where: str = "cudasortk
         pending.set()
 
 
+def recompile(source: str, include_dirs, options, arch: str, where: str = "cudasortkit") -> bytes:
+    """image(), after dropping the cubin this process and the disk hold
+    (one the driver refused to load: a damaged file is compiled again)."""
+    k = key(source, include_dirs, options, arch)
+    with _lock:
+        _images.pop(k, None)
+    try:
+        os.unlink(_path(k))
+    except OSError:
+        pass
+    return image(source, include_dirs, options, arch, where)
+
+
 def counters() -> dict:
     """Modules compiled and read from disk in this process, and their seconds."""
     with _lock:

@@ -159,7 +159,10 @@ def _start(key, plugin, config, request, keys_at, state) -> bool:
     n, kb, vb = request.n, itemsize(request.dtype), request.value_bytes
     if state.free_memory() < BUILD_MEMORY_FACTOR * n * (kb + vb):
         return False
-    keys = state.allocate(n * kb, f"{plugin.name}: copy of the keys to build a config with")
+    try:
+        keys = state.allocate(n * kb, f"{plugin.name}: copy of the keys to build a config with")
+    except MemoryError:  # (the call runs its own config: building aside is never its failure)
+        return False
     state.cuda.memcpy_dtod_async(int(keys), int(keys_at()), n * kb, state.stream)
     thread = threading.Thread(target=_build, args=(key, plugin, dict(config), request, keys, state),
                               name=f"csk-build-{plugin.name}")
