@@ -16,7 +16,7 @@ from ..gpu.arrays import Operand, Result, check_out, overlaps
 from ..sdk import registry
 from ..sdk.job import HostJob, Job
 from ..sdk.plugin import RUN_ERRORS
-from . import plans as launchplan
+from . import built, plans as launchplan
 from ..build.corekernels import iota64
 from .outputs import free_all, index_buffer, temporary
 
@@ -208,5 +208,6 @@ def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, val
         if returned is not None:  # its own arrays instead of job.keys_out: nothing to deliver
             raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU plugin "
                                          "writes job.keys_out (and job.values_out) and returns None")
+        built.note(job)  # its kernels are built: a later call of another size may stand in with it
     finally:
         job.finish()
