@@ -93,6 +93,25 @@ def test_unique_axis_bad_axis():
         csk.unique(np.zeros((2, 3)), axis=2)
 
 
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("equal_nan", [True, False])
+@pytest.mark.parametrize("flags", FLAGS)
+def test_unique_axis_of_a_1d_array_is_axis_none(axis, equal_nan, flags):
+    """NumPy treats an axis of a 1-D array as axis=None: with equal_nan the
+    NaNs are one value, for every dtype and for lists too."""
+    rng = np.random.default_rng(11)
+    for dtype in ("float16", "float32", "float64", "int32", "bool"):
+        a = rng.integers(0, 4, 40).astype(dtype)
+        if a.dtype.kind == "f":
+            a[::7] = np.nan
+        expected = np.unique(a, *flags, axis=axis, equal_nan=equal_nan)
+        _assert_same(csk.unique(a, *flags, axis=axis, equal_nan=equal_nan), expected)
+        _assert_same(csk.unique(a.tolist(), *flags, axis=axis, equal_nan=equal_nan),
+                     np.unique(a.tolist(), *flags, axis=axis, equal_nan=equal_nan))
+    with pytest.raises(np.exceptions.AxisError):
+        csk.unique(np.arange(3.0), axis=1)
+
+
 @pytest.mark.parametrize("flags", FLAGS)
 def test_unique_axis0_rows(flags):
     pytest.importorskip("cudasortkit.calls.unique_rows")

@@ -23,7 +23,8 @@ results are int64. With any return_* the result is a tuple.
 
 axis=0 of a 2-D array is unique rows (cudasortkit.calls.unique_rows); any
 other axis of a NumPy, CuPy or PyTorch array is moved first and the rows of
-the rest compared, as NumPy does.
+the rest compared, as NumPy does. An axis of a 1-D array is axis=None, as in
+NumPy (the NaNs of equal_nan=True are one value).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from ..build.corekernels import iota64
 from ..build.render import CORE_PACKAGE
 from ..dispatch.request import caller_ordering
 from ..dtypes import is_bfloat16
-from ..gpu.arrays import Operand, Result, library_of
+from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..sdk.scan import DeviceScan
 from .axes import Rows, normalize_axis
 
@@ -81,6 +82,11 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
            axis=None, equal_nan=True, stream=None):
     """numpy.unique(a, ...) of the same semantics; see the module docstring."""
     flags = (bool(return_index), bool(return_inverse), bool(return_counts))
+    if axis is not None and len(shape_of(a)) == 1:
+        # NumPy's rule: an axis of a 1-D array is axis=None (NaNs merge
+        # under equal_nan), once the axis is checked
+        normalize_axis(axis, 1)
+        axis = None
     if axis is not None:
         return _unique_axis(a, axis, flags, bool(equal_nan), stream)
     rows = Rows(a, None, "a", stream)
