@@ -62,6 +62,24 @@ def test_unique_host_bfloat16_nans_are_floats(equal_nan):
     assert np.array_equal(counts, expected[3])
 
 
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("equal_nan", [True, False])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_unique_host_keeps_the_first_occurrences_bits(dtype, equal_nan, flags):
+    """Every flag combination keeps what return_index's path keeps: the
+    first occurrence of -0.0 / +0.0 and of the NaNs (their payloads), bit
+    for bit; without equal_nan every NaN, in input order."""
+    rng = np.random.default_rng(5)
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    for n in (1, 2, 5, 17, 300, 5000):
+        a = _special_floats(dtype, n, rng)
+        got = csk.unique(a, *flags, equal_nan=equal_nan)
+        values = got[0] if any(flags) else got
+        _, index, *_ = np.unique(a, True, equal_nan=equal_nan)
+        assert np.array_equal(values.view(bits), a[index].view(bits)), n
+        _assert_same(got, np.unique(a, *flags, equal_nan=equal_nan))
+
+
 def test_unique_non_contiguous_host():
     a = np.arange(40)[::-3] % 7
     _assert_same(csk.unique(a, True, True, True), np.unique(a, True, True, True))

@@ -120,10 +120,31 @@ def _host_unique(a: np.ndarray, flags, equal_nan: bool) -> tuple:
     not see ml_dtypes' bfloat16 NaNs as NaN); values are a's own keys."""
     if not is_bfloat16(a.dtype):
         found = np.unique(a, *flags, equal_nan=equal_nan)
-        return found if any(flags) else (found,)
+        found = found if any(flags) else (found,)
+        if a.dtype.kind == "f" and not flags[0]:
+            _first_bits(a.reshape(-1), found[0], equal_nan)
+        return found
     _, index, *rest = np.unique(a.astype(np.float32), True, flags[1], flags[2],
                                 equal_nan=equal_nan)
     return (a[index], *((index,) if flags[0] else ()), *rest)
+
+
+def _first_bits(flat: np.ndarray, values: np.ndarray, equal_nan: bool) -> None:
+    """Give np.unique's float `values` (in place) the bits of their first
+    occurrences in `flat`, as its return_index path does: its unstable sort
+    may keep another zero (-0.0 or +0.0) or NaN payload. Only zeros and
+    NaNs have equal values of other bits: the zero (one value), and the NaNs
+    at the end (the first one under equal_nan, else every one in input order)."""
+    if values.size == 0:
+        return
+    bits = np.dtype(f"u{flat.itemsize}")
+    zero = np.flatnonzero(values == 0)
+    if zero.size:
+        values.view(bits)[zero] = flat.view(bits)[np.argmax(flat == 0)]
+    if np.isnan(values[-1]):
+        nans = flat.view(bits)[np.isnan(flat)]
+        values.view(bits)[values.size - (1 if equal_nan else nans.size):] = \
+            nans[:1] if equal_nan else nans
 
 
 def _host_like(op: Operand, result: np.ndarray):
