@@ -170,9 +170,11 @@ def _unique_search_cases(dtypes):
 
     for dtype in dtypes:
         for count_bytes in (4, 8):
-            yield (f"core unique.cu ({count_bytes}-byte counts)",
-                   KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes}),
-                   dtype, 0, UNIQUE_CONFIG)
+            for bools in (0, 1) if dtype == "uint8" else (0,):  # bools sort as uint8
+                yield (f"core unique.cu ({count_bytes}-byte counts{', bools' if bools else ''})",
+                       KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes,
+                                                            "unique_bool": bools}),
+                       dtype, 0, UNIQUE_CONFIG)
         for name, plugin in sorted(registry.plugins(SearchPlugin.entry_point_group).items()):
             for template in plugin.templates:
                 yield (f"search {name} {template}",

@@ -384,22 +384,29 @@ def test_device_plugins_emulated(monkeypatch, dtypes, plugin_name, desc):
                                    (True, False, True)])
 @pytest.mark.parametrize("dtype,shape", [("uint8", (2000, 10)), ("float32", (500, 3)),
                                          ("float64", (300, 2, 2)), ("int16", (400, 1)),
-                                         ("bool", (100, 3))])
+                                         ("bool", (100, 3)), ("bool bytes", (300, 3))])
 def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     """compact_device with its kernels (csk_row_starts, csk_unique_scatter,
     csk_unique_rows), the scan and the buffers emulated in NumPy gives
-    numpy.unique(axis=0)'s results: the glue, offsets and null outputs."""
+    numpy.unique(axis=0)'s results: the glue, offsets and null outputs.
+    "bool bytes": bools of other bytes than 0 and 1, which NumPy orders and
+    compares by truth value: the rows compared are their truth values
+    (unique_rows makes them), the rows returned a's own bytes."""
     from cudasortkit.calls import unique_rows as ur
 
     memory = _Memory()
     n = shape[0]
-    a = keys_of(dtype, "special", int(np.prod(shape)), 50)
-    a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
+    if dtype == "bool bytes":
+        rng = np.random.default_rng(51)
+        a = (rng.integers(0, 2, shape) * rng.integers(1, 4, shape)).astype(np.uint8).view(bool)
+    else:
+        a = keys_of(dtype, "special", int(np.prod(shape)), 50)
+        a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
     flat_array = np.ascontiguousarray(a).reshape(-1)
 
-    def same(x, y):  # csk_same_key: NaN equals nothing, -0.0 == +0.0
+    def same(x, y):  # csk_same_key: NaN equals nothing, -0.0 == +0.0; bools as their bytes
         x, y = comparable(np.asarray(x)), comparable(np.asarray(y))
-        return (x == y) if x.dtype.kind != "b" else (x == y)
+        return x.view(np.uint8) == y.view(np.uint8) if x.dtype.kind == "b" else x == y
 
     def launch(owner, state, dt, name, count, args):
         m = memory.arrays
@@ -479,9 +486,12 @@ def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     monkeypatch.setattr(ur, "device_ptr", lambda x: next(p for p, y in memory.arrays.items() if y is x))
     flat = _Key(flat_array, memory)
     flat.n = flat_array.size
-    order = np.lexsort(comparable(a.reshape(n, -1)).T[::-1]).astype(np.int64)
+    truth = flat_array.view(np.uint8) != 0 if dtype == "bool bytes" else flat_array
+    compared = _Key(truth, memory)
+    compared.n = truth.size
+    order = np.lexsort(comparable(truth.reshape(n, -1)).T[::-1]).astype(np.int64)
     memory.put(order)
-    got = ur.compact_device(flat, order, shape, flags, State(), 0)
+    got = ur.compact_device(flat, order, shape, flags, State(), 0, compared)
     want = np.unique(a, axis=0, **dict(zip(("return_index", "return_inverse", "return_counts"),
                                            flags)))
     want = want if isinstance(want, tuple) else (want,)

@@ -344,7 +344,7 @@ def _unique_kernel_arity() -> dict:
     from cudasortkit.build.template import KernelTemplate
     from cudasortkit.calls.unique import UNIQUE_CONFIG
 
-    template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4})
+    template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4, "unique_bool": 0})
     return {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG))
             for k in ("csk_unique_flags", "csk_unique_scatter", "csk_unique_inverse",
                       "csk_unique_counts")}
@@ -489,12 +489,13 @@ class _Device:
 
             def kernel(self, template, name, defines):
                 assert template == "unique.cu"
-                return name, defines["unique_count_bytes"]
+                return name, defines["unique_count_bytes"], defines["unique_bool"]
 
             def launch(self, kernel, grid, block, *args):
-                name, count_bytes = kernel
+                name, count_bytes, bools = kernel
                 assert len(args) == device.arity[name], name
                 device.launches.append(name)
+                device.bools = bools
                 getattr(device, name)(np.dtype(f"u{count_bytes}"), *args)
 
             def finish(self):
@@ -529,6 +530,8 @@ class _Device:
     def csk_unique_flags(self, count, sorted_ptr, n, equal_nan, flags_ptr):
         kind = _kind(self.key_dtype)
         u = _ordered(self.memory.view(sorted_ptr, self.bits)[:n], kind, self.key_dtype)
+        if self.bools:  # UNIQUE_BOOL: bools are equal by truth value (any nonzero byte)
+            u = u != 0
         same = u[1:] == u[:-1]
         if kind == "f" and not equal_nan:
             same &= u[:-1] != ~u.dtype.type(0)
@@ -598,8 +601,9 @@ def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, monkey
         monkeypatch.setattr(u, "NARROW_LIMIT", 1)
     rng = np.random.default_rng(7)
     for n in (1, 2, 7, 300, 1000):
-        if dtype == "bool":
-            a = rng.random(n) < 0.5
+        if dtype == "bool":  # bytes other than 0 and 1 too: NumPy compares truth values
+            a = rng.integers(0, 4, n).astype(np.uint8) * rng.integers(0, 2, n).astype(np.uint8)
+            a = a.view(bool)
         elif dtype == "bfloat16":
             ml_dtypes = pytest.importorskip("ml_dtypes")
             a = _special_floats(np.float32, n, rng).astype(ml_dtypes.bfloat16)

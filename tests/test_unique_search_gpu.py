@@ -218,6 +218,27 @@ def test_unique_axis_of_a_1d_device_array_is_axis_none(library, axis, equal_nan,
             assert np.array_equal(_bits(g), _bits(s))
 
 
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("shape, axis", [((4000,), None), ((4000,), 0), ((3000, 3), 0),
+                                         ((500, 200), 0), ((3, 700, 2), 1)])
+def test_unique_bools_of_other_bytes_compare_truth_values(library, shape, axis, rng):
+    """Bools whose bytes are not 0 or 1 (a uint8 array viewed as bool) are
+    equal by truth value, as NumPy compares them: 1-D (sorted as bytes, as
+    NumPy sorts them) and rows (packed, and passes above 128 bits), bit for
+    bit NumPy's values and rows, indices, inverse and counts."""
+    module = pytest.importorskip(library)
+    a = (rng.integers(0, 2, shape) * rng.integers(1, 4, shape)).astype(np.uint8)
+    device = cupy_or_torch(module, a)
+    device = device.view(module.bool) if library == "torch" else device.view(np.bool_)
+    got = csk.unique(device, *FLAGS, axis=axis)
+    want = np.unique(a.view(bool), *FLAGS, axis=axis)
+    for g, w in zip(got, want):
+        g = to_numpy(g)
+        assert g.shape == w.shape
+        assert np.array_equal(g.view(np.uint8) if g.dtype == bool else g,
+                              w.view(np.uint8) if w.dtype == bool else w)
+
+
 def cupy_or_torch(module, a: np.ndarray):
     """a on the GPU as a CuPy array or a CUDA tensor."""
     if module.__name__ == "torch":

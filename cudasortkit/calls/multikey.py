@@ -216,8 +216,8 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
             views, shape, axis, selector, algorithm, stream))
     ax = normalize_axis_index(axis, len(shape))
     length, n = shape[ax], math.prod(shape)
-    with _library_stream(library, stream):
-        xp = _namespace(library)
+    with library_stream(library, stream):
+        xp = array_namespace(library)
         on = {"device": keys[0].device} if library == "torch" else {}
         moved = [xp.moveaxis(k, ax, -1) for k in keys]
         rows_shape = tuple(moved[0].shape)
@@ -228,7 +228,7 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
         row = xp.arange(n, dtype=row_dtype, **on) // length  # position i: a key of row i // length
     order = order_of([row, *reversed(flat)], (False,) * (len(keys) + 1), selector, algorithm,
                      stream)
-    with _library_stream(library, stream):
+    with library_stream(library, stream):
         local = order - row.to(xp.int64) * length if library == "torch" else \
             order - row.astype(xp.int64) * length
         return xp.moveaxis(local.reshape(rows_shape), -1, ax)
@@ -248,7 +248,7 @@ def through_cupy(arrays, stream, fn):
     results = fn([cupy.asarray(a) for a in arrays])
     single = not isinstance(results, tuple)
     copies = []
-    with _library_stream("cupy", stream):
+    with library_stream("cupy", stream):
         for r in (results,) if single else results:
             g = gpuarray.empty(tuple(r.shape), r.dtype)
             cupy.asarray(g)[...] = r
@@ -256,7 +256,7 @@ def through_cupy(arrays, stream, fn):
     return copies[0] if single else tuple(copies)
 
 
-def _namespace(library: str):
+def array_namespace(library: str):
     if library == "torch":
         import torch
 
@@ -266,7 +266,7 @@ def _namespace(library: str):
     return cupy
 
 
-def _library_stream(library: str, stream):
+def library_stream(library: str, stream):
     """A context running the library's work in `stream` (None: its current one)."""
     if stream is None:
         return contextlib.nullcontext()

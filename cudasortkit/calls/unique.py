@@ -188,7 +188,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     sorted_ptr = Operand(sorted_keys, "sorted keys").device_ptr(state)
     order_ptr = Operand(order, "order", "values").device_ptr(state)
     keys_ptr = op.device_ptr(state)
-    defines = {"unique_count_bytes": count_bytes}
+    defines = {"unique_count_bytes": count_bytes, "unique_bool": int(op.dtype == np.bool_)}
     job = Job(_Core(), state, dtype=op.key_dtype.name, n=n, keys_in=keys_ptr, keys_out=0,
               config=UNIQUE_CONFIG)
     try:
