@@ -82,6 +82,29 @@ def test_lexsort_bad_input():
         csk.lexsort([np.arange(3)], algorithm="packed")  # host keys: a GPU plugin refuses
 
 
+def test_lexsort_of_0d_arrays_as_numpy():
+    """A 0-d array is no sequence of keys (NumPy's TypeError); 0-d keys in
+    a sequence, or the elements of a 1-D array, are one element each: 0."""
+    for keys in (np.array(3.0), np.float64(2.0)):
+        with pytest.raises(TypeError, match="need sequence of keys with len > 0"):
+            np.lexsort(keys)
+        with pytest.raises(TypeError, match="need sequence of keys with len > 0"):
+            csk.lexsort(keys)
+    for keys in ([np.array(3)], np.array([3, 1, 2]), [np.array(2.0), np.array(1.0)]):
+        for axis in (-1, 0):
+            got = csk.lexsort(keys, axis=axis)
+            assert got == np.lexsort(keys, axis=axis) == 0 and np.asarray(got).dtype == np.int64
+    with pytest.raises(np.exceptions.AxisError):
+        csk.lexsort(np.array([3, 1]), axis=1)
+
+
+def test_lexsort_of_no_sequence_says_what_to_pass():
+    for keys in (5, None, 2.5):
+        with pytest.raises(TypeError, match="need sequence of keys with len > 0 in lexsort: "
+                                            "pass a sequence of key arrays"):
+            csk.lexsort(keys)
+
+
 def test_lexsort_and_sort_by_key_of_cpu_tensors():
     torch = pytest.importorskip("torch")
     a, b = keys_of("float32", "special", 200, 40), keys_of("int16", "few_unique", 200, 41)

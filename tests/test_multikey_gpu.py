@@ -162,6 +162,24 @@ def test_lexsort_of_n_d_torch_keys_in_a_callers_stream():
     np.testing.assert_array_equal(got.cpu().numpy(), want)
 
 
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_lexsort_of_0d_device_keys_as_numpy(library):
+    """A 1-D device array's elements are 0-d keys (one element each): 0, a
+    0-d int64 array of its library, as numpy.lexsort returns 0; a 0-d
+    device array is no sequence of keys (TypeError)."""
+    xp = pytest.importorskip(library)
+    on = {"device": "cuda"} if library == "torch" else {}
+    for keys in (xp.asarray([3, 1, 2], **on), [xp.asarray(2.0, **on), xp.asarray(1.0, **on)]):
+        for axis in (-1, 0):
+            got = csk.lexsort(keys, axis=axis)
+            assert type(got) is type(xp.asarray(0, **on)) and tuple(got.shape) == ()
+            assert int(got) == 0 and str(got.dtype).endswith("int64")
+        with pytest.raises(np.exceptions.AxisError):
+            csk.lexsort(keys, axis=1)
+    with pytest.raises(TypeError, match="need sequence of keys with len > 0"):
+        csk.lexsort(xp.asarray(3.0, **on))
+
+
 def test_lexsort_of_n_d_device_keys_refuses_other_kinds():
     with pytest.raises(ValueError, match="same shape"):
         csk.lexsort((cp.zeros((2, 3)), cp.zeros((3, 2))))

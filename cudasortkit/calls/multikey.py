@@ -171,13 +171,7 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     shape, or an array whose first axis runs over the keys), the LAST key
     primary, along `axis`; int64. Device keys: 1-D, one device array each
     (or one 2-D device array of keys)."""
-    if library_of(keys) in _DEVICE:
-        keys = [keys[i] for i in range(keys.shape[0])]
-    if isinstance(keys, np.ndarray):
-        keys = list(keys) if keys.ndim else [keys]
-    keys = list(keys)
-    if not keys:
-        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    keys = _key_list(keys)
     if not any(library_of(k) in _DEVICE for k in keys):
         host = [_host_key(k) for k in reversed(keys)]
         # NumPy's checks, here: an error inside a plugin would mark it broken
@@ -195,10 +189,30 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     if len(shapes) > 1:
         raise ValueError("all keys need to be the same shape")
     (shape,) = shapes
-    if len(shape) != 1:
+    if len(shape) != 1:  # N-D keys, or 0-d ones
         return _lexsort_along(keys, shape, axis, selector, algorithm, stream)
     normalize_axis_index(axis, 1)
     return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream)
+
+
+def _key_list(keys) -> list:
+    """numpy.lexsort's keys as a list: a sequence of arrays, or an array
+    whose first axis runs over the keys (a 1-D array's elements are 0-d
+    keys). Anything else, a 0-d array or an empty sequence among them, is
+    NumPy's TypeError."""
+    if library_of(keys) in _DEVICE:
+        shape = shape_of(keys)
+        found = [keys[i] for i in range(shape[0])] if shape else []
+    else:
+        try:
+            found = list(keys)
+        except TypeError:  # a number, a 0-d array
+            found = []
+    if not found:
+        raise TypeError("need sequence of keys with len > 0 in lexsort: pass a sequence of key "
+                        "arrays of one shape (the last key primary), or an array whose rows are "
+                        f"the keys; got {type(keys).__name__}")
+    return found
 
 
 def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
@@ -214,6 +228,12 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
     if library in ("gpuarray", "cai"):
         return through_cupy(keys, stream, lambda views: _lexsort_along(
             views, shape, axis, selector, algorithm, stream))
+    if not shape:  # 0-d keys, one element each: its order is 0 (axis -1 or 0, as NumPy)
+        normalize_axis_index(axis, 1)
+        with library_stream(library, stream):
+            xp = array_namespace(library)
+            on = {"device": keys[0].device} if library == "torch" else {}
+            return xp.zeros((), dtype=xp.int64, **on)
     ax = normalize_axis_index(axis, len(shape))
     length, n = shape[ax], math.prod(shape)
     with library_stream(library, stream):
