@@ -531,3 +531,85 @@ def test_structured_descending_reverses_every_field_nans_last():
     np.testing.assert_array_equal(csk.sort(s, order="b", descending=True)["b"].view(np.uint32),
                                   s["b"][got].view(np.uint32))
     assert np.isnan(s["b"][got][-1]) and np.isnan(s["b"]).any()
+
+
+class _DeviceArray:
+    """A device array by __cuda_array_interface__ only: its data a NumPy
+    array in the emulated device memory, at its host address."""
+
+    def __init__(self, host):
+        self.host = host
+        self.__cuda_array_interface__ = {"shape": host.shape, "typestr": host.dtype.str,
+                                         "data": (host.__array_interface__["data"][0], False),
+                                         "version": 3, "strides": None}
+
+
+def _canonical(keys: np.ndarray) -> np.ndarray:
+    """Keys as a device sort returns them (keys.cuh's ordered word and back):
+    float zeros +0.0, NaNs the one quiet NaN (every bit but the sign set)."""
+    if keys.dtype.kind != "f":
+        return keys
+    bits = keys.view(f"u{keys.itemsize}")
+    sign = bits.dtype.type(1) << bits.dtype.type(8 * keys.itemsize - 1)
+    out = np.where(keys == 0, bits.dtype.type(0), bits)
+    out[np.isnan(keys)] = ~sign
+    return out.view(keys.dtype)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "bool"])
+def test_sort_by_key_tuple_device_keys_as_a_sort_returns_them_emulated(monkeypatch, dtype, count):
+    """Multi-key sort_by_key of device keys returns the keys as the one-key
+    device sort_by_key does (api.md: float zeros +0.0, NaNs one quiet NaN),
+    the values' own bits: the gathers' kernels emulated in NumPy."""
+    import cudasortkit.sdk.multikey as sdk
+
+    rng = np.random.default_rng(60 + count)
+    n = 300
+    pool = np.array([0.0, -0.0, np.nan, 1.0, -np.nan], np.float64)
+    keys = [pool[rng.integers(0, len(pool), n)].astype(dtype) if dtype.startswith("float")
+            else rng.integers(0, 3, n).astype(dtype) for _ in range(count)]
+    for k in keys:
+        if dtype.startswith("float"):  # NaN payloads too
+            bits = k.view(f"u{k.itemsize}")
+            bits[np.isnan(k) & (rng.random(n) < 0.5)] |= 1
+    values = rng.random(n)
+    memory = {}
+
+    def put(a):
+        memory[a.__array_interface__["data"][0]] = a
+        return a.__array_interface__["data"][0]
+
+    def launch(owner, state, dt, name, n_, args):
+        src, order, _, dst = (memory[int(p)] if i != 2 else p for i, p in enumerate(args))
+        got = src[order]
+        if name == "csk_gather_keys":
+            assert np.dtype(dt) == src.dtype, "csk_gather_keys reads the keys' kind"
+            got = _canonical(got)
+        else:
+            assert name == "csk_gather" and np.dtype(dt) == np.dtype(f"u{src.itemsize}")
+        dst[...] = got
+
+    def new_array(like, count_, dt, state, caller):
+        a = np.zeros(count_, dt)
+        return type("R", (), {"value": _DeviceArray(a), "ptr": put(a)})()
+
+    reference = np.lexsort([comparable(k) for k in reversed(keys)]).astype(np.int64)
+    put(reference)
+
+    def order_of(keys_, descending, selector, algorithm="auto", stream=None, then=None):
+        return then(reference, object(), 0)  # the order, as a device plugin computes it
+
+    monkeypatch.setattr(sdk, "launch", launch)
+    monkeypatch.setattr(sdk, "device_ptr", lambda a: put(a) if isinstance(a, np.ndarray)
+                        else a.__cuda_array_interface__["data"][0])
+    monkeypatch.setattr(multikey, "new_array", new_array)
+    monkeypatch.setattr(multikey, "order_of", order_of)
+    for a in (*keys, values):
+        put(a)
+    got_keys, got_values = multikey.sort_by_keys(tuple(_DeviceArray(k) for k in keys),
+                                                 _DeviceArray(values), False, None)
+    assert np.array_equal(got_values.host, values[reference])
+    for got, k in zip(got_keys, keys):
+        want = _canonical(k[reference])
+        assert np.array_equal(got.host.view(np.uint8), want.view(np.uint8)), "keys' bits"

@@ -64,6 +64,31 @@ def test_sort_by_key_tuple_device(desc):
     np.testing.assert_array_equal(s2.get(), k2[want])
 
 
+@pytest.mark.parametrize("algorithm", ["auto", "packed", "passes"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16", "int32"])
+def test_sort_by_key_tuple_of_one_key_returns_the_plain_calls_bits(dtype, algorithm):
+    """sort_by_key((k,), v) returns the keys bit for bit as sort_by_key(k, v)
+    does on the device (-0.0 as +0.0, NaNs as one quiet NaN), and so does a
+    tuple of two keys; values are the stable order's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    n = 5000
+    pool = np.array([0.0, -0.0, np.nan, -np.nan, 1.5, -2.0], np.float32)
+    host = pool[rng.integers(0, len(pool), n)] if dtype != "int32" else rng.integers(-3, 3, n)
+    k = torch.as_tensor(host, device="cuda").to(getattr(torch, dtype))
+    v = torch.arange(n, device="cuda", dtype=torch.int64)
+    (one,), one_values = csk.sort_by_key((k,), v, algorithm=algorithm)
+    plain, plain_values = csk.sort_by_key(k, v)
+    as_bits = (lambda t: t.view(torch.int16 if t.element_size() == 2 else
+                                 torch.int32 if t.element_size() == 4 else torch.int64).cpu().numpy())
+    np.testing.assert_array_equal(as_bits(one), as_bits(plain))
+    np.testing.assert_array_equal(one_values.cpu().numpy(), plain_values.cpu().numpy())
+    (first, second), values = csk.sort_by_key((k, k), v, algorithm=algorithm)
+    np.testing.assert_array_equal(as_bits(first), as_bits(plain))
+    np.testing.assert_array_equal(as_bits(second), as_bits(plain))
+    np.testing.assert_array_equal(values.cpu().numpy(), plain_values.cpu().numpy())
+
+
 @pytest.mark.parametrize("algorithm", ["packed", "passes"])
 def test_lexsort_torch_bfloat16(algorithm):
     torch = pytest.importorskip("torch")

@@ -382,7 +382,10 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
                     v.wrap_host(v.array[order]))
         job = MultikeyJob([v], (False,), v.n, state,
                           empty=lambda count, dtype: _empty(v, dtype, state, caller))
-        return (tuple(gather("core", job, op.array, op.dtype, order) for op in operands),
+        # the keys as a one-key device sort returns them (canonical zeros and
+        # NaNs), the values' own bits
+        return (tuple(gather("core", job, op.array, op.dtype, order, as_sorted_keys=True)
+                      for op in operands),
                 gather("core", job, v.array, v.dtype, order))
 
     return order_of(keys, flags, selector, algorithm, stream, then=take)
