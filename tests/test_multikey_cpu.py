@@ -231,6 +231,23 @@ def test_multikey_kind_registered_and_auto_choice():
     assert key_bits(np.bool_) == 1 and key_bits(np.int8) == 8
 
 
+def test_packed_takes_128_bits_and_says_what_counts_beyond():
+    """packed takes device keys of up to 128 bits together (two int64
+    keys); refusing more, the message names every key's dtype and width
+    (an N-D lexsort's row number among them), the limit and what to use."""
+    two = MultikeyJob([_DeviceKey("int64"), _DeviceKey("int64")], (False, False), 3)
+    assert two.bits == 128 and multikey.choose(two, "packed").name == "packed"
+    row = _DeviceKey("int32")
+    row.what = "the row number"
+    wider = MultikeyJob([row, _DeviceKey("int64"), _DeviceKey("int64")], (False,) * 3, 3)
+    with pytest.raises(ValueError) as refused:
+        multikey.choose(wider, "packed")
+    message = str(refused.value)
+    for part in ("160 bits", "the row number int32 (32)", "int64 (64)", "<= 128 bits",
+                 "passes"):
+        assert part in message, message
+
+
 # -------------------------------------------------------------- unique rows
 def _assert_unique_equal(got, want):
     got = got if isinstance(got, tuple) else (got,)

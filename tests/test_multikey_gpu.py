@@ -172,6 +172,21 @@ def test_lexsort_of_n_d_device_keys_along_an_axis(shape, axis, algorithm):
     np.testing.assert_array_equal(got.get(), want)
 
 
+def test_packed_takes_two_int64_keys_and_n_d_keys_count_the_row_number():
+    """packed orders two int64 keys (128 bits); N-D keys add their row
+    number (int32 here), so two int64 N-D keys are 160 bits: packed by name
+    refuses them naming each key, auto orders them (passes)."""
+    a, b = keys_of("int64", 6000, 21), keys_of("int64", 6000, 22)
+    got = csk.lexsort((cp.asarray(a), cp.asarray(b)), algorithm="packed")
+    np.testing.assert_array_equal(got.get(), np.lexsort((a, b)))
+    a2, b2 = a.reshape(6, 1000), b.reshape(6, 1000)
+    with pytest.raises(ValueError, match=r"the row number int32 \(32\), keys\[1\] int64 \(64\), "
+                                         r"keys\[0\] int64 \(64\), 160 bits together"):
+        csk.lexsort((cp.asarray(a2), cp.asarray(b2)), algorithm="packed")
+    np.testing.assert_array_equal(csk.lexsort((cp.asarray(a2), cp.asarray(b2))).get(),
+                                  np.lexsort((a2, b2)))
+
+
 def test_lexsort_of_n_d_torch_keys_in_a_callers_stream():
     torch = pytest.importorskip("torch")
     a = keys_of("int32", 6 * 1000, 5).reshape(6, 1000)

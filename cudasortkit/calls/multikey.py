@@ -24,7 +24,7 @@ from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..gpu.streams import handle_of
 from ..sdk import registry
-from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
+from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather, key_bits
 from ..sdk.plugin import RUN_ERRORS
 from ..tuning.kinds import MULTIKEY
 
@@ -61,8 +61,11 @@ def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
             raise ValueError(f"no working multi-key plugin named {algorithm!r}; "
                              f"available: {', '.join(sorted(found)) or 'none'}")
         if not registry.call(plugin, "supports", job):
-            raise ValueError(f"multi-key plugin {algorithm!r} cannot order these keys "
-                             f"({'device' if job.on_device else 'host'} keys, {job.bits} bits)")
+            able = sorted(p.name for p in found.values() if registry.call(p, "supports", job))
+            raise ValueError(f"multi-key plugin {algorithm!r} ({plugin.summary}) cannot order "
+                             f"these {'device' if job.on_device else 'host'} keys: "
+                             f"{_widths(job)}, {job.bits} bits together; plugins that can: "
+                             f"{', '.join(able) or 'none'} (or 'auto')")
         return plugin, "asked for by name"
     able = {p.name: p for p in found.values() if registry.call(p, "supports", job)}
     if not able:
@@ -74,6 +77,14 @@ def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
            + (f" (others: {others})" if others else ""))
     pick = MULTIKEY.choose(job, able, declared.name, why)
     return able[pick.name], pick.reason
+
+
+def _widths(job: MultikeyJob) -> str:
+    """Each key of `job` (most significant first) as its name (device
+    keys), dtype and bits in a packed key: "keys[1] int64 (64), keys[0]
+    bool (1)"."""
+    return ", ".join(" ".join(filter(None, (getattr(k, "what", None), str(k.dtype))))
+                     + f" ({key_bits(k.dtype)})" for k in job.keys)
 
 
 def _run(job: MultikeyJob, algorithm: str):
@@ -103,12 +114,14 @@ def _check_descending(descending, count: int) -> tuple:
     return tuple(bool(d) for d in flags)
 
 
-def order_of(keys, descending, selector, algorithm="auto", stream=None, then=None):
+def order_of(keys, descending, selector, algorithm="auto", stream=None, then=None, names=None):
     """The stable int64 order of 1-D keys (most significant first): NumPy
     for host keys, an array of the keys' library for device keys; then(order,
     state, caller), when given, runs in the same stream ordering (device
-    keys) and its result is returned instead."""
-    operands = [Operand(k, f"keys[{i}]") for i, k in enumerate(keys)]
+    keys) and its result is returned instead. `names`: what errors call
+    the keys (default keys[0], keys[1], ...)."""
+    names = names or [f"keys[{i}]" for i in range(len(keys))]
+    operands = [Operand(k, what) for k, what in zip(keys, names)]
     n = operands[0].n
     for op in operands[1:]:
         if op.n != n:
@@ -192,7 +205,8 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     if len(shape) != 1:  # N-D keys, or 0-d ones
         return _lexsort_along(keys, shape, axis, selector, algorithm, stream)
     normalize_axis_index(axis, 1)
-    return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream)
+    return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream,
+                    names=[f"keys[{i}]" for i in reversed(range(len(keys)))])
 
 
 def _key_list(keys) -> list:
@@ -246,8 +260,9 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
         flat = [m.reshape(-1) for m in moved]  # a copy where the axis was not last
         row_dtype = xp.int32 if n < (1 << 31) else xp.int64
         row = xp.arange(n, dtype=row_dtype, **on) // length  # position i: a key of row i // length
+    names = ["the row number", *(f"keys[{i}]" for i in reversed(range(len(keys))))]
     order = order_of([row, *reversed(flat)], (False,) * (len(keys) + 1), selector, algorithm,
-                     stream)
+                     stream, names=names)
     with library_stream(library, stream):
         local = order - row.to(xp.int64) * length if library == "torch" else \
             order - row.astype(xp.int64) * length
