@@ -23,7 +23,8 @@ KEY_DTYPES = (
 )
 
 #: What the array libraries call the supported dtypes, for error messages.
-SUPPORTED_TEXT = "bool, " + ", ".join(KEY_DTYPES) + " (native byte order)"
+SUPPORTED_TEXT = ("bool, " + ", ".join(KEY_DTYPES)
+                  + " (host arrays of either byte order, device arrays native)")
 
 KIND_UNSIGNED, KIND_SIGNED, KIND_FLOAT = 0, 1, 2
 

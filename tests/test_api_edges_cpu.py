@@ -403,3 +403,50 @@ def test_docs_descending_equivalents_for_numpy_before_2_5():
                    'numpy.argsort(~a, kind="stable")'):
         assert f"`{recipe}`" in text, recipe
     assert "Arrays must be 1-D" not in text
+
+
+# ------------------------------------------------ non-native byte order keys
+_SWAPPED = [np.array([3.0, 1.0, np.nan, 2.0, -0.0, 1.0, 7.5], ">f8"),
+            np.array([5, -3, 9, 0, -3, 2, 1], ">i4"), np.array([5, -3, 9, 0, -3, 2, 1], ">i8"),
+            np.array([5, 3, 9, 0, 3, 2, 1], ">u2"), np.array([1.5, -2.0, 0.5, 9.0], ">f2")]
+
+
+def _same(got, want):
+    """Equal values and the same dtype, byte order included (NumPy's answer)."""
+    assert type(got) is type(want) and got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape and np.array_equal(got, want, equal_nan=got.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("a", _SWAPPED, ids=lambda a: a.dtype.str)
+def test_non_native_byte_order_keys_sort_as_numpy_does_whatever_came_before(a):
+    """A host array of the other byte order ('>f8') is sorted as NumPy sorts
+    it, its key results in its own dtype, the same before and after calls
+    that put a native array of its kind on the small-array shortcut."""
+    native = a.astype(a.dtype.newbyteorder("="))
+    m = np.resize(a, 12).reshape(3, 4)
+    for round_ in range(3):
+        _same(csk.sort(a), np.sort(a))
+        _same(csk.sort(a, stable=True), np.sort(a, kind="stable"))
+        _same(csk.argsort(a, stable=True), np.argsort(a, kind="stable"))
+        _same(csk.sort(m, axis=0), np.sort(m, axis=0))
+        _same(csk.sort(m, axis=None), np.sort(m, axis=None))
+        _same(csk.argsort(m, stable=True), np.argsort(m, kind="stable"))
+        order = np.argsort(a, kind="stable")
+        k, v = csk.sort_by_key(a, np.arange(a.size, dtype=">i8"))
+        _same(k, a[order])
+        _same(v, np.arange(a.size, dtype=">i8")[order])
+        (k2,), v2 = csk.sort_by_key((a,), np.arange(a.size))
+        _same(k2, a[order])
+        _same(csk.segmented_sort(a, [0, 3, a.size]),
+              np.concatenate([np.sort(a[:3]), np.sort(a[3:])]).astype(a.dtype))
+        _same(csk.merge(np.sort(a[:3]), np.sort(a[3:])), np.sort(a, kind="stable"))
+        _same(csk.partition(a, 2)[2:3], np.partition(a, 2)[2:3])
+        _same(csk.topk(a, 2, largest=False)[0], np.sort(a)[:2])
+        _same(csk.unique(a), np.unique(a))
+        _same(csk.unique(a, return_index=True)[0], np.unique(a, return_index=True)[0])
+        _same(csk.lexsort((a, a)), np.lexsort((a, a)))
+        _same(csk.searchsorted(np.sort(a), a), np.searchsorted(np.sort(a), a))
+        out = np.empty_like(a)
+        assert csk.sort(a, out=out) is out
+        _same(out, np.sort(a))
+        csk.sort(native), csk.argsort(native), csk.sort_by_key(native, np.arange(a.size))

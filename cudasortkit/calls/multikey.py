@@ -317,13 +317,15 @@ def library_stream(library: str, stream):
 
 def _host_key(k) -> np.ndarray:
     """A host key as NumPy (a CPU tensor through NumPy; bfloat16 widened to
-    float32, which holds it exactly and orders it the same)."""
+    float32, which holds it exactly and orders it the same; the other byte
+    order made native, which orders the same)."""
     if library_of(k) == "torch-cpu":
         import torch
 
         k = k.detach()
         return (k.float() if k.dtype == torch.bfloat16 else k).numpy()
-    return np.asarray(k)
+    k = np.asarray(k)
+    return k if k.dtype.isnative else k.astype(k.dtype.newbyteorder("="))
 
 
 # ------------------------------------------------------- structured arrays
@@ -393,7 +395,7 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
 
     def take(order, state, caller):
         if state is None:
-            return (tuple(op.wrap_host(op.array[order]) for op in operands),
+            return (tuple(op.wrap_own(op.array[order]) for op in operands),
                     v.wrap_host(v.array[order]))
         job = MultikeyJob([v], (False,), v.n, state,
                           empty=lambda count, dtype: _empty(v, dtype, state, caller))

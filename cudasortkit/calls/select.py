@@ -182,7 +182,7 @@ class SelectCalls:
             plugin, _ = self.choices.choose(request, algorithm,
                                             keys.ordinal if keys.on_device else None)
             if request.rows * request.k == 0:  # nothing to select: no plugin runs
-                return (keys.wrap_host(np.empty(shape, keys.dtype)),
+                return (keys.wrap_own(np.empty(shape, keys.dtype)),
                         keys.wrap_host(np.empty(shape, INDEX_DTYPE)))
             try:
                 if plugin.device == "cpu":
@@ -218,7 +218,7 @@ class SelectCalls:
                                          f"of shape {want}")
         values = np.ascontiguousarray(result[0]).reshape(shape)
         indices = np.ascontiguousarray(result[1], INDEX_DTYPE).reshape(shape)
-        return keys.wrap_host(values), keys.wrap_host(indices)
+        return keys.wrap_own(values), keys.wrap_host(indices)
 
     def _run_device(self, plugin, request, keys: Operand, stream, shape: tuple, note=None):
         state, ordering = caller_ordering(stream, (keys,))
@@ -343,11 +343,12 @@ class _Outputs:
             return self.values, self.indices
         state, results = self.state, []
         try:
-            for dtype, ptr in zip((self.like.dtype, INDEX_DTYPE), self.ptrs):
+            for dtype, ptr, wrap in zip((self.like.dtype, INDEX_DTYPE), self.ptrs,
+                                        (self.like.wrap_own, self.like.wrap_host)):
                 host = np.empty(self.count, dtype)
                 state.cuda.memcpy_dtoh_async(host, ptr, state.stream)
                 state.stream.synchronize()
-                results.append(self.like.wrap_host(host.reshape(self.shape)))
+                results.append(wrap(host.reshape(self.shape)))
         finally:
             for buf in self._bufs:
                 buf.free()

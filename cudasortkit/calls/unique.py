@@ -98,7 +98,8 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
             inverse_at = 1 + flags[0]
             results = (*results[:inverse_at], results[inverse_at].reshape(rows.shape),
                        *results[inverse_at + 1:])
-        results = tuple(_host_like(op, r) for r in results)
+        # as the caller's library returns them; the values in the keys' byte order
+        results = (op.wrap_own(results[0]), *(op.wrap_host(r) for r in results[1:]))
         return results if any(flags) else results[0]
     state, ordering = caller_ordering(stream, [op])
     ordering.begin()
@@ -145,15 +146,6 @@ def _first_bits(flat: np.ndarray, values: np.ndarray, equal_nan: bool) -> None:
         nans = flat.view(bits)[np.isnan(flat)]
         values.view(bits)[values.size - (1 if equal_nan else nans.size):] = \
             nans[:1] if equal_nan else nans
-
-
-def _host_like(op: Operand, result: np.ndarray):
-    """A host result as the caller's library returns it (torch CPU: a tensor)."""
-    if op.library == "torch-cpu":
-        import torch
-
-        return torch.from_numpy(np.ascontiguousarray(result))
-    return result
 
 
 def _like(op: Operand, n: int) -> Operand:
