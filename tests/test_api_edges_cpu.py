@@ -450,3 +450,30 @@ def test_non_native_byte_order_keys_sort_as_numpy_does_whatever_came_before(a):
         assert csk.sort(a, out=out) is out
         _same(out, np.sort(a))
         csk.sort(native), csk.argsort(native), csk.sort_by_key(native, np.arange(a.size))
+
+
+def test_docs_and_code_agree_on_which_host_sorts_keep_the_keys_bits():
+    """On the host a stable sort (and sort_by_key) returns the keys' own bits
+    in stable order; the default one is numpy.sort's answer, bit for bit,
+    which need not keep a zero's sign or a NaN's payload: api.md says so."""
+    rng = np.random.default_rng(8)
+    for dtype in (np.float32, np.float64):
+        bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+        for n in (5, 20, 300, 5000):
+            k = np.array([0.0, -0.0, np.nan, -np.nan, 1.0], dtype)[rng.integers(0, 5, n)]
+            k.view(bits)[np.isnan(k) & (rng.random(n) < 0.5)] |= 1  # other NaN payloads
+            stable = k[np.argsort(k, kind="stable")]
+            for _ in range(2):  # the second call may take the small-array shortcut
+                assert np.array_equal(csk.sort(k, stable=True).view(bits), stable.view(bits))
+                assert np.array_equal(csk.sort_by_key(k, np.arange(n))[0].view(bits),
+                                      stable.view(bits))
+                assert np.array_equal(csk.sort(k).view(bits), np.sort(k).view(bits))
+    import re
+    from pathlib import Path
+
+    text = re.sub(r"\s+", " ", Path(__file__).resolve().parents[1].joinpath(
+        "docs", "api.md").read_text())
+    assert "The CPU plugin returns the keys' own bits." not in text
+    assert ("On the host, a stable sort (`stable=True`, `sort_by_key`, `merge`) returns the "
+            "keys' own bits in stable order; the default (unstable) sort returns what "
+            "`numpy.sort` returns") in text
