@@ -237,7 +237,9 @@ def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=Non
     """numpy.searchsorted(a, v, side, sorter): int64 insertion points of v
     in sorted a; batched as torch.searchsorted when a is (..., n) and v
     (..., m). algorithm: "auto" or a search plugin's name (explain_searchsorted
-    says which auto takes); see docs/unique_search.md."""
+    says which auto takes); the plugins search device arrays, NumPy host ones
+    (a plugin named for host arrays raises ValueError); see
+    docs/unique_search.md."""
     return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream)
 
 

@@ -233,6 +233,38 @@ def test_searchsorted_torch_cpu():
     assert isinstance(got, torch.Tensor) and got.tolist() == [1, 3]
 
 
+class _OnDevice:
+    """A device array by __cuda_array_interface__ only (never dereferenced:
+    explain_searchsorted reads shapes and dtypes)."""
+
+    def __init__(self, shape, dtype=np.float64):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": np.dtype(dtype).str,
+                                         "data": (0x1000, False), "version": 3, "strides": None}
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_a_named_search_plugin_for_host_arrays_raises_as_sort_does(gpu, monkeypatch):
+    """Host arrays are searched by NumPy: a search plugin named for them
+    raises ValueError saying why (without a GPU: that it needs one, as sort
+    and topk say) in searchsorted and explain_searchsorted alike; auto runs
+    NumPy, and explain says so."""
+    from cudasortkit.calls import search
+
+    monkeypatch.setattr(search, "gpu_available", lambda: gpu)
+    a, v = np.arange(10.0), np.array([3.0, 4.5])
+    for name in ("tree", "binary", "merge"):
+        why = "searches device arrays" if gpu else f"{name} needs a GPU"
+        for call in (csk.searchsorted, csk.explain_searchsorted):
+            with pytest.raises(ValueError, match=f"algorithm {name!r} cannot search.*{why}.*NumPy"):
+                call(a, v, algorithm=name)
+        assert csk.explain_searchsorted(_OnDevice((10,)), _OnDevice((2,)),
+                                        algorithm=name).plugin == name
+    assert csk.searchsorted(a, v).tolist() == [3, 5]
+    auto = str(csk.explain_searchsorted(a, v))
+    assert "host arrays: NumPy's searchsorted runs" in auto
+    assert ("there is no GPU here" in auto) != gpu
+
+
 # ------------------------------------------------- search plugins and auto
 def test_search_plugins_are_registered():
     entries = registry.entries(SearchPlugin.entry_point_group)
@@ -268,12 +300,12 @@ def test_explain_searchsorted_declared_choice():
     with_sorter = csk.explain_searchsorted(np.zeros(1 << 20), np.zeros(1 << 20),
                                            sorter=np.arange(1 << 20))
     assert with_sorter.plugin == "binary" and "without sorter" in with_sorter.skipped["tree"]
-    named = csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="merge")
+    named = csk.explain_searchsorted(_OnDevice((10,)), _OnDevice((10,)), algorithm="merge")
     assert named.plugin == "merge"
     with pytest.raises(ValueError, match="no search plugin named 'nope'"):
         csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="nope")
     with pytest.raises(ValueError, match="no search plugin serves"):
-        csk.explain_searchsorted(np.zeros((2, 10)), np.zeros((2, 3)), algorithm="merge")
+        csk.explain_searchsorted(_OnDevice((2, 10)), _OnDevice((2, 3)), algorithm="merge")
 
 
 # ------------------------------------------ launches match kernel prototypes
