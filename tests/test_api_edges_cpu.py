@@ -4,6 +4,8 @@ descending sorts, overlapping outputs, argsort's int32 indices along the one
 axis of a 1-D array, one progress= rule on every path, and error messages that
 name what is wrong. Each call is made twice where a repeat takes another path
 (the host shortcut in api.sort serves a shape auto has already given NumPy)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -477,3 +479,56 @@ def test_docs_and_code_agree_on_which_host_sorts_keep_the_keys_bits():
     assert ("On the host, a stable sort (`stable=True`, `sort_by_key`, `merge`) returns the "
             "keys' own bits in stable order; the default (unstable) sort returns what "
             "`numpy.sort` returns") in text
+
+
+# ------------------------------------------------------- selection edges
+def _raises_as(call, reference):
+    """call() raises what reference() raises (type and NumPy's words)."""
+    with pytest.raises(Exception) as want:
+        reference()
+    with pytest.raises(type(want.value), match=re.escape(str(want.value))):
+        call()
+
+
+def test_partition_edges_are_numpys():
+    """argpartition of a 0-d array is [0]; an empty array takes any integer
+    kth; kth must be integers as numpy.asarray(kth) reads them (an empty
+    list is none: TypeError; a bool: ValueError), at most 1-D."""
+    zero_d = np.array(3.0)
+    for kth in (0, -1, [0]):
+        for axis in (-1, 0, None):
+            got = csk.argpartition(zero_d, kth, axis=axis)
+            assert got.dtype == np.int64 and got.tolist() == [0]
+            assert np.argpartition(zero_d, kth, axis=axis).tolist() == [0]
+    _raises_as(lambda: csk.argpartition(zero_d, 1), lambda: np.argpartition(zero_d, 1))
+    _raises_as(lambda: csk.partition(zero_d, 0), lambda: np.partition(zero_d, 0))
+    assert csk.partition(zero_d, 0, axis=None).tolist() == [3.0]
+    for shape, axis in (((0,), -1), ((0, 3), 1), ((3, 0), 0), ((3, 0), -1)):
+        for kth in (0, 5, -7, [0, 9]):
+            empty = np.zeros(shape)
+            got = csk.partition(empty, kth, axis=axis)
+            assert got.shape == np.partition(empty, kth, axis=axis).shape == shape
+            assert csk.argpartition(empty, kth, axis=axis).shape == shape
+    a = np.array([3.0, 1.0, 2.0])
+    for kth in ([], (), 1.0, [1, 2.0], "1", None, np.array([0.0])):
+        for call, ref in ((csk.partition, np.partition), (csk.argpartition, np.argpartition)):
+            _raises_as(lambda: call(a, kth), lambda: ref(a, kth))
+    for kth in (True, [True], np.array([], bool)):
+        _raises_as(lambda: csk.partition(a, kth), lambda: np.partition(a, kth))
+    with pytest.raises(ValueError, match="kth must be an integer or a 1-D sequence"):
+        csk.partition(a, [[0]])
+    assert sorted(csk.partition(a, np.array([], np.int64)).tolist()) == [1.0, 2.0, 3.0]
+
+
+def test_topk_of_a_0d_array_gives_0d_results_as_torch():
+    """torch.topk of a 0-d tensor (k 0 or 1, dim -1 or 0): 0-d values (the
+    key) and 0-d int64 indices (0)."""
+    for k in (0, 1):
+        for axis in (-1, 0):
+            values, indices = csk.topk(np.array(2.5, np.float32), k, axis=axis)
+            assert values.shape == () and values.dtype == np.float32 and values == 2.5
+            assert indices.shape == () and indices.dtype == np.int64 and indices == 0
+    with pytest.raises(ValueError, match=r"k must be in \[0, 1\]"):
+        csk.topk(np.array(2.5), 2)
+    with pytest.raises(np.exceptions.AxisError):
+        csk.topk(np.array(2.5), 1, axis=1)

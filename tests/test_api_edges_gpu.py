@@ -198,3 +198,20 @@ def test_non_native_device_arrays_are_refused_saying_what_to_do():
     cupy = pytest.importorskip("cupy")
     with pytest.raises(TypeError, match=r"non-native byte order.*newbyteorder"):
         csk.sort(Swapped(cupy.zeros(8, cupy.float64)))
+
+
+# ------------------------------------------------------- selection edges
+def test_selection_edges_of_device_arrays_are_numpys_and_torchs():
+    """topk of a 0-d device array: 0-d results (torch's); argpartition of
+    one: [0]; partition of an empty one takes any integer kth; kth=[] is
+    NumPy's TypeError."""
+    for name, a, to_numpy in _device_arrays(np.array([3.0, 1.0, 2.0])):
+        zero_d = a[1]
+        for k in (0, 1):
+            values, indices = csk.topk(zero_d, k)
+            assert tuple(values.shape) == () and tuple(indices.shape) == (), name
+            assert float(to_numpy(values)) == 1.0 and int(to_numpy(indices)) == 0, name
+        assert to_numpy(csk.argpartition(zero_d, 0)).tolist() == [0], name
+        assert tuple(csk.partition(a[:0], 0).shape) == (0,), name
+        with pytest.raises(TypeError, match="Partition index must be integer"):
+            csk.partition(a, [])

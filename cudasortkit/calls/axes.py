@@ -89,8 +89,11 @@ class Rows:
         self.library = library
         self.original = a
         self.stream = stream
+        own_shape = self._shape(a, library)
+        #: A 0-d array (seen as one key along one axis where zero_d_as_1d).
+        self.zero_d = not own_shape
         (self.shape, self.axis, self.n, self.rows, self.row_len, self.moved_shape,
-         self.moves) = _layout(self._shape(a, library), axis, zero_d_as_1d)
+         self.moves) = _layout(own_shape, axis, zero_d_as_1d)
         #: Sorted along its last axis: the result is `flat`'s in the input's shape.
         self.in_place_rows = self.axis is not None and not self.moves
         self.flat = self._flatten(a)
