@@ -138,6 +138,10 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     keys may be a tuple of key arrays (1-D, one length): the FIRST is the
     primary key (SQL's ORDER BY), descending a bool or one per key, and the
     result is (tuple of sorted keys, values); docs/multikey.md."""
+    if type(keys) is list and keys and all(hasattr(k, "shape") for k in keys):
+        raise TypeError(f"sort_by_key: keys is a list of {len(keys)} key arrays: pass them as a "
+                        "tuple, (k1, k2), to sort by several keys (the first primary), or one "
+                        "array")
     if isinstance(keys, tuple):
         if axis not in (-1, 0) or out is not None or values_out is not None or key_range is not None:
             raise ValueError("sort_by_key with a tuple of keys takes 1-D keys (axis -1) and no "

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..dispatch.execute import run
-from ..dispatch.request import caller_ordering, make_request
+from ..dispatch.request import caller_ordering, check_algorithm, make_request
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..gpu.streams import handle_of
@@ -54,6 +54,7 @@ def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
     """(plugin, reason) for `job`. auto: among the working plugins that
     support it, the fastest measured on this device near the job's shape
     (tuning/kinds.py), else the one of lowest declared priority."""
+    check_algorithm(algorithm)
     found = registry.plugins(GROUP)
     if algorithm != "auto":
         plugin = found.get(algorithm)
@@ -338,8 +339,14 @@ def field_keys(a: np.ndarray, order) -> list:
         if order is not None:
             raise ValueError("Cannot specify order when the array has no fields.")
         return []
-    wanted = [] if order is None else ([order] if isinstance(order, str) else list(order))
+    rule = f"order must be a field name or a sequence of field names ({', '.join(names)})"
+    try:
+        wanted = [] if order is None else ([order] if isinstance(order, str) else list(order))
+    except TypeError:
+        raise TypeError(f"{rule}, got {order!r}") from None
     for name in wanted:
+        if not isinstance(name, str):
+            raise TypeError(f"{rule}, got {order!r}")
         if name not in names:
             raise ValueError(f"unknown field name: {name}")
     if len(set(wanted)) != len(wanted):
@@ -365,7 +372,8 @@ def argsort_fields(a: np.ndarray, order, axis, descending) -> np.ndarray:
         job = MultikeyJob(keys, (False,) * len(keys), a.size, axis=axis)
         return _run(job, "numpy_lexsort")
     if a.ndim != 1:
-        raise ValueError("descending=True with order= sorts 1-D structured arrays (or axis=None)")
+        raise ValueError(f"descending=True sorts 1-D structured arrays (or axis=None), got a "
+                         f"{a.ndim}-D one")
     job = MultikeyJob(keys, _check_descending(descending, len(keys)), a.size)
     return _run(job, "numpy_lexsort")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..build.corekernels import key_minmax
-from ..dispatch.request import caller_ordering
+from ..dispatch.request import caller_ordering, check_algorithm
 from ..dtypes import is_bfloat16, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
@@ -105,8 +105,12 @@ class _Call:
         """sorter as int64 of a's shape (flat), or the error NumPy raises."""
         s_shape = shape_of(sorter)
         if s_shape != a_shape:
-            raise ValueError(f"sorter.size must equal a.size (sorter has a's shape): sorter has "
-                             f"shape {s_shape}, a {a_shape}")
+            size, a_size = int(np.prod(s_shape)), int(np.prod(a_shape))
+            if size != a_size:  # NumPy's words, then the sizes
+                raise ValueError(f"sorter.size must equal a.size: {size} != {a_size} (sorter is "
+                                 f"an argsort of a, of a's shape {a_shape})")
+            raise ValueError(f"sorter must have a's shape {a_shape} (an argsort of a), got "
+                             f"shape {s_shape}")
         flat = Rows(sorter, None, "sorter", stream, role="values").flat
         if library_of(flat) in ("numpy", "torch-cpu"):
             host = np.asarray(flat)
@@ -158,6 +162,7 @@ def _check_named(call: _Call, algorithm: str) -> None:
     be of device arrays: NumPy searches host ones, so a name for them is a
     ValueError saying why (without a GPU: that the plugin needs one, as
     sort and topk say), never a silent NumPy search."""
+    check_algorithm(algorithm)
     if algorithm == "auto":
         return
     if algorithm not in registry.plugins(GROUP):

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..build.corekernels import iota64, key_minmax
 from ..dispatch import selection as choosing
-from ..dispatch.request import caller_ordering
+from ..dispatch.request import caller_ordering, check_algorithm
 from ..dtypes import INDEX_DTYPE, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, library_of, not_an_array, torch_to_numpy_dtype
@@ -198,8 +198,7 @@ class SelectCalls:
         result's shape with the axis last, _shaped), the caller's kind.
         `note`: (the caller's array, its call key) of a plain call to
         prepare once a device plugin served it (PreparedSelects.note)."""
-        if not isinstance(algorithm, str):
-            raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
+        check_algorithm(algorithm)
         while True:
             plugin, _ = self.choices.choose(request, algorithm,
                                             keys.ordinal if keys.on_device else None)
