@@ -39,7 +39,7 @@ prepared = PreparedCalls(selector, execute)
 selections = SelectCalls(selector)
 SELECTION_GROUP = SelectPlugin.entry_point_group
 
-def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
+def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False, order=None):
     """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
     or `a` sorted into `out` (`out=a` sorts in place).
@@ -85,7 +85,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     return keys
 
 
-def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key_range=None,
+def argsort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", key_range=None,
             stream=None, progress=False, index_dtype=np.int64, order=None):
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
@@ -172,7 +172,7 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
                         stream, progress=progress)
 
 
-def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False,
+def segmented_sort(keys, offsets, values=None, *, descending=False, stable=None,
                    algorithm="auto", stream=None):
     """Every segment keys[offsets[s]:offsets[s+1]] sorted on its own (CUB-style
     offsets: segments + 1 int32/int64 values from 0 to len(keys), never
@@ -188,7 +188,7 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     return ks if kind == "sort" else (ks, vs)
 
 
-def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorithm="auto",
+def segmented_argsort(keys, offsets, *, descending=False, stable=None, algorithm="auto",
                       stream=None):
     """int64 positions (in the whole of `keys`) that sort every segment of
     `keys` on its own (offsets as for segmented_sort). stable=None is the
@@ -331,7 +331,7 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
                       progress, index_dtype)
 
 
-def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
+def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable=None,
             algorithm: str = "auto", key_range=None, axis=-1, offsets=None, k=None, kth=None,
             largest=True):
     """Which plugin and config `algorithm` would use for `a`, and why (a

@@ -532,3 +532,32 @@ def test_topk_of_a_0d_array_gives_0d_results_as_torch():
         csk.topk(np.array(2.5), 2)
     with pytest.raises(np.exceptions.AxisError):
         csk.topk(np.array(2.5), 1, axis=1)
+
+
+def _documented_signatures(doc: str) -> dict:
+    """{name: (parameters text)} of every `cudasortkit.NAME(...)` signature
+    in the docs' python code blocks (a signature may run over lines)."""
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("docs", doc).read_text()
+    found = {}
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        for name, params in re.findall(r"^cudasortkit\.(\w+)\((.*?)\)\s*$", block, re.S | re.M):
+            found[name] = " ".join(params.split())
+    return found
+
+
+@pytest.mark.parametrize("doc", ["api.md", "unique_search.md"])
+def test_documented_signatures_are_the_codes(doc):
+    """Every signature the docs give is the function's own: the same
+    parameters, in order, positional or keyword-only, with the same defaults
+    (stable=None, order=, explain's k/kth/largest, unique's sorted=)."""
+    import inspect
+
+    documented = _documented_signatures(doc)
+    assert documented, doc
+    for name, params in documented.items():
+        doc_sig = eval(f"lambda {params}: None", {"numpy": np, "np": np})
+        want = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(csk, name)).parameters.values()]
+        got = [(p.name, p.kind, p.default) for p in inspect.signature(doc_sig).parameters.values()]
+        assert got == want, f"{doc}: cudasortkit.{name}({params}) is not the code's {want}"

@@ -164,6 +164,27 @@ def test_structured_nd_axis_and_none():
             np.testing.assert_array_equal(got[name], want[name])
 
 
+@pytest.mark.parametrize("fmt", ["U5", "S5", "M8[s]", "m8[s]", "c8"])
+def test_fields_of_strings_and_other_numpy_dtypes_sort_as_numpy(fmt):
+    """order= takes any field NumPy orders (strings, bytes, datetimes,
+    complex), as multikey.md says."""
+    from pathlib import Path
+
+    s = np.zeros(6, [("a", fmt), ("b", "i4")])
+    s["a"] = np.array([3, 1, 2, 1, 3, 0]).astype(fmt) if fmt[0] not in "US" else \
+        ["c", "a", "b", "a", "c", ""]
+    s["b"] = [5, 4, 3, 2, 1, 0]
+    for order in ("a", ["b", "a"], None):
+        np.testing.assert_array_equal(csk.argsort(s, order=order),
+                                      np.argsort(s, order=order, kind="stable"))
+        np.testing.assert_array_equal(csk.sort(s, order=order), np.sort(s, order=order,
+                                                                        kind="stable"))
+    text = " ".join(Path(__file__).resolve().parents[1].joinpath("docs", "multikey.md")
+                    .read_text().split())
+    assert "Fields must be numbers or bool" not in text
+    assert "A field may be of any dtype NumPy sorts" in text
+
+
 def test_structured_order_errors_as_numpy():
     s = padded(5)
     with pytest.raises(ValueError, match="Cannot specify order"):

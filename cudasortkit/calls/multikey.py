@@ -357,7 +357,8 @@ def field_keys(a: np.ndarray, order) -> list:
         field = a[name]
         if field.dtype.names is not None or field.dtype.subdtype is not None or field.shape != a.shape:
             raise TypeError(f"field {name!r} ({field.dtype}) is not a scalar key; order= sorts "
-                            "by fields of number or bool dtypes")
+                            "by fields of one value each (numbers, bool, strings, ...), not "
+                            "sub-arrays or nested fields")
         keys.append(field)
     return keys
 
