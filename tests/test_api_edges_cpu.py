@@ -1,8 +1,9 @@
-"""API edges a new user meets, on the CPU (issue 26, section 3): NumPy's (and
-PyTorch's, where they agree) behaviour for stable=None, 0-d arrays, one-key
-descending sorts, overlapping outputs, argsort's int32 indices along the one
-axis of a 1-D array, one progress= rule on every path, and error messages that
-name what is wrong. Each call is made twice where a repeat takes another path
+"""API edges a new user meets, on the CPU: NumPy's (and PyTorch's, where
+they agree) behaviour for stable=None, 0-d arrays, one-key descending sorts,
+overlapping outputs, argsort's int32 indices along the one axis of a 1-D
+array, one progress= rule on every path, error messages that name what is
+wrong, keys of the other byte order, the selection calls' edges, and docs
+that say what the code does. Each call is made twice where a repeat takes another path
 (the host shortcut in api.sort serves a shape auto has already given NumPy)."""
 import re
 

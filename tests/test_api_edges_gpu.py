@@ -1,4 +1,4 @@
-"""API edges of issue 26 (section 3) with CuPy arrays and CUDA tensors: the
+"""API edges with CuPy arrays and CUDA tensors: the
 same rules as tests/test_api_edges_cpu.py on every device path, including the
 prepared path a repeated call of one shape takes (cudasortkit/calls/sort_prepared.py)."""
 import numpy as np

@@ -1,5 +1,5 @@
-"""python -m cudasortkit info, list and demo as a new user meets them
-(issue 26), CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
+"""python -m cudasortkit (info, list, demo, its help and version, bench's
+and tune's help) as a new user meets it, CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
 is stood in for by monkeypatching the probes cli.py and device.py use."""
 import subprocess
 import sys
