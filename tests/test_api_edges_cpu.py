@@ -529,6 +529,9 @@ def test_topk_of_a_0d_array_gives_0d_results_as_torch():
             values, indices = csk.topk(np.array(2.5, np.float32), k, axis=axis)
             assert values.shape == () and values.dtype == np.float32 and values == 2.5
             assert indices.shape == () and indices.dtype == np.int64 and indices == 0
+    values, indices = np.empty((), np.float32), np.empty((), np.int64)
+    assert csk.topk(np.array(2.5, np.float32), 1, out=(values, indices))[0] is values
+    assert values == 2.5 and indices == 0
     with pytest.raises(ValueError, match=r"k must be in \[0, 1\]"):
         csk.topk(np.array(2.5), 2)
     with pytest.raises(np.exceptions.AxisError):

@@ -125,7 +125,9 @@ class SelectCalls:
         keys = Operand(rows.flat, "a")
         request = self._request("topk", keys, rows, k, largest, sorted_)
         targets = _check_outs(out, rows, k, keys.dtype)
-        note = (a, call_key) if call_key is not None and rows.in_place_rows else None
+        # (a 0-d array's results are reshaped below: no prepared call of it)
+        note = (a, call_key) if call_key is not None and rows.in_place_rows \
+            and not rows.zero_d else None
         values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k),
                                        note)
         if rows.zero_d:  # 0-d results, as torch's
@@ -433,6 +435,8 @@ def _restore(shaped, rows: Rows):
 
 
 def _result_shape(rows: Rows, k: int) -> tuple:
+    if rows.zero_d:  # topk of a 0-d array: 0-d results (torch's)
+        return ()
     shape = list(rows.shape)
     shape[rows.axis] = k
     return tuple(shape)
