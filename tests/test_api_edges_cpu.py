@@ -452,6 +452,12 @@ def test_non_native_byte_order_keys_sort_as_numpy_does_whatever_came_before(a):
         out = np.empty_like(a)
         assert csk.sort(a, out=out) is out
         _same(out, np.sort(a))
+        for axis in (0, -1):  # N-D out= of the caller's byte order, in place too
+            nd_out, in_place = np.empty_like(m), m.copy()
+            assert csk.sort(m, axis=axis, out=nd_out) is nd_out
+            _same(nd_out, np.sort(m, axis=axis))
+            csk.sort(in_place, axis=axis, out=in_place)
+            _same(in_place, np.sort(m, axis=axis))
         csk.sort(native), csk.argsort(native), csk.sort_by_key(native, np.arange(a.size))
 
 

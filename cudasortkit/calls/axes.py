@@ -263,7 +263,9 @@ def _check_target(target, like: Rows, dtype, what: str):
     shape = tuple(int(x) for x in target.shape)
     tdtype = torch_to_numpy_dtype(target.dtype, what, "out") if lib.startswith("torch") else \
         np.dtype(target.dtype)
-    if shape != like.result_shape() or tdtype != np.dtype(dtype):
+    # (a NumPy out= of the other byte order takes the values: NumPy converts)
+    if shape != like.result_shape() or tdtype != np.dtype(dtype) and (
+            lib != "numpy" or tdtype.newbyteorder("=") != np.dtype(dtype)):
         raise ValueError(f"{what} must be an array of shape {like.result_shape()} and dtype "
                          f"{np.dtype(dtype)}, got shape {shape} and dtype {tdtype}")
     if lib == "numpy" and not target.flags.writeable:
