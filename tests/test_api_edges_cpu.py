@@ -426,7 +426,8 @@ def test_non_native_byte_order_keys_sort_as_numpy_does_whatever_came_before(a):
     it, its key results in its own dtype, the same before and after calls
     that put a native array of its kind on the small-array shortcut."""
     native = a.astype(a.dtype.newbyteorder("="))
-    m = np.resize(a, 12).reshape(3, 4)
+    m = np.resize(a, 12).reshape(3, 4).astype(a.dtype)  # (np.resize makes it native)
+    assert m.dtype == a.dtype
     for round_ in range(3):
         _same(csk.sort(a), np.sort(a))
         _same(csk.sort(a, stable=True), np.sort(a, kind="stable"))
