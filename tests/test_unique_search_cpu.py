@@ -214,8 +214,10 @@ def test_searchsorted_bad_shapes():
         csk.searchsorted(np.zeros((2, 3)), np.zeros((3, 1)))
     with pytest.raises(ValueError, match="v must have shape"):
         csk.searchsorted(np.zeros((2, 3)), np.zeros(3))
-    with pytest.raises(ValueError, match="sorter.size"):
+    with pytest.raises(ValueError, match=r"sorter must have a's shape \(2, 3\)"):
         csk.searchsorted(np.zeros((2, 3)), np.zeros((2, 1)), sorter=np.zeros(6, np.int64))
+    with pytest.raises(ValueError, match="sorter.size must equal a.size: 5 != 6"):
+        csk.searchsorted(np.zeros((2, 3)), np.zeros((2, 1)), sorter=np.zeros(5, np.int64))
 
 
 def test_searchsorted_unknown_algorithm_on_the_host_too():
