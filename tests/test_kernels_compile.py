@@ -170,9 +170,11 @@ def _unique_search_cases(dtypes):
 
     for dtype in dtypes:
         for count_bytes in (4, 8):
-            yield (f"core unique.cu ({count_bytes}-byte counts)",
-                   KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes}),
-                   dtype, 0, UNIQUE_CONFIG)
+            for bools in (0, 1) if dtype == "uint8" else (0,):  # bools sort as uint8
+                yield (f"core unique.cu ({count_bytes}-byte counts{', bools' if bools else ''})",
+                       KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes,
+                                                            "unique_bool": bools}),
+                       dtype, 0, UNIQUE_CONFIG)
         for name, plugin in sorted(registry.plugins(SearchPlugin.entry_point_group).items()):
             for template in plugin.templates:
                 yield (f"search {name} {template}",
@@ -296,7 +298,7 @@ def test_merge_kernels_compile_sm90():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_multikey_kernels_compile_sm90():
-    """multikey.cu (csk_pack, csk_gather, the unique rows kernels) compiles for sm_90 at every key
+    """multikey.cu (csk_pack, csk_gather(_keys), the unique rows kernels) compiles for sm_90 at every key
     dtype, and the launches in sdk/multikey.py pass as many arguments as
     each kernel declares."""
     from cudasortkit.dtypes import KEY_DTYPES
@@ -307,7 +309,8 @@ def test_multikey_kernels_compile_sm90():
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, "\n".join(failures[:3])
     for dtype, (_, _, ptx) in zip(KEY_DTYPES, results):
-        for name, count in (("csk_pack", 10), ("csk_gather", 4), ("csk_row_starts", 5),
+        for name, count in (("csk_pack", 10), ("csk_gather", 4), ("csk_gather_keys", 4),
+                            ("csk_row_starts", 5),
                             ("csk_unique_scatter", 5), ("csk_unique_rows", 8)):
             signature = MULTIKEY.signature(name, dtype, 0, _CONFIG)
             assert len(signature) == count, f"{name}: {signature!r}"

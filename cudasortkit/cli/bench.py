@@ -296,40 +296,74 @@ def format_table(rows) -> str:
     return "\n".join(lines)
 
 
+#: What `bench --help` says first, in the user's words.
+DESCRIPTION = """\
+Time cudasortkit's GPU algorithms against CuPy (CUB), and NumPy with --numpy,
+per operation, key dtype and size, on GPU arrays. Every result is checked
+against NumPy before it is timed (a wrong one is reported, never timed). The
+table gives each algorithm's median time, keys per second and vs_cupy: CuPy's
+time over cudasortkit's (above 1: cudasortkit is faster). --latency,
+--batched, --family, --select, --host and --cold run other comparisons
+instead; --peers adds NVIDIA's cuda.compute. Needs a GPU."""
+
+
 def build_parser(parser=None):
-    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit bench", description=__doc__)
+    """bench's options, on `parser` (python -m cudasortkit's bench command)
+    or a parser of its own."""
+    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit bench")
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--algorithms", default=None,
-                        help="comma-separated plugin names (default: every GPU plugin)")
-    parser.add_argument("--ops", default="sort", help=f"comma-separated, of {', '.join(OPS)}")
-    parser.add_argument("--dtypes", default="uint32,float32", help="comma-separated key dtypes")
-    parser.add_argument("--sizes", default="2^20,2^24", help="comma-separated, e.g. 2^24,1000000")
-    parser.add_argument("--dist", default="uniform", help="'uniform' or 'range:LO:HI'")
-    parser.add_argument("--repeats", type=int, default=10)
+                        help="comma-separated plugin names to time (default: every GPU plugin "
+                             "that sorts whole arrays)")
+    parser.add_argument("--ops", default="sort",
+                        help="comma-separated operations: sort, argsort, pairs (sort_by_key with "
+                             "int64 values), merge (default: sort)")
+    parser.add_argument("--dtypes", default="uint32,float32",
+                        help="comma-separated key dtypes (default: uint32,float32)")
+    parser.add_argument("--sizes", default="2^20,2^24",
+                        help="comma-separated numbers of keys, e.g. 2^24,1000000 "
+                             "(default: 2^20,2^24)")
+    parser.add_argument("--dist", default="uniform",
+                        help="the keys: 'uniform' over the dtype, or 'range:LO:HI' for integers "
+                             "from LO up to HI (default: uniform)")
+    parser.add_argument("--repeats", type=int, default=10,
+                        help="timed calls of each algorithm per case, in interleaved rounds "
+                             "(short calls are repeated more); the table gives their median "
+                             "(default: 10)")
     parser.add_argument("--index-dtype", default="int64", choices=("int64", "int32"),
-                        help="index dtype of our argsorts (CuPy's are int64)")
-    parser.add_argument("--inputs", type=int, default=3, help="input sets to rotate among")
-    parser.add_argument("--numpy", action="store_true", help="also time numpy.sort on the host")
-    parser.add_argument("--no-check", action="store_true", help="skip the correctness check")
+                        help="index dtype of cudasortkit's argsorts (CuPy's are int64)")
+    parser.add_argument("--inputs", type=int, default=3,
+                        help="how many different random arrays each case makes; the timed calls "
+                             "take them in turn, so no call finds the previous call's keys in "
+                             "the GPU's cache (default: 3)")
+    parser.add_argument("--numpy", action="store_true",
+                        help="also time numpy.sort of the same keys on the host")
+    parser.add_argument("--no-check", action="store_true",
+                        help="time without first checking each result against NumPy")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=V,...",
                         help="also time a copy of plugin NAME with other tunable defaults, e.g. "
                              "onesweep:early_counts=1 (repeatable)")
-    parser.add_argument("--json", default=None, help="write all rows to this file")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="also write every row to this JSON file")
     parser.add_argument("--latency", action="store_true",
-                        help="per-call wall clock of auto vs CuPy and torch, 2^10..2^22")
+                        help="instead: the wall-clock time of one call, auto against CuPy and "
+                             "torch, at 2^10..2^22 keys")
     parser.add_argument("--batched", action="store_true",
-                        help="sorts along the last axis of rows x cols arrays and a ragged "
-                             "segmented sort vs CuPy and torch")
+                        help="instead: sorts along the last axis of rows x cols arrays and a "
+                             "ragged segmented sort, against CuPy and torch")
     parser.add_argument("--family", action="store_true",
-                        help="the sort family vs CuPy: lexsort, unique rows, unique and "
-                             "searchsorted of 2^24 keys")
+                        help="instead: the sort family against CuPy: lexsort, unique rows, "
+                             "unique and searchsorted of 2^24 keys")
     parser.add_argument("--select", action="store_true",
-                        help="topk vs torch.topk and argpartition vs cupy.argpartition: "
-                             "five shapes, each with its target speedup")
+                        help="instead: topk against torch.topk and argpartition against "
+                             "cupy.argpartition at five shapes, each with the speedup it should "
+                             "reach")
     parser.add_argument("--host", action="store_true",
-                        help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
-                             "numpy.sort, out-of-core sizes under a device memory cap, with the "
-                             "pinned bandwidth and host memory (--sizes takes "
-                             "dtype:size[:cap],... for the in-core list, --host-ooc for the other)")
+                        help="instead: NumPy arrays in and out: in-core sizes against the CuPy "
+                             "round trip and numpy.sort, out-of-core sizes under a device memory "
+                             "cap, with the pinned bandwidth and host memory (--sizes then takes "
+                             "dtype:size[:cap],... for the in-core cases, --host-ooc the others)")
     parser.add_argument("--host-ooc", default=None, metavar="[OP:]DTYPE:SIZE[:CAP],...",
                         help="with --host: the out-of-core cases, OP one of sort (default), "
                              "argsort, pairs (sort_by_key), inplace (sort with out=a) (default "
@@ -337,15 +371,17 @@ def build_parser(parser=None):
                              "argsort:uint32:2^28:1GiB,pairs:uint32:2^28:1GiB,"
                              "inplace:uint32:2^29:1GiB; 'none' for none)")
     parser.add_argument("--host-modes", default="auto", metavar="MODE,...",
-                        help="with --host: transfer modes to time ours with (auto: staged in "
-                             "core, registered out of core; staged; registered)")
+                        help="with --host: the transfer modes cudasortkit is timed with (auto: "
+                             "staged in core, registered out of core; staged; registered)")
     parser.add_argument("--peers", action="store_true",
                         help="also time NVIDIA's cuda.compute radix sort (cuda-cccl), prepared and "
-                             "one-shot, in each sort cell ('vs cub'), then per-call wall clock of "
-                             "csk.sort, a csk.plan, both cuda.compute forms, cupy.sort and "
-                             "torch.sort at 2^10..2^20")
+                             "one-shot, in each sort cell ('vs cub'), then the wall-clock time of "
+                             "one call of csk.sort, a csk.plan, both cuda.compute forms, "
+                             "cupy.sort and torch.sort at 2^10..2^20 keys")
     parser.add_argument("--cold", action="store_true",
-                        help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
+                        help="instead: sorts of 12 sizes from 1e4 to 6e7 float32 keys from an "
+                             "empty tuning cache, three rounds, each round's total and slowest "
+                             "call against CuPy")
     return parser
 
 

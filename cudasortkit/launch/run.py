@@ -84,7 +84,7 @@ def deliver_host(like: Operand, result: np.ndarray, target: Operand | None, what
     """A host result as the caller's kind, or written into `target` (out=)."""
     result = np.ascontiguousarray(result, like.dtype)
     if target is None:
-        return like.wrap_host(result)
+        return like.wrap_own(result)
     check_out(target, len(result), like.dtype, what)
     if target.on_device:
         if len(result):
@@ -111,7 +111,7 @@ def _run_device(plugin, config, request, keys, values, out, values_out, state, c
         key_result = None
         keys_out = temporary(state, temps, keys.nbytes, f"{plugin.name}: sorted keys of argsort")
     else:
-        key_result = Result(keys, keys.dtype, state, out, "out", caller)
+        key_result = Result(keys, keys.dtype, state, out, "out", caller, own=True)
         keys_out = key_result.ptr
     values_in = values_out_ptr = 0
     value_result = None
