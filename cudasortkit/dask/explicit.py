@@ -24,6 +24,7 @@ so that it runs as fast as the later ones.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -113,6 +114,32 @@ def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=N
     if xp is not np:
         xp.cuda.get_current_stream().synchronize()
     plugin.warmed.add(what)
+
+
+def close_links(dask_worker=None) -> None:
+    """Close this worker's mappings of its peers' memory (CUDA IPC) that
+    its communicators keep between sorts (options keep=1). Run it on every
+    worker (client.run) before free_buffers: a worker may free what its
+    peers mapped only after they closed it."""
+    plugin = dask_worker.plugins.get(NAME) if dask_worker is not None else None
+    for c in ([] if plugin is None else plugin.comms.values()):
+        c.unshare(False)
+
+
+def free_buffers(dask_worker=None) -> None:
+    """Free this worker's arenas (the collective's send and receive buffers
+    kept between sorts) and the blocks the pools keep unused; after
+    close_links has run on every worker."""
+    plugin = dask_worker.plugins.get(NAME) if dask_worker is not None else None
+    for c in ([] if plugin is None else plugin.comms.values()):
+        for arena in c.arenas.values():
+            arena.release()
+    if "cupy" in sys.modules:
+        import cupy
+
+        from ..gpu.device import get_device
+
+        get_device(cupy.cuda.Device().id).free_unused()
 
 
 def _random_keys(xp, n: int, dtype: np.dtype):
