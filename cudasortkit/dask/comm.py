@@ -121,7 +121,12 @@ class ThreadComm:
     def allgather(self, a) -> np.ndarray:
         return np.stack([np.asarray(x) for x in self._swap(np.array(a, copy=True))])
 
-    def allreduce_sum(self, a) -> np.ndarray:
+    def allreduce_sum(self, a):
+        """The sum, an array of a's library (ranks as threads may hold CuPy arrays)."""
+        if type(a).__module__.split(".")[0] == "cupy":
+            import cupy
+
+            return cupy.stack(self._swap(a.astype(np.int64, copy=True))).sum(axis=0, dtype=np.int64)
         return np.sum(self._swap(np.array(a, np.int64, copy=True)), axis=0, dtype=np.int64)
 
     def alltoallv(self, buf, send_starts, send_counts, recv_counts):
