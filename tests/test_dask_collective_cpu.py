@@ -753,6 +753,8 @@ def test_pieces_go_to_their_receivers_in_global_run_order():
             2: layout.cut_rows(np.zeros((2, 0)), [])}
     plan, received = layout.pieces(runs, cuts, 3)
     assert list(received) == [4 + 7 + 2, 6 + 13 + 3, 0]
+    _, in_place = layout.pieces(runs, cuts, 3, {0})     # rank 0 reads its own pieces where they are
+    assert list(in_place) == [7, 6 + 13 + 3, 0]
     got = [(p.src, p.dst, p.src_offset, p.n, p.dst_offset, p.run) for p in plan]
     assert got == [(0, 0, 5, 4, 0, 0), (1, 0, 0, 7, 4, 1), (0, 0, 0, 2, 11, 2),
                    (0, 1, 9, 6, 0, 0), (1, 1, 7, 13, 6, 1), (0, 1, 2, 3, 19, 2)]

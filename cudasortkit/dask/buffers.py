@@ -41,7 +41,7 @@ class Arena:
             self.retired.append(self.memory)
         self.memory, self.size = None, 0
         nbytes = max(aligned(nbytes), ALIGN)
-        self.memory = np.empty(nbytes, np.uint8) if xp is np else xp.cuda.Memory(nbytes)
+        self.memory = np.empty(nbytes, np.uint8) if xp is np else _device_memory(xp, nbytes)
         self.size, self.module = nbytes, xp
         return self
 
@@ -63,3 +63,15 @@ class Arena:
         """Free it (the caller knows no peer keeps it mapped)."""
         self.memory, self.size = None, 0
         self.retired.clear()
+
+
+def _device_memory(xp, nbytes: int):
+    """cudaMalloc'd memory (no pool's), after the pools' unused blocks went
+    back to the driver if it had too little free."""
+    try:
+        return xp.cuda.Memory(nbytes)
+    except Exception:   # CuPy raises CUDARuntimeError (cudaErrorMemoryAllocation) here
+        from ..gpu.device import get_device
+
+        get_device(xp.cuda.Device().id).free_unused()
+        return xp.cuda.Memory(nbytes)

@@ -344,14 +344,17 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     mine_cuts = np.zeros((comm.size + 1, width), np.int64)
     mine_cuts[:, :len(sizes)] = layout.cut_rows(inner, sizes)
     every = comm.allgather(mine_cuts)
-    plan, received = layout.pieces(all_runs, {s: every[s] for s in range(comm.size)}, comm.size)
+    cut_of = {s: every[s] for s in range(comm.size)}
+    plan, _ = layout.pieces(all_runs, cut_of, comm.size)
+    # Receivers that merge pairwise read their own pieces where they are.
+    pairwise = {d for d in range(comm.size) if merges_pairwise(opts, layout.incoming(plan, d))}
+    plan, received = layout.pieces(all_runs, cut_of, comm.size, pairwise)
     for r in runs:
         r.pos = None             # the positions searched ties; argsort's are still in the arena
     timer("splitters")
 
     # Step 3: the pieces to their receivers.
-    incoming = [p for p in plan if p.dst == comm.rank]
-    pairs = opts.merge == "pairs" or (opts.merge == "auto" and len(incoming) <= options.PAIRS_MAX)
+    pairs = comm.rank in pairwise
     n_in = int(received[comm.rank])
     transport = transport_of(opts, comm)
     push = transport == "ipc" and opts.direction == "push"
@@ -368,21 +371,25 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     timer.sub("exchange: buffers")
     exchange(comm, opts, plan, mine.send, recv, transport, timer if spec.timings else None)
     received_runs = []          # (keys, values or None, run start, in an arena) in the global run order
-    for p in incoming:
-        if p.src == comm.rank and pairs:      # read in place: no copy
+    for p in plan:
+        if p.dst != comm.rank:
+            continue
+        if p.dst_offset < 0:      # this rank's own piece, read in place: no copy
             got = {k: a[p.src_offset:p.src_offset + p.n] for k, a in mine.send.items()}
         else:
             got = {k: a[p.dst_offset:p.dst_offset + p.n] for k, a in recv.items()}
             if p.src == comm.rank:
                 for k, a in mine.send.items():
                     got[k][...] = a[p.src_offset:p.src_offset + p.n]
-        received_runs.append((got["keys"], got.get("values"), all_runs[p.run].start,
-                              push or (p.src == comm.rank and pairs)))
+        received_runs.append((got["keys"], got.get("values"), all_runs[p.run].start, push or p.dst_offset < 0))
     mine.arena.free_retired()       # after the barrier: no peer maps a replaced allocation
     timer("exchange")
 
-    # Step 4: merged in the global run order.
-    out = merge_received(spec, received_runs, recv, pairs, n_in, xp, timer)
+    # Step 4: merged in the global run order (the arrays handed over: each
+    # level of merges frees what it consumed).
+    received = {"runs": received_runs, "joined": recv}
+    received_runs = recv = got = None
+    out = merge_received(spec, received, pairs, n_in, xp, timer)
     timer("merge")
     ended = len(out[1] if out[0] is None else out[0])
     if ended != end - begin:
@@ -391,37 +398,49 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     return out
 
 
-def merge_received(spec: Spec, received_runs: list, recv: dict, pairs: bool, n: int, xp, timer):
-    """(keys or None, values or None) of the received runs (keys, values,
-    run start, whether they are an arena's), in the requested order with
-    ties in global index order. Never an arena's memory: the next sort
-    writes there."""
+def merges_pairwise(opts, runs: int) -> bool:
+    """Whether a receiver of `runs` pieces merges them pairwise (else it
+    sorts them as one array)."""
+    return opts.merge == "pairs" or (opts.merge == "auto" and runs <= options.PAIRS_MAX)
+
+
+def merge_received(spec: Spec, received: dict, pairs: bool, n: int, xp, timer):
+    """(keys or None, values or None) of the received runs, in the
+    requested order with ties in global index order. received: "runs", a
+    list of (keys, values, run start, whether they are an arena's) in the
+    global run order, and "joined", the received arrays by name (taken out
+    of the dict, so that what is merged goes back as the merges go on).
+    Never an arena's memory: the next sort writes there."""
+    runs, joined = received.pop("runs"), received.pop("joined")
     if spec.op == "argsort":   # global indices: run start + position
         if pairs:
-            received_runs = [(k, xp.add(v, np.int64(start), dtype=np.int64), start, False)
-                             for k, v, start, _ in received_runs]
+            runs[:] = [(k, xp.add(v, np.int64(start), dtype=np.int64), start, False) for k, v, start, _ in runs]
         else:
             index = xp.empty(n, np.int64)
             at = 0
-            for k, v, start, _ in received_runs:
+            for k, v, start, _ in runs:
                 xp.add(v, np.int64(start), out=index[at:at + len(k)], dtype=np.int64)
                 at += len(k)
-            recv = {"keys": recv["keys"], "values": index}
+            joined["values"] = index
         timer.sub("merge: indices")
-    nonempty = [r for r in received_runs if len(r[0])]
-    if not nonempty:
+    if pairs:
+        joined = None
+    runs[:] = [r for r in runs if len(r[0])]
+    if not runs:
         keys = xp.empty(0, spec.dtype)
         values = None if spec.op == "sort" else xp.empty(0, np.int64 if spec.op == "argsort" else spec.value_dtype)
-    elif pairs and len(nonempty) == 1:
-        keys, values, _, in_arena = nonempty[0]
+    elif pairs and len(runs) == 1:
+        keys, values, _, in_arena = runs.pop()
         if in_arena:
             keys, values = keys.copy(), None if values is None else values.copy()
     elif pairs:
-        keys, values = merge_runs([(k, v) for k, v, _, _ in nonempty], spec.descending)
+        pending = [(k, v) for k, v, _, _ in runs]
+        runs.clear()
+        keys, values = merge_runs(pending, spec.descending)
     elif spec.op == "sort":
-        keys, values = csk.sort(recv["keys"], descending=spec.descending), None
+        keys, values = csk.sort(joined.pop("keys"), descending=spec.descending), None
     else:   # stable: the runs lie in global index order
-        keys, values = csk.sort_by_key(recv["keys"], recv["values"], descending=spec.descending)
+        keys, values = csk.sort_by_key(joined.pop("keys"), joined.pop("values"), descending=spec.descending)
     if spec.op == "argsort":
         return None, values
     return keys, values

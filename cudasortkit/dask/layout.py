@@ -89,12 +89,14 @@ class Piece:
     run: int
 
 
-def pieces(runs: list, cuts: dict, ranks: int) -> tuple:
+def pieces(runs: list, cuts: dict, ranks: int, in_place=()) -> tuple:
     """(pieces, received): every nonempty piece, receiver by receiver and
     within one in the global run order (so the pieces between any two ranks
     come in one order on both sides), and how many elements each rank
-    receives. runs: run_table's; cuts[rank]: its (ranks + 1, its run count)
-    cut positions (row d: elements of each run before receiver d's)."""
+    receives into its received arrays. runs: run_table's; cuts[rank]: its
+    (ranks + 1, its run count) cut positions (row d: elements of each run
+    before receiver d's). Ranks in `in_place` read their pieces for
+    themselves where they are: those take no room (dst_offset -1)."""
     out, received = [], np.zeros(ranks, np.int64)
     for d in range(ranks):
         at = 0
@@ -102,10 +104,16 @@ def pieces(runs: list, cuts: dict, ranks: int) -> tuple:
             cut = cuts[run.rank]
             a, b = int(cut[d, run.index]), int(cut[d + 1, run.index])
             if b > a:
-                out.append(Piece(run.rank, d, run.offset + a, b - a, at, g))
-                at += b - a
+                own = run.rank == d and d in in_place
+                out.append(Piece(run.rank, d, run.offset + a, b - a, -1 if own else at, g))
+                at += 0 if own else b - a
         received[d] = at
     return out, received
+
+
+def incoming(plan, rank: int) -> int:
+    """How many pieces `rank` receives (its own included)."""
+    return sum(p.dst == rank for p in plan)
 
 
 def cut_rows(inner: np.ndarray, sizes) -> np.ndarray:
