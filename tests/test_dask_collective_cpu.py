@@ -786,7 +786,7 @@ def test_copy_schedule_rings_and_splits(order, streams, split):
     assert all(c[4] <= (split or 8) for c in flat)
     if order == "ring":
         assert len(lanes) == 1 and [c[0] for c in flat] == sorted((c[0] for c in flat), key=lambda d: (
-            int(d[3]) - 1) % 4)                          # peers 2, 3, 1 after rank 1
+            int(d[3]) - 2) % 4)                          # peers 2, 3, then rank 1's own copies
     else:
         assert len(lanes) == min(streams or 3, 3)
 

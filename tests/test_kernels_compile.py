@@ -103,8 +103,8 @@ def test_core_kernels_compile():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_dask_counts_compiles_for_every_key_dtype():
-    """kernels/dask_counts.cu (the distributed sort's exact cuts) at every
-    key dtype and bool's uint8, for sm_90."""
+    """kernels/dask_counts.cu (the distributed sort's exact cuts and
+    buckets) at every key dtype and bool's uint8, for sm_90."""
     pytest.importorskip("dask")
     from cudasortkit.dask.counting import COUNT_CONFIG, DASK_COUNTS
 
@@ -113,7 +113,8 @@ def test_dask_counts_compiles_for_every_key_dtype():
         results = list(pool.map(lambda c: _compile_ptx(*c), cases))
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, "\n".join(failures[:3])
-    assert all(re.findall(r"\.entry\s+(\w+)", ptx) == ["csk_dask_count"] for _, _, ptx in results)
+    assert all(set(re.findall(r"\.entry\s+(\w+)", ptx)) == {"csk_dask_count", "csk_dask_buckets"}
+               for _, _, ptx in results)
 
 
 # Argument letters against what nvcc made of each prototype.

@@ -78,15 +78,17 @@ def run_row(starts, sizes, width: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Piece:
-    """Elements [src_offset, + n) of rank src's send arrays go to elements
-    [dst_offset, + n) of rank dst's received arrays: the part of run `run`
-    (its place in the global run order) that receiver dst owns."""
+    """Elements [src_offset, + n) of rank src's send arrays (the
+    src_array-th of each name) go to elements [dst_offset, + n) of rank
+    dst's received arrays: the part of run `run` (its place in the global
+    run order) that receiver dst owns."""
     src: int
     dst: int
     src_offset: int
     n: int
     dst_offset: int
     run: int
+    src_array: int = 0
 
 
 def pieces(runs: list, cuts: dict, ranks: int, in_place=()) -> tuple:
