@@ -792,7 +792,9 @@ def test_copy_schedule_rings_and_splits(order, streams, split):
 
 
 SETTINGS = ["", "exchange=nccl", "exchange=ipc,direction=push", "exchange=ipc,order=ring,split=64,streams=1",
-            "runs=joined", "merge=sort", "exchange=nccl,merge=sort,runs=joined", "keep=1"]
+            "runs=joined", "merge=sort", "exchange=nccl,merge=sort,runs=joined", "keep=1",
+            "method=partition", "method=partition,exchange=nccl", "method=partition,segments=1",
+            "method=partition,direction=push,keep=1", "method=partition,segments=90"]
 
 
 def collective_sort(a, sizes, owners, op, desc, ranks, values=None, out_bounds=None):
@@ -861,7 +863,7 @@ def test_results_never_share_the_arena_with_the_next_sort(monkeypatch):
     assert [list(k) for k, _ in first] == [list(k) for k in kept]
 
 
-@pytest.mark.parametrize("setting", ["", "exchange=nccl"])
+@pytest.mark.parametrize("setting", ["", "exchange=nccl", "method=partition", "method=partition,exchange=nccl"])
 def test_a_rank_takes_part_with_empty_runs_and_skewed_receivers(setting, monkeypatch):
     """Output bounds that give one rank everything and the others nothing;
     all keys on one rank; one key in all."""
@@ -873,3 +875,25 @@ def test_a_rank_takes_part_with_empty_runs_and_skewed_receivers(setting, monkeyp
             assert np.array_equal(np.concatenate([r[0][1] for r in out]), np.argsort(a, kind="stable"))
     out = collective_sort(np.array([4.0]), [0, 1, 0], (0, 1, 2), "sort", True, 3)
     assert [list(r[0][0]) for r in out] == [[], [4.0], []]
+
+
+def test_a_boundary_inside_a_bucket_of_equal_keys_splits_by_index(monkeypatch):
+    """method=partition: one bucket holds almost every key (all equal but a
+    few), so every receiver boundary falls inside it; the split bucket's
+    elements are sorted on every rank and cut exactly, ties by global index."""
+    monkeypatch.setenv("CUDASORTKIT_DASK_COLLECTIVE", "method=partition,segments=4")
+    a = np.full(500, 7, np.int32)
+    a[::97] = [1, 9, 3, 9, 0, 9][:len(a[::97])]
+    expected = reference_argsort(a, False)
+    for op in ("argsort", "sort"):
+        out = collective_sort(a, [100, 150, 50, 200], (1, 0, 2, 0), op, False, 3, out_bounds=(0, 120, 340, 500))
+        got = np.concatenate([r[0][1] if op == "argsort" else r[0][0] for r in out])
+        assert np.array_equal(got, expected if op == "argsort" else a[expected])
+
+
+def test_bucket_ids_count_the_splitters_at_or_below():
+    keys = np.array([5, -3, 7, 7, 100, -50], np.int64)
+    splitters = counting.encode(np.array([-3, 7, 7, 50], np.int64), False)
+    assert list(counting.bucket_ids(keys, splitters, False)) == [1, 1, 3, 3, 4, 0]
+    down = counting.encode(np.array([50, 7, -3], np.int64), True)       # descending: words ascend downwards
+    assert list(counting.bucket_ids(keys, down, True)) == [2, 3, 2, 2, 0, 3]

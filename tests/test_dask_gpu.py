@@ -88,6 +88,22 @@ def test_count_words_on_the_device_matches_numpy(dtype, descending, rng):
         assert np.array_equal(doubled.get(), 2 * expect)
 
 
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", COUNT_DTYPES)
+def test_bucket_ids_on_the_device_match_numpy(dtype, descending, rng):
+    """kernels/dask_counts.cu's csk_dask_buckets against the host's
+    searchsorted of the ordered words: 0, 1 and 255 splitters, repeated
+    splitter words, keys equal to splitters."""
+    cupy = cupy_module()
+    a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, 70_001, rng)
+    words = counting.encode(a, descending)
+    for count in (0, 1, 37, 255):
+        splitters = np.sort(rng.choice(words, count)) if count else np.zeros(0, np.uint64)
+        expect = counting.bucket_ids(a, splitters, descending)
+        got = counting.bucket_ids(cupy.asarray(a), cupy.asarray(splitters), descending)
+        assert got.dtype == np.uint8 and np.array_equal(got.get(), expect), count
+
+
 def on_ranks(size, body):
     """body(comm, rank) on `size` threads joined by one ThreadComm (ranks as
     threads on this one GPU); their results."""
@@ -146,7 +162,8 @@ def test_exact_cuts_on_the_device(dist, dtype, descending, stable, rng):
 
 
 ON_THREADS = ["", "exchange=nccl", "exchange=ipc,direction=push", "exchange=ipc,order=ring,split=1MiB,streams=1",
-              "runs=joined", "merge=sort", "keep=1"]
+              "runs=joined", "merge=sort", "keep=1", "method=partition", "method=partition,exchange=nccl",
+              "method=partition,direction=push", "method=partition,segments=85"]
 
 
 @pytest.mark.parametrize("setting", ON_THREADS)

@@ -143,7 +143,9 @@ def test_the_workers_map_each_others_memory(client):
 
 @pytest.mark.parametrize("setting", ["exchange=nccl", "exchange=ipc", "exchange=ipc,direction=push",
                                      "exchange=ipc,order=ring,split=1MiB", "exchange=ipc,keep=1",
-                                     "runs=joined", "merge=sort", "exchange=nccl,runs=joined"])
+                                     "runs=joined", "merge=sort", "exchange=nccl,runs=joined",
+                                     "method=partition", "method=partition,exchange=nccl",
+                                     "method=partition,direction=push,keep=1"])
 @pytest.mark.parametrize("descending", [False, True])
 def test_every_setting_across_gpus(client, setting, descending):
     """Every transport, direction, order, run layout and merge across the

@@ -262,8 +262,8 @@ def local_sort(spec: Spec, local: Local, opts, arenas: dict, xp, timer) -> Sorte
 
 
 def key_ends(runs, xp) -> tuple:
-    """(smallest, largest) key value of the rank's runs (one host read)."""
-    held = [r.keys[[0, -1]] for r in runs if len(r.keys)]
+    """(smallest, largest) key value of the rank's sorted key arrays (one host read)."""
+    held = [k[[0, -1]] for k in runs if len(k)]
     if not held:
         return 1, 0      # an empty range
     ends = [int(v) for v in chunks.to_host(xp.concatenate(held))]
@@ -271,21 +271,45 @@ def key_ends(runs, xp) -> tuple:
 
 
 # ------------------------------------------------------------- narrow keys
-def from_counts(comm, spec: Spec, runs: list, lo: int, hi: int, begin: int, end: int, xp):
-    """This rank's output, global ranks [begin, end), written from how many
-    keys of each value in [lo, hi] all ranks hold (a narrow range: no key
-    moves between ranks, only NARROW counts). runs: this rank's sorted key
-    arrays."""
-    ordered = np.arange(lo, hi + 1)[::-1 if spec.descending else 1].astype(spec.dtype)   # the requested order
+def sorted_value_counts(runs: list, spec: Spec, lo: int, hi: int, xp) -> np.ndarray:
+    """Per value of [lo, hi] in the requested order, how many keys of the
+    sorted `runs` hold it (host int64)."""
+    ordered = np.arange(lo, hi + 1)[::-1 if spec.descending else 1].astype(spec.dtype)
     words = xp.asarray(counting.encode(ordered, spec.descending)[None, :])
-    first = np.zeros(len(ordered), np.int64)     # per value: this rank's keys before it
+    first = np.zeros(len(ordered), np.int64)     # per value: keys before it
     for keys in runs:
         if len(keys):
             full = xp.full(1, len(keys), np.int64)
             first += chunks.to_host(counting.count_words(keys, words, xp.zeros(1, np.int64), full,
                                                          spec.descending, 0))[0]
-    mine = np.diff(np.append(first, sum(len(k) for k in runs)))
-    at = offsets(comm.allreduce_sum(mine))     # value i's keys are global ranks [at[i], at[i+1])
+    return np.diff(np.append(first, sum(len(k) for k in runs)))
+
+
+def value_counts(keys: list, spec: Spec, lo: int, hi: int, xp) -> np.ndarray:
+    """sorted_value_counts of unsorted integer key arrays (a bincount each)."""
+    held = np.zeros(hi - lo + 1, np.int64)
+    for k in keys:
+        if len(k):
+            held += chunks.to_host(xp.bincount((k.astype(np.int64) - lo), minlength=hi - lo + 1))
+    return held[::-1].copy() if spec.descending else held
+
+
+def key_range(keys: list, xp) -> tuple:
+    """(smallest, largest) value of unsorted integer key arrays (one host read)."""
+    held = [xp.stack([k.min(), k.max()]).astype(np.int64) for k in keys if len(k)]
+    if not held:
+        return 1, 0
+    ends = chunks.to_host(xp.stack(held))
+    return int(ends[:, 0].min()), int(ends[:, 1].max())
+
+
+def from_counts(comm, spec: Spec, held: np.ndarray, lo: int, hi: int, begin: int, end: int, xp):
+    """This rank's output, global ranks [begin, end), written from how many
+    keys of each value in [lo, hi] all ranks hold (a narrow range: no key
+    moves between ranks, only NARROW counts). held: this rank's counts per
+    value, in the requested order."""
+    ordered = np.arange(lo, hi + 1)[::-1 if spec.descending else 1].astype(spec.dtype)   # the requested order
+    at = offsets(comm.allreduce_sum(np.asarray(held, np.int64)))   # value i's keys are global ranks [at[i], at[i+1])
     out = xp.empty(end - begin, spec.dtype)
     for i in np.flatnonzero((at[1:] > begin) & (at[:-1] < end)):
         out[max(at[i], begin) - begin:min(at[i + 1], end) - begin] = ordered[i]
@@ -306,34 +330,48 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     xp = np if spec.module == "numpy" else __import__(spec.module)
     timer = Timer(local.times, spec.timings, xp)
     error, opts, mine = None, options.Options(), None
+    countable = spec.op == "sort" and spec.dtype.kind in "biu" and spec.dtype.itemsize <= 4
+    ends = (1, 0)                # (smallest, largest) key of this rank; none: an empty range
     try:
         opts = options.current()
         check_input(spec, local)
-        mine = local_sort(spec, local, opts, comm.arenas, xp, timer)
+        if not opts.partition():
+            mine = local_sort(spec, local, opts, comm.arenas, xp, timer)
+        if countable:
+            ends = key_ends([r.keys for r in mine.runs], xp) if mine else key_range(local.keys, xp)
     except Exception as e:   # reported to every rank at the checkpoint
         error = e
     runs = mine.runs if mine is not None else []
-    countable = spec.op == "sort" and spec.dtype.kind in "biu" and spec.dtype.itemsize <= 4
-    ends = (1, 0)                # (smallest, largest) key of this rank; none: an empty range
-    if error is None and countable:
-        ends = key_ends(runs, xp)
-    rows = checkpoint(comm, error, sum(local.sizes), *ends, len(runs), opts.fingerprint)
+    rows = checkpoint(comm, error, sum(local.sizes), *ends, len(runs) if mine else len(local.keys),
+                      opts.fingerprint)
     if len(set(rows[:, 4].tolist())) > 1:
         raise ValueError("cudasortkit.dask: the workers of this collective sort were given different "
                          "CUDASORTKIT_DASK_COLLECTIVE settings; set the same on every worker")
     counts = rows[:, 0]
-    timer.sub("local sort: checkpoint")
-    timer("local sort")
+    timer.sub("local sort: checkpoint" if mine else "checkpoint")
+    timer("local sort" if mine else "checkpoint")
 
     total = int(counts.sum())
     starts, _ = worker_starts(counts, spec.out_bounds)
     begin, end = int(starts[comm.rank]), int(starts[comm.rank + 1])
     held = rows[:, 1] <= rows[:, 2]
     if countable and held.any() and rows[held, 2].max() - rows[held, 1].min() < NARROW:
-        out = from_counts(comm, spec, [r.keys for r in runs], int(rows[held, 1].min()),
-                          int(rows[held, 2].max()), begin, end, xp)
+        lo, hi = int(rows[held, 1].min()), int(rows[held, 2].max())
+        held_counts = (sorted_value_counts([r.keys for r in runs], spec, lo, hi, xp) if mine else
+                       value_counts(local.keys, spec, lo, hi, xp))
+        out = from_counts(comm, spec, held_counts, lo, hi, begin, end, xp)
         timer("counts and fill")
         return out, None
+    if not mine:    # partition first (partition.py)
+        from .partition import partition_on_rank
+
+        out = partition_on_rank(comm, spec, local, opts, xp, timer, counts, starts, transport_of(opts, comm),
+                                value_dtype(spec), max(1, int(rows[:, 3].max())))
+        ended = len(out[1] if out[0] is None else out[0])
+        if ended != end - begin:
+            raise RuntimeError(f"cudasortkit.dask: rank {comm.rank} ended with {ended} keys, not the "
+                               f"{end - begin} of its output chunks; please report this")
+        return out
 
     # Step 2: the cuts of every run, known to every rank.
     sizes = [len(r.keys) for r in runs]

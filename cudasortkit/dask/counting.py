@@ -110,3 +110,37 @@ def _count_device(a, words, lo, hi, descending: bool, side: int, out):
     finally:
         ordering.end()
     return out
+
+
+def bucket_ids(keys, splitters, descending: bool):
+    """uint8 bucket of every key: how many of the splitter words (uint64,
+    ascending, at most 255) are at or below the key's ordered word. CuPy
+    keys: one launch of kernels/dask_counts.cu's csk_dask_buckets."""
+    if type(keys).__module__.split(".")[0] != "cupy":
+        return np.searchsorted(np.asarray(splitters, np.uint64), encode(keys, descending),
+                               side="right").astype(np.uint8)
+    import cupy
+
+    from ..dispatch.request import caller_ordering
+    from ..gpu.arrays import Operand
+
+    if len(splitters) > 255:
+        raise ValueError(f"cudasortkit.dask: {len(splitters)} splitters; at most 255 fit a byte's buckets")
+    out = cupy.empty(len(keys), np.uint8)
+    if not len(keys):
+        return out
+    words = cupy.ascontiguousarray(splitters, np.uint64)
+    dtype = "uint8" if keys.dtype.kind == "b" else keys.dtype.name
+    state, ordering = caller_ordering(None, [Operand(keys, "keys"), Operand(words, "splitters"),
+                                             Operand(out, "buckets", "out")])
+    ordering.begin()
+    try:
+        kernel = DASK_COUNTS.kernel(state, dtype, 0, COUNT_CONFIG, "csk_dask_buckets", owner="dask")
+        mask = (1 << key_bits(keys.dtype)) - 1 if descending else 0
+        grid = max(1, min(-(-len(keys) // COUNT_BLOCK), state.limits.sm_count * 16))
+        kernel.launch(state, state.stream, (grid, 1), (COUNT_BLOCK, 1, 1),
+                      (int(keys.data.ptr), int(len(keys)), int(words.data.ptr), int(len(splitters)), int(mask),
+                       int(out.data.ptr)), owner="dask", dtype=dtype, config=COUNT_CONFIG)
+    finally:
+        ordering.end()
+    return out

@@ -106,7 +106,8 @@ def smallest_above(comm, xp, count, targets, lo, hi, width_bits: int):
     return lo
 
 
-def exact_cuts(comm, runs: list, targets, total: int, stable: bool, descending: bool, dtype, xp) -> np.ndarray:
+def exact_cuts(comm, runs: list, targets, total: int, stable: bool, descending: bool, dtype, xp,
+               indices: int | None = None) -> np.ndarray:
     """For every global rank t in `targets`: how many elements of each of
     this rank's runs come before it, so that the counts of all runs of all
     ranks add up to t and the elements before the cuts are the first t of
@@ -114,8 +115,9 @@ def exact_cuts(comm, runs: list, targets, total: int, stable: bool, descending: 
 
     runs: Run (keys sorted in the requested order, `descending`; pos and
     start when `stable`). The order is (key, rank, run) for a plain sort and
-    (key, global index) when `stable`. xp: the arrays' module (numpy or
-    cupy; a rank without runs still takes part)."""
+    (key, global index) when `stable`; global indices lie below `indices`
+    (default `total`: every element of the order is a run's). xp: the
+    arrays' module (numpy or cupy; a rank without runs still takes part)."""
     targets = [int(t) for t in targets]
     sizes = np.array([len(r.keys) for r in runs], np.int64)
     cuts = np.array([[0 if t <= 0 else n for n in sizes] for t in targets], np.int64).reshape(len(targets),
@@ -167,8 +169,9 @@ def exact_cuts(comm, runs: list, targets, total: int, stable: bool, descending: 
             return out
 
         # the smallest g with `need` equal keys of index < g: F(g) > need - 1
+        bound = int(total if indices is None else indices)
         g = smallest_above(comm, xp, index_counts, xp.asarray(need - 1), xp.zeros(count_t, np.uint64),
-                           xp.full(count_t, total, np.uint64), int(total).bit_length())
+                           xp.full(count_t, bound, np.uint64), bound.bit_length())
         taken = xp.zeros((count_t, len(runs)), np.int64)
         for i, r in enumerate(runs):
             if len(r.keys):

@@ -123,3 +123,112 @@ def cut_rows(inner: np.ndarray, sizes) -> np.ndarray:
     (ranks - 1, runs) inner cuts: 0 above, the run lengths below."""
     sizes = np.asarray(sizes, np.int64)
     return np.concatenate([np.zeros((1, len(sizes)), np.int64), np.asarray(inner, np.int64), sizes[None, :]])
+
+
+# ------------------------------------------------- partition-first (partition.py)
+@dataclass(frozen=True)
+class ChunkInfo:
+    """One chunk of one rank, as every rank knows it (partition method):
+    its elements lie bucket after bucket from `offset` in its rank's send
+    arrays, and its elements of the split buckets, sorted, from
+    `union_offset` in its rank's union arrays."""
+    rank: int
+    index: int
+    start: int
+    n: int
+    offset: int
+    union_offset: int
+
+
+def chunk_row(starts, sizes, buckets, width: int) -> np.ndarray:
+    """This rank's row for chunk_table: its chunk count, then per chunk its
+    first global index, length and bucket sizes, padded to `width` chunks.
+    buckets: (chunks, B) sizes."""
+    b = np.asarray(buckets, np.int64)
+    row = np.zeros(1 + width * (2 + b.shape[1]), np.int64)
+    row[0] = len(sizes)
+    per = np.concatenate([np.asarray(starts, np.int64)[:, None], np.asarray(sizes, np.int64)[:, None], b], axis=1)
+    row[1:1 + per.size] = per.reshape(-1)
+    return row
+
+
+def chunk_table(rows, buckets: int, split) -> tuple:
+    """(chunks in the global order, their (chunks, buckets) sizes) from every
+    rank's chunk_row; union offsets count the `split` buckets' elements."""
+    split = list(split)
+    found = []
+    for rank, row in enumerate(np.asarray(rows, np.int64)):
+        count = int(row[0])
+        per = row[1:1 + count * (2 + buckets)].reshape(count, 2 + buckets)
+        at, union = 0, 0
+        for i, (start, n, *sizes) in enumerate(per):
+            found.append((ChunkInfo(rank, i, int(start), int(n), at, union), np.asarray(sizes, np.int64)))
+            at += int(n)
+            union += int(np.asarray(sizes)[split].sum()) if split else 0
+    found.sort(key=lambda c: (c[0].start, c[0].rank, c[0].index))
+    sizes = np.stack([s for _, s in found]) if found else np.zeros((0, buckets), np.int64)
+    return [c for c, _ in found], sizes
+
+
+def split_buckets(sizes, inner) -> list:
+    """Buckets that hold a receiver boundary (a global rank in `inner`)
+    strictly inside: their elements are cut exactly (partition.py)."""
+    total = np.asarray(sizes, np.int64).sum(axis=0)
+    begin = offsets(total)
+    return [b for b in range(len(total)) if any(begin[b] < t < begin[b + 1] for t in inner)]
+
+
+def union_targets(sizes, split, inner) -> tuple:
+    """(targets, total) of the exact cuts over the split buckets' elements:
+    per boundary t in `inner`, how many of them come before global rank t."""
+    total = np.asarray(sizes, np.int64).sum(axis=0)
+    begin = offsets(total)
+    targets = [int(sum(min(max(int(t) - int(begin[b]), 0), int(total[b])) for b in split)) for t in inner]
+    return targets, int(sum(int(total[b]) for b in split))
+
+
+def segment_plan(chunks, sizes, starts, split, cuts, ranks: int) -> tuple:
+    """(pieces, segments): receiver d's output is its buckets in key order,
+    each a segment [begin, begin + length) of its received arrays, made of
+    the bucket's pieces from every chunk in global order (so equal keys in
+    global index order): a whole bucket's from the send arrays (src_array
+    0); of a split bucket, the part between d's boundaries from the union
+    arrays (src_array 1), cuts[c] being chunk c's union-run cut positions
+    (ranks + 1 of them). segments[d]: (bucket, begin, length) in order."""
+    sizes = np.asarray(sizes, np.int64)
+    total = sizes.sum(axis=0)
+    begin = offsets(total)
+    within = np.cumsum(sizes, axis=1) - sizes          # a bucket's offset in its chunk
+    split_set = set(split)
+    union_at = np.zeros_like(sizes)
+    for c in range(len(chunks)):
+        at = 0
+        for b in split:
+            union_at[c, b] = at
+            at += int(sizes[c, b])
+    plan, segments = [], [[] for _ in range(ranks)]
+    for d in range(ranks):
+        lo, hi = int(starts[d]), int(starts[d + 1])
+        at = 0
+        for b in range(len(total)):
+            if not total[b] or begin[b + 1] <= lo or begin[b] >= hi:
+                continue
+            first = at
+            for g, c in enumerate(chunks):
+                n = int(sizes[g, b])
+                if not n:
+                    continue
+                if b not in split_set:
+                    plan.append(Piece(c.rank, d, c.offset + int(within[g, b]), n, at, g, 0))
+                    at += n
+                    continue
+                a = max(int(union_at[g, b]), int(cuts[g][d]))
+                e = min(int(union_at[g, b]) + n, int(cuts[g][d + 1]))
+                if e > a:
+                    plan.append(Piece(c.rank, d, c.union_offset + a, e - a, at, g, 1))
+                    at += e - a
+            if at > first:
+                segments[d].append((b, first, at - first))
+        if at != hi - lo:
+            raise RuntimeError(f"cudasortkit.dask: receiver {d} would get {at} keys, not {hi - lo}; please report this")
+    return plan, segments

@@ -29,6 +29,16 @@ checkpoint compares their fingerprints and fails the sort if they differ).
     merge      auto | pairs | sort   the received runs: merged pairwise, or
                                      sorted as one array; auto: pairs up to
                                      PAIRS_MAX runs
+    method     auto | merge | partition
+                                     merge: every worker sorts its chunks,
+                                     the sorted pieces move and receivers
+                                     merge them (collective.py); partition:
+                                     every worker cuts its chunks into
+                                     buckets of key ranges, the buckets move
+                                     and receivers sort each as it lands
+                                     (partition.py); auto: merge
+    segments   N                     partition: buckets per receiver (0:
+                                     partition.SEGMENTS; 256 in all at most)
 
 Nothing here knows Dask; tests/test_dask_collective_cpu.py reads options.
 """
@@ -45,8 +55,9 @@ CHOICES = {
     "direction": ("pull", "push"),
     "order": ("all", "ring"),
     "merge": ("auto", "pairs", "sort"),
+    "method": ("auto", "merge", "partition"),
 }
-NUMBERS = ("streams", "split", "keep")
+NUMBERS = ("streams", "split", "keep", "segments")
 #: merge=auto merges up to this many received runs pairwise (log2 of it
 #: passes over the data), more are sorted as one array (stably: the runs lie
 #: in global index order).
@@ -63,6 +74,8 @@ class Options:
     split: int = 0
     keep: int = 0
     merge: str = "auto"
+    method: str = "auto"
+    segments: int = 0
 
     @property
     def text(self) -> str:
@@ -76,6 +89,9 @@ class Options:
 
     def joined(self) -> bool:
         return self.runs == "joined"
+
+    def partition(self) -> bool:
+        return self.method == "partition"
 
 
 def parse(text: str) -> Options:
