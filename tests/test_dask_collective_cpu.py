@@ -15,7 +15,8 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 
 import cudasortkit.dask as cskd  # noqa: E402
-from cudasortkit.dask import buffers, collective, comm, counting, cuts, exchange, explicit, layout, options  # noqa: E402
+from cudasortkit.dask import (buffers, collective, comm, counting, cuts, exchange, explicit, layout,  # noqa: E402
+                              options, partition)
 from helpers import assert_keys_equal, make_keys, reference_argsort  # noqa: E402
 
 
@@ -794,7 +795,8 @@ def test_copy_schedule_rings_and_splits(order, streams, split):
 SETTINGS = ["", "exchange=nccl", "exchange=ipc,direction=push", "exchange=ipc,order=ring,split=64,streams=1",
             "runs=joined", "merge=sort", "exchange=nccl,merge=sort,runs=joined", "keep=1",
             "method=partition", "method=partition,exchange=nccl", "method=partition,segments=1",
-            "method=partition,direction=push,keep=1", "method=partition,segments=90"]
+            "method=partition,direction=push,keep=1", "method=partition,segments=90",
+            "method=partition,segments=40,align=0"]
 
 
 def collective_sort(a, sizes, owners, op, desc, ranks, values=None, out_bounds=None):
@@ -897,3 +899,14 @@ def test_bucket_ids_count_the_splitters_at_or_below():
     assert list(counting.bucket_ids(keys, splitters, False)) == [1, 1, 3, 3, 4, 0]
     down = counting.encode(np.array([50, 7, -3], np.int64), True)       # descending: words ascend downwards
     assert list(counting.bucket_ids(keys, down, True)) == [2, 3, 2, 2, 0, 3]
+
+
+def test_splitters_align_to_the_top_byte_where_they_stay_apart():
+    near = (np.arange(1, 256, dtype=np.uint64) << np.uint64(24)) + np.uint64(12345)
+    assert np.array_equal(partition.aligned_splitters(near, 32), np.arange(1, 256, dtype=np.uint64) << np.uint64(24))
+    crowded = np.arange(1, 200, dtype=np.uint64) * np.uint64(1000)      # all below the first top byte's end
+    assert np.array_equal(partition.aligned_splitters(crowded, 32), crowded)
+    assert np.array_equal(partition.aligned_splitters(crowded[:3].astype(np.uint64), 8), crowded[:3])
+    assert partition.bucket_count(options.Options(), 4, 2**33) == 256
+    assert partition.bucket_count(options.Options(), 4, 2**20) == 4
+    assert partition.bucket_count(options.Options(segments=8), 3, 10) == 24

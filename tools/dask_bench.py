@@ -800,7 +800,7 @@ def exchange_bench(keys: int, repeats: int, envs: dict, timeout: float = 240.0) 
 #: the defaults). The others run the defaults unless --variants-all.
 SORT_VARIANTS = ("exchange=nccl,runs=joined", "exchange=nccl", "", "runs=joined", "keep=1,runs=joined",
                  "direction=push,runs=joined", "order=ring,runs=joined", "method=partition",
-                 "method=partition,segments=32", "method=partition,exchange=nccl")
+                 "method=partition,align=0", "method=partition,segments=8", "method=partition,exchange=nccl")
 ARGSORT_VARIANTS = ("exchange=nccl", "", "merge=sort", "method=partition")
 TWO_GPU_VARIANTS = ("exchange=nccl,runs=joined", "", "runs=joined", "method=partition")
 

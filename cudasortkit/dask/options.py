@@ -38,7 +38,10 @@ checkpoint compares their fingerprints and fails the sort if they differ).
                                      and receivers sort each as it lands
                                      (partition.py); auto: merge
     segments   N                     partition: buckets per receiver (0:
-                                     partition.SEGMENTS; 256 in all at most)
+                                     partition.bucket_count's; 256 in all
+                                     at most)
+    align      0 | 1                 partition: splitters on the top byte's
+                                     boundaries where that keeps them apart
 
 Nothing here knows Dask; tests/test_dask_collective_cpu.py reads options.
 """
@@ -57,7 +60,7 @@ CHOICES = {
     "merge": ("auto", "pairs", "sort"),
     "method": ("auto", "merge", "partition"),
 }
-NUMBERS = ("streams", "split", "keep", "segments")
+NUMBERS = ("streams", "split", "keep", "segments", "align")
 #: merge=auto merges up to this many received runs pairwise (log2 of it
 #: passes over the data), more are sorted as one array (stably: the runs lie
 #: in global index order).
@@ -76,6 +79,7 @@ class Options:
     merge: str = "auto"
     method: str = "auto"
     segments: int = 0
+    align: int = 1
 
     @property
     def text(self) -> str:
@@ -111,7 +115,7 @@ def parse(text: str) -> Options:
             values[key] = value
         else:
             number = settings.parse_size(value, f"{settings.DASK_COLLECTIVE} {key}")
-            if number < 0 or (key == "keep" and number > 1):
+            if number < 0 or (key in ("keep", "align") and number > 1):
                 raise ValueError(f"{settings.DASK_COLLECTIVE}: {key}={value!r} is out of range")
             values[key] = number
     return Options(**values)

@@ -7,8 +7,10 @@ checkpoint; the output is the same as the merge method's.
 
 1. splitters: every rank samples SAMPLES keys in all (each its share, in
    proportion to its keys), every rank gathers all samples' ordered words
-   and picks the same B - 1 splitter words (B = SEGMENTS buckets a
-   receiver, 256 in all at most), so the buckets hold about equal counts.
+   and picks the same B - 1 splitter words (bucket_count: 256 buckets, or
+   fewer for few keys), so the buckets hold about equal counts; rounded to
+   the top byte's boundaries where that keeps them apart, so that a
+   receiver's radix sort of a bucket skips its top digit's pass.
 2. partition: each chunk's keys get their bucket (counting.bucket_ids), and
    a stable sort by bucket (cudasortkit.sort_by_key with one-byte keys)
    lays the chunk out in the rank's send arena bucket after bucket, each
@@ -46,16 +48,38 @@ from .exchange import exchange, finish_pull, pull_in_segments
 
 #: Keys sampled over all ranks together for the splitters.
 SAMPLES = 1 << 16
-#: Buckets a receiver (options segments=0), 256 in all at most.
-SEGMENTS = 16
+#: Buckets in all (options segments=0): 256, or fewer so that a bucket
+#: holds MIN_BUCKET keys (a receiver's sort of one costs a launch or two).
+BUCKETS = 256
+MIN_BUCKET = 1 << 22
+#: Splitters rounded to the top byte's boundaries (options align=1) where
+#: that keeps this share of them apart: then every bucket of a 256-bucket
+#: split of uniform keys holds one top byte, and the receivers' radix sorts
+#: skip that digit's pass.
+ALIGN_KEEP = 0.9
 
 
-def bucket_count(opts, ranks: int) -> int:
-    return max(1, min(256, (opts.segments or SEGMENTS) * ranks))
+def bucket_count(opts, ranks: int, total: int) -> int:
+    if opts.segments:
+        return max(1, min(BUCKETS, opts.segments * ranks))
+    return max(1, min(BUCKETS, max(ranks, total // MIN_BUCKET)))
 
 
-def splitter_words(comm, spec, local, total: int, buckets: int, xp) -> np.ndarray:
-    """Step 1: the B - 1 splitter words every rank picks alike."""
+def aligned_splitters(words: np.ndarray, bits: int) -> np.ndarray:
+    """Splitter words rounded to the nearest multiple of 2^(bits - 8) (the
+    top byte's boundaries), duplicates dropped, where that keeps ALIGN_KEEP
+    of the distinct splitters; else the splitters as they are."""
+    if bits <= 8 or not len(words):
+        return words
+    shift = np.uint64(bits - 8)
+    rounded = np.unique(((words + (np.uint64(1) << (shift - np.uint64(1)))) >> shift) << shift)
+    rounded = rounded[rounded > 0]                  # a splitter at word 0 makes an empty first bucket
+    return rounded if len(rounded) >= ALIGN_KEEP * len(np.unique(words)) else words
+
+
+def splitter_words(comm, spec, local, total: int, buckets: int, xp, align: bool = True) -> np.ndarray:
+    """Step 1: the B - 1 splitter words every rank picks alike (aligned to
+    the top byte where that keeps them apart)."""
     n = int(sum(local.sizes))
     want = 0 if not total else -(-SAMPLES * n // total)
     cap = SAMPLES + 64
@@ -77,7 +101,8 @@ def splitter_words(comm, spec, local, total: int, buckets: int, xp) -> np.ndarra
     every = np.sort(np.concatenate([r[1:1 + int(r[0])] for r in rows]))
     if not len(every):
         return np.zeros(0, np.uint64)
-    return every[(len(every) * np.arange(1, buckets, dtype=np.int64)) // buckets]
+    words = every[(len(every) * np.arange(1, buckets, dtype=np.int64)) // buckets]
+    return aligned_splitters(words, counting.key_bits(spec.dtype)) if align else words
 
 
 @dataclass
@@ -181,8 +206,8 @@ def partition_on_rank(comm, spec, local, opts, xp, timer, counts, starts, transp
     split buckets' cuts), "exchange" (over CUDA IPC only queued: its copies
     overlap the sorts), "merge" (the receivers' sorts)."""
     total = int(np.sum(counts))
-    buckets = bucket_count(opts, comm.size)
-    splitters = splitter_words(comm, spec, local, total, buckets, xp)
+    buckets = bucket_count(opts, comm.size, total)
+    splitters = splitter_words(comm, spec, local, total, buckets, xp, bool(opts.align))
     buckets = len(splitters) + 1
     timer.sub("local sort: sample")
     parts = partition_chunks(spec, local, splitters, buckets, comm.arenas, opts, xp, value_dtype, timer)
