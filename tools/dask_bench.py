@@ -970,10 +970,23 @@ def run_suite(args) -> None:
     visible GPUs each of --cases, then 2^32 keys on the first two GPUs;
     a table at the end. Stops starting cases after --deadline seconds."""
     import os
+    import signal
 
     t_start = time.perf_counter()
     rows, exchange = [], {}
     xp_name = "numpy" if args.cpu else "cupy"     # --cpu: the same steps on 2 in-process CPU workers
+
+    def out_of_time(signum, frame):
+        """A collective that never ends (a worker waiting inside NCCL): the
+        table of what finished, then exit (the workers go with us)."""
+        print(f"\nsuite: still running after {time.perf_counter() - t_start:.0f} s; stopping", flush=True)
+        traceback.print_stack(frame)
+        print_table(rows, exchange)
+        sys.stdout.flush()
+        os._exit(3)
+
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(int(args.deadline + args.grace))
     devices = ["cpu", "cpu"] if args.cpu else visible_devices()
     if args.exchange_bench and not args.cpu:
         keys = 1 << args.exchange_keys_log2
@@ -1030,6 +1043,7 @@ def run_suite(args) -> None:
             cases_on(2, [("sort", 32)], TWO_GPU_VARIANTS)
         except Exception:
             traceback.print_exc()
+    signal.alarm(0)
     print_table(rows, exchange)
     print(f"suite: {time.perf_counter() - t_start:.0f} s")
 
@@ -1077,8 +1091,11 @@ def main(argv=None) -> None:
                     help="--suite: one GPU's merge GB/s")
     ap.add_argument("--two-gpus", action=argparse.BooleanOptionalAction, default=True,
                     help="--suite: also sort 2^32 keys on the first two GPUs")
-    ap.add_argument("--deadline", type=float, default=480.0,
+    ap.add_argument("--deadline", type=float, default=420.0,
                     help="--suite: seconds after which no further case starts (the table still prints)")
+    ap.add_argument("--grace", type=float, default=90.0,
+                    help="--suite: seconds past the deadline after which a case still running is abandoned: "
+                         "the table of what finished is printed and the run exits")
     args = ap.parse_args(argv)
     if args.suite:
         sys.stdout.reconfigure(line_buffering=True)
