@@ -420,7 +420,8 @@ def sort_on_rank(comm, spec: Spec, local: Local):
                 for k, a in mine.send.items():
                     got[k][...] = a[p.src_offset:p.src_offset + p.n]
         received_runs.append((got["keys"], got.get("values"), all_runs[p.run].start, push or p.dst_offset < 0))
-    mine.arena.free_retired()       # after the barrier: no peer maps a replaced allocation
+    for arena in comm.arenas.values():    # after the barrier: no peer maps a replaced allocation
+        arena.free_retired()
     timer("exchange")
 
     # Step 4: merged in the global run order (the arrays handed over: each

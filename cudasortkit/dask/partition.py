@@ -257,7 +257,8 @@ def partition_on_rank(comm, spec, local, opts, xp, timer, counts, starts, transp
     out = sort_segments(spec, comm.rank, plan, chunks, mine_segments, recv, events, n_out, xp)
     if pipelined:
         finish_pull(comm, opts)
-    parts.arena.free_retired()
+    for arena in comm.arenas.values():    # after the barrier: no peer maps a replaced allocation
+        arena.free_retired()
     timer("merge")
     return out
 
