@@ -796,13 +796,16 @@ def exchange_bench(keys: int, repeats: int, envs: dict, timeout: float = 240.0) 
 
 
 # ------------------------------------------------------------ the suite
-#: The sort variants compared at the first uniform size (options text; "" is
-#: the defaults). The others run the defaults unless --variants-all.
+#: The sort variants compared at the first sort case (options text; "" is
+#: the defaults, cudasortkit/dask/options.py), the argsort variants at the
+#: first argsort case; persist cases run the defaults.
 SORT_VARIANTS = ("exchange=nccl,runs=joined", "exchange=nccl", "", "runs=joined", "keep=1,runs=joined",
                  "direction=push,runs=joined", "order=ring,runs=joined", "method=partition",
                  "method=partition,align=0", "method=partition,segments=8", "method=partition,exchange=nccl")
 ARGSORT_VARIANTS = ("exchange=nccl", "", "merge=sort", "method=partition")
 TWO_GPU_VARIANTS = ("exchange=nccl,runs=joined", "", "runs=joined", "method=partition")
+#: The later cases of an op (2^34, argsort 2^33): the defaults and the partition method.
+LATER_VARIANTS = ("", "method=partition")
 
 
 class Row(dict):
@@ -1027,8 +1030,12 @@ def run_suite(args) -> None:
                     continue
                 op = "argsort" if kind == "argsort" else "sort"
                 first = not any(r["case"].startswith(op) and r["gpus"] == gpus for r in rows)
-                variants = ([""] if not first or args.variants == "defaults" else variants_first or
-                            (SORT_VARIANTS if op == "sort" else ARGSORT_VARIANTS))
+                if args.variants == "defaults" or kind == "persist":
+                    variants = [""]
+                elif first:
+                    variants = variants_first or (SORT_VARIANTS if op == "sort" else ARGSORT_VARIANTS)
+                else:
+                    variants = LATER_VARIANTS
                 key = (op, min(1 << log2, 1 << (32 if op == "sort" else 31)))
                 singles[key] = suite_case(bench, op, 1 << log2, variants, args, rows, gpus,
                                           persist=kind == "persist", single=singles.get(key))
