@@ -166,10 +166,15 @@ ON_THREADS = ["", "exchange=nccl", "exchange=ipc,direction=push", "exchange=ipc,
               "method=partition,direction=push", "method=partition,segments=85"]
 
 
-@pytest.mark.parametrize("setting", ON_THREADS)
+THREAD_INPUTS = [("uniform", "uint32"), ("few_unique", "int64"), ("special", "float32"), ("all_equal", "float64"),
+                 ("reverse", "int16")]
+#: Quick tier: every setting once, the inputs taken in turn; slow tier: the rest of the product.
+THREAD_CASES = [pytest.param(setting, *inputs, marks=() if (i - j) % len(THREAD_INPUTS) == 0 else pytest.mark.slow)
+                for i, setting in enumerate(ON_THREADS) for j, inputs in enumerate(THREAD_INPUTS)]
+
+
+@pytest.mark.parametrize("setting, dist, dtype", THREAD_CASES)
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("dist, dtype", [("uniform", "uint32"), ("few_unique", "int64"), ("special", "float32"),
-                                         ("all_equal", "float64"), ("reverse", "int16")])
 def test_the_collective_on_threads_sorts_cupy_chunks_as_numpy(setting, dist, dtype, descending, rng, monkeypatch):
     """collective.sort_on_rank with CuPy chunks, ranks as threads on this
     GPU: the local sorts into the send arena, the device counts, the copies
