@@ -138,7 +138,7 @@ def exact_cuts(comm, runs: list, targets, total: int, stable: bool, descending: 
         return out
 
     u = smallest_above(comm, xp, key_counts, xp.asarray(want), xp.zeros(count_t, np.uint64),
-                       xp.full(count_t, counting.top(dtype), np.uint64), counting.key_bits(dtype))
+                       xp.full(count_t, np.uint64(counting.top(dtype)), np.uint64), counting.key_bits(dtype))
     ends = xp.zeros((2, count_t, len(runs)), np.int64)   # per run: keys below u, keys up to u
     for i, r in enumerate(runs):
         if len(r.keys):
@@ -171,7 +171,7 @@ def exact_cuts(comm, runs: list, targets, total: int, stable: bool, descending: 
         # the smallest g with `need` equal keys of index < g: F(g) > need - 1
         bound = int(total if indices is None else indices)
         g = smallest_above(comm, xp, index_counts, xp.asarray(need - 1), xp.zeros(count_t, np.uint64),
-                           xp.full(count_t, bound, np.uint64), bound.bit_length())
+                           xp.full(count_t, np.uint64(bound), np.uint64), bound.bit_length())
         taken = xp.zeros((count_t, len(runs)), np.int64)
         for i, r in enumerate(runs):
             if len(r.keys):
