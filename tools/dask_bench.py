@@ -737,7 +737,7 @@ def exchange_rank(rank: int, devices: list, uid, env: dict, keys: int, repeats: 
         queue.put((rank, None, tb.format_exc()))
 
 
-def exchange_bench(keys: int, repeats: int, envs: dict, timeout: float = 240.0) -> dict:
+def exchange_bench(keys: int, repeats: int, envs: dict, timeout: float = 75.0) -> dict:
     """{(NCCL settings, variant): (seconds, ok)} of the all-to-all of `keys`
     uint32 keys per GPU among all visible GPUs, one set of processes per
     NCCL setting; prints one EXCHANGE line per measurement."""

@@ -133,19 +133,21 @@ def partition_chunks(spec, local, splitters, buckets: int, arenas: dict, opts, x
         ordered_ids, scratch = xp.empty(m, np.uint8), xp.empty(m, np.uint8)
         out = keys_all[at:at + m]
         order = None
+        span = (0, buckets - 1)     # the ids' range: no pass measures it
         if by_value:
-            csk.sort_by_key(ids, chunk, out=ordered_ids, values_out=out)
+            csk.sort_by_key(ids, chunk, out=ordered_ids, values_out=out, key_range=span)
         else:   # 1- and 2-byte keys and bools: the stable order by bucket, then a gather
             order = xp.empty(m, positions)
-            csk.sort_by_key(ids, xp.arange(m, dtype=positions), out=ordered_ids, values_out=order)
+            csk.sort_by_key(ids, xp.arange(m, dtype=positions), out=ordered_ids, values_out=order, key_range=span)
             xp.take(chunk, order, out=out)
         if spec.op == "argsort":
             if order is None:
-                csk.sort_by_key(ids, xp.arange(m, dtype=value_dtype), out=scratch, values_out=values_all[at:at + m])
+                csk.sort_by_key(ids, xp.arange(m, dtype=value_dtype), out=scratch, values_out=values_all[at:at + m],
+                                key_range=span)
             else:
                 values_all[at:at + m] = order
         elif spec.op == "sort_by_key":
-            csk.sort_by_key(ids, local.values[i], out=scratch, values_out=values_all[at:at + m])
+            csk.sort_by_key(ids, local.values[i], out=scratch, values_out=values_all[at:at + m], key_range=span)
         if buckets > 1:
             counting.count_words(ordered_ids, probe, xp.zeros(1, np.int64), xp.full(1, m, np.int64), False, 0,
                                  below[i:i + 1])
