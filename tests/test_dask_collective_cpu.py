@@ -720,7 +720,6 @@ def test_make_room_frees_cached_blocks_only_when_the_driver_is_short(free, given
     collective.make_room(np, 10**12)    # host ranks: nothing to do
 
 
-
 # ------------------------------------------- options, layout, exchange
 def test_options_parse_and_refuse_what_they_do_not_know():
     assert options.parse("") == options.Options()
@@ -855,8 +854,8 @@ def test_results_never_share_the_arena_with_the_next_sort(monkeypatch):
         spec = collective.Spec("sort", False, a.dtype, (0, 4, 8), (4, 4), (0, 1), True)
 
         def body(c, rank):
-            return collective.sort_on_rank(ranks[rank], spec, collective.Local([a[4 * rank:4 * rank + 4]],
-                                                                                [4 * rank], [rank], [4]))
+            local = collective.Local([a[4 * rank:4 * rank + 4]], [4 * rank], [rank], [4])
+            return collective.sort_on_rank(ranks[rank], spec, local)
         return on_ranks(2, body)
 
     first = sort(np.array([3, 1, 2, 0, 7, 5, 6, 4], np.int64) * 1000)       # each rank keeps its own keys

@@ -190,7 +190,8 @@ def test_the_collective_on_threads_sorts_cupy_chunks_as_numpy(setting, dist, dty
     expected = reference_argsort(a, descending)
     values = rng.integers(-2**40, 2**40, len(a))
     for op in ("sort", "argsort", "sort_by_key"):
-        spec = collective.Spec(op, descending, a.dtype, tuple(int(b) for b in np.concatenate([[0], np.cumsum(declared)])),
+        bounds = tuple(int(b) for b in np.concatenate([[0], np.cumsum(declared)]))
+        spec = collective.Spec(op, descending, a.dtype, bounds,
                                tuple(declared), (0, 1, 2), False, values.dtype if op == "sort_by_key" else None,
                                "cupy", True)
 

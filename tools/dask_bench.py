@@ -273,8 +273,6 @@ def merge_rate(n: int, xp_name: str, repeats: int) -> dict:
             synchronize()
             best = min(best, time.perf_counter() - t)
         out[name] = (best, nbytes / best / 1e9)
-    del keys, a, b, va, vb
-    free_pool(xp_name)
     return out
 
 
@@ -709,9 +707,9 @@ def exchange_rank(rank: int, devices: list, uid, env: dict, keys: int, repeats: 
             recv.fill(0)
             exchange.exchange(ordered, opts, plan, {"keys": send}, {"keys": recv}, transport)
             cupy.cuda.get_current_stream().synchronize()
-            ok = all(bool((recv[s * part:(s + 1) * part] == cupy.arange(rank * part, (rank + 1) * part,
-                                                                          dtype=cupy.uint32)
-                           + cupy.uint32(s * 7919)).all()) for s in range(size) if s != rank)
+            mine = cupy.arange(rank * part, (rank + 1) * part, dtype=cupy.uint32)
+            ok = all(bool((recv[s * part:(s + 1) * part] == mine + cupy.uint32(s * 7919)).all())
+                     for s in range(size) if s != rank)
             times = []
             for _ in range(repeats):
                 c.barrier()
@@ -938,8 +936,8 @@ def print_table(rows: list, exchange: dict) -> None:
         one = f"{single[1]:.4f} s (2^{single[0].bit_length() - 1})" if single else "-"
         persist = f"{row['persist']:.4f} s = {row['persist'] / t:.2f}x" if "persist" in row else "-"
         ph = row.get("phases", {})
-        parts = ", ".join(f"{ph.get(k, 0) * 1e3:.1f}" for k in ("local sort", "splitters", "exchange", "merge",
-                                                                  "start"))
+        names = ("local sort", "splitters", "exchange", "merge", "start")
+        parts = ", ".join(f"{ph.get(k, 0) * 1e3:.1f}" for k in names)
         print(f"| {row['case']} | {row['gpus']} | {row['variant']} | {t:.4f} | {gkeys(n, t):.1f} | {one} | "
               f"{ratio} | {persist} | {parts} | {row['check']} |")
     if exchange:
