@@ -18,6 +18,17 @@ for uniform keys, the ratio to dask.dataframe's sort_values on the same
 cluster (pandas partitions of the same keys, cudf where importable; at
 2^df-size-log2 keys, since a CPU sort of 2^31 keys would take too long).
 
+--suite runs the scale-out bars in one run: the all-to-all microbench (NCCL's
+grouped send/recv under three NCCL settings against CUDA IPC copy engines),
+then on all visible GPUs sort 2^33 under every collective variant (options
+text of CUDASORTKIT_DASK_COLLECTIVE), cskd.sort(x).persist() against the
+collective, 2^34, argsort 2^32 and 2^33, one GPU's sort, argsort and merge
+of the same keys, then 2^32 on the first two GPUs; every result checked on
+the workers; ROW lines as cases finish and a table at the end:
+
+    python tools/dask_bench.py --suite --repeats 3
+    python tools/dask_bench.py --suite --cpu --cases sort:14,argsort:13   # the same steps on CPU workers
+
 --exchange nccl runs the collective sort (cudasortkit/dask/explicit.py) and
 prints one CASE line per input: Dask's transport and NCCL's, the sort's
 time (best of --repeats after one untimed sort), GKeys/s, its phases
@@ -1096,7 +1107,7 @@ def main(argv=None) -> None:
                     help="--suite: one GPU's merge GB/s")
     ap.add_argument("--two-gpus", action=argparse.BooleanOptionalAction, default=True,
                     help="--suite: also sort 2^32 keys on the first two GPUs")
-    ap.add_argument("--deadline", type=float, default=420.0,
+    ap.add_argument("--deadline", type=float, default=360.0,
                     help="--suite: seconds after which no further case starts (the table still prints)")
     ap.add_argument("--grace", type=float, default=90.0,
                     help="--suite: seconds past the deadline after which a case still running is abandoned: "
