@@ -130,7 +130,8 @@ def partition_chunks(spec, local, splitters, buckets: int, arenas: dict, opts, x
     for i, chunk in enumerate(local.keys):
         m = len(chunk)
         ids = counting.bucket_ids(chunk, words, spec.descending)
-        ordered_ids, scratch = xp.empty(m, np.uint8), xp.empty(m, np.uint8)
+        ordered_ids = xp.empty(m, np.uint8)
+        scratch = xp.empty(m, np.uint8) if spec.op != "sort" else None   # the second sort's keys
         out = keys_all[at:at + m]
         order = None
         span = (0, buckets - 1)     # the ids' range: no pass measures it
