@@ -54,7 +54,7 @@ class Arena:
         if self.module is np:
             return self.memory[offset:offset + n * dtype.itemsize].view(dtype)
         xp = self.module
-        return xp.ndarray(n, dtype, xp.cuda.MemoryPointer(self.memory, offset))
+        return xp.ndarray(n, dtype, memptr=xp.cuda.MemoryPointer(self.memory, offset))
 
     def free_retired(self) -> None:
         self.retired.clear()
