@@ -16,6 +16,7 @@ here, called by the module named, at that moment):
 - CUDASORTKIT_HOST_PIECE: bytes of one staged transfer piece (default adaptive); every transfer (host/transfer.py).
 - CUDASORTKIT_COPY_THREADS: host-copy worker threads (default the CPUs less two, 2..12); when asked (host/transfer.py; the pool is made once).
 - CUDASORTKIT_PINNED_LIMIT: bytes of page-locked staging memory (default 512MiB); when a pinned pool is made (host/pinned.py).
+- CUDASORTKIT_DASK_COLLECTIVE: how a Dask collective sort runs on its workers, comma-separated key=value items (default: all "auto"; dask/options.py lists them); every collective sort, on every worker (dask/collective.py: all workers must agree).
 
 Byte counts take a unit (parse_size). Users' docs: docs/api.md, docs/host.md,
 docs/tuning.md.
@@ -37,6 +38,7 @@ HOST_TRANSFER = "CUDASORTKIT_HOST_TRANSFER"
 HOST_PIECE = "CUDASORTKIT_HOST_PIECE"
 COPY_THREADS = "CUDASORTKIT_COPY_THREADS"
 PINNED_LIMIT = "CUDASORTKIT_PINNED_LIMIT"
+DASK_COLLECTIVE = "CUDASORTKIT_DASK_COLLECTIVE"
 
 _UNITS = {"": 1, "b": 1,
           "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
@@ -139,3 +141,9 @@ def copy_threads() -> int | None:
 def pinned_limit() -> int | None:
     """CUDASORTKIT_PINNED_LIMIT in bytes, or None."""
     return _bytes(PINNED_LIMIT)
+
+
+def dask_collective() -> str:
+    """CUDASORTKIT_DASK_COLLECTIVE, stripped ("" when unset); dask/options.py
+    reads its items."""
+    return _text(DASK_COLLECTIVE)

@@ -101,6 +101,22 @@ def test_core_kernels_compile():
         assert rc == 0, msg
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_dask_counts_compiles_for_every_key_dtype():
+    """kernels/dask_counts.cu (the distributed sort's exact cuts and
+    buckets) at every key dtype and bool's uint8, for sm_90."""
+    pytest.importorskip("dask")
+    from cudasortkit.dask.counting import COUNT_CONFIG, DASK_COUNTS
+
+    cases = [(DASK_COUNTS, d, 0, COUNT_CONFIG) for d in (*KEY_DTYPES_ALL, "uint8")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: _compile_ptx(*c), cases))
+    failures = [msg for rc, msg, _ in results if rc != 0]
+    assert not failures, "\n".join(failures[:3])
+    assert all(set(re.findall(r"\.entry\s+(\w+)", ptx)) == {"csk_dask_count", "csk_dask_buckets"}
+               for _, _, ptx in results)
+
+
 # Argument letters against what nvcc made of each prototype.
 #: Bytes of one argument per pycuda prepare() letter.
 LETTER_BYTES = {"P": 8, "q": 8, "Q": 8, "i": 4, "I": 4, "f": 4, "d": 8}
@@ -144,6 +160,9 @@ def _letter_cases():
                 yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
                        dtype, vb, plugin.default_config(dtype, vb))
     yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG
+    from cudasortkit.dask.counting import COUNT_CONFIG, DASK_COUNTS
+
+    yield "core dask_counts.cu", DASK_COUNTS, "float32", 0, COUNT_CONFIG
     from cudasortkit.host.kernels import CONFIG as HOSTPIPE_CONFIG, HOSTPIPE
 
     for dtype in ("uint8", "float32", "float64"):
