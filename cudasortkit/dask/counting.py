@@ -92,12 +92,16 @@ def _count_device(a, words, lo, hi, descending: bool, side: int, out):
         out = cupy.zeros(words.shape, np.int64)
     if not len(a) or not out.size:
         return out
-    words = cupy.ascontiguousarray(words, np.uint64)
+    if not out.flags.c_contiguous:
+        raise ValueError("cudasortkit.dask: count_words adds into a C-contiguous `out` only")
+    # The kernel reads rows x per_row words and writes as many counts: both
+    # go to it as flat (1-D) operands of the same memory.
+    words = cupy.ascontiguousarray(words, np.uint64).reshape(-1)
     lo = cupy.ascontiguousarray(lo, np.int64)
     hi = cupy.ascontiguousarray(hi, np.int64)
     dtype = "uint8" if a.dtype.kind == "b" else a.dtype.name
     operands = [Operand(x, what) for x, what in ((a, "keys"), (words, "words"), (lo, "lo"), (hi, "hi"))]
-    state, ordering = caller_ordering(None, operands + [Operand(out, "counts", "out")])
+    state, ordering = caller_ordering(None, operands + [Operand(out.reshape(-1), "counts", "out")])
     ordering.begin()
     try:
         kernel = DASK_COUNTS.kernel(state, dtype, 0, COUNT_CONFIG, "csk_dask_count", owner="dask")
