@@ -277,4 +277,10 @@ def _moveaxis(a, library: str, source: int, destination: int):
         import cupy
 
         return cupy.ascontiguousarray(cupy.moveaxis(a, source, destination))
+    import torch
+
+    if a.dtype == torch.bool:
+        # torch's copy of a bool tensor writes its truth values (a byte 2
+        # becomes 1): moved as bytes, so the rows keep their own bytes
+        return a.view(torch.uint8).movedim(source, destination).contiguous().view(torch.bool)
     return a.movedim(source, destination).contiguous()
