@@ -203,9 +203,8 @@ def graph_tasks(result) -> int:
 
 @pytest.mark.parametrize("p", [128, 8192])
 def test_p2p_graph_grows_linearly_with_the_chunk_count(p):
-    """At most 20 tasks per chunk (issue 27's bar at 128 chunks), built
-    quickly at thousands of chunks; the tasks exchange's P x Q pieces stay
-    below its limit."""
+    """At most 20 tasks per chunk at 128 chunks, built quickly at thousands
+    of chunks (tests/test_dask_scale_cpu.py counts every default path)."""
     import time
 
     x = da.zeros(p * 4, chunks=4, dtype=np.float32)
@@ -221,7 +220,9 @@ def test_p2p_graph_grows_linearly_with_the_chunk_count(p):
     assert s.chunks == x.chunks
 
 
-def test_tasks_exchange_refuses_a_graph_no_scheduler_could_run():
+def test_tasks_exchange_refuses_a_graph_no_scheduler_could_run(client):
+    """With a distributed Client (the pieces layout); local schedulers build
+    the tree layout at any size (tests/test_dask_scale_cpu.py)."""
     x = da.zeros(1024, chunks=1, dtype=np.float32)   # 2^20 pieces
     with pytest.raises(ValueError, match="too many for the tasks exchange.*p2p"):
         cskd.sort(x, exchange="tasks")
@@ -239,7 +240,7 @@ def test_auto_exchange_without_a_client_is_tasks(monkeypatch):
 
     monkeypatch.setattr(cluster, "default_client", lambda: None)   # the module's client may be up
     x = da.zeros(100, chunks=10)
-    assert cskd.plan(x).exchange == "tasks"
+    assert cskd.plan(x).exchange == "tasks" and cskd.plan(x).layout == "tree"
     got = cskd.argsort(x[::-1] + da.arange(100, chunks=10)).compute(scheduler="sync")
     assert np.array_equal(got, np.arange(100))
 
@@ -280,7 +281,7 @@ def test_p2p_sorts_hundreds_of_chunks_exactly(client, rng):
 
 @pytest.mark.slow
 def test_p2p_sorts_8192_chunks(rng):
-    """Issue 27's bar: 8,192 chunks sort on a LocalCluster (sort and argsort:
+    """8,192 chunks sort on a LocalCluster (sort and argsort:
     251 s on a loaded 2-core machine, the scheduler's ~1-3 ms a task at 7
     tasks a chunk; hence slow)."""
     with warnings.catch_warnings():

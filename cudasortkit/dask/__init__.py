@@ -38,7 +38,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from ..dtypes import value_bytes
-from . import chunks, cluster, p2p
+from . import chunks, cluster, p2p, tree
 from .splitters import brackets, exact_boundaries, output_boundaries, samples_per_chunk
 
 __all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXCHANGES"]
@@ -56,8 +56,13 @@ __all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXC
 #     exchange, "p2p":      P transfer tasks, 1 barrier, Q output tasks that
 #                           merge (p2p.py: Dask's P2P shuffle engine moves the
 #                           pieces worker to worker)
-#     exchange, "tasks":    P split rows, P x Q pieces (views), Q concatenations,
-#                           Q merges (Dask's scheduler moves every piece)
+#     exchange, "tasks":    with a distributed Client (layout "pieces"): P split
+#                           rows, P x Q pieces (views), Q concatenations, Q
+#                           merges (Dask's scheduler moves every piece once);
+#                           on a local scheduler (layout "tree", tree.py): P
+#                           split rows, then about max(P, Q) tasks a level over
+#                           ceil(log_32(max(P, Q))) levels, the last one Q
+#                           merges (whole chunks referenced, no piece tasks)
 #     result       Q per returned array (field 0 keys, 1 values)
 #
 # "nccl" is not a graph: explicit.py runs one collective sort among the
@@ -66,8 +71,8 @@ __all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXC
 # "auto" picks nccl for device (CuPy) chunks when a distributed Client is the
 # default scheduler and every worker has NCCL, p2p for host (NumPy) chunks
 # on a distributed Client when P x Q >= P2P_MIN_PIECES, else tasks; the tasks
-# exchange refuses more than TASKS_MAX_PIECES pieces (a graph no scheduler
-# could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
+# exchange's pieces layout refuses more than TASKS_MAX_PIECES pieces (a graph
+# no scheduler could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
 # P = 8 (64 pieces) tasks 0.12-0.16 s, p2p 0.15-0.17 s; P = 16: 0.45-0.49
 # against 0.28-0.34 s; P = 32: 1.0-1.3 against 0.37-0.39 s.
 EXCHANGES = ("auto", "nccl", "p2p", "tasks")
@@ -83,6 +88,7 @@ class SortPlan:
     token: str            # names this sort's tasks
     dtype: np.dtype = np.dtype(np.float64)   # the keys'
     exchange: str = "tasks"                  # "nccl", "p2p" or "tasks", as chosen by _plan
+    layout: str = "pieces"                   # the tasks exchange's: "pieces" (P x Q) or "tree" (tree.py)
 
     @property
     def targets(self) -> np.ndarray:
@@ -95,7 +101,8 @@ class SortPlan:
         """{stage name: {key: task}}, in order, every stage reading only its
         predecessors and the inputs: local-sort, sample, brackets, window,
         boundaries, then the exchange's (p2p: transfer, barrier and merge in
-        one layer; tasks: splits, piece, exchange, merge); the last layer
+        one layer; tasks: splits, then piece, exchange, merge or the
+        tree's levels, the last the merge); the last layer
         holds the merged (keys, values) of output chunk j at (merge name, j)."""
         if self.exchange == "nccl":
             raise ValueError("exchange='nccl' is no task graph: it runs when sort() is called; time its "
@@ -123,6 +130,9 @@ class SortPlan:
             return out
         row, piece, gather, merged = (self.name(s) for s in ("splits", "piece", "exchange", "merge"))
         out[row] = {(row, i): (chunks.splits, (local, i), bounds, i, desc) for i in range(p)}
+        if self.layout == "tree":
+            out.update(tree.layers(self, local, row))
+            return out
         out[piece] = {(piece, i, j): (chunks.piece, (local, i), (row, i), j) for i in range(p) for j in range(q)}
         out[gather] = {(gather, j): (chunks.concatenate, [(piece, i, j) for i in range(p)]) for j in range(q)}
         out[merged] = {(merged, j): (chunks.merge, (gather, j), desc) for j in range(q)}
@@ -224,8 +234,13 @@ def _plan(x, descending, chunks, exchange, *names) -> SortPlan:
     exchange = _exchange(exchange, x, len(sizes) * len(out))
     if exchange != "nccl":          # NCCL moves the data itself, whatever Dask talks
         cluster.check_transport(x)
-    return SortPlan(sizes, out, bool(descending), tokenize(x.name, bool(descending), out, exchange, *names),
-                    np.dtype(x.dtype), exchange)
+    # Local schedulers hold every result in one process: the tree's tasks
+    # take whole chunks at no cost there, where they would pull them across
+    # a distributed cluster's network.
+    layout = "pieces" if cluster.has_distributed_client() else "tree"
+    return SortPlan(sizes, out, bool(descending),
+                    tokenize(x.name, bool(descending), out, exchange, layout, *names),
+                    np.dtype(x.dtype), exchange, layout)
 
 
 def _explicit():
@@ -258,7 +273,7 @@ def _exchange(requested: str, x, pieces: int) -> str:
         if not p2p.available():
             raise ValueError("exchange='p2p' needs distributed's P2P shuffle engine as of distributed "
                              "2026.7 or later; use exchange='tasks'")
-    elif pieces > TASKS_MAX_PIECES:
+    elif pieces > TASKS_MAX_PIECES and cluster.has_distributed_client():   # the pieces layout
         raise ValueError(f"{pieces} pieces (input x output chunks) are too many for the tasks exchange "
                          f"(at most {TASKS_MAX_PIECES}); use fewer, larger chunks, NumPy chunks on a "
                          "distributed Client (the p2p exchange) or CuPy chunks on GPU workers (exchange='nccl')")
