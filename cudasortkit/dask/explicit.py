@@ -178,6 +178,8 @@ _nccl_ready: dict = {}
 _warmed: set = set()
 #: schedulers known to run the Turns plugin (turns.py)
 _turns: set = set()
+#: (scheduler, members) whose workers all have the Collectives plugin
+_plugged: set = set()
 #: seconds between checks that the ranks' workers are still there
 POLL = 1.0
 
@@ -232,7 +234,7 @@ def communicator(client, transport: str, members=None):
     if key in _communicators:
         return _communicators[key]
     workers = [w for w, _ in members]
-    _ensure_plugin(client)
+    _ensure_plugin(client, members)
     if transport == "nccl":
         if not nccl_ready(client):
             raise RuntimeError("cudasortkit.dask: exchange='nccl' needs CuPy with NCCL (cupy.cuda.nccl) on "
@@ -284,18 +286,25 @@ def _take_turn(client, token: str, keys: list) -> dict:
     round trip to the scheduler (registering the Turns plugin the first time)."""
     from . import turns
 
-    address = client.scheduler.address
     for attempt in (0, 1):
-        if address not in _turns:
-            if not client.run_on_scheduler(turns.registered):
-                client.register_plugin(turns.Turns())
-            _turns.add(address)
+        _ensure_turns(client)
         try:
             return client.run_on_scheduler(turns.begin, client.id, token, keys)
         except KeyError:         # a restarted scheduler at the same address: no plugin yet
-            _turns.discard(address)
+            _turns.discard(client.scheduler.address)
             if attempt:
                 raise
+
+
+def _ensure_turns(client) -> None:
+    """The scheduler runs the Turns plugin (asked once per scheduler)."""
+    from . import turns
+
+    address = client.scheduler.address
+    if address not in _turns:
+        if not client.run_on_scheduler(turns.registered):
+            client.register_plugin(turns.Turns())
+        _turns.add(address)
 
 
 def _end_turn(client) -> None:
@@ -327,13 +336,17 @@ async def _warm_wait(dask_worker=None) -> None:
         await warming
 
 
-def _ensure_plugin(client) -> None:
-    """Every worker has the Collectives plugin (registered once: registering
-    replaces every worker's, and the communicators with it)."""
+def _ensure_plugin(client, members) -> None:
+    """Every worker of `members` has the Collectives plugin (registered once:
+    registering replaces every worker's, and the communicators with it)."""
+    key = (client.scheduler.address, members)
+    if key in _plugged:
+        return
     if not all(client.run(_has_plugin).values()):
         client.register_plugin(Collectives())
         for k in [k for k in _communicators if k[0] == client.scheduler.address]:
             del _communicators[k]
+    _plugged.add(key)
 
 
 def ready(client, transport: str, members, warm, n: int, module: str):
@@ -346,7 +359,7 @@ def ready(client, transport: str, members, warm, n: int, module: str):
     todo = [tuple(w) for w in warm if made is None or (made[0], *w) not in _warmed]
     if made is not None and not todo:
         return made
-    _ensure_plugin(client)
+    _ensure_plugin(client, members)
     client.run(_warm_start, todo, int(n), module, wait=False)
     try:
         cid, ranks = communicator(client, transport, members)
@@ -361,8 +374,8 @@ def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: 
     """Make the communicators among the default client's workers and warm
     the kernels of every (dtype, op, descending) on all of them (sorting
     keys_per_worker keys, default WARM_KEYS), so that the first sort runs as
-    fast as the later ones: both at once (ready), in four round trips to
-    the workers."""
+    fast as the later ones: both at once (ready); and registers the
+    scheduler's Turns plugin."""
     n = WARM_KEYS[module] if keys_per_worker is None else int(keys_per_worker)
     client = cluster.default_client()
     if client is None:
@@ -371,6 +384,7 @@ def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: 
         if op not in ("sort", "argsort", "sort_by_key"):
             raise ValueError(f"op={op!r}: one of 'sort', 'argsort', 'sort_by_key'")
     warm = [(np.dtype(d).str, op, bool(desc)) for d in dtypes for op in ops for desc in descending]
+    _ensure_turns(client)
     ready(client, transport, _members(client), warm, n, module)
 
 
