@@ -363,7 +363,8 @@ def slow_block(b):
 
 def test_a_worker_lost_mid_sort_gives_the_exact_result():
     """Dask's retry (a P2P exchange restarts on the workers left) and never a
-    partial result: one of two worker processes exits while the sort runs."""
+    partial result: one of two worker processes exits while the sort runs;
+    the persisted input is intact afterwards (Dask recomputes its lost chunks)."""
     import os
     import time
 
@@ -373,7 +374,9 @@ def test_a_worker_lost_mid_sort_gives_the_exact_result():
         warnings.simplefilter("ignore")
         with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as c:
-            x = da.from_array(a, chunks=16).map_blocks(slow_block, dtype=a.dtype)
+            held = c.persist(da.from_array(a, chunks=16))     # the input, persisted on both workers
+            distributed.wait(held)
+            x = held.map_blocks(slow_block, dtype=a.dtype)
             future = c.compute(cskd.argsort(x, exchange="p2p"))
             time.sleep(1.0)
             assert future.status == "pending"
@@ -382,6 +385,7 @@ def test_a_worker_lost_mid_sort_gives_the_exact_result():
             with pytest.raises(Exception):   # the worker's connection closes as it exits
                 c.run(os._exit, 1, workers=[workers[1]])
             assert np.array_equal(future.result(timeout=120), np.argsort(a, kind="stable"))
+            assert np.array_equal(held.compute(), a), "the persisted input lost chunks"
 
 
 def test_without_dask_the_import_names_the_extra(monkeypatch):
