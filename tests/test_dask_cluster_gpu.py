@@ -128,6 +128,17 @@ def test_a_lost_worker_gives_an_error_not_a_hang_and_the_next_sort_works():
 
 def test_prepare_on_a_fresh_cluster_with_cached_kernels_takes_at_most_a_second():
     n = gpus()
+
+    def kernel_cache() -> str:    # nested: sent to the workers by value
+        """pycuda's disk cache directory in this process (pycuda.compiler's rule)."""
+        import os as system
+
+        if "PYCUDA_CACHE_DIR" in system.environ:
+            return system.environ["PYCUDA_CACHE_DIR"]
+        import platformdirs
+
+        return system.path.join(platformdirs.user_cache_dir("pycuda", "pycuda"), "compiler-cache-v1")
+
     seconds = []
     for fresh in (0, 1):               # the first cluster fills the kernels' disk cache
         with warnings.catch_warnings():
@@ -145,6 +156,38 @@ def test_prepare_on_a_fresh_cluster_with_cached_kernels_takes_at_most_a_second()
                 s = cskd.sort(x).persist()
                 distributed.wait(s)
                 print(f"PREPARE cluster {fresh}: {n} GPUs, prepare {seconds[-1]:.3f} s, "
-                      f"first sort {time.perf_counter() - t:.3f} s")
+                      f"first sort {time.perf_counter() - t:.3f} s, pycuda's disk cache on the workers: "
+                      f"{sorted(set(client.run(kernel_cache).values()))}")
     print(f"PREPARE fresh cluster, kernels cached: {seconds[1]:.3f} s (first cluster: {seconds[0]:.3f} s)")
     assert seconds[1] <= 1.0
+
+
+def test_cupy_chunks_through_p2p_and_auto_without_nccl(monkeypatch):
+    """exchange="p2p" carries CuPy chunks through host memory; "auto"
+    takes it for many pieces when the workers have no NCCL."""
+    n = gpus()
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 1000, 64 * 4096).astype(np.float32)
+    a[::97] = np.nan
+    values = rng.integers(-2**40, 2**40, len(a))
+    import cupy
+
+    from helpers import reference_argsort
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with gpu_cluster(n) as local, distributed.Client(local) as client:
+            client.wait_for_workers(n)
+            x = device_keys(a, 4096).persist()
+            monkeypatch.setattr(explicit, "nccl_ready", lambda c: False)
+            assert cskd.plan(x).exchange == "p2p"              # 64 x 64 pieces
+            s, i = cskd.sort(x), cskd.argsort(x, descending=True)
+            k, v = cskd.sort_by_key(x, device_keys(values, 4096), exchange="p2p")
+            got = client.compute([s, i, k, v], sync=True)
+            assert all(type(g).__module__.startswith("cupy") for g in got)
+            got_s, got_i, got_k, got_v = (cupy.asnumpy(g) for g in got)
+            np.testing.assert_array_equal(got_s, np.sort(a))
+            assert np.array_equal(got_i, reference_argsort(a, True))
+            order = np.argsort(a, kind="stable")
+            np.testing.assert_array_equal(got_k, a[order])
+            assert np.array_equal(got_v, values[order])

@@ -202,3 +202,47 @@ def test_the_collective_holds_at_most_10_tasks_a_chunk_at_1024_chunks(client):
     held = client.run_on_scheduler(count)
     assert held - before + p <= 10 * p and held - before <= p + 2 + 2, f"{held - before} tasks for {p} chunks"
     assert np.array_equal(s.compute(), np.sort(a))
+
+
+class DeviceArray(np.ndarray):
+    """Stands for cupy.ndarray where only its module and .get() are read."""
+
+    def get(self):
+        return np.asarray(self).copy()
+
+
+DeviceArray.__module__ = "cupy._core.core"
+
+
+def test_device_chunks_without_nccl_take_p2p_from_many_pieces(client, monkeypatch):
+    """CuPy chunks on a distributed Client whose workers lack NCCL: the
+    tasks exchange's pieces up to DEVICE_P2P_MIN_PIECES, then p2p (at most
+    10 tasks a chunk at 1,024 chunks, as for NumPy chunks)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(explicit, "nccl_ready", lambda c: False)
+    device = SimpleNamespace(_meta=np.empty(0).view(DeviceArray))
+    assert cskd._exchange("auto", device, cskd.DEVICE_P2P_MIN_PIECES - 1) == "tasks"
+    assert cskd._exchange("auto", device, cskd.DEVICE_P2P_MIN_PIECES) == "p2p"
+    assert cskd._exchange("auto", device, 1024 * 1024) == "p2p"
+
+
+def test_p2p_moves_device_chunks_through_the_host_and_back(monkeypatch):
+    """The p2p exchange hands the engine host copies of device chunks and
+    gives each output chunk back to the chunks' array module."""
+    import sys
+    from types import ModuleType
+
+    from cudasortkit.dask import p2p
+
+    fake = ModuleType("cupy")
+    fake.asarray = lambda a: np.asarray(a).view(DeviceArray)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    keys = np.arange(5, dtype=np.float32).view(DeviceArray)
+    values = np.arange(5, dtype=np.int64).view(DeviceArray)
+    host = p2p.on_host((keys, values))
+    assert all(type(a) is np.ndarray for a in host) and np.array_equal(host[1], np.arange(5))
+    assert p2p.on_host((keys, None))[1] is None
+    back = p2p.on_module(host, "cupy")
+    assert all(type(a) is DeviceArray for a in back) and np.array_equal(back[0], np.arange(5))
+    assert p2p.on_module(host, "numpy") is host

@@ -8,8 +8,10 @@
 `exchange=` picks how the sorted pieces move between workers: "auto"
 (default), "nccl" (CuPy chunks: one collective sort among the workers over
 NCCL, run when called; explicit.py), "p2p" (Dask distributed's P2P shuffle
-engine: tasks grow linearly with the chunk count; NumPy chunks) or "tasks"
-(P x Q tasks; any chunks); see SortPlan.
+engine: tasks grow linearly with the chunk count; CuPy chunks go through
+host memory) or "tasks" (a tree of about P log P tasks on Dask's local
+schedulers, tree.py; P x Q piece tasks on a distributed Client); see
+SortPlan.
 
 Results are lazy dask arrays with known chunks: by default the input's
 chunking (`chunks=` asks for another), each output chunk holding exactly its
@@ -69,14 +71,21 @@ __all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXC
 # workers when sort() is called (P + W + Q tasks, W workers).
 #
 # "auto" picks nccl for device (CuPy) chunks when a distributed Client is the
-# default scheduler and every worker has NCCL, p2p for host (NumPy) chunks
-# on a distributed Client when P x Q >= P2P_MIN_PIECES, else tasks; the tasks
+# default scheduler and every worker has NCCL, p2p on a distributed Client
+# when P x Q >= P2P_MIN_PIECES (host chunks) or DEVICE_P2P_MIN_PIECES
+# (device chunks without NCCL: p2p copies them through host memory), else
+# tasks; the tasks
 # exchange's pieces layout refuses more than TASKS_MAX_PIECES pieces (a graph
 # no scheduler could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
 # P = 8 (64 pieces) tasks 0.12-0.16 s, p2p 0.15-0.17 s; P = 16: 0.45-0.49
 # against 0.28-0.34 s; P = 32: 1.0-1.3 against 0.37-0.39 s.
 EXCHANGES = ("auto", "nccl", "p2p", "tasks")
 P2P_MIN_PIECES = 100
+#: Device (CuPy) chunks without NCCL: the p2p exchange copies them through
+#: host memory (once each way), the tasks exchange's pieces move worker to
+#: worker (device to device under UCX) at a scheduler task each (about 1 ms);
+#: from this many pieces on (an estimate, not measured on GPUs), p2p.
+DEVICE_P2P_MIN_PIECES = 1024
 TASKS_MAX_PIECES = 1 << 18
 
 
@@ -89,6 +98,7 @@ class SortPlan:
     dtype: np.dtype = np.dtype(np.float64)   # the keys'
     exchange: str = "tasks"                  # "nccl", "p2p" or "tasks", as chosen by _plan
     layout: str = "pieces"                   # the tasks exchange's: "pieces" (P x Q) or "tree" (tree.py)
+    module: str = "numpy"                    # the chunks' array module ("numpy" or "cupy")
 
     @property
     def targets(self) -> np.ndarray:
@@ -240,7 +250,7 @@ def _plan(x, descending, chunks, exchange, *names) -> SortPlan:
     layout = "pieces" if cluster.has_distributed_client() else "tree"
     return SortPlan(sizes, out, bool(descending),
                     tokenize(x.name, bool(descending), out, exchange, layout, *names),
-                    np.dtype(x.dtype), exchange, layout)
+                    np.dtype(x.dtype), exchange, layout, "numpy" if _on_host(x) else "cupy")
 
 
 def _explicit():
@@ -250,14 +260,21 @@ def _explicit():
     return explicit
 
 
+def _on_host(x) -> bool:
+    """Whether x's chunks are host (NumPy) arrays, as chunks.array_module
+    tells, without importing cupy."""
+    return type(x._meta).__module__.split(".")[0] != "cupy"
+
+
 def _exchange(requested: str, x, pieces: int) -> str:
     """The exchange to use (the rule above EXCHANGES), or why it cannot be."""
-    host = type(x._meta).__module__.split(".")[0] != "cupy"   # as chunks.array_module, without importing cupy
+    host = _on_host(x)
     if requested == "auto":
         client = cluster.default_client()
         if not host and client is not None and _explicit().nccl_ready(client):
             return "nccl"
-        fits = host and pieces >= P2P_MIN_PIECES and p2p.available() and client is not None
+        many = pieces >= (P2P_MIN_PIECES if host else DEVICE_P2P_MIN_PIECES)
+        fits = many and p2p.available() and client is not None
         requested = "p2p" if fits else "tasks"
     if requested == "nccl":
         if host:
@@ -267,16 +284,13 @@ def _exchange(requested: str, x, pieces: int) -> str:
             raise ValueError("exchange='nccl' runs on Dask's distributed scheduler: make a "
                              "distributed.Client first (or use exchange='tasks')")
     elif requested == "p2p":
-        if not host:
-            raise ValueError("exchange='p2p' carries host (NumPy) chunks only: Dask's P2P engine would "
-                             "copy device chunks through the host; use exchange='nccl' or 'tasks' for CuPy chunks")
         if not p2p.available():
             raise ValueError("exchange='p2p' needs distributed's P2P shuffle engine as of distributed "
                              "2026.7 or later; use exchange='tasks'")
     elif pieces > TASKS_MAX_PIECES and cluster.has_distributed_client():   # the pieces layout
         raise ValueError(f"{pieces} pieces (input x output chunks) are too many for the tasks exchange "
-                         f"(at most {TASKS_MAX_PIECES}); use fewer, larger chunks, NumPy chunks on a "
-                         "distributed Client (the p2p exchange) or CuPy chunks on GPU workers (exchange='nccl')")
+                         f"(at most {TASKS_MAX_PIECES}) on a distributed Client; use fewer, larger chunks, "
+                         "exchange='p2p' or, for CuPy chunks on GPU workers, exchange='nccl'")
     return requested
 
 
