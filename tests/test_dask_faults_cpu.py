@@ -24,7 +24,7 @@ from cudasortkit.dask import comm, explicit  # noqa: E402
 #: workers whose rank sleeps, and the moment it did
 VICTIMS: list = []
 ASLEEP = threading.Event()
-SLEEP = 6.0
+SLEEP = 3.0
 real_run_rank = explicit._run_rank
 
 
