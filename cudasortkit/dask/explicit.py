@@ -43,7 +43,6 @@ from .cuts import worker_starts
 from .runs import merge_interleaved, packable
 
 NAME = "cudasortkit-collectives"
-LOCK = "cudasortkit-collective-sort"
 #: keys per worker the warm-up sorts at most (per dtype and operation):
 #: large enough that cudasortkit picks the plugins of large sorts on GPUs
 WARM_KEYS = {"cupy": 1 << 26, "numpy": 1 << 16}
