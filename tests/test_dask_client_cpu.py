@@ -97,3 +97,31 @@ def test_a_failing_warm_up_is_raised_by_prepare(client, monkeypatch):
         explicit.prepare(("int32",), ("argsort",), (True,), "threads", "numpy")
     cids = {cid for k, (cid, _) in explicit._communicators.items() if k[0] == client.scheduler.address}
     assert cids and not any(w[0] in cids for w in explicit._warmed), "a failed warm-up counted as done"
+
+
+def slow_warm_up(dtype, op, descending, n, module, dask_worker=None):
+    import time
+
+    time.sleep(1.0)
+    SEEN.append((False, np.dtype(dtype).str, op))
+
+
+def test_prepare_without_waiting_is_waited_for_by_the_first_sort(client, monkeypatch):
+    """prepare(wait=False) returns before the workers are ready; the first
+    sort waits for it (and raises its error)."""
+    import time
+
+    SEEN.clear()
+    monkeypatch.setattr(explicit, "warm_up", slow_warm_up)
+    t = time.perf_counter()
+    explicit.prepare(("int64",), ("sort",), (False,), "threads", "numpy", wait=False)
+    assert time.perf_counter() - t < 0.9 and explicit._preparing
+    x = client.persist(da.from_array(np.arange(300)[::-1].copy(), chunks=70))
+    got, = explicit.run("sort", x, None, False, x.chunks[0], "threads")
+    assert not explicit._preparing and len(SEEN) == 2       # both workers warmed before the sort
+    assert np.array_equal(got.compute(), np.arange(300))
+    monkeypatch.setattr(explicit, "warm_up", failing_warm_up)
+    explicit.prepare(("int32",), ("sort",), (False,), "threads", "numpy", wait=False)
+    with pytest.raises(MemoryError, match="warm-up ran out of memory"):
+        explicit.run("sort", x, None, False, x.chunks[0], "threads")
+    assert not explicit._preparing

@@ -215,14 +215,18 @@ def sort_by_key(keys, values, descending=False, *, chunks=None, exchange="auto")
     return k, v
 
 
-def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), keys_per_worker=None) -> None:
+def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), keys_per_worker=None, *,
+            wait=True) -> None:
     """Ready the default client's GPU workers for exchange="nccl": make
     their NCCL communicators and compile the kernels that sorts of `dtypes`
     (ops: "sort", "argsort", "sort_by_key") use, by sorting keys_per_worker
     keys on each (default 2^26; the size your sorts give each worker picks
     the same kernels), so the first sort is as fast as the later ones.
-    Optional: the first sort does it otherwise."""
-    _explicit().prepare(tuple(dtypes), tuple(ops), tuple(descending), keys_per_worker=keys_per_worker)
+    Optional: the first sort does it otherwise. wait=False returns at once
+    and readies the workers in the background (while you make your data);
+    the first collective sort waits for it to end."""
+    _explicit().prepare(tuple(dtypes), tuple(ops), tuple(descending), keys_per_worker=keys_per_worker,
+                        wait=bool(wait))
 
 
 def plan(x, descending=False, chunks=None, exchange="auto") -> SortPlan:

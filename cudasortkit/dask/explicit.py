@@ -179,6 +179,8 @@ _warmed: set = set()
 _turns: set = set()
 #: (scheduler, members) whose workers all have the Collectives plugin
 _plugged: set = set()
+#: prepare(wait=False)'s futures, waited for by the next sort (_prepared)
+_preparing: list = []
 #: seconds between checks that the ranks' workers are still there
 POLL = 1.0
 
@@ -369,12 +371,14 @@ def ready(client, transport: str, members, warm, n: int, module: str):
 
 
 def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: str = "nccl",
-            module: str = "cupy", keys_per_worker: int | None = None) -> None:
+            module: str = "cupy", keys_per_worker: int | None = None, wait: bool = True) -> None:
     """Make the communicators among the default client's workers and warm
     the kernels of every (dtype, op, descending) on all of them (sorting
     keys_per_worker keys, default WARM_KEYS), so that the first sort runs as
     fast as the later ones: both at once (ready); and registers the
-    scheduler's Turns plugin."""
+    scheduler's Turns plugin. wait=False: in a thread of this process,
+    returning at once; the next collective sort waits for it (and raises
+    its error)."""
     n = WARM_KEYS[module] if keys_per_worker is None else int(keys_per_worker)
     client = cluster.default_client()
     if client is None:
@@ -383,8 +387,26 @@ def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), transport: 
         if op not in ("sort", "argsort", "sort_by_key"):
             raise ValueError(f"op={op!r}: one of 'sort', 'argsort', 'sort_by_key'")
     warm = [(np.dtype(d).str, op, bool(desc)) for d in dtypes for op in ops for desc in descending]
-    _ensure_turns(client)
-    ready(client, transport, _members(client), warm, n, module)
+
+    def work():
+        _ensure_turns(client)
+        ready(client, transport, _members(client), warm, n, module)
+
+    if wait:
+        _prepared()
+        work()
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="cudasortkit-prepare")
+    _preparing.append(pool.submit(work))
+    pool.shutdown(wait=False)       # its thread ends with the work
+
+
+def _prepared() -> None:
+    """Wait for the prepares started with wait=False; raise the first error."""
+    while _preparing:
+        _preparing.pop(0).result()
 
 
 def wait_watching(client, parts, workers, poll: float | None = None, on_failure=None) -> None:
@@ -464,6 +486,7 @@ def run(op: str, keys, values, descending: bool, out_chunks, transport: str = "n
                            "(a distributed.Client); use exchange='tasks' for other schedulers")
     keys = _persisted(client, keys)
     values = None if values is None else _persisted(client, values)
+    _prepared()
     names = list(flatten(keys.__dask_keys__()))
     token = tokenize(keys.name, op, descending, tuple(out_chunks), uuid.uuid4().hex)
     place = _take_turn(client, token, names)
