@@ -46,7 +46,9 @@ def gpu_cluster(n: int):
     """One single-thread worker per GPU, each under a nanny (which restarts it)."""
     from distributed import Nanny, Scheduler, SpecCluster
 
-    workers = {i: {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")     # the GPUs this run may use, in order
+    ids = visible.split(",") if visible else [str(i) for i in range(n)]
+    workers = {i: {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": ids[i]}}}
                for i in range(n)}
     return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
         "protocol": "tcp", "dashboard_address": None}})

@@ -76,8 +76,12 @@ def main(argv=None) -> None:
     else:
         from distributed import Nanny, Scheduler, SpecCluster
 
+        import os
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")   # the GPUs this run may use, in order
+        ids = visible.split(",") if visible else [str(i) for i in range(args.workers)]
         cluster = SpecCluster(workers={i: {"cls": Nanny, "options": {
-            "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}} for i in range(args.workers)},
+            "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": ids[i]}}} for i in range(args.workers)},
             scheduler={"cls": Scheduler, "options": {"protocol": "tcp", "dashboard_address": None}})
         transport, module = "nccl", "cupy"
     with cluster, distributed.Client(cluster) as client:
