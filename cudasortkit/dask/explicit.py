@@ -361,7 +361,7 @@ def ready(client, transport: str, members, warm, n: int, module: str):
     if made is not None and not todo:
         return made
     _ensure_plugin(client, members)
-    client.run(_warm_start, todo, int(n), module, wait=False)
+    client.run(_warm_start, todo, int(n), module)    # returns once every worker's thread started
     try:
         cid, ranks = communicator(client, transport, members)
     finally:
