@@ -145,3 +145,47 @@ def test_the_turn_passes_on_when_ranks_end_or_a_client_gives_it_back(cluster):
     while client.run_on_scheduler(holder) is not None and time.time() < deadline:
         time.sleep(0.05)
     assert client.run_on_scheduler(holder) is None
+
+
+def slow_rank(*args):
+    """explicit._run_rank, 0.3 s late: the ranks of two sorts overlap."""
+    time.sleep(0.3)
+    return real_run_rank(*args)
+
+
+def test_sorts_from_two_threads_take_turns(monkeypatch):
+    """Two collective sorts at once on workers of two threads (both sorts'
+    ranks could run at once on one communicator: their calls would mix)
+    both come out exact."""
+    monkeypatch.setattr(comm.ThreadComm, "timeout", 20.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with distributed.LocalCluster(processes=False, n_workers=3, threads_per_worker=2,
+                                      dashboard_address=None) as local, distributed.Client(local) as client:
+            two_sorts_at_once(client, monkeypatch)
+
+
+def two_sorts_at_once(client, monkeypatch):
+    rng = np.random.default_rng(12)
+    arrays = [rng.integers(0, 50, 2000).astype(np.int64) for _ in range(2)]
+    xs = [client.persist(da.from_array(a, chunks=300)) for a in arrays]
+    distributed.wait(xs)
+    explicit.prepare(("int64",), ("argsort",), (False,), "threads", "numpy")
+    monkeypatch.setattr(explicit, "_run_rank", slow_rank)
+    got, errors = [None, None], []
+
+    def sort(i):
+        try:
+            for _ in range(3):
+                got[i] = explicit.run("argsort", xs[i], None, False, xs[i].chunks[0], "threads")[0].compute()
+        except Exception as e:      # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=sort, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    for a, g in zip(arrays, got):
+        assert np.array_equal(g, np.argsort(a, kind="stable"))

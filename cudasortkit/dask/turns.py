@@ -76,6 +76,9 @@ async def begin(client: str, token: str, keys: list, dask_scheduler=None) -> dic
     [address, ...]}} for the input chunk keys `keys`."""
     turns = dask_scheduler.plugins[NAME]
     await turns.lock.acquire()
+    if client not in dask_scheduler.clients:     # it left while it waited
+        turns.lock.release()
+        raise RuntimeError(f"cudasortkit.dask: client {client} left before its sort's turn")
     workers = members(dask_scheduler)
     turns.hold(client, [rank_key(token, r) for r in range(len(workers))])
     tasks = dask_scheduler.tasks
