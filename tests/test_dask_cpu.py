@@ -203,9 +203,8 @@ def graph_tasks(result) -> int:
 
 @pytest.mark.parametrize("p", [128, 8192])
 def test_p2p_graph_grows_linearly_with_the_chunk_count(p):
-    """At most 20 tasks per chunk (issue 27's bar at 128 chunks), built
-    quickly at thousands of chunks; the tasks exchange's P x Q pieces stay
-    below its limit."""
+    """At most 20 tasks per chunk at 128 chunks, built quickly at thousands
+    of chunks (tests/test_dask_scale_cpu.py counts every default path)."""
     import time
 
     x = da.zeros(p * 4, chunks=4, dtype=np.float32)
@@ -221,7 +220,9 @@ def test_p2p_graph_grows_linearly_with_the_chunk_count(p):
     assert s.chunks == x.chunks
 
 
-def test_tasks_exchange_refuses_a_graph_no_scheduler_could_run():
+def test_tasks_exchange_refuses_a_graph_no_scheduler_could_run(client):
+    """With a distributed Client (the pieces layout); local schedulers build
+    the tree layout at any size (tests/test_dask_scale_cpu.py)."""
     x = da.zeros(1024, chunks=1, dtype=np.float32)   # 2^20 pieces
     with pytest.raises(ValueError, match="too many for the tasks exchange.*p2p"):
         cskd.sort(x, exchange="tasks")
@@ -239,7 +240,7 @@ def test_auto_exchange_without_a_client_is_tasks(monkeypatch):
 
     monkeypatch.setattr(cluster, "default_client", lambda: None)   # the module's client may be up
     x = da.zeros(100, chunks=10)
-    assert cskd.plan(x).exchange == "tasks"
+    assert cskd.plan(x).exchange == "tasks" and cskd.plan(x).layout == "tree"
     got = cskd.argsort(x[::-1] + da.arange(100, chunks=10)).compute(scheduler="sync")
     assert np.array_equal(got, np.arange(100))
 
@@ -280,7 +281,7 @@ def test_p2p_sorts_hundreds_of_chunks_exactly(client, rng):
 
 @pytest.mark.slow
 def test_p2p_sorts_8192_chunks(rng):
-    """Issue 27's bar: 8,192 chunks sort on a LocalCluster (sort and argsort:
+    """8,192 chunks sort on a LocalCluster (sort and argsort:
     251 s on a loaded 2-core machine, the scheduler's ~1-3 ms a task at 7
     tasks a chunk; hence slow)."""
     with warnings.catch_warnings():
@@ -362,7 +363,8 @@ def slow_block(b):
 
 def test_a_worker_lost_mid_sort_gives_the_exact_result():
     """Dask's retry (a P2P exchange restarts on the workers left) and never a
-    partial result: one of two worker processes exits while the sort runs."""
+    partial result: one of two worker processes exits while the sort runs;
+    the persisted input is intact afterwards (Dask recomputes its lost chunks)."""
     import os
     import time
 
@@ -372,7 +374,9 @@ def test_a_worker_lost_mid_sort_gives_the_exact_result():
         warnings.simplefilter("ignore")
         with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as c:
-            x = da.from_array(a, chunks=16).map_blocks(slow_block, dtype=a.dtype)
+            held = c.persist(da.from_array(a, chunks=16))     # the input, persisted on both workers
+            distributed.wait(held)
+            x = held.map_blocks(slow_block, dtype=a.dtype)
             future = c.compute(cskd.argsort(x, exchange="p2p"))
             time.sleep(1.0)
             assert future.status == "pending"
@@ -381,6 +385,7 @@ def test_a_worker_lost_mid_sort_gives_the_exact_result():
             with pytest.raises(Exception):   # the worker's connection closes as it exits
                 c.run(os._exit, 1, workers=[workers[1]])
             assert np.array_equal(future.result(timeout=120), np.argsort(a, kind="stable"))
+            assert np.array_equal(held.compute(), a), "the persisted input lost chunks"
 
 
 def test_without_dask_the_import_names_the_extra(monkeypatch):

@@ -43,13 +43,15 @@ def test_cupy_chunks_sort_argsort_sort_by_key(dist, dtype, descending, rng):
     assert [len(b) for b in blocks] == list(chunks)
 
 
-def test_cupy_chunks_refuse_the_p2p_exchange_and_sort_through_tasks(rng):
-    """Dask's P2P engine would copy device chunks through the host: refused
-    by name; "auto" picks the tasks exchange for them."""
+def test_cupy_chunks_on_local_schedulers_take_the_tasks_tree(rng):
+    """Without a distributed Client "auto" picks the tasks exchange, laid
+    out as a tree (cudasortkit/dask/tree.py); "p2p" (which copies CuPy
+    chunks through the host) builds, and needs a distributed Client to run."""
     x = cupy_chunks(rng.random(1000), 10)
-    with pytest.raises(ValueError, match="exchange='p2p' carries host"):
-        cskd.sort(x, exchange="p2p")
-    assert cskd.plan(x).exchange == "tasks"
+    assert cskd.plan(x).exchange == "tasks" and cskd.plan(x).layout == "tree"
+    assert cskd.plan(x, exchange="p2p").module == "cupy"
+    with pytest.raises(RuntimeError, match="distributed"):
+        cskd.sort(x, exchange="p2p").compute(scheduler="sync")
 
 
 # -------------------------------------- the collective's parts on one GPU

@@ -8,8 +8,10 @@
 `exchange=` picks how the sorted pieces move between workers: "auto"
 (default), "nccl" (CuPy chunks: one collective sort among the workers over
 NCCL, run when called; explicit.py), "p2p" (Dask distributed's P2P shuffle
-engine: tasks grow linearly with the chunk count; NumPy chunks) or "tasks"
-(P x Q tasks; any chunks); see SortPlan.
+engine: tasks grow linearly with the chunk count; CuPy chunks go through
+host memory) or "tasks" (a tree of about P log P tasks on Dask's local
+schedulers, tree.py; P x Q piece tasks on a distributed Client); see
+SortPlan.
 
 Results are lazy dask arrays with known chunks: by default the input's
 chunking (`chunks=` asks for another), each output chunk holding exactly its
@@ -38,7 +40,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from ..dtypes import value_bytes
-from . import chunks, cluster, p2p
+from . import chunks, cluster, p2p, tree
 from .splitters import brackets, exact_boundaries, output_boundaries, samples_per_chunk
 
 __all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXCHANGES"]
@@ -56,22 +58,34 @@ __all__ = ["sort", "argsort", "sort_by_key", "prepare", "SortPlan", "plan", "EXC
 #     exchange, "p2p":      P transfer tasks, 1 barrier, Q output tasks that
 #                           merge (p2p.py: Dask's P2P shuffle engine moves the
 #                           pieces worker to worker)
-#     exchange, "tasks":    P split rows, P x Q pieces (views), Q concatenations,
-#                           Q merges (Dask's scheduler moves every piece)
+#     exchange, "tasks":    with a distributed Client (layout "pieces"): P split
+#                           rows, P x Q pieces (views), Q concatenations, Q
+#                           merges (Dask's scheduler moves every piece once);
+#                           on a local scheduler (layout "tree", tree.py): P
+#                           split rows, then about max(P, Q) tasks a level over
+#                           ceil(log_32(max(P, Q))) levels, the last one Q
+#                           merges (whole chunks referenced, no piece tasks)
 #     result       Q per returned array (field 0 keys, 1 values)
 #
 # "nccl" is not a graph: explicit.py runs one collective sort among the
 # workers when sort() is called (P + W + Q tasks, W workers).
 #
 # "auto" picks nccl for device (CuPy) chunks when a distributed Client is the
-# default scheduler and every worker has NCCL, p2p for host (NumPy) chunks
-# on a distributed Client when P x Q >= P2P_MIN_PIECES, else tasks; the tasks
-# exchange refuses more than TASKS_MAX_PIECES pieces (a graph no scheduler
-# could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
+# default scheduler and every worker has NCCL, p2p on a distributed Client
+# when P x Q >= P2P_MIN_PIECES (host chunks) or DEVICE_P2P_MIN_PIECES
+# (device chunks without NCCL: p2p copies them through host memory), else
+# tasks; the tasks
+# exchange's pieces layout refuses more than TASKS_MAX_PIECES pieces (a graph
+# no scheduler could run). Measured on a 2-worker CPU LocalCluster, 1024-key chunks:
 # P = 8 (64 pieces) tasks 0.12-0.16 s, p2p 0.15-0.17 s; P = 16: 0.45-0.49
 # against 0.28-0.34 s; P = 32: 1.0-1.3 against 0.37-0.39 s.
 EXCHANGES = ("auto", "nccl", "p2p", "tasks")
 P2P_MIN_PIECES = 100
+#: Device (CuPy) chunks without NCCL: the p2p exchange copies them through
+#: host memory (once each way), the tasks exchange's pieces move worker to
+#: worker (device to device under UCX) at a scheduler task each (about 1 ms);
+#: from this many pieces on (an estimate, not measured on GPUs), p2p.
+DEVICE_P2P_MIN_PIECES = 1024
 TASKS_MAX_PIECES = 1 << 18
 
 
@@ -83,6 +97,8 @@ class SortPlan:
     token: str            # names this sort's tasks
     dtype: np.dtype = np.dtype(np.float64)   # the keys'
     exchange: str = "tasks"                  # "nccl", "p2p" or "tasks", as chosen by _plan
+    layout: str = "pieces"                   # the tasks exchange's: "pieces" (P x Q) or "tree" (tree.py)
+    module: str = "numpy"                    # the chunks' array module ("numpy" or "cupy")
 
     @property
     def targets(self) -> np.ndarray:
@@ -95,7 +111,8 @@ class SortPlan:
         """{stage name: {key: task}}, in order, every stage reading only its
         predecessors and the inputs: local-sort, sample, brackets, window,
         boundaries, then the exchange's (p2p: transfer, barrier and merge in
-        one layer; tasks: splits, piece, exchange, merge); the last layer
+        one layer; tasks: splits, then piece, exchange, merge or the
+        tree's levels, the last the merge); the last layer
         holds the merged (keys, values) of output chunk j at (merge name, j)."""
         if self.exchange == "nccl":
             raise ValueError("exchange='nccl' is no task graph: it runs when sort() is called; time its "
@@ -123,6 +140,9 @@ class SortPlan:
             return out
         row, piece, gather, merged = (self.name(s) for s in ("splits", "piece", "exchange", "merge"))
         out[row] = {(row, i): (chunks.splits, (local, i), bounds, i, desc) for i in range(p)}
+        if self.layout == "tree":
+            out.update(tree.layers(self, local, row))
+            return out
         out[piece] = {(piece, i, j): (chunks.piece, (local, i), (row, i), j) for i in range(p) for j in range(q)}
         out[gather] = {(gather, j): (chunks.concatenate, [(piece, i, j) for i in range(p)]) for j in range(q)}
         out[merged] = {(merged, j): (chunks.merge, (gather, j), desc) for j in range(q)}
@@ -195,14 +215,18 @@ def sort_by_key(keys, values, descending=False, *, chunks=None, exchange="auto")
     return k, v
 
 
-def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), keys_per_worker=None) -> None:
+def prepare(dtypes=("float32",), ops=("sort",), descending=(False,), keys_per_worker=None, *,
+            wait=True) -> None:
     """Ready the default client's GPU workers for exchange="nccl": make
     their NCCL communicators and compile the kernels that sorts of `dtypes`
     (ops: "sort", "argsort", "sort_by_key") use, by sorting keys_per_worker
     keys on each (default 2^26; the size your sorts give each worker picks
     the same kernels), so the first sort is as fast as the later ones.
-    Optional: the first sort does it otherwise."""
-    _explicit().prepare(tuple(dtypes), tuple(ops), tuple(descending), keys_per_worker=keys_per_worker)
+    Optional: the first sort does it otherwise. wait=False returns at once
+    and readies the workers in the background (while you make your data);
+    the first collective sort waits for it to end."""
+    _explicit().prepare(tuple(dtypes), tuple(ops), tuple(descending), keys_per_worker=keys_per_worker,
+                        wait=bool(wait))
 
 
 def plan(x, descending=False, chunks=None, exchange="auto") -> SortPlan:
@@ -224,8 +248,13 @@ def _plan(x, descending, chunks, exchange, *names) -> SortPlan:
     exchange = _exchange(exchange, x, len(sizes) * len(out))
     if exchange != "nccl":          # NCCL moves the data itself, whatever Dask talks
         cluster.check_transport(x)
-    return SortPlan(sizes, out, bool(descending), tokenize(x.name, bool(descending), out, exchange, *names),
-                    np.dtype(x.dtype), exchange)
+    # Local schedulers hold every result in one process: the tree's tasks
+    # take whole chunks at no cost there, where they would pull them across
+    # a distributed cluster's network.
+    layout = "pieces" if cluster.has_distributed_client() else "tree"
+    return SortPlan(sizes, out, bool(descending),
+                    tokenize(x.name, bool(descending), out, exchange, layout, *names),
+                    np.dtype(x.dtype), exchange, layout, "numpy" if _on_host(x) else "cupy")
 
 
 def _explicit():
@@ -235,14 +264,21 @@ def _explicit():
     return explicit
 
 
+def _on_host(x) -> bool:
+    """Whether x's chunks are host (NumPy) arrays, as chunks.array_module
+    tells, without importing cupy."""
+    return type(x._meta).__module__.split(".")[0] != "cupy"
+
+
 def _exchange(requested: str, x, pieces: int) -> str:
     """The exchange to use (the rule above EXCHANGES), or why it cannot be."""
-    host = type(x._meta).__module__.split(".")[0] != "cupy"   # as chunks.array_module, without importing cupy
+    host = _on_host(x)
     if requested == "auto":
         client = cluster.default_client()
         if not host and client is not None and _explicit().nccl_ready(client):
             return "nccl"
-        fits = host and pieces >= P2P_MIN_PIECES and p2p.available() and client is not None
+        many = pieces >= (P2P_MIN_PIECES if host else DEVICE_P2P_MIN_PIECES)
+        fits = many and p2p.available() and client is not None
         requested = "p2p" if fits else "tasks"
     if requested == "nccl":
         if host:
@@ -252,16 +288,13 @@ def _exchange(requested: str, x, pieces: int) -> str:
             raise ValueError("exchange='nccl' runs on Dask's distributed scheduler: make a "
                              "distributed.Client first (or use exchange='tasks')")
     elif requested == "p2p":
-        if not host:
-            raise ValueError("exchange='p2p' carries host (NumPy) chunks only: Dask's P2P engine would "
-                             "copy device chunks through the host; use exchange='nccl' or 'tasks' for CuPy chunks")
         if not p2p.available():
             raise ValueError("exchange='p2p' needs distributed's P2P shuffle engine as of distributed "
                              "2026.7 or later; use exchange='tasks'")
-    elif pieces > TASKS_MAX_PIECES:
+    elif pieces > TASKS_MAX_PIECES and cluster.has_distributed_client():   # the pieces layout
         raise ValueError(f"{pieces} pieces (input x output chunks) are too many for the tasks exchange "
-                         f"(at most {TASKS_MAX_PIECES}); use fewer, larger chunks, NumPy chunks on a "
-                         "distributed Client (the p2p exchange) or CuPy chunks on GPU workers (exchange='nccl')")
+                         f"(at most {TASKS_MAX_PIECES}) on a distributed Client; use fewer, larger chunks, "
+                         "exchange='p2p' or, for CuPy chunks on GPU workers, exchange='nccl'")
     return requested
 
 

@@ -14,8 +14,9 @@ The engine's extension points (ShuffleSpec, ShuffleRun, P2PBarrierTask) are
 distributed's own but not public API: `available()` checks they are there as
 this module uses them (checked with distributed 2026.7 and 2026.8), and the
 sort falls back to the tasks exchange without them. The engine carries host
-(NumPy) buffers only: it measures shards with memoryview() and pickles small
-ones, so CuPy chunks use the tasks exchange (docs/dask.md).
+buffers only (it measures shards with memoryview() and pickles small ones):
+device (CuPy) chunks are copied to the host by their transfer task and each
+output chunk back to the device before its merge (one copy each way).
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def layer(plan, local_name: str, bounds_key, with_values: bool, value_dtype) -> 
         dsk[(transfer, i)] = Task((transfer, i), transfer_chunk, TaskRef((local_name, i)), TaskRef(bounds_key),
                                   id, i, plan.descending)
     spec = SortExchangeSpec(id=id, disk=_disk(), n_out=len(plan.out_chunks), key_dtype=plan.dtype,
-                            value_dtype=value_dtype if with_values else None)
+                            value_dtype=value_dtype if with_values else None, module=plan.module)
     barrier = barrier_key(id)
     dsk[barrier] = P2PBarrierTask(barrier, p2p_barrier, id, *(TaskRef((transfer, i)) for i in range(len(plan.sizes))),
                                   spec=spec)
@@ -85,8 +86,24 @@ def transfer_chunk(chunk, bounds, id, index: int, descending: bool) -> int:
         raise RuntimeError("cudasortkit.dask: exchange='p2p' runs only on Dask's distributed scheduler "
                            "(a distributed.Client); sort with exchange='tasks' for other schedulers") from None
     with handle_transfer_errors(id):
+        chunk = on_host(chunk)
         row = chunks.split_row(chunk[0], bounds, index, descending)
         return get_worker_plugin().add_partition((chunk, row), partition_id=index, id=id)
+
+
+def on_host(chunk):
+    """(keys, values or None) as host (NumPy) arrays: device ones copied."""
+    keys, values = chunk
+    return chunks.to_host(keys), None if values is None else chunks.to_host(values)
+
+
+def on_module(chunk, module: str):
+    """(keys, values or None) as arrays of `module` ("numpy" or "cupy")."""
+    if module == "numpy":
+        return chunk
+    xp = __import__(module)
+    keys, values = chunk
+    return xp.asarray(keys), None if values is None else xp.asarray(values)
 
 
 def merge_output(id, out: int, run_id: int, descending: bool):
@@ -148,7 +165,7 @@ def _engine():
             except DataUnavailable:   # no input chunk sent this output chunk anything
                 pieces = []
             pieces = sorted((p for group in pieces for p in _flatten(group)), key=lambda p: p[0])
-            return _concatenate(pieces, self.spec)
+            return on_module(_concatenate(pieces, self.spec), self.spec.module)
 
         def read(self, path):
             import mmap
@@ -170,6 +187,7 @@ def _engine():
         n_out: int
         key_dtype: np.dtype
         value_dtype: np.dtype | None
+        module: str = "numpy"      # the chunks' array module: outputs go back to it
 
         @property
         def output_partitions(self):
