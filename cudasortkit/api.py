@@ -327,13 +327,14 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
             algorithm: str = "auto", key_range=None, axis=-1, offsets=None, k=None, kth=None,
-            largest=True):
+            largest=True, index_dtype=np.int64):
     """Which plugin and config `algorithm` would use for `a`, and why (a
     cudasortkit.dispatch.select.Decision; print it). Nothing is sorted.
 
-    kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
-    sort, or `offsets` for a ragged segmented sort of 1-D `a`. kind "topk"
-    (with k=, largest=) or "partition" (with kth=) explains a selection.
+    kind is "sort", "argsort" (index_dtype as for argsort) or "pairs" (pass
+    `values`); `axis` as for sort, or `offsets` for a ragged segmented sort
+    of 1-D `a`. kind "topk" (with k=, largest=) or "partition" (with kth=)
+    explains a selection.
     """
     if kind in ("topk", "partition"):
         if kind == "topk" and k is None:
@@ -348,6 +349,10 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
                          "without values, kind is 'sort' or 'argsort'")
     check_flags(descending, stable, algorithm)
     keys, vals, segments = axes.request_parts(a, axis, values, offsets, algorithm, kind)
+    if kind == "argsort" and index_dtype is not np.int64:
+        index_dtype = check_index_dtype(index_dtype, keys.n)
+    else:
+        index_dtype = INDEX_DTYPE
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
-                           segments)
+                           segments, index_dtype)
     return selector.explain(request, algorithm)
