@@ -153,6 +153,12 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
         if kind is not None:
             order = np.argsort(keys, kind=kind)
             return keys[order], values[order]
+    if (axis == -1 and out is None and values_out is None and key_range is None
+            and stream is None and progress is False):
+        # A repeat of a prepared device call.
+        call = prepared.find_pairs(keys, values, descending, algorithm)
+        if call is not None:
+            return call(keys, values=values)
     check_flags(descending, True, algorithm)
     if progress is not False:
         check_progress(progress)
@@ -165,7 +171,7 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     return prepared.run("pairs", k, v, descending, True, algorithm, out, values_out, key_range,
-                        stream, progress=progress)
+                        stream, progress=progress, caller=keys)
 
 
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False,
