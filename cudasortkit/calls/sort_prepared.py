@@ -387,12 +387,13 @@ class PreparedCalls:
         index_dtype = INDEX_DTYPES[request.value_bytes] if kind == "argsort" else INDEX_DTYPE
         if plan is None or (index_dtype != INDEX_DTYPE and not plugin.makes_indices):
             return
-        values_dtype = values.dtype if kind == "pairs" else None
+        values_dtype = values.dtype if kind == "pairs" else None  # (NumPy's)
         a = caller
-        # sort_by_key's key ends in the values' dtype (find_pairs), argsort's
-        # in the index dtype
+        # sort_by_key's key ends in the values' dtype as their library names
+        # it (find_pairs reads the caller's array: a torch dtype for tensors),
+        # argsort's in the index dtype
         key = (kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
-               index_dtype if values_dtype is None else values_dtype)
+               index_dtype if values_dtype is None else values.original.dtype)
         old = self._calls.get(key)
         if (old is not None and old.plugin is plugin and old.plan is plan and old.state is state
                 and old.config == config):
