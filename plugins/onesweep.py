@@ -48,8 +48,9 @@ class OnesweepSort(SortPlugin):
                                    "loads at once (default 4 up to WIDE_LOOKBACK_UP_TO keys)"),
         "gather_values": Tunable(0, (0, 1), "pairs with 8-byte values: 1 carries 32-bit "
                                  "positions through the passes and the last pass reads each "
-                                 "key's value from its position (default 1 for 8-byte keys, and "
-                                 "for others up to GATHER_UP_TO keys; invalid without 8-byte values)"),
+                                 "key's value from its position (default 1 for 8-byte keys, "
+                                 "and for others up to GATHER_UP_TO keys; invalid without "
+                                 "8-byte values)"),
     }
     templates = ("onesweep.cu",)
 

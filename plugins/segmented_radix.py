@@ -53,7 +53,8 @@ class SegmentedRadixSort(SegmentedSortPlugin):
     def _radix(job, dtype, keys_in, keys_out, values_in, values_out, value_bytes, descending):
         """onesweep's stable sort of n `dtype` keys, as a job of this plugin;
         8-byte values carried as positions and gathered (gather_values)."""
-        config = dict(_RADIX.default_config(dtype, value_bytes), gather_values=int(value_bytes == 8))
+        config = dict(_RADIX.default_config(dtype, value_bytes),
+                      gather_values=int(value_bytes == 8))
         sub = Job(job.plugin, job.state, dtype=dtype, n=job.n, keys_in=keys_in, keys_out=keys_out,
                   values_in=values_in, values_out=values_out, value_bytes=value_bytes,
                   descending=descending, config=config)

@@ -56,7 +56,8 @@ def check_pairs(keys, values, algorithm="auto", descending=False, config=None, w
     np.testing.assert_array_equal(got_v.get().view(np.uint8), values[order].view(np.uint8),
                                   err_msg=f"{label}: values")
     assert np.array_equal(k.get().view(np.uint8), keys.view(np.uint8)), f"{label}: keys modified"
-    assert np.array_equal(v.get().view(np.uint8), values.view(np.uint8)), f"{label}: values modified"
+    assert np.array_equal(v.get().view(np.uint8), values.view(np.uint8)), \
+        f"{label}: values modified"
 
 
 def check_argsort(keys, algorithm="auto", descending=False, index_dtype=np.int64, what=""):

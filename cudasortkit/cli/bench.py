@@ -533,7 +533,8 @@ def main(argv=None, args=None) -> int:
         print()
         print("cells (auto against our best by name, and against CUB prepared):")
         print(cells)
-    if args.peers and not args.no_calls and _cupy() is not None:  # per call; without cuda.compute: ours, CuPy, torch
+    # per call; without cuda.compute: ours, CuPy, torch
+    if args.peers and not args.no_calls and _cupy() is not None:
         calls = bench_calls.peers_latency(args.dtypes.split(","))
         print()
         print(bench_calls.format_peers(calls))
