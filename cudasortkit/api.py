@@ -157,6 +157,12 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
         if kind is not None:
             order = np.argsort(keys, kind=kind)
             return keys[order], values[order]
+    if (axis == -1 and out is None and values_out is None and key_range is None
+            and stream is None and progress is False):
+        # A repeat of a prepared device call.
+        call = prepared.find_pairs(keys, values, descending, algorithm)
+        if call is not None:
+            return call(keys, values=values)
     check_flags(descending, True, algorithm)
     if progress is not False:
         check_progress(progress)
@@ -169,7 +175,7 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     if k.n != v.n:
         raise ValueError(f"keys and values differ in length: {k.n} != {v.n}")
     return prepared.run("pairs", k, v, descending, True, algorithm, out, values_out, key_range,
-                        stream, progress=progress)
+                        stream, progress=progress, caller=keys)
 
 
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=None,
@@ -333,13 +339,14 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
 
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable=None,
             algorithm: str = "auto", key_range=None, axis=-1, offsets=None, k=None, kth=None,
-            largest=True):
+            largest=True, index_dtype=np.int64):
     """Which plugin and config `algorithm` would use for `a`, and why (a
     cudasortkit.dispatch.select.Decision; print it). Nothing is sorted.
 
-    kind is "sort", "argsort" or "pairs" (pass `values`); `axis` as for
-    sort, or `offsets` for a ragged segmented sort of 1-D `a`. kind "topk"
-    (with k=, largest=) or "partition" (with kth=) explains a selection.
+    kind is "sort", "argsort" (index_dtype as for argsort) or "pairs" (pass
+    `values`); `axis` as for sort, or `offsets` for a ragged segmented sort
+    of 1-D `a`. kind "topk" (with k=, largest=) or "partition" (with kth=)
+    explains a selection.
     """
     if kind in ("topk", "partition"):
         if kind == "topk" and k is None:
@@ -354,6 +361,10 @@ def explain(a, *, kind: str = "sort", values=None, descending: bool = False, sta
                          "without values, kind is 'sort' or 'argsort'")
     check_flags(descending, stable, algorithm)
     keys, vals, segments = axes.request_parts(a, axis, values, offsets, algorithm, kind)
+    if kind == "argsort" and index_dtype is not np.int64:
+        index_dtype = check_index_dtype(index_dtype, keys.n)
+    else:
+        index_dtype = INDEX_DTYPE
     request = make_request(kind, keys, vals, descending, stable or kind == "pairs", key_range,
-                           segments)
+                           segments, index_dtype)
     return selector.explain(request, algorithm)

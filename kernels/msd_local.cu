@@ -1,5 +1,6 @@
-// The msd_local plugin's template: 8-byte keys alone, most significant
-// digits first, then small pieces sorted on chip.
+// The msd_local plugin's template: 8-byte keys, alone, with the caller's
+// values or as an argsort: most significant digits first, then small pieces
+// sorted on chip.
 //
 // 1. onesweep_histogram, then msd_plan: digit offsets of every pass (as
 //    onesweep_plan), and the route. The MSD route is taken when the four top
@@ -14,18 +15,26 @@
 //    keys, groups of ~18 keys at 2^26, to LSD about half the time.)
 // 2. MSD route: onesweep_pass over digits 4..7 (an LSD sort of the top 32
 //    bits), leaving keys_out ordered by its top 32 bits: "groups" of keys
-//    with one prefix, each contiguous.
+//    with one prefix, each contiguous, in input order within a group (the
+//    passes are stable). With values they carry one 32-bit word a key
+//    (VALUE_CARRY 4) under OS_KEEP_CARRIED, so the last writes the words
+//    as they are, into the driver's `carried` buffer: the key's input
+//    position (argsort; pairs of 8-byte values) or its 4-byte value.
 // 3. msd_cuts: the chunk boundaries, each the start of the group holding
 //    position c * MSD_SPAN (found by binary search in the MSD_WINDOW keys
 //    before it). A group longer than the window sets flags[1] (overflow).
 // 4. msd_local_sort: a block per chunk (at most MSD_SPAN + MSD_WINDOW keys,
 //    whole groups only) ranks each key within its group by comparisons and
-//    writes it to its place, in keys_out.
+//    writes it to its place, in keys_out; with values, the key's carried
+//    word becomes its value there as the last pass of onesweep.cuh would
+//    write it (os_store_value: the index, the value read from the position,
+//    or the carried value). Ranks break ties by position, so the sort is
+//    stable: NumPy's stable argsort, values in that order.
 // 5. msd_fallback: after an overflow, plan2 becomes the plain LSD plan.
 // 6. onesweep_pass_persistent over digits 0..7 with plan2: every pass is
 //    skipped unless the route is LSD (or overflowed); then they sort the
-//    caller's keys_in, which nothing wrote, as onesweep does (a keys-only
-//    sort need not be stable). Their tile counters are their own; the status
+//    caller's keys_in (and values), which nothing wrote, as onesweep does,
+//    stable too. Their tile counters are their own; the status
 //    words of pass index 0 are the half the fourth MSD pass zeroed. They run
 //    on a persistent grid (as many blocks as the GPU holds at once, each
 //    taking tile after tile: onesweep.cuh's os_pass), so on the MSD route,
@@ -139,10 +148,20 @@ msd_cuts(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned long long 
 // positions, and only a group reaching past them is scanned for its bound
 // in shared memory (lanes of one such group scan the same keys). Ranking is
 // branch-free, so the lanes diverge only by their groups' lengths.
+//
+// With values (CSK_HAS_VALUES): carried[i] is the word the MSD passes left
+// for keys[i] (os_carry_t), written to values_out at the key's place as the
+// last pass would (value_mode: OS_VALUES_GIVEN, OS_INDICES or OS_GATHER from
+// values_in); write_keys 0 leaves keys as the MSD passes left them (argsort).
 extern "C" __global__ void __launch_bounds__(MSD_LOCAL_BLOCK)
-msd_local_sort(csk_bits_t* __restrict__ keys, unsigned long long mask,
-               const csk_index_t* __restrict__ cuts, const unsigned* __restrict__ flags)
+msd_local_sort(csk_bits_t* __restrict__ keys, const void* __restrict__ carried,
+               const void* __restrict__ values_in, void* __restrict__ values_out,
+               unsigned long long mask, const csk_index_t* __restrict__ cuts,
+               const unsigned* __restrict__ flags, int value_mode, int write_keys)
 {
+#if !CSK_HAS_VALUES
+    (void)carried, (void)values_in, (void)values_out, (void)value_mode, (void)write_keys;
+#endif
     if (!flags[0] || flags[1]) return;
     __shared__ csk_bits_t w[MSD_CHUNK];
     const csk_bits_t kmask = (csk_bits_t)mask;
@@ -171,7 +190,16 @@ msd_local_sort(csk_bits_t* __restrict__ keys, unsigned long long mask,
             const csk_bits_t y = w[j];
             rank += (int)(y < x) + (int)((y == x) & (j < i));
         }
+#if CSK_HAS_VALUES
+        if (valid) {
+            const csk_index_t to = start + first + rank;
+            if (write_keys) keys[to] = csk_decode(x, kmask);
+            os_store_value(values_out, values_in, value_mode, true, to,
+                           ((const os_carry_t*)carried)[start + i]);
+        }
+#else
         if (valid) keys[start + first + rank] = csk_decode(x, kmask);
+#endif
     }
 }
 

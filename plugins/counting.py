@@ -18,6 +18,12 @@ chained-scan LSD passes of cudasortkit.sdk.sweep (one launch per 8-bit digit of
 the bin, reading and writing every key once), so up to 256 bins take one pass
 and 65,536 two. Stable throughout, ascending and descending. kernels/counting.cu has the details; docs/algorithms/counting.md
 the limits.
+
+Replayable where its launches follow from the shape alone: 8- and 16-bit keys
+without a key_range promise (the whole dtype's bins; the 16-byte vectors'
+offset of the arrays is found on the device). A run that reads the keys'
+range (32- and 64-bit keys), checks a promise (a wait for its flag) or gets
+arrays not aligned to their keys' size is not recorded.
 """
 from __future__ import annotations
 
@@ -73,6 +79,9 @@ class CountingSort(SortPlugin):
     makes_indices = True
     #: A key_range promise is checked by the counting kernels (a flag).
     checks_key_range = True
+    #: 8- and 16-bit keys without a key_range: the same launches for the
+    #: same shape (run() refuses the recording of any other run).
+    replayable = True
     #: First when nothing is measured: it declines floats and wide key ranges.
     #: Up to 2^22 keys onesweep goes first (counting's range read and its
     #: launches cost more there).
@@ -140,6 +149,10 @@ class CountingSort(SortPlugin):
         base, bins = bin_layout(job.dtype, lo, hi, job.descending)
         if bins > RANGE_LIMIT:
             raise ValueError(f"counting: keys span {bins:,} values, more than {RANGE_LIMIT:,}")
+        if job.recorder is not None:
+            why = self._not_replayable(job, promised)
+            if why is not None:
+                job.recorder.refuse(why)
         flag = 0
         if promised:  # the caller's key_range: verify it while counting
             flag = int(job.alloc(4))
@@ -148,6 +161,18 @@ class CountingSort(SortPlugin):
             self._sort_keys(job, base, bins, flag)
         else:
             self._sort_pairs(job, base, bins, flag)
+
+    @staticmethod
+    def _not_replayable(job, promised: bool) -> str | None:
+        """Why this run's launches do not follow from its shape (its plan key,
+        launch/plans.py: the key_range is part of it), or None."""
+        if promised:
+            return "counting waits for its key_range check"
+        if job.key_bytes > 2:
+            return "counting's bins come from the keys' range, read for each call"
+        if any(p % job.key_bytes for p in (job.keys_in, job.keys_out)):
+            return "counting copies keys not aligned to their size"
+        return None
 
     def _key_range(self, job):
         """(lo, hi, promised): the keys' range and whether it is only the
@@ -223,8 +248,10 @@ class CountingSort(SortPlugin):
         slice_cap = 1 << (slice_cap.bit_length() - 1)
         slices, slice_bins, copies = self.histogram_layout(bins, slice_cap)
         shared = self.histogram_shared(slices, slice_bins, copies)
-        head = (keys_in % 16) // job.key_bytes
-        vectors = (head + n + kpv - 1) // kpv
+        # The kernels find the arrays' offset in their first 16-byte vector
+        # themselves (vec_span); the grids cover the most vectors any offset
+        # needs, so a replay on other addresses is served.
+        vectors = (kpv - 1 + n + kpv - 1) // kpv
         target = limits.sm_count * max(1, histogram.resident_blocks(limits, block, shared))
         chunks = max(1, min(target // max(slices, 1), job.blocks(vectors, block * vec_loads)))
         per_chunk = job.blocks(vectors, chunks)
@@ -237,7 +264,7 @@ class CountingSort(SortPlugin):
         staged = out % job.key_bytes != 0
         if staged:  # vector stores need an aligned output
             out = int(job.alloc(n * job.key_bytes))
-        out_vectors = ((out % 16) // job.key_bytes + n + kpv - 1) // kpv
+        out_vectors = (kpv - 1 + n + kpv - 1) // kpv  # (as `vectors`)
         job.launch(self._kernel(job, "counting_fill"), job.blocks(out_vectors, block * vec_loads),
                    block, out, n, counts, bins, job.desc_mask, base)
         if staged:

@@ -1,5 +1,5 @@
-"""`msd_local`: 8-byte keys alone, most significant digits first, then small
-pieces sorted on chip.
+"""`msd_local`: 8-byte keys, most significant digits first, then small pieces
+sorted on chip; alone, with the caller's values, or as an argsort.
 
 Four onesweep passes over the top 32 bits of the sorted word leave the keys
 ordered by that prefix; then a block per chunk of about 4096 keys, cut where
@@ -8,33 +8,51 @@ That moves 8 + 4 x 16 + 16 = 88 bytes a key instead of onesweep's 136. The
 device decides the route (kernels/msd_local.cu): keys whose top digits are
 constant, or whose sample repeats a prefix (few distinct values), and any
 input where a group turns out too long for a chunk, are sorted by onesweep's
-eight passes instead, so no input costs much more than onesweep. Keys only
-(not stable: equal keys are indistinguishable). See docs/algorithms/msd_local.md.
+eight passes instead, so no input costs much more than onesweep.
+
+With values the passes carry one 32-bit word a key (a 4-byte value, or the
+key's input position), and the local sort writes each key's value where the
+key goes: the index (argsort), the 4-byte value, or the 8-byte value read
+from the position (gathered once instead of moved by every pass): for
+uint64 keys with int64 values about 8 + 4 x 24 + 52 = 156 bytes a key
+against onesweep's 264. Stable: the passes are, and the local sort ranks
+equal keys by position, so argsort is NumPy's stable argsort and pairs
+follow it. See docs/algorithms/msd_local.md.
 """
 from __future__ import annotations
 
 from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.plugins.onesweep import OnesweepSort
-from cudasortkit.sdk.sweep import launch_histogram, launch_pass, status_word, sweep_defines
+from cudasortkit.sdk.sweep import (GATHER, INDICES, KEEP_CARRIED, NARROW_POSITIONS, VALUES_GIVEN,
+                                   launch_histogram, launch_pass, status_word, sweep_defines)
 
 #: Chunk stride and block size of msd_cuts and msd_local_sort, the first
 #: MSD pass (kernels/msd_local.cu: MSD_SPAN, MSD_LOCAL_BLOCK, MSD_FIRST),
-#: and the fewest keys the MSD route takes.
+#: and the fewest keys the MSD route takes: alone, and with values.
 SPAN, LOCAL_BLOCK, MSD_FIRST = 2048, 256, 4
 MIN_KEYS = 1 << 22
+#: With values, the four passes it saves carry values too, so the MSD route
+#: pays from fewer keys (not measured below 2^20: the sample's plan costs
+#: about 20 us, a pass of 2^20 keys with values about as much).
+MIN_PAIR_KEYS = 1 << 20
+#: Bytes a value takes between the passes (VALUE_CARRY): a position or a
+#: 4-byte value.
+CARRY = 4
 KERNELS = ("onesweep_histogram", "msd_plan", "onesweep_pass", "msd_cuts", "msd_local_sort",
            "msd_fallback", "onesweep_pass_persistent")
 
 
 class MsdLocalSort(OnesweepSort):
     name = "msd_local"
-    summary = "8-byte keys: MSD radix passes over the top 32 bits, then on-chip sorts of small groups"
+    summary = ("8-byte keys (alone, pairs, argsort): MSD radix passes over the top 32 bits, "
+               "then on-chip sorts of small groups (stable)")
     dtypes = ("int64", "uint64", "float64")
-    stable = False
-    pairs = False
-    makes_indices = False
+    stable = True
+    pairs = True
+    makes_indices = True
     priority = 19
-    #: Below MIN_KEYS auto leaves 8-byte keys to onesweep (asked for by
+    #: Below MIN_KEYS (keys alone) or MIN_PAIR_KEYS (with values) auto
+    #: leaves 8-byte keys to onesweep (priority_for_request; asked for by
     #: name, run() hands such a sort to onesweep's passes).
     priorities = ((MIN_KEYS - 1, 100),)
     replayable = True
@@ -43,8 +61,17 @@ class MsdLocalSort(OnesweepSort):
                                       "digits 4..7)")}
     templates = ("msd_local.cu",)
 
+    def priority_for_request(self, request) -> int:
+        """19 from MIN_KEYS keys alone, from MIN_PAIR_KEYS with values
+        (below NARROW_POSITIONS keys: 32-bit positions), else 100."""
+        if request.value_bytes:
+            fits = MIN_PAIR_KEYS <= request.n < NARROW_POSITIONS
+            return self.priority if fits else 100
+        return super().priority_for_request(request)
+
     def run(self, job):
-        if job.n < MIN_KEYS:  # by name: a smaller sort is onesweep's
+        smallest = MIN_PAIR_KEYS if job.value_bytes else MIN_KEYS
+        if job.n < smallest or job.n >= NARROW_POSITIONS:  # by name: onesweep's sort
             super().run(job)
             return
         self.check_config(job)
@@ -52,28 +79,43 @@ class MsdLocalSort(OnesweepSort):
         passes, digits = g.passes(job.key_bytes), g.digits
         chunks = job.blocks(n, SPAN)
         half = job.blocks(n, g.tile) * digits * status_word(job)
+        vb = job.value_bytes
+        carry = CARRY if vb else 0
         # Zeroed head: histogram, both sets of passes' tile counters, flags,
         # status half 0.
         at = job.alloc_parts([("hist", passes * digits * 8), ("counters", passes * 4),
                               ("counters2", passes * 4), ("flags", 8), ("status", 2 * half),
                               ("offsets", passes * digits * 8), ("plan", passes * 4),
                               ("lsd", passes * 4), ("plan2", passes * 4),
-                              ("cuts", (chunks + 1) * 8), ("keys", n * job.key_bytes)])
-        defines = sweep_defines(job)
+                              ("cuts", (chunks + 1) * 8), ("keys", n * job.key_bytes),
+                              ("values", n * carry), ("carried", n * carry)])
+        defines = sweep_defines(job, carry if vb else None)
         k = {name: job.kernel("msd_local.cu", name, defines=defines) for name in KERNELS}
         job.memset32(at["hist"], 0, (at["status"] + half - at["hist"]) // 4)
         launch_histogram(job, k["onesweep_histogram"], at["hist"], limit=(1 << 64) - 1)
         job.launch(k["msd_plan"], 1, g.block_size, job.keys_in, at["hist"], n, job.desc_mask,
                    at["offsets"], at["plan"], at["lsd"], at["plan2"], at["flags"])
+        # The value mode: keys alone; argsort's positions made by the first
+        # pass (no keys written at the end); 8-byte values gathered from
+        # their positions; 4-byte values carried.
+        argsort = vb > 0 and job.values_in == 0
+        mode = INDICES if argsort else GATHER if vb == 8 else VALUES_GIVEN
+        # MSD passes: the carried words end in at["carried"], as they are.
+        msd_values = (job.values_in, at["carried"], at["values"]) if vb else (0, 0, 0)
         for p in range(MSD_FIRST, passes):
-            launch_pass(job, k["onesweep_pass"], g, p, at)
+            launch_pass(job, k["onesweep_pass"], g, p, at, values=msd_values,
+                        value_mode=mode | KEEP_CARRIED if vb else VALUES_GIVEN, carry=carry)
         job.launch(k["msd_cuts"], job.blocks(chunks + 1, LOCAL_BLOCK), LOCAL_BLOCK, job.keys_out,
                    n, job.desc_mask, at["cuts"], chunks, at["flags"])
-        job.launch(k["msd_local_sort"], chunks, LOCAL_BLOCK, job.keys_out, job.desc_mask,
-                   at["cuts"], at["flags"])
+        job.launch(k["msd_local_sort"], chunks, LOCAL_BLOCK, job.keys_out,
+                   at["carried"] if vb else 0, job.values_in, job.values_out, job.desc_mask,
+                   at["cuts"], at["flags"], mode, int(not argsort))
         job.launch(k["msd_fallback"], 1, 1, at["flags"], at["lsd"], at["plan2"])
         # The LSD passes, skipped on the MSD route: on a persistent grid (a
         # few hundred blocks that return at their plan word, not one per tile).
         fallback = dict(at, plan=at["plan2"], counters=at["counters2"])
+        lsd_values = (job.values_in, job.values_out, at["values"]) if vb else (0, 0, 0)
         for p in range(passes):
-            launch_pass(job, k["onesweep_pass_persistent"], g, p, fallback, persistent=True)
+            launch_pass(job, k["onesweep_pass_persistent"], g, p, fallback, persistent=True,
+                        values=lsd_values, value_mode=mode, write_keys=not argsort,
+                        carry=carry)

@@ -8,7 +8,9 @@ its global offsets and scatters from shared memory. Passes whose digit is the
 same for every key are skipped on the device (no host round trip), and the
 buffer parity is picked on the device so the last pass writes keys_out.
 Stable, so ascending/descending argsort and pairs follow NumPy's stable order.
-See docs/algorithms/onesweep.md.
+argsort carries 32-bit positions between passes; pairs with 8-byte values may
+too (`gather_values`), the last pass then reading each value from its
+position. See docs/algorithms/onesweep.md.
 """
 from __future__ import annotations
 
@@ -44,6 +46,11 @@ class OnesweepSort(SortPlugin):
                               "policy (default 1 for 4-byte keys alone past EVICT_LAST_ABOVE keys)"),
         "lookback_window": Tunable(1, (1, 2, 4), "predecessors' status words a tile's look-back "
                                    "loads at once (default 4 up to WIDE_LOOKBACK_UP_TO keys)"),
+        "gather_values": Tunable(0, (0, 1), "pairs with 8-byte values: 1 carries 32-bit "
+                                 "positions through the passes and the last pass reads each "
+                                 "key's value from its position (default 1 for 8-byte keys, "
+                                 "and for others up to GATHER_UP_TO keys; invalid without "
+                                 "8-byte values)"),
     }
     templates = ("onesweep.cu",)
 
@@ -104,12 +111,40 @@ class OnesweepSort(SortPlugin):
     #: look-back 512 x 16 gained 4% at 2^20 and lost 5% at 2^21. (From
     #: 2^22 on auto gives 8-byte keys to msd_local.)
     SMALL_WIDE_TILES = ((1 << 19, 384, 12), (1 << 21, 512, 16))
+    #: Argsorts and pairs of at most max_keys keys: (block_size,
+    #: items_per_thread) of smaller tiles, as SMALL_TILES for keys alone
+    #: (a pass of 2^16 keys in the default 384 x 16 tiles runs on 11 blocks).
+    #: First match wins. Up to WIDE_LOOKBACK_UP_TO keys the look-back is 4
+    #: tiles wide, as for keys alone (no spills: 47-56 registers for 4-byte
+    #: keys, 48-80 for 8-byte ones, nvcc 13 for sm_90). Not measured with
+    #: values yet: the rows keys alone measured best (docs/algorithms/onesweep.md).
+    SMALL_PAIR_TILES = ((1 << 17, 384, 8), (1 << 19, 384, 12))
+    #: Pairs with 8-byte values and keys of at most 4 bytes gather their
+    #: values (`gather_values`) up to this many keys, where the values read
+    #: by the last pass (32 MiB at most) mostly come from the L2 cache;
+    #: beyond it they carry the values, as before (uint32 keys with int64
+    #: values were 1.19x / 1.31x CUB prepared at 2^24 / 2^28 that way, H200).
+    #: 8-byte keys always gather: six middle passes carry 4 bytes instead
+    #: of 8 for one random read.
+    GATHER_UP_TO = 1 << 22
 
     def size_config(self, config, dtype, value_bytes, n):
         """For keys-only 4-byte sorts: smaller tiles for small ones
         (SMALL_TILES), a wide look-back up to WIDE_LOOKBACK_UP_TO keys, and
         evict-last stores past EVICT_LAST_ABOVE; for keys-only 8-byte sorts,
-        smaller tiles with a wide look-back for small ones (SMALL_WIDE_TILES)."""
+        smaller tiles with a wide look-back for small ones (SMALL_WIDE_TILES);
+        with values, smaller tiles for small sorts (SMALL_PAIR_TILES), and
+        8-byte values gathered (GATHER_UP_TO)."""
+        if value_bytes:
+            if value_bytes == 8 and itemsize(dtype) >= 4:
+                config = dict(config, gather_values=int(itemsize(dtype) == 8
+                                                        or n <= self.GATHER_UP_TO))
+            if n <= self.WIDE_LOOKBACK_UP_TO:
+                config = dict(config, lookback_window=4)
+            row = row_up_to(self.SMALL_PAIR_TILES, n)
+            if row is not None:
+                config = dict(config, block_size=row[1], items_per_thread=row[2])
+            return config
         if value_bytes == 0 and itemsize(dtype) == 8:
             row = row_up_to(self.SMALL_WIDE_TILES, n)
             if row is not None:
@@ -132,15 +167,20 @@ class OnesweepSort(SortPlugin):
         return SweepGeometry(config["block_size"], config["items_per_thread"], config["radix_bits"])
 
     def valid_config(self, config, dtype, value_bytes, limits):
-        return self.geometry(config).fits(itemsize(dtype), value_bytes, limits)
+        """The geometry fits the device (with the values' own width staged,
+        whatever is carried), and gather_values only with 8-byte values."""
+        return (self.geometry(config).fits(itemsize(dtype), value_bytes, limits)
+                and (config.get("gather_values", 0) == 0 or value_bytes == 8))
 
     def check_config(self, job) -> None:
         """ValueError unless the job's config can run on its device."""
         if not self.valid_config(job.config, job.dtype, job.value_bytes, job.limits):
             raise ValueError(f"{job.where}: invalid configuration (whole warps, at most 11-bit "
-                             f"digits, a tile below 2^16 keys, and the layout must fit the "
-                             f"device's shared memory per block)")
+                             f"digits, a tile below 2^16 keys, the layout must fit the "
+                             f"device's shared memory per block, gather_values only with "
+                             f"8-byte values)")
 
     def run(self, job):
         self.check_config(job)
-        sweep_sort(job, "onesweep.cu", self.geometry(job.config))
+        sweep_sort(job, "onesweep.cu", self.geometry(job.config),
+                   gather=bool(job.config.get("gather_values", 0)))

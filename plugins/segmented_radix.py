@@ -6,7 +6,8 @@ segment's id packed above it into a 64-bit word; one stable radix sort of
 the words (onesweep's passes on uint64 keys; they skip the passes whose
 digit is the same for every word, so only key bits + segment bits cost) sorts
 every segment on its own; the key comes back from the low bits. Values ride
-along (pairs), or 32-bit positions that become argsort's int64 indices.
+along (pairs; 8-byte values as 32-bit positions, gathered by the last pass),
+or 32-bit positions that become argsort's int64 indices.
 8-byte keys (and any key whose bits plus the segment bits pass 64): a
 stable radix sort of the keys with 32-bit positions, then a stable radix
 sort of those positions by their segment id, then one gather.
@@ -50,10 +51,13 @@ class SegmentedRadixSort(SegmentedSortPlugin):
 
     @staticmethod
     def _radix(job, dtype, keys_in, keys_out, values_in, values_out, value_bytes, descending):
-        """onesweep's stable sort of n `dtype` keys, as a job of this plugin."""
+        """onesweep's stable sort of n `dtype` keys, as a job of this plugin;
+        8-byte values carried as positions and gathered (gather_values)."""
+        config = dict(_RADIX.default_config(dtype, value_bytes),
+                      gather_values=int(value_bytes == 8))
         sub = Job(job.plugin, job.state, dtype=dtype, n=job.n, keys_in=keys_in, keys_out=keys_out,
                   values_in=values_in, values_out=values_out, value_bytes=value_bytes,
-                  descending=descending, config=_RADIX.default_config(dtype, value_bytes))
+                  descending=descending, config=config)
         try:
             _RADIX.run(sub)
         finally:

@@ -318,3 +318,73 @@ def test_on_one_cpu_gives_the_cpus_back_when_the_block_raises():
             raise KeyError("inside")
     if before is not None:
         assert os.sched_getaffinity(0) == before
+
+
+# ------------------------------------------- --peers, pairs and argsort cells
+class _FakePairSorter:
+    """make_radix_sort's result for pairs: a stable sort of the keys
+    carrying the values."""
+
+    def __call__(self, *, temp_storage, d_in_keys, d_out_keys, d_in_values, d_out_values,
+                 num_items):
+        if temp_storage is None:
+            return 64
+        order = np.argsort(d_in_keys[:num_items], kind="stable")
+        d_out_keys[...] = d_in_keys[order]
+        if d_in_values is not None:
+            d_out_values[...] = d_in_values[order]
+
+
+_FAKE_CUPY_ARANGE = types.SimpleNamespace(**vars(_FAKE_CUPY), arange=np.arange)
+
+
+def test_device_peers_pairs_cells_sort_the_values_with_their_keys():
+    cc = types.SimpleNamespace(make_radix_sort=lambda **kw: _FakePairSorter(),
+                               SortOrder=types.SimpleNamespace(ASCENDING="asc"))
+    keys = [np.array([3, 1, 2, 1], np.uint32), np.array([0, 5, 4, 4], np.uint32)]
+    vals = [np.array([10, 11, 12, 13], np.int32), np.array([7, 6, 5, 4], np.int32)]
+    runners = bench_calls.device_peers(cc, _FAKE_CUPY_ARANGE)(keys, "pairs", vals, "int32")
+    assert list(runners) == [bench_calls.PREPARED]  # no one-shot row for pairs
+    k, v = runners[bench_calls.PREPARED](1)
+    assert k.tolist() == [0, 4, 4, 5] and v.tolist() == [7, 5, 4, 6]
+
+
+def test_device_peers_argsort_cells_sort_positions_of_the_index_dtype():
+    cc = types.SimpleNamespace(make_radix_sort=lambda **kw: _FakePairSorter(),
+                               SortOrder=types.SimpleNamespace(ASCENDING="asc"))
+    keys = [np.array([3, 1, 2, 1], np.float32)]
+    for index_dtype in ("int32", "int64"):
+        run = bench_calls.device_peers(cc, _FAKE_CUPY_ARANGE)(keys, "argsort", None,
+                                                               index_dtype)[bench_calls.PREPARED]
+        got = run(0)
+        assert got.tolist() == [1, 3, 2, 0] and got.dtype == np.dtype(index_dtype)
+
+
+def test_pair_cells_are_labelled_by_value_width_and_summarised():
+    rows = [{"op": "pairs", "values": "int64", "dtype": "uint32", "n": 1 << 16, "dist": "uniform",
+             "algorithm": "auto", "median_ms": 0.05, "gkeys_s": 1.0, "picked": "onesweep",
+             "vs_cub": 1.2},
+            {"op": "pairs", "values": "int64", "dtype": "uint32", "n": 1 << 16, "dist": "uniform",
+             "algorithm": "onesweep", "median_ms": 0.04, "gkeys_s": 1.0},
+            {"op": "pairs", "values": "int64", "dtype": "uint32", "n": 1 << 16, "dist": "uniform",
+             "algorithm": bench_calls.PREPARED, "median_ms": 0.06, "gkeys_s": 1.0},
+            {"op": "pairs", "values": "int32", "dtype": "uint32", "n": 1 << 16, "dist": "uniform",
+             "algorithm": "onesweep", "median_ms": 0.03, "gkeys_s": 1.0}]
+    table = bench.format_table(rows)
+    assert "pairs/i8" in table and "pairs/i4" in table and "-> onesweep" in table
+    cells = bench.format_cells(rows).splitlines()
+    assert len(cells) == 1  # the int32 cell has no auto row
+    assert "auto/best 1.250" in cells[0] and "best onesweep" in cells[0]
+    assert "auto vs cub 1.20x" in cells[0]
+
+
+def test_pair_values_are_random_not_positions():
+    rng = np.random.default_rng(0)
+    for dtype in ("int32", "int64", "float32", "float64"):
+        v = bench.make_values(dtype, 1000, rng)
+        assert v.dtype == np.dtype(dtype) and not np.array_equal(v, np.arange(1000))
+
+
+def test_value_dtypes_and_no_calls_parse():
+    args = bench.build_parser().parse_args(["--value-dtypes", "int32,int64", "--no-calls"])
+    assert args.value_dtypes == "int32,int64" and args.no_calls is True

@@ -466,3 +466,46 @@ def test_warp_select_row_variants_compile():
             {"block_size": 128}, f"warp_select row_items={c[0]}"), cases))
     failures = [msg for rc, msg in results if rc != 0]
     assert not failures, "\n".join(failures[:3])
+
+
+def _carried_cases():
+    """(label, template, dtype, value_bytes, config): the sweep templates
+    built as pairs and argsorts build them (cudasortkit/sdk/sweep.py's
+    sweep_defines): 32-bit positions carried for 8-byte values
+    (VALUE_CARRY 4; onesweep's gather_values on), 64-bit status words too,
+    and msd_local's pairs and argsorts (4-byte values carried as they are)."""
+    plugins = registry.plugins()
+    for name, template, dtypes, widths in (
+            ("onesweep", "onesweep.cu", KEY_DTYPES_ALL, (8,)),
+            ("counting", "counting_sweep.cu", plugins["counting"].dtypes, (8,)),
+            ("msd_local", "msd_local.cu", plugins["msd_local"].dtypes, (4, 8))):
+        plugin = plugins[name]
+        for dtype in dtypes:
+            for vb in widths:
+                config = plugin.default_config(dtype, vb)
+                if "gather_values" in config:
+                    config = dict(config, gather_values=int(vb == 8))
+                defines = {"value_carry": 4} if vb == 8 else {}
+                yield (f"{name} {template} carried", KernelTemplate(template, plugin.template_package,
+                                                                    defines), dtype, vb, config)
+    onesweep = plugins["onesweep"]
+    yield ("onesweep onesweep.cu carried, wide status",
+           KernelTemplate("onesweep.cu", onesweep.template_package,
+                          {"value_carry": 4, "wide_status": 1}),
+           "uint32", 8, onesweep.default_config("uint32", 8))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_carried_value_variants_compile_sm90():
+    """Every sweep template as pairs and argsorts build it, carrying 32-bit
+    words between passes, compiles for sm_90, its argument letters matching
+    the compiled parameters."""
+    cases = list(_carried_cases())
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: _compile_ptx(*c[1:]), cases))
+    failures = [msg for rc, msg, _ in results if rc != 0]
+    assert not failures, f"{len(failures)} of {len(cases)} failed:\n" + "\n".join(failures[:3])
+    for (label, template, dtype, vb, config), (_, _, ptx) in zip(cases, results):
+        for kernel in re.findall(r"\.entry\s+(\w+)", ptx):
+            letters = template.signature(kernel, dtype, vb, config)
+            assert [LETTER_BYTES[c] for c in letters] == _ptx_params(ptx, kernel), (label, kernel)

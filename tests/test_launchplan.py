@@ -603,3 +603,29 @@ def test_a_graph_overlaps_only_a_launch_that_follows_a_launch(graph_driver, monk
     assert kinds == (["memset32", "launch", "overlapped", "copy"] if on
                      else ["memset32", "launch", "launch", "copy"])
     assert overlapped == ([(0xA2, (2, 3), (128, 1, 1), 0xCAB)] if on else [])
+
+
+def test_a_key_range_promise_is_part_of_the_shape():
+    """A plan recorded without a key_range never serves a call that promises
+    one (a plugin that checks promises must see it), nor the reverse; a run
+    that refuses its recording (counting waiting on its check) leaves the
+    shape without a promise replayable."""
+    from cudasortkit.sdk.plugin import Request
+
+    class Refusing(FakeSort):
+        replayable = True
+
+        def run(self, job):
+            promised = job.request is not None and job.request.key_range is not None
+            if promised and job.recorder is not None:
+                job.recorder.refuse("waits for its promise's check")
+            super().run(job)
+
+    plugin = Refusing()
+    promise = Request("sort", "uint32", 1000, key_range=(0, 10))
+    plain = Request("sort", "uint32", 1000)
+    for request in (plain, plain, promise, promise, plain):
+        run_job(plugin, request=request)
+    assert plugin.runs == 3  # plain: recorded, replayed twice; the promise: run each time
+    kinds = {type(p).__name__ for p in launchplan._plans.values()}
+    assert kinds == {"LaunchPlan", "Unreplayable"}

@@ -25,11 +25,12 @@ class RecordingJob:
     PASS_REGISTERS registers, so resident_blocks and check() are the real
     ones."""
 
-    def __init__(self, plugin, dtype, n, limits=None):
+    def __init__(self, plugin, dtype, n, limits=None, value_bytes=0, values_in=0):
         self.plugin, self.dtype, self.n = plugin, dtype, n
-        self.config = plugin.default_config(dtype, 0)
-        self.key_bytes, self.value_bytes = 8, 0
-        self.keys_in, self.keys_out, self.values_in = 0x1000, 0x2000, 0
+        self.config = plugin.default_config(dtype, value_bytes)
+        self.key_bytes, self.value_bytes = 8, value_bytes
+        self.keys_in, self.keys_out, self.values_in = 0x1000, 0x2000, values_in
+        self.values_out = 0x3000 if value_bytes else 0
         self.desc_mask = 0
         self.limits = limits or DeviceLimits.sm90()
         self.where = "msd_local (test)"
@@ -58,9 +59,9 @@ class RecordingJob:
         self.launches.append((kernel.name, grid, block, args, shared))
 
 
-def _run(n, dtype="float64", limits=None):
+def _run(n, dtype="float64", limits=None, value_bytes=0, values_in=0):
     plugin = registry.plugins()["msd_local"]
-    job = RecordingJob(plugin, dtype, n, limits)
+    job = RecordingJob(plugin, dtype, n, limits, value_bytes, values_in)
     plugin.run(job)
     return job
 
@@ -136,3 +137,66 @@ def test_below_its_size_it_is_onesweep():
     job = RecordingJob(plugin, "uint64", 100_003)
     plugin.run(job)
     assert {name for name, *_ in job.launches} == {"onesweep_histogram", "onesweep_pass"}
+
+
+# ------------------------------------------------------------ argsort, pairs
+from cudasortkit.sdk.sweep import GATHER, INDICES, KEEP_CARRIED, VALUES_GIVEN  # noqa: E402
+
+#: onesweep_pass's arguments: keys_in, keys_out, keys_tmp, values_in,
+#: values_out, values_tmp, n, mask, base, pass, value_mode, write_keys, ...
+VALUES, MODE, WRITE_KEYS = slice(3, 6), 10, 11
+
+
+@pytest.mark.parametrize("vb, values_in, mode, carry", [
+    (8, 0, INDICES, {"value_carry": 4}),        # argsort, int64 indices
+    (4, 0, INDICES, {}),                        # argsort, int32 indices
+    (8, 0x4000, GATHER, {"value_carry": 4}),    # pairs of 8-byte values: gathered
+    (4, 0x4000, VALUES_GIVEN, {})])             # pairs of 4-byte values: carried
+def test_values_ride_as_one_32_bit_word(vb, values_in, mode, carry):
+    """The MSD passes carry one 32-bit word a key and keep it as it is in
+    the last (into `carried`); the local sort turns it into the value (the
+    mode without the flag); the LSD fallback carries the same words to
+    values_out. argsort writes no keys at the end (local sort, last LSD
+    pass); every kernel is built with the same defines."""
+    job = _run(1 << 21, "uint64", value_bytes=vb, values_in=values_in)
+    parts = job.parts
+    msd = [args for name, _, _, args, _ in job.launches if name == "onesweep_pass"]
+    lsd = [args for name, _, _, args, _ in job.launches if name == "onesweep_pass_persistent"]
+    local = next(args for name, _, _, args, _ in job.launches if name == "msd_local_sort")
+    for args in msd:
+        assert args[VALUES] == (values_in, parts["carried"], parts["values"])
+        assert args[MODE] == mode | KEEP_CARRIED and args[WRITE_KEYS] == 1
+    for args in lsd:
+        assert args[VALUES] == (values_in, job.values_out, parts["values"])
+        assert args[MODE] == mode and args[WRITE_KEYS] == int(values_in != 0)
+    assert local[1:4] == (parts["carried"], values_in, job.values_out)
+    assert local[-2:] == (mode, int(values_in != 0))
+    assert {tuple(d.items()) for _, d in job.kernels.values()} == {tuple(carry.items())}
+
+
+def test_keys_alone_carry_nothing_and_write_their_keys():
+    job = _run(1 << 22, "int64")
+    for name, _, _, args, _ in job.launches:
+        if name.startswith("onesweep_pass"):
+            assert args[VALUES] == (0, 0, 0) and args[MODE] == VALUES_GIVEN
+            assert args[WRITE_KEYS] == 1
+    local = next(args for name, _, _, args, _ in job.launches if name == "msd_local_sort")
+    assert local[1:4] == (0, 0, 0) and local[-1] == 1
+
+
+def test_pairs_below_two_pow_20_are_onesweep():
+    job = _run((1 << 20) - 1, "uint64", value_bytes=8, values_in=0x4000)
+    assert {name for name, *_ in job.launches} == {"onesweep_histogram", "onesweep_pass"}
+    job = _run(1 << 20, "uint64", value_bytes=8, values_in=0x4000)
+    assert "msd_local_sort" in {name for name, *_ in job.launches}
+
+
+def test_declared_priorities_by_payload():
+    from cudasortkit.sdk.plugin import Request
+
+    plugin = registry.plugins()["msd_local"]
+    assert plugin.stable and plugin.pairs and plugin.makes_indices
+    prio = lambda kind, n, vb: plugin.priority_for_request(Request(kind, "uint64", n, value_bytes=vb))  # noqa: E731
+    assert prio("sort", 1 << 22, 0) == 19 and prio("sort", (1 << 22) - 1, 0) == 100
+    assert prio("argsort", 1 << 20, 8) == prio("pairs", 1 << 20, 4) == 19
+    assert prio("argsort", (1 << 20) - 1, 8) == 100 and prio("pairs", 1 << 32, 8) == 100

@@ -164,12 +164,16 @@ def test_lsd_passes_on_small_persistent_grids(what, blocks_per_sm, persistent_bl
         _check(a, descending, f"{what} ({route}), {blocks_per_sm} persistent blocks an SM")
 
 
-def test_auto_picks_it_for_large_eight_byte_keys_only(rng):
+def test_auto_picks_it_for_large_eight_byte_keys(rng):
+    """Keys alone from 2^22 keys, stable ones too (the sort is stable);
+    argsorts and pairs from 2^20 (tests/test_pairs_gpu.py sorts them)."""
     cupy = _cupy()
     keys = cupy.asarray(make_keys("uniform", "uint64", N, rng))  # a wide range: not counting's
     assert csk.explain(keys).name == "msd_local"
-    assert csk.explain(keys, stable=True).name != "msd_local"  # not stable: declined
-    assert csk.explain(keys, kind="argsort").name != "msd_local"  # keys only
+    assert csk.explain(keys, stable=True).name == "msd_local"
+    assert csk.explain(keys, kind="argsort").name == "msd_local"
+    assert csk.explain(keys[: 1 << 20], kind="pairs", values=keys[: 1 << 20]).name == "msd_local"
+    assert csk.explain(keys[: (1 << 20) - 1], kind="argsort").name != "msd_local"
     assert csk.explain(keys[: (1 << 22) - 1]).name != "msd_local"
     assert csk.explain(keys.view(cupy.uint32)).name != "msd_local"
 

@@ -76,7 +76,9 @@ def test_explain_and_repr_say_why_the_general_path_runs():
     p = csk.plan(like=Device((8,)))
     assert "general path" in p.explain() and "replays cover CuPy and PyTorch" in repr(p)
     q = csk.plan(like=Device((8,)), op="sort_by_key", values_like=Device((8,), "<i4"))
-    assert "sort_by_key runs the general path" in q.explain()
+    assert "replays cover CuPy and PyTorch" in q.explain()  # 1-D pairs replay, but not these
+    r = csk.plan(like=Device((2, 4)), op="sort_by_key", values_like=Device((2, 4), "<i4"))
+    assert "sort_by_key of N-D arrays runs the general path" in r.explain()
 
 
 # ------------------------------------------------ replay or general path (stubs)
@@ -111,6 +113,10 @@ class Prepared:
         return "general", None
 
     def find(self, kind, a, descending, stable, algorithm, index_dtype):
+        self.found += 1
+        return self.call
+
+    def find_pairs(self, keys, values, descending, algorithm):
         self.found += 1
         return self.call
 
@@ -149,6 +155,35 @@ def test_first_call_takes_the_general_path_then_replays(monkeypatch):
     assert "replays one prepared launch plan" in repr(p)
     prepared.holding = False  # the decision moved: the general path again, and prepare anew
     assert p(a) == "general" and len(ran) == 2 and prepared.found == 2
+
+
+class PairCall(Call):
+    def __call__(self, a, out=None, keys_in=None, out_at=None, values=None):
+        self.calls.append((a, values))
+        return ("keys", "values")
+
+
+def test_a_sort_by_key_plan_replays_from_its_second_call(monkeypatch):
+    """A 1-D sort_by_key plan: the general path once (the keys as `caller`,
+    so that it prepares the call), then the prepared pair call with the
+    values; with out= the general path; a decision that moved: the general
+    path, which prepares anew."""
+    monkeypatch.setattr(Plan, "_why_general", lambda self, last, shape, dtype: None)
+    prepared = Prepared()
+    prepared.call = PairCall()
+    p = Plan(Device((8,)), "sort_by_key", axis=-1, descending=False, stable=None,
+             algorithm="auto", index_dtype=np.int64, values_like=Device((8,), "<i8"),
+             prepared=prepared)
+    a, v = Device((8,)), Device((8,), "<i8", ptr=0x9000)
+    assert p(a, v) == ("general", None)
+    assert prepared.ran[-1]["caller"] is a and prepared.found == 1
+    assert p(a, v) == ("keys", "values") and prepared.call.calls == [(a, v)]
+    with pytest.raises(TypeError, match="p\\(keys, values\\)"):
+        p(a)  # never the keys-only replay
+    k_out, v_out = Device((8,), ptr=0xa000), Device((8,), "<i8", ptr=0xb000)
+    assert p(a, v, out=k_out, values_out=v_out) == ("general", None) and len(prepared.ran) == 2
+    prepared.holding = False
+    assert p(a, v) == ("general", None) and prepared.found == 2 and len(prepared.ran) == 3
 
 
 def test_out_apart_from_the_input_is_replayed_into_and_in_place_takes_the_general_path(
@@ -971,8 +1006,9 @@ def test_a_prepared_call_out_of_memory_for_its_result_frees_unused_memory_and_tr
 
 
 def test_the_stand_in_run_of_the_repeated_call_path_works():
-    """tools/plan_call_cpu.py: PreparedCall, plan(a), plan(a, out=) and
-    csk.sort of stand-in CuPy arrays through LaunchPlan.run_on, each still
+    """tools/plan_call_cpu.py: PreparedCall, plan(a), plan(a, out=),
+    csk.sort and csk.sort_by_key of stand-in CuPy arrays through
+    LaunchPlan.run_on, each still
     on its prepared call afterwards (the tool times the host path; a change
     to the path's seams must keep it running)."""
     import os
@@ -983,4 +1019,4 @@ def test_the_stand_in_run_of_the_repeated_call_path_works():
     out = subprocess.run([sys.executable, os.path.join(root, "tools", "plan_call_cpu.py"), "50"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("us per call") == 4, out.stdout
+    assert out.stdout.count("us per call") == 6, out.stdout

@@ -63,9 +63,45 @@ def test_onesweep_uses_smaller_tiles_for_small_keys_only_sorts(dtype):
 
 def test_onesweep_keeps_its_defaults_where_nothing_was_measured():
     p = registry.plugins()["onesweep"]
-    for dtype, vb in (("uint64", 8), ("uint32", 8), ("uint16", 0)):
-        assert registry.default_config(p, dtype, vb, 1 << 12) == p.default_config(dtype, vb)
+    assert registry.default_config(p, "uint16", 0, 1 << 12) == p.default_config("uint16", 0)
     assert registry.default_config(p, "uint64", 0, (1 << 21) + 1) == p.default_config("uint64")
+    for dtype, vb in (("uint64", 4), ("uint32", 4), ("uint16", 8)):  # nothing to gather
+        assert registry.default_config(p, dtype, vb, 1 << 24) == p.default_config(dtype, vb)
+    assert registry.default_config(p, "uint32", 8, 1 << 24) == p.default_config("uint32", 8)
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "float64", "int16"])
+@pytest.mark.parametrize("vb", [4, 8])
+def test_onesweep_sorts_small_pairs_in_smaller_tiles_with_a_wide_look_back(dtype, vb):
+    from cudasortkit.gpu.device import DeviceLimits
+
+    p = registry.plugins()["onesweep"]
+    got = {}
+    for n in (1 << 12, 1 << 17, (1 << 17) + 1, 1 << 19, 1 << 21, (1 << 21) + 1):
+        c = registry.default_config(p, dtype, vb, n)
+        got[n] = (c["block_size"], c["items_per_thread"], c["lookback_window"])
+        assert p.valid_config(c, dtype, vb, DeviceLimits.sm90())
+    assert got[1 << 12] == got[1 << 17] == (384, 8, 4)
+    assert got[(1 << 17) + 1] == got[1 << 19] == (384, 12, 4)
+    assert got[1 << 21] == (384, 16, 4) and got[(1 << 21) + 1] == (384, 16, 1)
+
+
+def test_onesweep_gathers_8_byte_values_where_carrying_positions_pays():
+    """gather_values: 8-byte keys always, 4-byte keys up to GATHER_UP_TO
+    keys, never for 1- and 2-byte keys (one or two passes) nor 4-byte
+    values (a position is no narrower); invalid without 8-byte values."""
+    from cudasortkit.gpu.device import DeviceLimits
+
+    p = registry.plugins()["onesweep"]
+    gather = lambda dtype, vb, n: registry.default_config(p, dtype, vb, n)["gather_values"]  # noqa: E731
+    assert gather("uint64", 8, 1 << 26) == gather("float64", 8, 1 << 16) == 1
+    assert gather("uint32", 8, p.GATHER_UP_TO) == 1 and gather("uint32", 8, p.GATHER_UP_TO + 1) == 0
+    assert gather("uint16", 8, 1 << 20) == gather("uint8", 8, 1 << 20) == 0
+    assert gather("uint64", 4, 1 << 20) == gather("uint32", 0, 1 << 20) == 0
+    config = dict(p.default_config("uint32", 4), gather_values=1)
+    assert not p.valid_config(config, "uint32", 4, DeviceLimits.sm90())
+    assert not p.valid_config(config, "uint32", 0, DeviceLimits.sm90())
+    assert p.valid_config(config, "uint32", 8, DeviceLimits.sm90())
 
 
 @pytest.mark.parametrize("dtype", ["uint64", "float64", "int64"])

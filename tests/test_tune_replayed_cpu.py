@@ -101,10 +101,29 @@ def test_an_argsort_fills_its_indices_each_run_where_the_plugin_does_not_make_th
     assert plan.runs[0][0] == (0xA001, keys_out, values_in, values_out)
 
 
+def test_pairs_replay_their_plan_reading_the_case_values(plan):
+    """A key-value case replays as a prepared sort_by_key call does: the
+    case's values in, the sorted values into a buffer of their width."""
+    plugin = registry.plugins()["onesweep"]
+    config = plugin.default_config("float32", 4)
+    case = _case("pairs")
+    case.values = types.SimpleNamespace(gpudata=0xB000)
+    call = replayed.replayed_call(case, plugin, config)
+    (args, kwargs), = plan.asked
+    assert args[1:] == (plugin, "float32", 1000, 4, config, False)
+    assert kwargs == {"has_values_in": True, "has_values_out": True, "rows": None}
+    call(1)
+    (keys_out, kb), (values_out, vb), *_ = case.state.taken
+    assert (kb, vb) == (4000, 4000)
+    assert plan.runs[0][0] == (0xA001, keys_out, 0xB000, values_out)
+
+
 def test_what_a_prepared_call_does_not_serve_takes_the_general_path(plan, monkeypatch):
     plugin = registry.plugins()["onesweep"]
     config = plugin.default_config("float32")
-    assert replayed.replayed_call(_case("pairs"), plugin, config) is None
+    rows = _case("pairs")
+    rows.segments = object()  # uniform rows of pairs: no prepared call
+    assert replayed.replayed_call(rows, plugin, config) is None
     assert replayed.replayed_call(_case(n=1), plugin, config) is None
     monkeypatch.setattr(replayed.launchplan, "recorded", lambda *a, **k: None)  # not replayable
     assert replayed.replayed_call(_case(), plugin, config) is None

@@ -316,11 +316,29 @@ def test_nothing_measured_returns_none_and_unmeasured_are_listed():
 
 
 def test_ops_map_and_borrow_similar_measurements():
-    assert policy.op_of(Request("pairs", "uint32", 5, value_bytes=8)) == "argsort"
+    assert policy.op_of(Request("pairs", "uint32", 5, value_bytes=8)) == "pairs8"
     assert policy.op_of(Request("pairs", "uint32", 5, value_bytes=4)) == "pairs"
+    assert policy.op_of(Request("argsort", "uint32", 5, value_bytes=4)) == "argsort"
     d = pick(1 << 20, kind="pairs", vb=4)
     assert d.name == "big_radix" and "argsort" in d.estimates[0].note
+    d = pick(1 << 20, kind="pairs", vb=8)  # pairs8 unmeasured: argsort's stand in
+    assert d.name == "big_radix" and "from argsort measurements" in d.estimates[0].note
     assert pick(1 << 20, kind="argsort", vb=8).config == {"block_size": 256}
+
+
+def test_pairs_of_8_byte_values_are_measured_apart_and_read_first():
+    """A table with pairs8 entries: 8-byte pairs read them (no note), while
+    4-byte pairs still take them before argsort's."""
+    t = synthetic()
+    for name in list(t["plugins"]):
+        results = t["plugins"][name]["results"]
+        if "argsort" in results:
+            results["pairs8"] = {dt: {b: dict(e, ms=e["ms"] * 2) for b, e in by.items()}
+                                 for dt, by in results["argsort"].items()}
+    d = pick(1 << 20, kind="pairs", vb=8, table=t)
+    assert d.estimates[0].note == ""
+    assert "from pairs8 measurements" in pick(1 << 20, kind="pairs", vb=4, table=t).estimates[0].note
+    assert policy.OP_SHAPE["pairs8"] == ("pairs", 8) and "pairs8" in policy.OPS
 
 
 def test_rows_are_chosen_by_row_length_from_their_own_measurements():

@@ -1,5 +1,6 @@
 """Host (Python) time of a plan's repeat call, without a GPU: the real
-Plan.__call__, PreparedCalls.holds and PreparedCall.__call__ over stand-ins
+Plan.__call__, PreparedCalls.holds and PreparedCall.__call__ (sorts and
+sort_by_key) over stand-ins
 for CuPy (its attributes, allocation and stream query), the device state
 (pool allocation) and the launch plan (its replay allocates the recorded
 temporaries; the graph launch itself is left out). Absolute numbers are
@@ -78,13 +79,24 @@ def main(calls=20000):
     calls_._types.add(ndarray)
     calls_._calls[("sort", ndarray, a.dtype, a.shape, False, False, "auto",
                    prep.INDEX_DTYPE)] = call
+    # sort_by_key of int64 values, prepared the same way
+    v = ndarray((n,), "int64")
+    pairs = prep.PreparedCall(prep.adapter_for("cupy"), _State(), plugin, {"block_size": 256},
+                              _LaunchPlan(), "pairs", np.dtype("float32"), "float32", (n,), n, 8,
+                              False, memo, calls_.stamps(), values_dtype=v.dtype)
+    calls_._calls[("pairs", ndarray, a.dtype, a.shape, False, True, "auto", v.dtype)] = pairs
     cases = {"PreparedCall(a)": lambda: call(a), "plan(a)": lambda: p(a),
-             "plan(a, out=)": lambda: p(a, out=out), "csk.sort(a)": lambda: api.sort(a)}
+             "plan(a, out=)": lambda: p(a, out=out), "csk.sort(a)": lambda: api.sort(a),
+             "PreparedCall(k, v)": lambda: pairs(a, values=v),
+             "csk.sort_by_key": lambda: api.sort_by_key(a, v)}
     for name, fn in cases.items():
         fn()
         print(f"{name:18} {host_us(fn, calls):6.2f} us per call (host only, stand-ins)")
     assert p._call is call, "the plan left its prepared call"
     assert calls_.find("sort", a, False, False, "auto") is call, "csk.sort left its prepared call"
+    assert calls_.find_pairs(a, v, False, "auto") is pairs, "sort_by_key left its prepared call"
+    keys, values = api.sort_by_key(a, v)
+    assert keys.dtype == a.dtype and values.dtype == v.dtype and values.shape == v.shape
 
 
 if __name__ == "__main__":

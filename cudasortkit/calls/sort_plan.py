@@ -9,8 +9,9 @@ or dtype, ValueError for another shape, device or layout) and then runs on
 the caller's current stream:
 
 * a plan that can replay (sort or argsort of CuPy or PyTorch arrays along
-  their last axis, by a replayable plugin that does not decide on each
-  call's key range) runs the general path once, which records the launch
+  their last axis, sort_by_key of 1-D ones, by a replayable plugin that
+  does not decide on each call's key range) runs the general path once,
+  which records the launch
   plan and prepares the call (calls/sort_prepared.py), and from then on replays
   that prepared call (one CUDA graph on repeat, launch/graphs.py) while the
   selector's decision stands; when it moves, the next call takes the
@@ -125,9 +126,13 @@ class Plan:
         self.kind = {"sort_by_key": "pairs"}.get(op, op)
         keys, vals, segments = request_parts(like, self.axis, values_like, None, algorithm,
                                              self.kind)
-        self.decision = prepared.selector.explain(
-            make_request(self.kind, keys, vals, self.descending, self.stable, None, segments),
-            algorithm)
+        request = make_request(self.kind, keys, vals, self.descending, self.stable, None,
+                               segments, self.index_dtype)
+        self.decision = prepared.selector.explain(request, algorithm)
+        #: Whether deciding read the keys' range (a plugin that decides on it
+        #: then decides on each call's keys: such a plan does not replay).
+        probe = request.range_probe
+        self._read_range = probe is not None and getattr(probe, "done", True)
         # The result's signature, which out= must have (argsort: the index dtype).
         out_dtype = dtype
         if op == "argsort":
@@ -156,8 +161,9 @@ class Plan:
 
     def _why_general(self, last, shape, dtype):
         """Why every call takes the general path, or None (the plan replays)."""
-        if self.op == "sort_by_key":
-            return "sort_by_key runs the general path each call (replays cover sort and argsort)"
+        if self.op == "sort_by_key" and len(shape) != 1:
+            return ("sort_by_key of N-D arrays runs the general path each call (replays cover "
+                    "1-D keys and values)")
         if not last:
             return (f"sorting along axis {self.axis} (not the last) runs the general path "
                     "each call")
@@ -174,7 +180,7 @@ class Plan:
             return "no plugin can run here; each call takes the general path (and says why)"
         if not launchplan.replayable(type(plugin)):
             return f"{name} is not replayable: each call runs the general path"
-        if plugin.decides_on_key_range:
+        if plugin.decides_on_key_range and self._read_range:
             return f"{name} decides on each call's key range: each call runs the general path"
         if self.index_dtype != INDEX_DTYPE and not plugin.makes_indices:
             return f"{name} does not make int32 indices itself: each call runs the general path"
@@ -213,7 +219,7 @@ class Plan:
         sort_by_key; in `out` (and `values_out`) when given."""
         call, pointer = self._call, self._pointer
         if (call is not None and pointer is not None and values is None and values_out is None
-                and self._matches(a, self.signature, self._quick)
+                and self.values_signature is None and self._matches(a, self.signature, self._quick)
                 and (out is None or self._matches(out, self.out_signature, self._quick_out))):
             # The replay of CuPy or PyTorch arrays, each address read once;
             # anything else takes the path below, which says what is wrong.
@@ -224,6 +230,13 @@ class Plan:
                 keys, indices = call(a, out, keys_in, out_at)
                 return keys if self.op == "sort" else indices
         op = self.op
+        if (call is not None and values is not None and out is None
+                and values_out is None and self.values_signature is not None
+                and self._matches(a, self.signature, self._quick)
+                and self._matches(values, self.values_signature)):
+            if self._prepared.holds(call, a, checked=True):
+                return call(a, values=values)  # sort_by_key's replay
+            self._call = None  # its decision moved: the general path decides and prepares anew
         self._check(a, self.signature, "a" if op != "sort_by_key" else "keys", "", self._quick)
         if op == "sort_by_key":
             if values is None:
@@ -235,7 +248,12 @@ class Plan:
                 self._check(values_out, self.values_signature, "values_out", " (values)")
             if out is not None or values_out is not None:
                 check_outputs_apart(a, values, out, values_out)
-            return self._general(a, values, out, values_out)
+            record = self.why_general is None and self._call is None
+            result = self._general(a, values, out, values_out)
+            if record and out is None and values_out is None:
+                self._call = self._prepared.find_pairs(a, values, self.descending,
+                                                       self.algorithm)
+            return result
         if values is not None or values_out is not None:
             raise TypeError(f"a {op} plan is called as p(a) or p(a, out=b)")
         apart = True
@@ -262,8 +280,7 @@ class Plan:
             keys = Operand(a, "a" if values is None else "keys")
             vals = None if values is None else Operand(values, "values", "values")
             k, v = prepared.run(self.kind, keys, vals, self.descending, self.stable,
-                                self.algorithm, out, values_out,
-                                caller=a if values is None else None,
+                                self.algorithm, out, values_out, caller=a,
                                 index_dtype=self.index_dtype)
         else:
             along = Along(self.kind, a, values, self._axis_arg, None, out, values_out,

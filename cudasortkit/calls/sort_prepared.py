@@ -1,6 +1,7 @@
-"""Prepared calls: a repeated device sort or argsort of one exact shape, made
-again without the general path; and the general path itself as the public
-functions and plans run it (`PreparedCalls.run`: dispatch, then prepare).
+"""Prepared calls: a repeated device sort, argsort or sort_by_key of one exact
+shape, made again without the general path; and the general path itself as
+the public functions and plans run it (`PreparedCalls.run`: dispatch, then
+prepare).
 
 The general path (api -> select -> execute) spends tens of microseconds of
 Python per call reading the array interface, building a Request, choosing,
@@ -8,9 +9,12 @@ wrapping results and looking up the launch plan. When a call of CuPy or
 PyTorch keys ran a replayable plugin through a recorded launch plan
 (cudasortkit/launch/plans.py) on a decision its plugin need not make again
 for each call's keys (not a range-deciding one such as counting), the
-next call of the same (kind, array type, dtype, shape, flags, algorithm)
-needs none of that: it takes the input's address, allocates the result in
-the caller's library on the caller's current stream, and replays the plan.
+next call of the same (kind, array type, dtype, shape, flags, algorithm;
+for sort_by_key the values' dtype too) needs none of that: it takes the
+input's address, allocates the result in the caller's library on the
+caller's current stream, and replays the plan. A sort_by_key call's values
+must be arrays of the keys' type, shape and device, C-contiguous; its keys'
+result is made ahead as a sort's is, its values' result each call.
 
 A prepared call holds its decision's stamps (registry generation, policy
 generation, selector epoch, launch plans' generation): when any of them
@@ -104,6 +108,10 @@ class _CupyKeys:
         ndarray = self._ndarray
         return lambda a: ndarray(shape, dtype)
 
+    def values_maker(self, shape, dtype):
+        """make(v): a new array like the values `v` (maker's)."""
+        return self.maker(shape, dtype)
+
 
 class _TorchKeys:
     """What a prepared call needs of a CUDA torch.Tensor (made once, as
@@ -148,6 +156,11 @@ class _TorchKeys:
             return torch.empty(shape, dtype=torch_dtype, device=a.device)
         return make
 
+    def values_maker(self, shape, dtype):
+        """make(v): a new contiguous tensor like the values `v` (contiguous,
+        of the call's shape), in their own dtype."""
+        return self._torch.empty_like
+
 
 #: The array libraries whose calls are prepared, by Operand.library.
 ADAPTERS = {"cupy": _CupyKeys, "torch": _TorchKeys}
@@ -170,10 +183,12 @@ class PreparedCall:
     __slots__ = ("adapter", "state", "plugin", "config", "plan", "kind", "dtype", "key_name",
                  "shape", "n", "value_bytes", "descending", "memo", "stamps", "iota",
                  "index_dtype", "key_bytes", "index_bytes", "job", "strides", "result_dtype",
-                 "kept", "make_result")
+                 "kept", "make_result", "value_strides", "make_values")
 
     def __init__(self, adapter, state, plugin, config, plan, kind, dtype, key_name, shape, n,
-                 value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE):
+                 value_bytes, descending, memo, stamps, index_dtype=INDEX_DTYPE,
+                 values_dtype=None):
+        """`index_dtype`: argsort's; `values_dtype`: sort_by_key's values'."""
         self.adapter, self.state, self.plugin = adapter, state, plugin
         self.config, self.plan, self.kind = config, plan, kind
         self.dtype, self.key_name = dtype, key_name  # the caller's dtype; the kernels' key dtype
@@ -183,26 +198,35 @@ class PreparedCall:
         self.index_dtype = index_dtype  # argsort's (int64, or int32 from a plugin making indices)
         self.key_bytes, self.index_bytes = n * dtype.itemsize, n * index_dtype.itemsize
         self.strides = c_strides(shape, dtype.itemsize)  # the keys' (bytes), for adapter.ready
+        #: sort_by_key: the values' strides (for adapter.ready) and make_values(v),
+        #: a new array for a call's sorted values; index_bytes their bytes.
+        self.value_strides = self.make_values = None
+        if values_dtype is not None:
+            self.index_bytes = n * values_dtype.itemsize
+            self.value_strides = c_strides(shape, values_dtype.itemsize)
+            self.make_values = adapter.values_maker(shape, values_dtype)
         #: Each call's Job is this one rebound to the call's buffers (Job.rebound).
         self.job = Job(plugin, state, dtype=key_name, n=n, keys_in=0, keys_out=0,
                        value_bytes=value_bytes, descending=descending, config=config)
         #: The dtype of the array a call returns (sort's keys, argsort's
         #: indices), and what the calls of this launch plan and result keep
         #: between calls: temporaries and results made ahead (calls/sort_kept.py).
-        self.result_dtype = dtype if kind == "sort" else index_dtype
+        self.result_dtype = dtype if kind != "argsort" else index_dtype
         self.kept = kept_for(state, plan, adapter, shape, self.result_dtype,
-                             self.key_bytes if kind == "sort" else self.index_bytes)
+                             self.key_bytes if kind != "argsort" else self.index_bytes)
         #: make_result(a): a new array for a call's result (adapter.maker).
         self.make_result = adapter.maker(shape, self.result_dtype)
 
-    def __call__(self, a, out=None, keys_in=None, out_at=None):
-        """(sorted keys or None, indices or None), in the caller's library.
-        `out`: the result's array instead of a new one (sort's keys,
-        argsort's indices), checked by the caller (calls/sort_plan.py) to be of
-        the result's type, shape, dtype and device, C-contiguous and apart
-        from `a`. `keys_in`, `out_at`: the addresses of `a` and `out`
-        where the caller read them already. (A repeat call of 1,024 keys is
-        mostly host time: this path keeps to the few calls it needs.)"""
+    def __call__(self, a, out=None, keys_in=None, out_at=None, values=None):
+        """(sorted keys or None, argsort's indices or sort_by_key's sorted
+        values or None), in the caller's library. `out`: the result's array instead of a new one
+        (sort's keys, argsort's indices), checked by the caller
+        (calls/sort_plan.py) to be of the result's type, shape, dtype and
+        device, C-contiguous and apart from `a`. `keys_in`, `out_at`: the
+        addresses of `a` and `out` where the caller read them already.
+        `values`: sort_by_key's values (checked by the caller: find()).
+        (A repeat call of 1,024 keys is mostly host time: this path keeps
+        to the few calls it needs.)"""
         state = self.state.activate()
         adapter, kept = self.adapter, self.kept
         caller = adapter.stream(a)
@@ -226,6 +250,10 @@ class PreparedCall:
                 out_at = adapter.pointer(out)
             if self.kind == "sort":
                 keys, indices, keys_out, values_in, values_out = result, None, out_at, 0, 0
+            elif self.kind == "pairs":
+                keys, keys_out, values_in = result, out_at, adapter.pointer(values)
+                indices = state.allocating(self.make_values, values)
+                values_out = adapter.pointer(indices)
             else:
                 temporaries = []
                 keys, indices, values_out = None, result, out_at
@@ -276,10 +304,11 @@ class PreparedCalls:
         repeats (note)."""
         done = self._execute(self.selector, kind, keys, values, descending, stable, algorithm,
                              out, values_out, key_range, stream, segments, progress, index_dtype)
-        if (caller is not None and values is None and out is None and key_range is None
-                and stream is None and not done.stand_in):
+        if (caller is not None and out is None and values_out is None and key_range is None
+                and stream is None and (values is None) == (kind != "pairs")
+                and not done.stand_in):
             self.note(kind, caller, keys, descending, stable, algorithm, done.request,
-                      done.plugin, done.config, done.state)
+                      done.plugin, done.config, done.state, values)
         return done.result
 
     def stamps(self) -> tuple:
@@ -293,6 +322,18 @@ class PreparedCalls:
         call = self._calls.get((kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
                                 index_dtype))
         if call is None or not self.holds(call, a):
+            return None
+        return call
+
+    def find_pairs(self, keys, values, descending, algorithm):
+        """The prepared sort_by_key call for these keys and values, or None:
+        values of the keys' array type and shape, C-contiguous on the call's
+        device (else the general path, which says what is wrong)."""
+        if type(values) is not type(keys) or type(keys) not in self._types:
+            return None
+        call = self.find("pairs", keys, descending, True, algorithm, values.dtype)
+        if (call is None or values.shape != call.shape
+                or not call.adapter.ready(values, call.state.ordinal, call.value_strides)):
             return None
         return call
 
@@ -312,16 +353,24 @@ class PreparedCalls:
         return call.adapter.ready(a, ordinal, call.strides) and self.selector.reuse(call.memo)
 
     def note(self, kind: str, caller, keys, descending, stable, algorithm, request, plugin,
-             config, state) -> None:
+             config, state, values=None) -> None:
         """After the general path served a plain call (no out=, key_range or
         stream=) of device keys: prepare the shape if it can be. `caller` is
         the caller's array (its shape is the result's; `keys` its 1-D view:
-        the array itself, or its rows along the last axis)."""
+        the array itself, or its rows along the last axis); `values`
+        sort_by_key's values (an Operand: 1-D calls only)."""
         adapter = adapter_for(keys.library)
-        if (adapter is None or kind not in ("sort", "argsort") or keys.n < 2 or keys.is_copy
+        if (adapter is None or keys.n < 2 or keys.is_copy
                 or is_bfloat16(keys.dtype) or state is None
                 or (request.segments is not None and not request.segments.uniform)
                 or keys.interface_stream not in (None, keys.current_stream())):
+            return
+        if kind == "pairs":
+            if (values is None or values.library != keys.library or values.is_copy
+                    or request.segments is not None or is_bfloat16(values.dtype)
+                    or values.interface_stream not in (None, values.current_stream())):
+                return
+        elif kind not in ("sort", "argsort"):
             return
         memo = self.selector.settled(request, algorithm)
         if memo is None or memo.plugin is not plugin:
@@ -331,15 +380,21 @@ class PreparedCalls:
                                              request.n)
         plan = launchplan.recorded(state.ordinal, plugin, request.dtype, keys.n,
                                    request.value_bytes, config, request.descending,
-                                   has_values_in=kind == "argsort" and not plugin.makes_indices,
-                                   has_values_out=kind == "argsort",
+                                   has_values_in=(kind == "pairs" or kind == "argsort"
+                                                  and not plugin.makes_indices),
+                                   has_values_out=kind != "sort",
                                    rows=launchplan.rows_of(request))
         # int32 indices only from a plugin that makes them (the call's iota is 64-bit).
         index_dtype = INDEX_DTYPES[request.value_bytes] if kind == "argsort" else INDEX_DTYPE
         if plan is None or (index_dtype != INDEX_DTYPE and not plugin.makes_indices):
             return
+        values_dtype = values.dtype if kind == "pairs" else None  # (NumPy's)
         a = caller
-        key = (kind, type(a), a.dtype, a.shape, descending, stable, algorithm, index_dtype)
+        # sort_by_key's key ends in the values' dtype as their library names
+        # it (find_pairs reads the caller's array: a torch dtype for tensors),
+        # argsort's in the index dtype
+        key = (kind, type(a), a.dtype, a.shape, descending, stable, algorithm,
+               index_dtype if values_dtype is None else values.original.dtype)
         old = self._calls.get(key)
         if (old is not None and old.plugin is plugin and old.plan is plan and old.state is state
                 and old.config == config):
@@ -354,7 +409,7 @@ class PreparedCalls:
         self._calls[key] = \
             PreparedCall(adapter, state, plugin, dict(config), plan, kind, keys.dtype,
                          request.dtype, tuple(a.shape), keys.n, request.value_bytes,
-                         request.descending, memo, self.stamps(), index_dtype)
+                         request.descending, memo, self.stamps(), index_dtype, values_dtype)
 
     def forget(self) -> None:
         self._calls.clear()

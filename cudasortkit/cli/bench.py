@@ -72,27 +72,58 @@ MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
 WARMUP_PASSES = 2
 
 
+def _picked(op, keys, values, index_dtype) -> str:
+    """The plugin auto runs for a cell's call now (after its timing, so
+    after any first-run measurement the cell's calls paid for)."""
+    try:
+        if op == "sort":
+            decision = api.explain(keys)
+        elif op == "argsort":
+            decision = api.explain(keys, kind="argsort", index_dtype=np.dtype(index_dtype))
+        else:
+            decision = api.explain(keys, kind="pairs", values=values)
+        return str(decision.name)
+    except Exception as exc:  # noqa: BLE001 - reported in the row, never fails the bench
+        return f"? ({_error_text(exc)})"
+
+
 def _error_text(exc) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
 
 
+def make_values(value_dtype: str, n: int, rng) -> np.ndarray:
+    """A pair sort's values: random over the dtype's range (not positions,
+    so a sort that moved positions where it should move values fails its
+    check)."""
+    dt = np.dtype(value_dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+    return rng.standard_normal(n).astype(dt)
+
+
 def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10,
-               with_numpy=False, check=True, rng=None, index_dtype="int64", peers=None) -> list:
+               with_numpy=False, check=True, rng=None, index_dtype="int64", peers=None,
+               value_dtype="int64") -> list:
     """Rows {op, dtype, n, algorithm, median_ms, gkeys_s, ok} for one case.
     index_dtype: of our argsorts ("int32": the algorithm reads NAME/int32;
-    CuPy's are int64). peers: bench_calls.device_peers(...) (--peers): its
-    runners join sort cells, and rows get vs_cub."""
+    CuPy's are int64). value_dtype: the values of op "pairs" (rows carry it
+    as "values"). peers: bench_calls.device_peers(...) (--peers): its
+    runners join sort, argsort and pairs cells (argsort against CUB's pair
+    sort of positions of index_dtype), and rows get vs_cub. A row of "auto"
+    gets "picked": the plugin auto runs for the cell after its timing."""
     cupy = _cupy()
     rng = rng or np.random.default_rng()
     hosts = [make_input(dtype, n, dist, rng) for _ in range(inputs)]
+    host_vals = [make_values(value_dtype, n, rng) for _ in hosts] if op == "pairs" else None
     if cupy is not None:
         devs = [cupy.asarray(h) for h in hosts]
-        vals = [cupy.arange(n, dtype=cupy.int64) for _ in hosts] if op == "pairs" else None
+        vals = [cupy.asarray(v) for v in host_vals] if op == "pairs" else None
     else:
         from pycuda import gpuarray
 
         devs = [gpuarray.to_gpu(h) for h in hosts]
-        vals = [gpuarray.to_gpu(np.arange(n, dtype=np.int64)) for _ in hosts] if op == "pairs" else None
+        vals = [gpuarray.to_gpu(v) for v in host_vals] if op == "pairs" else None
     ref = None
     if check:
         h = hosts[0]
@@ -100,7 +131,8 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             order = cupy.argsort(devs[0]).get()
         else:
             order = np.argsort(h, kind="stable")
-        ref = {"sort": h[order], "argsort": (h, order), "pairs": (h[order], order)}[op]
+        ref = {"sort": lambda: h[order], "argsort": lambda: (h, order),
+               "pairs": lambda: (h[order], host_vals[0][order])}[op]()
 
     def ours(name):
         if op == "sort":
@@ -117,11 +149,13 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             "argsort": lambda i: cupy.argsort(devs[i]),
             "pairs": lambda i: (lambda o: (devs[i][o], vals[i][o]))(cupy.argsort(devs[i])),
         }[op]
-        if peers is not None and op == "sort":
-            runners.update(peers(devs))
+        if peers is not None:
+            runners.update(peers(devs, op, vals, index_dtype))
     rows, timed = [], {}
     for name, run in runners.items():
         row = {"op": op, "dtype": dtype, "n": n, "dist": dist, "algorithm": name}
+        if op == "pairs":
+            row["values"] = str(np.dtype(value_dtype))
         rows.append(row)
         try:
             if check:
@@ -165,6 +199,9 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
         row.update(median_ms=float(np.median(samples[name])), min_ms=min(samples[name]),
                    max_ms=max(samples[name]), repeats=len(samples[name]))
         row["gkeys_s"] = n / row["median_ms"] / 1e6
+    auto = next((r for r in rows if r["algorithm"] == "auto" + label), None)
+    if auto is not None:
+        auto["picked"] = _picked(op, devs[0], vals[0] if vals else None, index_dtype)
     if with_numpy and op == "sort":
         import time
 
@@ -280,19 +317,57 @@ def _host(x):
     return x.get() if hasattr(x, "get") else x.cpu().numpy()
 
 
+def op_label(row) -> str:
+    """A row's op as the tables show it: pairs with its values' width
+    ("pairs/i8": int64 values)."""
+    values = row.get("values")
+    if row["op"] != "pairs" or values is None:
+        return row["op"]
+    dt = np.dtype(values)
+    return f"pairs/{dt.kind}{dt.itemsize}"
+
+
 def format_table(rows) -> str:
-    head = f"{'op':8} {'dtype':8} {'n':>11} {'dist':12} {'algorithm':14} {'ms':>10} {'GK/s':>8} {'vs cupy':>8}"
+    head = f"{'op':9} {'dtype':8} {'n':>11} {'dist':12} {'algorithm':14} {'ms':>10} {'GK/s':>8} {'vs cupy':>8}"
     head += f" {'vs cub':>8}" if any("vs_cub" in r for r in rows) else ""
     lines = [head, "-" * len(head)]
     for r in rows:
+        picked = f" -> {r['picked']}" if "picked" in r else ""
         if "median_ms" in r:
             vs = f"{r['vs_cupy']:.2f}x" if "vs_cupy" in r else "-"
-            lines.append(f"{r['op']:8} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
+            lines.append(f"{op_label(r):9} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
                          f"{r['median_ms']:>10.3f} {r['gkeys_s']:>8.3f} {vs:>8}"
-                         + (f" {r['vs_cub']:>7.2f}x" if "vs_cub" in r else ""))
+                         + (f" {r['vs_cub']:>7.2f}x" if "vs_cub" in r else "") + picked)
         else:
-            lines.append(f"{r['op']:8} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
-                         f"{r.get('error', 'failed')}")
+            lines.append(f"{op_label(r):9} {r['dtype']:8} {r['n']:>11} {r['dist']:12} {r['algorithm']:14} "
+                         f"{r.get('error', 'failed')}{picked}")
+    return "\n".join(lines)
+
+
+def format_cells(rows) -> str:
+    """One line per cell: auto's time, the fastest of our plugins by name
+    and auto's time over it (auto's bar: at most 1.05x), and CUB prepared's
+    time over auto's ("vs cub": > 1, auto faster). Cells without an auto
+    row are left out."""
+    lines = []
+    cells = dict.fromkeys((r["op"], r.get("values"), r["dtype"], r["n"], r["dist"]) for r in rows)
+    for cell in cells:
+        got = [r for r in rows if (r["op"], r.get("values"), r["dtype"], r["n"], r["dist"]) == cell
+               and "median_ms" in r]
+        auto = next((r for r in got if r["algorithm"].split("/")[0] == "auto"), None)
+        if auto is None:
+            continue
+        ours = [r for r in got if r is not auto and r["algorithm"] not in ("cupy", "numpy(host)")
+                and not r["algorithm"].startswith("cub(")]
+        best = min(ours, key=lambda r: r["median_ms"], default=None)
+        text = f"{op_label(auto):9} {cell[2]:8} {cell[3]:>11} auto {auto['median_ms']:.3f} ms"
+        text += f" -> {auto['picked']}" if "picked" in auto else ""
+        if best is not None:
+            text += (f"; best {best['algorithm']} {best['median_ms']:.3f} ms, auto/best "
+                     f"{auto['median_ms'] / best['median_ms']:.3f}")
+        if "vs_cub" in auto:
+            text += f"; auto vs cub {auto['vs_cub']:.2f}x"
+        lines.append(text)
     return "\n".join(lines)
 
 
@@ -332,7 +407,11 @@ def build_parser(parser=None):
                              "(short calls are repeated more); the table gives their median "
                              "(default: 10)")
     parser.add_argument("--index-dtype", default="int64", choices=("int64", "int32"),
-                        help="index dtype of cudasortkit's argsorts (CuPy's are int64)")
+                        help="index dtype of cudasortkit's argsorts (CuPy's are int64; with "
+                             "--peers CUB's pair sort sorts positions of this dtype)")
+    parser.add_argument("--value-dtypes", default="int64",
+                        help="comma-separated value dtypes of the pairs operation (sort_by_key), "
+                             "e.g. int32,int64 (default: int64)")
     parser.add_argument("--inputs", type=int, default=3,
                         help="how many different random arrays each case makes; the timed calls "
                              "take them in turn, so no call finds the previous call's keys in "
@@ -378,6 +457,8 @@ def build_parser(parser=None):
                              "one-shot, in each sort cell ('vs cub'), then the wall-clock time of "
                              "one call of csk.sort, a csk.plan, both cuda.compute forms, "
                              "cupy.sort and torch.sort at 2^10..2^20 keys")
+    parser.add_argument("--no-calls", action="store_true",
+                        help="with --peers: skip the table of one call's wall-clock time")
     parser.add_argument("--cold", action="store_true",
                         help="instead: sorts of 12 sizes from 1e4 to 6e7 float32 keys from an "
                              "empty tuning cache, three rounds, each round's total and slowest "
@@ -469,19 +550,29 @@ def main(argv=None, args=None) -> int:
     for op in args.ops.split(","):
         for dtype in args.dtypes.split(","):
             for size in args.sizes.split(","):
-                n = parse_size(size)
-                options = {} if op == "merge" else {"index_dtype": args.index_dtype, "peers": peers}
-                case = bench_merge if op == "merge" else bench_case
-                new = case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
-                           repeats=args.repeats, with_numpy=args.numpy, check=not args.no_check,
-                           **options)
-                rows += new
-                print(format_table(new).split("\n", 2)[-1], flush=True)
-                if op == "merge":
-                    print(merge_summary(new), flush=True)
+                for value_dtype in (args.value_dtypes.split(",") if op == "pairs" else (None,)):
+                    n = parse_size(size)
+                    options = {} if op == "merge" else {"index_dtype": args.index_dtype,
+                                                        "peers": peers}
+                    if value_dtype is not None:
+                        options["value_dtype"] = value_dtype
+                    case = bench_merge if op == "merge" else bench_case
+                    new = case(op, dtype, n, names, dist=args.dist, inputs=args.inputs,
+                               repeats=args.repeats, with_numpy=args.numpy,
+                               check=not args.no_check, **options)
+                    rows += new
+                    print(format_table(new).split("\n", 2)[-1], flush=True)
+                    if op == "merge":
+                        print(merge_summary(new), flush=True)
     print()
     print(format_table(rows))
-    if args.peers and _cupy() is not None:  # per call; without cuda.compute: ours, CuPy, torch
+    cells = format_cells(rows)
+    if cells:
+        print()
+        print("cells (auto against our best by name, and against CUB prepared):")
+        print(cells)
+    # per call; without cuda.compute: ours, CuPy, torch
+    if args.peers and not args.no_calls and _cupy() is not None:
         calls = bench_calls.peers_latency(args.dtypes.split(","))
         print()
         print(bench_calls.format_peers(calls))

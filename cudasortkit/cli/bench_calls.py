@@ -197,21 +197,25 @@ def not_installed(reason: str) -> str:
 class CubPrepared:
     """cuda.compute's radix sort of arrays like `like`, the fastest way a
     user can call it: built once, temporary storage allocated up front,
-    each call sorting into the one output it owns (returned)."""
+    each call sorting into the one output it owns (returned). With
+    `values_like`, its pair sort: a call returns (keys, values)."""
 
-    def __init__(self, cc, cupy, like):
+    def __init__(self, cc, cupy, like, values_like=None):
         self.n = like.size
         self.out = cupy.empty_like(like)
-        self.sorter = cc.make_radix_sort(d_in_keys=like, d_out_keys=self.out, d_in_values=None,
-                                         d_out_values=None, order=cc.SortOrder.ASCENDING)
+        self.values_out = None if values_like is None else cupy.empty_like(values_like)
+        self.sorter = cc.make_radix_sort(d_in_keys=like, d_out_keys=self.out,
+                                         d_in_values=values_like, d_out_values=self.values_out,
+                                         order=cc.SortOrder.ASCENDING)
         nbytes = self.sorter(temp_storage=None, d_in_keys=like, d_out_keys=self.out,
-                             d_in_values=None, d_out_values=None, num_items=self.n)
+                             d_in_values=values_like, d_out_values=self.values_out,
+                             num_items=self.n)
         self.temp = cupy.empty(max(int(nbytes), 1), cupy.uint8)
 
-    def __call__(self, x):
-        self.sorter(temp_storage=self.temp, d_in_keys=x, d_out_keys=self.out, d_in_values=None,
-                    d_out_values=None, num_items=self.n)
-        return self.out
+    def __call__(self, x, values=None):
+        self.sorter(temp_storage=self.temp, d_in_keys=x, d_out_keys=self.out, d_in_values=values,
+                    d_out_values=self.values_out, num_items=self.n)
+        return self.out if values is None else (self.out, self.values_out)
 
 
 def cub_oneshot(cc, cupy, x):
@@ -228,17 +232,37 @@ def _peer_error(exc) -> RuntimeError:
 
 
 def device_peers(cc, cupy):
-    """For bench.bench_case: devs (CuPy arrays of one dtype and size) ->
-    {row name: run(i)} of the two peer forms; a form cuda.compute refuses
-    (a dtype it does not sort) fails its row with RuntimeError."""
-    def runners(devs):
+    """For bench.bench_case: runners(devs, op, vals, index_dtype) -> {row
+    name: run(i)}: for op "sort" (devs: CuPy arrays of one dtype and size)
+    the two peer forms; for "pairs" (vals: the values, one array per input)
+    the prepared pair sort, run(i) -> (keys, values); for "argsort" the
+    prepared pair sort of the keys with their positions (index_dtype) as
+    values, run(i) -> the values: what an argsort costs through CUB. A form
+    cuda.compute refuses (a dtype it does not sort) fails its row with
+    RuntimeError."""
+    def runners(devs, op="sort", vals=None, index_dtype="int64"):
         prepared = []
+        positions = []
+
+        def sorter():
+            if not prepared:
+                like = None
+                if op == "pairs":
+                    like = vals[0]
+                elif op == "argsort":
+                    positions.append(cupy.arange(devs[0].size, dtype=index_dtype))
+                    like = positions[0]
+                prepared.append(CubPrepared(cc, cupy, devs[0], like))
+            return prepared[0]
 
         def run_prepared(i):
             try:
-                if not prepared:
-                    prepared.append(CubPrepared(cc, cupy, devs[0]))
-                return prepared[0](devs[i])
+                cub = sorter()
+                if op == "pairs":
+                    return cub(devs[i], vals[i])
+                if op == "argsort":
+                    return cub(devs[i], positions[0])[1]
+                return cub(devs[i])
             except Exception as exc:
                 raise _peer_error(exc) from exc
 
@@ -248,6 +272,8 @@ def device_peers(cc, cupy):
             except Exception as exc:
                 raise _peer_error(exc) from exc
 
+        if op != "sort":
+            return {PREPARED: run_prepared}
         return {PREPARED: run_prepared, ONESHOT: run_oneshot}
     return runners
 

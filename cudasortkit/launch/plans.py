@@ -60,9 +60,13 @@ caches.register(forget)
 
 def plan_key(plugin, job) -> tuple:
     """Everything a replayable run() may depend on; plugin.run too, so a
-    run() patched in (tests do) records its own plan."""
+    run() patched in (tests do) records its own plan. A caller's key_range
+    promise too: a plugin that checks it (counting) refuses to record such
+    a run, and a plan of a run without one must not serve it."""
+    request = job.request
     return _key(job.state.ordinal, plugin, job.dtype, job.n, job.value_bytes, job.config,
-                job.descending, job.values_in != 0, job.values_out != 0, rows_of(job.request))
+                job.descending, job.values_in != 0, job.values_out != 0, rows_of(request),
+                None if request is None else request.key_range)
 
 
 def rows_of(request):
@@ -95,15 +99,16 @@ def plan_for(key):
 
 
 def _key(ordinal, plugin, dtype, n, value_bytes, config, descending, has_values_in,
-         has_values_out, rows) -> tuple:
+         has_values_out, rows, key_range=None) -> tuple:
     return (ordinal, type(plugin), plugin.run, dtype, n, value_bytes, tuple(config.items()),
-            descending, not has_values_in, not has_values_out, rows)
+            descending, not has_values_in, not has_values_out, rows, key_range)
 
 
 def recorded(ordinal, plugin, dtype, n, value_bytes, config, descending, *, has_values_in,
              has_values_out, rows=None):
     """The LaunchPlan recorded for a job of these fields (config as the job
-    holds it: the defaults filled in; `rows` as rows_of(request)), or None."""
+    holds it: the defaults filled in; `rows` as rows_of(request); no
+    key_range), or None."""
     return plan_for(_key(ordinal, plugin, dtype, n, value_bytes, config, descending,
                          has_values_in, has_values_out, rows))
 

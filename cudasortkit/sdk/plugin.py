@@ -115,9 +115,11 @@ class SortPlugin:
     makes_indices: ClassVar[bool] = False
     #: True if run() issues the same allocations, memsets, copies and launches
     #: for the same (dtype, n, value_bytes, config, descending, values_in given
-    #: or not, and for uniform rows the request's kind and rows), makes no
-    #: data- or pointer-dependent host decisions (no `ptr % 16` checks,
-    #: nothing else read from job.request) and no host reads or syncs, issues
+    #: or not, the request's key_range, and for uniform rows the request's
+    #: kind and rows), makes no data- or pointer-dependent host decisions (no
+    #: `ptr % 16` checks, nothing else read from job.request) and no host
+    #: reads or syncs, or else refuses the recording (job.recorder.refuse,
+    #: where job.recorder is not None: then that shape runs run() each time), issues
     #: all its work through `job` itself (no Job of its own), and passes
     #: pointers only inside a buffer (not one past its end). Ragged segments
     #: are never replayed.

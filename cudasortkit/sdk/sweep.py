@@ -19,7 +19,10 @@ block plans the passes: offsets, trivial passes skipped on the device), one
 onesweep_pass per digit.
 For argsort (values_in == 0, the `makes_indices` contract) the first pass makes
 the indices, the passes in between keep them as 32-bit words (n < 2^32) and
-the last pass writes no keys (argsort's keys are never read).
+the last pass writes no keys (argsort's keys are never read). Pairs with
+`gather` do the same with positions, and the last pass writes the caller's
+value from each position (values_in[position]): 4 bytes a key carried
+through the passes instead of the values' 8, and one random read at the end.
 """
 from __future__ import annotations
 
@@ -41,8 +44,13 @@ HIST_STATIC_BYTES = 1024
 #: counters stay below.
 MAX_RADIX_BITS = 11
 TILE_LIMIT = 1 << 16
-#: value_mode of onesweep_pass (kernels/include/onesweep.cuh).
-VALUES_GIVEN, INDICES, INDICES_U32 = 0, 1, 2
+#: value_mode of onesweep_pass (kernels/include/onesweep.cuh): the caller's
+#: values carried; positions made by the first pass, written as indices or
+#: turned into the caller's values by the last (gathered); and a flag: the
+#: last pass writes the carried word as it is (a later kernel finishes).
+VALUES_GIVEN, INDICES, GATHER, KEEP_CARRIED = 0, 1, 2, 4
+#: Positions are carried as 32-bit words below this many keys.
+NARROW_POSITIONS = 1 << 32
 #: The kernels of a sweep template (declared in kernels/include/onesweep.cuh).
 SWEEP_KERNELS = ("onesweep_histogram", "onesweep_pass")
 
@@ -94,14 +102,26 @@ def histogram_shared_bytes(limits) -> int:
     return HIST_SHARED_BYTES if room >= HIST_SHARED_BYTES else 1 << (room.bit_length() - 1)
 
 
-def sweep_defines(job) -> dict:
+def carry_bytes(job, mode: int) -> int:
+    """Bytes a value takes between the passes (VALUE_CARRY): a position
+    (modes INDICES and GATHER) 4 below NARROW_POSITIONS keys, else the
+    values' own width (0: keys only)."""
+    if job.value_bytes and mode & ~KEEP_CARRIED != VALUES_GIVEN and job.n < NARROW_POSITIONS:
+        return 4
+    return job.value_bytes
+
+
+def sweep_defines(job, carry: int | None = None) -> dict:
     """Macros a sweep template is built with for this job besides its
     config: 64-bit status words for n >= 2^30, a smaller histogram where the
-    device cannot give a block 64 KiB."""
+    device cannot give a block 64 KiB, and VALUE_CARRY where values are
+    carried narrower than their width (`carry`, carry_bytes')."""
     defines = {"wide_status": 1} if job.n > NARROW_STATUS_MAX else {}
     hist_shared = histogram_shared_bytes(job.limits)
     if hist_shared != HIST_SHARED_BYTES:
         defines["hist_shared_bytes"] = hist_shared
+    if carry is not None and carry != job.value_bytes:
+        defines["value_carry"] = carry
     return defines
 
 
@@ -133,14 +153,15 @@ def launch_histogram(job, kernel, hist: int, *, base: int = 0, limit: int, bad: 
 
 def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_in=None,
                 values=(0, 0, 0), value_mode: int = VALUES_GIVEN, write_keys: bool = True,
-                base: int = 0, persistent: bool = False) -> None:
+                base: int = 0, persistent: bool = False, carry: int | None = None) -> None:
     """onesweep_pass for digit p: `at` holds the sweep's buffers ("keys",
     "offsets", "plan", "status", "counters"); keys_in defaults to job.keys_in.
     A block per tile; with `persistent` (kernel is onesweep_pass_persistent,
     whose blocks take tile after tile) as many blocks as the GPU holds at
-    once, at most one per tile."""
+    once, at most one per tile. `carry`: the VALUE_CARRY the kernel was
+    built with (default the values' width)."""
     tiles = job.blocks(job.n, geometry.tile)
-    shared = geometry.shared_bytes(job.key_bytes, job.value_bytes)
+    shared = geometry.shared_bytes(job.key_bytes, job.value_bytes if carry is None else carry)
     grid = resident_grid(job, kernel, geometry.block_size, shared, tiles) if persistent else tiles
     job.launch(kernel, grid, geometry.block_size, job.keys_in if keys_in is None else keys_in,
                job.keys_out, at["keys"], *values, job.n, job.desc_mask, base, p, value_mode,
@@ -148,18 +169,35 @@ def launch_pass(job, kernel, geometry: SweepGeometry, p: int, at: dict, *, keys_
                shared=shared)
 
 
+def sweep_mode(job, gather: bool = False) -> int:
+    """The value_mode of a sweep of `job`: INDICES for an argsort (no
+    values_in: the `makes_indices` contract), GATHER for pairs with
+    `gather` where a position is narrower than a value (8-byte values,
+    fewer than NARROW_POSITIONS keys), else VALUES_GIVEN (keys only too)."""
+    if not job.value_bytes:
+        return VALUES_GIVEN
+    if job.values_in == 0:
+        return INDICES
+    if gather and job.value_bytes > 4 and job.n < NARROW_POSITIONS:
+        return GATHER
+    return VALUES_GIVEN
+
+
 def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
-               limit: int | None = None, bad: int = 0) -> None:
+               limit: int | None = None, bad: int = 0, gather: bool = False) -> None:
     """Sort job.keys_in into job.keys_out (and values) by w = csk_encode(key)
     - base, running only the passes over the bits of `limit`, the largest w
     (default: the largest word). `bad` (a device word, or 0 when w <= limit
     always holds) is set if some w > limit; the output is then a permutation
-    of the keys, not sorted."""
+    of the keys, not sorted. `gather`: pairs carry positions and the last
+    pass gathers the values (sweep_mode)."""
     g, n = geometry, job.n
     kb, vb = job.key_bytes, job.value_bytes
     limit = (1 << 8 * kb) - 1 if limit is None else int(limit)
     passes = g.passes(kb)
     tiles = job.blocks(n, g.tile)
+    mode = sweep_mode(job, gather)
+    carry = carry_bytes(job, mode)
 
     # One temporary, carved: zeroed head (histogram, tile counters, status
     # half 0), then status half 1 (zeroed by the first pass), offsets, plan,
@@ -167,8 +205,8 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     half_bytes = tiles * g.digits * status_word(job)
     at = job.alloc_parts([("hist", passes * g.digits * 8), ("counters", (passes + 1) * 4),
                           ("status", 2 * half_bytes), ("offsets", passes * g.digits * 8),
-                          ("plan", passes * 4), ("keys", n * kb), ("values", n * vb)])
-    defines = sweep_defines(job)
+                          ("plan", passes * 4), ("keys", n * kb), ("values", n * carry)])
+    defines = sweep_defines(job, carry)
     kernels = {name: job.kernel(template, name, defines=defines) for name in SWEEP_KERNELS}
     job.memset32(at["hist"], 0, (at["status"] + half_bytes - at["hist"]) // 4)
 
@@ -176,13 +214,9 @@ def sweep_sort(job, template: str, geometry: SweepGeometry, *, base: int = 0,
     launch_histogram(job, kernels["onesweep_histogram"], at["hist"], base=base, limit=limit,
                      bad=bad, plan_at=at)
 
-    argsort = vb > 0 and job.values_in == 0  # the core gave no indices: make them
-    if not argsort:
-        mode = VALUES_GIVEN
-    else:
-        mode = INDICES_U32 if n < (1 << 32) else INDICES
+    argsort = mode == INDICES  # the core gave no indices: make them
     vals = (job.values_in, job.values_out, at["values"]) if vb else (0, 0, 0)
     # Passes above limit's bits are skipped on the device: not launched.
     for p in range(min(passes, max(1, -(-limit.bit_length() // g.radix_bits)))):
         launch_pass(job, kernels["onesweep_pass"], g, p, at, values=vals, value_mode=mode,
-                    write_keys=not argsort, base=base)
+                    write_keys=not argsort, base=base, carry=carry)

@@ -8,7 +8,8 @@ Layout (schema 1)::
      "host":    {OP: {DTYPE: {BUCKET: {"extra_ms", "via"}}}},
      "kinds":   {GROUP: {NAME: {"hash": SHA, "results": {SHAPE: MS}}}}}
 
-OP is "sort", "argsort" (8-byte values) or "pairs" (4-byte values); BUCKET is
+OP is "sort", "argsort" (int64 indices), "pairs" (4-byte values) or "pairs8"
+(8-byte values); BUCKET is
 log2 of the measured size as a string. An ENTRY holds the best measured
 "ms" and its "config", the default config's "default_ms", and what was
 tried or rejected; after tune's final comparison "ms" is the interleaved

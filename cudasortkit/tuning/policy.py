@@ -21,9 +21,12 @@ from .cache import warn_once
 #: Smallest and largest size bucket (log2 of n); sweeps step by 2 (factor 4).
 MIN_BUCKET, MAX_BUCKET = 10, 32
 
-#: Measured operations: sort (keys only), argsort (8-byte values), pairs (4-byte values).
-OPS = ("sort", "argsort", "pairs")
-OP_SHAPE = {"sort": ("sort", 0), "argsort": ("argsort", 8), "pairs": ("pairs", 4)}
+#: Measured operations: sort (keys only), argsort (int64 indices), pairs
+#: (sort_by_key with 4-byte values) and pairs8 (with 8-byte values: what a
+#: pair sort carries, or gathers, differs from argsort's positions).
+OPS = ("sort", "argsort", "pairs", "pairs8")
+OP_SHAPE = {"sort": ("sort", 0), "argsort": ("argsort", 8), "pairs": ("pairs", 4),
+            "pairs8": ("pairs", 8)}
 
 #: Uniform rows (a sort along an axis) are measured apart from 1-D sorts:
 #: under the op's name with this suffix ("sort@rows"), by the bucket of the
@@ -45,18 +48,24 @@ def bucket_of(n: int) -> int:
 
 
 def op_of(request) -> str:
-    """Which measured operation a request behaves like."""
+    """Which measured operation a request behaves like: argsort (int32
+    indices too), or pairs by its values' width."""
     if request.kind == "sort":
         return "sort"
-    if request.kind == "argsort" or request.value_bytes == 8:
+    if request.kind == "argsort":
         return "argsort"
-    return "pairs"
+    return "pairs8" if request.value_bytes == 8 else "pairs"
+
+
+#: Where an op has no measurement, the ops whose measurements stand in,
+#: nearest first (pairs of 8-byte values move as many bytes as argsort).
+SIMILAR_OPS = {"sort": ("sort",), "argsort": ("argsort", "pairs8", "pairs"),
+               "pairs": ("pairs", "pairs8", "argsort"), "pairs8": ("pairs8", "argsort", "pairs")}
 
 
 def _similar_ops(op: str) -> tuple:
     base, rows, _ = op.partition(ROWS)
-    similar = {"sort": ("sort",), "argsort": ("argsort", "pairs"), "pairs": ("pairs", "argsort")}[base]
-    return tuple(o + rows for o in similar)
+    return tuple(o + rows for o in SIMILAR_OPS[base])
 
 
 def row_bucket(row_len: int) -> int:

@@ -1,6 +1,6 @@
 """A config timed the way a user's repeated call runs it.
 
-A repeated sort or argsort of CuPy or PyTorch keys is a prepared call
+A repeated sort, argsort or sort_by_key of CuPy or PyTorch keys is a prepared call
 (cudasortkit/calls/sort_prepared.py): its plugin's recorded launch plan
 replayed on temporaries the call keeps, one CUDA graph launch a call once
 the graph of its buffers is captured. The general path (execute.run_plugin)
@@ -13,11 +13,12 @@ So a Case times a replayable plugin's config through `ReplayedCall`: the
 plan its checking run recorded, replayed on buffers owned here (result,
 argsort's indices and keys, the plan's temporaries), with argsort's index
 fill where the plugin does not make its indices, as the prepared call
-issues it. What a prepared call adds besides (reading the array, its
-result's allocation) is the same for every plugin, so it is left out.
-Kinds a prepared call does not serve (key-value pairs), plugins that
-cannot be replayed and shapes whose plan was not recorded are timed
-through the general path, as their callers run them.
+issues it; key-value pairs read the case's values. What a prepared call
+adds besides (reading the array, its result's allocation) is the same for
+every plugin, so it is left out. Uniform rows of pairs (which a prepared
+call does not serve), plugins that cannot be replayed and shapes whose
+plan was not recorded are timed through the general path, as their
+callers run them.
 """
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ from ..sdk.job import Job
 #: a set issues the operations, the second captures its graph, later ones
 #: launch it (cudasortkit/launch/graphs.py).
 SETTLE_RUNS = 3
-#: The kinds a prepared call serves.
-PREPARED_KINDS = ("sort", "argsort")
+#: The kinds a prepared call serves (pairs of one 1-D array only).
+PREPARED_KINDS = ("sort", "argsort", "pairs")
 
 
 class ReplayedCall:
@@ -54,6 +55,9 @@ class ReplayedCall:
                 values_out = self._allocate(n * self.index_bytes, "argsort indices")
                 if self.iota:
                     values_in = self._allocate(n * self.index_bytes, "argsort's input indices")
+            elif case.kind == "pairs":
+                values_in = int(case.values.gpudata)
+                values_out = self._allocate(n * case.value_bytes, "sorted values")
             self.temporaries = tuple(self._allocate(size, "temporaries")
                                      for size in plan.temporaries)
         except BaseException:  # out of memory part way: give back what was taken
@@ -86,12 +90,14 @@ def replayed_call(case, plugin, config) -> ReplayedCall | None:
     call would take the general path: a kind the prepared calls do not
     serve, fewer than two keys, or no launch plan recorded for the shape
     (a plugin that is not replayable, or a shape not run yet)."""
-    if case.kind not in PREPARED_KINDS or case.n < 2:
+    if (case.kind not in PREPARED_KINDS or case.n < 2
+            or (case.kind == "pairs" and case.segments is not None)):
         return None
     plan = launchplan.recorded(case.state.ordinal, plugin, case.dtype, case.n, case.value_bytes,
                                config, False,
-                               has_values_in=case.kind == "argsort" and not plugin.makes_indices,
-                               has_values_out=case.kind == "argsort",
+                               has_values_in=(case.kind == "pairs" or case.kind == "argsort"
+                                              and not plugin.makes_indices),
+                               has_values_out=case.kind != "sort",
                                rows=None if case.segments is None else
                                launchplan.rows_key(case.kind, case.segments))
     return None if plan is None else ReplayedCall(case, plugin, config, plan)

@@ -155,9 +155,15 @@ class Case:
             what = f"tuner inputs, {self.n:,} {dtype} keys"
             self.keys = [_upload(state, h, self._bufs, what) for h in self.hosts]
         self.values = None
+        #: Pairs: the values, a permutation of 0 .. n-1 (not the positions
+        #: themselves: a sort that moved positions where it should move the
+        #: values fails the check), and the position each value came from.
+        self._value_positions = None
         if self.kind == "pairs":
-            self.values = _upload(state, np.arange(self.n, dtype=VALUE_DTYPES[self.value_bytes]),
-                                  self._bufs, f"tuner values, {self.n:,}")
+            host = np.random.default_rng(self.n).permutation(self.n).astype(
+                VALUE_DTYPES[self.value_bytes])
+            self._value_positions = np.argsort(host)
+            self.values = _upload(state, host, self._bufs, f"tuner values, {self.n:,}")
         state.cuda.Context.synchronize()
         self._order = None
         self._expected = None
@@ -278,6 +284,9 @@ class Case:
                 v = values.get()
                 if v.shape != (self.n,):
                     return f"{v.size} values for {self.n} keys"
+                if v.min(initial=0) < 0 or v.max(initial=0) >= self.n:
+                    return "values that were never given"
+                v = self._value_positions[v]  # where each value came from
         if got.shape != want.shape:
             return f"{got.size} keys for {self.n}"
         i = _first_difference(got, want)

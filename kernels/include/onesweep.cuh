@@ -12,7 +12,9 @@
 // Macros: BLOCK_SIZE threads (whole warps), ITEMS_PER_THREAD keys per thread,
 // RADIX_BITS bits per digit (up to 11: 3 passes for 32-bit keys, 11/11/10,
 // and 6 for 64-bit keys; the top pass gets the bits left over), WARP_MATCH
-// (peers.cuh), EARLY_COUNTS, LOOKBACK_WINDOW (1 if undefined). A thread owns
+// (peers.cuh), EARLY_COUNTS, LOOKBACK_WINDOW (1 if undefined), VALUE_CARRY
+// (bytes a value takes between passes and in shared memory: 4 or 8, at most
+// CSK_VALUE_BYTES; CSK_VALUE_BYTES if undefined). A thread owns
 // OS_DIGITS_PER_THREAD digits (more than one when there are more digits than
 // threads).
 // Define WIDE_STATUS=1 (the drivers do, for n >= 2^30) for 64-bit tile status
@@ -63,6 +65,19 @@
 // Predecessors' status words a digit's look-back loads at once (os_look_back).
 #ifndef LOOKBACK_WINDOW
 #define LOOKBACK_WINDOW 1
+#endif
+// A value between passes: the caller's value, or a 32-bit position that the
+// last pass turns into the caller's index or value (os_store_value).
+#ifndef VALUE_CARRY
+#define VALUE_CARRY CSK_VALUE_BYTES
+#endif
+#if VALUE_CARRY == 8
+typedef unsigned long long os_carry_t;
+#else
+typedef unsigned os_carry_t;
+#endif
+#if CSK_HAS_VALUES && ((VALUE_CARRY != 4 && VALUE_CARRY != 8) || VALUE_CARRY > CSK_VALUE_BYTES)
+#error "VALUE_CARRY is 4 or 8 bytes, at most the values' own width"
 #endif
 
 #define RADIX_DIGITS (1 << RADIX_BITS)
@@ -401,7 +416,7 @@ onesweep_histogram(const csk_bits_t* __restrict__ keys, csk_index_t n, unsigned 
 
 // ----------------------------------------------------------------------- pass
 // Dynamic shared memory layout (bytes; plugins/onesweep.py mirrors it):
-//   values staging  TILE * CSK_VALUE_BYTES (8-byte aligned, first)
+//   values staging  TILE * VALUE_CARRY   (8-byte aligned, first; none without values)
 //   adjust          RADIX_DIGITS * 8      global index - tile position, per digit
 //                                         (an os_pos_t: 4 of the 8 bytes used
 //                                         unless WIDE_STATUS)
@@ -417,7 +432,7 @@ typedef csk_index_t os_pos_t;
 #else
 typedef unsigned os_pos_t;
 #endif
-#define OS_VALUES_BYTES OS_ALIGN8(TILE * CSK_VALUE_BYTES)
+#define OS_VALUES_BYTES (CSK_HAS_VALUES ? OS_ALIGN8(TILE * VALUE_CARRY) : 0)
 #define OS_KEYS_BYTES OS_ALIGN8(TILE * CSK_KEY_BYTES)
 
 // n more keys of digit d in a warp's counters at shared byte address
@@ -598,28 +613,42 @@ __device__ __forceinline__ void os_look_back(os_status_t* my_status, const unsig
     }
 }
 
-// Where a pass's values come from and go to (the pass kernel's value_mode).
-#define OS_VALUES_GIVEN 0   // pairs: values_in holds the caller's values
-#define OS_INDICES 1        // argsort: the first pass makes the indices 0 .. n-1
-#define OS_INDICES_U32 2    // the same, kept as 32-bit words between passes (n < 2^32)
+// Where a pass's values come from and go to (the pass kernel's value_mode;
+// cudasortkit/sdk/sweep.py names them). Between passes a value is one
+// os_carry_t word (VALUE_CARRY bytes) in the ping-pong buffers.
+#define OS_VALUES_GIVEN 0   // pairs: values_in holds the caller's values (VALUE_CARRY == CSK_VALUE_BYTES)
+#define OS_INDICES 1        // argsort: the first pass makes the positions 0 .. n-1, the
+                            // last stores them as csk_value_t (int64 or int32 indices)
+#define OS_GATHER 2         // pairs: the first pass makes the positions, the last stores
+                            // the caller's value from there, values_in[position]
+#define OS_KEEP_CARRIED 4   // flag: the last pass stores the carried word as it is (a
+                            // later kernel finishes the values: msd_local.cu)
+#define OS_MODE_SOURCE 3    // the mode without its flag
 
-// Value of input position i for the tile: the index itself (first pass of an
-// argsort), a 32-bit index (later passes of OS_INDICES_U32), else a word.
-__device__ __forceinline__ csk_value_t os_load_value(const void* __restrict__ src, int mode,
-                                                     bool first, csk_index_t i)
+// Value of input position i for the tile: the position itself (first pass
+// of OS_INDICES and OS_GATHER), else the word at i.
+__device__ __forceinline__ os_carry_t os_load_value(const void* __restrict__ src, int mode,
+                                                    bool first, csk_index_t i)
 {
-    if (first && mode != OS_VALUES_GIVEN) return (csk_value_t)i;
-    if (mode == OS_INDICES_U32) return (csk_value_t)((const unsigned*)src)[i];
-    return ((const csk_value_t*)src)[i];
+    if (first && (mode & OS_MODE_SOURCE) != OS_VALUES_GIVEN) return (os_carry_t)i;
+    return ((const os_carry_t*)src)[i];
 }
 
-__device__ __forceinline__ void os_store_value(void* __restrict__ dst, int mode, bool last,
-                                               csk_index_t g, csk_value_t v)
+// Value v of output position g: the carried word, except from the last pass
+// (unless OS_KEEP_CARRIED), which writes the caller's width: a given value or
+// a position as it is, or under OS_GATHER the value at that position of
+// `gather` (the caller's values, read once: a random read per key instead of
+// carrying 8-byte values through every pass).
+__device__ __forceinline__ void os_store_value(void* __restrict__ dst,
+                                               const void* __restrict__ gather, int mode,
+                                               bool last, csk_index_t g, os_carry_t v)
 {
-    if (mode == OS_INDICES_U32 && !last)
-        ((unsigned*)dst)[g] = (unsigned)v;
+    if (!last || (mode & OS_KEEP_CARRIED))
+        ((os_carry_t*)dst)[g] = v;
+    else if ((mode & OS_MODE_SOURCE) == OS_GATHER)
+        ((csk_value_t*)dst)[g] = __ldg((const csk_value_t*)gather + v);
     else
-        ((csk_value_t*)dst)[g] = v;
+        ((csk_value_t*)dst)[g] = (csk_value_t)v;
 }
 
 // Sorts by the digit at `pass` from the buffer the plan says into the other:
@@ -664,7 +693,7 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
     extern __shared__ unsigned long long os_smem[];
     unsigned char* smem = (unsigned char*)os_smem;
 #if CSK_HAS_VALUES
-    csk_value_t* values_s = (csk_value_t*)smem;
+    os_carry_t* values_s = (os_carry_t*)smem;
 #endif
     os_pos_t* adjust = (os_pos_t*)(smem + OS_VALUES_BYTES);
     csk_bits_t* keys_s = (csk_bits_t*)(smem + OS_VALUES_BYTES + RADIX_DIGITS * 8);
@@ -797,7 +826,7 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
             const os_pos_t g = adjust[os_digit(k, shift)] + (os_pos_t)i;
             if (store_keys) os_store_key(dst + g, last ? csk_decode((csk_bits_t)(k + kbase), kmask) : k);
 #if CSK_HAS_VALUES
-            os_store_value(vdst, value_mode, last, g, values_s[i]);
+            os_store_value(vdst, values_in, value_mode, last, g, values_s[i]);
 #endif
         }
         if (!PERSISTENT) return;
