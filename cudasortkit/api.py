@@ -16,6 +16,7 @@ import numpy as np
 from .calls import axes, multikey, search, unique as uniques
 from .calls.sort_plan import Plan
 from .calls.sort_prepared import PreparedCalls
+from .calls.search_prepared import PreparedSearches
 from .calls.select import SelectCalls
 from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
@@ -37,6 +38,9 @@ prepared = PreparedCalls(selector, execute)
 #: topk / partition / argpartition (cudasortkit/calls/select.py); plugins that
 #: sort the rows use `selector`'s sort plugins.
 selections = SelectCalls(selector)
+#: Repeated plain device searchsorted calls of one exact shape, replayed
+#: without the general path (cudasortkit/calls/search_prepared.py).
+searches = PreparedSearches()
 SELECTION_GROUP = SelectPlugin.entry_point_group
 
 def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
@@ -238,7 +242,12 @@ def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=Non
     in sorted a; batched as torch.searchsorted when a is (..., n) and v
     (..., m). algorithm: "auto" or a search plugin's name (explain_searchsorted
     says which auto takes); see docs/unique_search.md."""
-    return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream)
+    if sorter is None and stream is None:
+        # A repeat of a prepared device search.
+        call = searches.find(a, v, side, algorithm)
+        if call is not None:
+            return call(a, v)
+    return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream, searches)
 
 
 def explain_searchsorted(a, v, side="left", sorter=None, *, algorithm="auto"):

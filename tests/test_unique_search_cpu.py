@@ -224,7 +224,9 @@ def test_explain_searchsorted_declared_choice():
     assert "4 global reads a query (fanout 8) after a 4,096-entry top in shared memory" in text
     assert "about 14 dependent global loads a query" in text
     short_v = csk.explain_searchsorted(np.zeros(1 << 24, np.float32), np.zeros(100, np.float32))
-    assert short_v.plugin == "binary"  # building the tree reads every 8th key of a
+    # building the tree reads every 8th key of a; kary waits on 5 loads, binary on 15
+    assert short_v.plugin == "kary"
+    assert short_v.estimates["tree"] > short_v.estimates["binary"] > short_v.estimates["kary"]
     batched = csk.explain_searchsorted(np.zeros((4, 1 << 20)), np.zeros((4, 1 << 20)))
     assert batched.plugin == "binary" and {"merge", "tree"} <= set(batched.skipped)
     assert "searches one row" in str(batched)
@@ -274,7 +276,8 @@ class _RecordingJob:
 
 
 @pytest.mark.parametrize("name, n, launches", [("binary", 1000, 1), ("merge", 1000, 1),
-                                               ("tree", 1000, 1), ("tree", 100000, 2)])
+                                               ("tree", 1000, 1), ("tree", 100000, 2),
+                                               ("kary", 100000, 1)])
 def test_search_plugins_launch_with_their_kernels_arguments(name, n, launches):
     """run() passes as many arguments as its kernel's prototype declares
     (what Job.launch checks on the GPU), with a grid that covers the work
