@@ -211,7 +211,7 @@ def _numpy_search(a, v, side, sorter=None):
     return np.searchsorted(a, v, side, sorter)
 
 
-@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree"])
+@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree", "kary"])
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("dtype", KEY_DTYPES)
 @pytest.mark.parametrize("n, m", [(0, 5), (1, 7), (5000, 1), (4099, 65537), (100003, 3001)])
@@ -226,7 +226,7 @@ def test_searchsorted_every_dtype(n, m, dtype, side, algorithm, rng):
 def test_searchsorted_distributions(dist, rng):
     a = _sorted_keys(dist, "float32", 70001, rng)
     v = make_keys(dist, "float32", 30011, rng)
-    for algorithm in ("binary", "merge", "tree"):
+    for algorithm in ("binary", "merge", "tree", "kary"):
         for side in ("left", "right"):
             got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
             assert np.array_equal(got, _numpy_search(a, v, side)), (algorithm, side)
@@ -235,7 +235,7 @@ def test_searchsorted_distributions(dist, rng):
 def test_searchsorted_auto(rng):
     cupy = pytest.importorskip("cupy")
     a = np.sort(make_keys("uniform", "float32", 1 << 22, rng))
-    for m, plugin in ((10, "binary"), (1 << 21, "tree")):
+    for m, plugin in ((10, "kary"), (1 << 21, "tree")):
         v = make_keys("special", "float32", m, rng)
         assert csk.explain_searchsorted(a, v).plugin == plugin
         got = csk.searchsorted(cupy.asarray(a), cupy.asarray(v))
@@ -283,7 +283,7 @@ def test_searchsorted_non_contiguous(rng):
 
 
 @slow
-@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree"])
+@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree", "kary"])
 def test_searchsorted_2_24(algorithm, rng):
     a = np.sort(make_keys("uniform", "float32", 1 << 24, rng))
     v = make_keys("uniform", "float32", 1 << 24, rng)
