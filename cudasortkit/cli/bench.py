@@ -318,8 +318,12 @@ def build_parser(parser=None):
                         help="sorts along the last axis of rows x cols arrays and a ragged "
                              "segmented sort vs CuPy and torch (bench_batched.py)")
     parser.add_argument("--family", action="store_true",
-                        help="the sort family vs CuPy: lexsort, unique rows, unique and "
-                             "searchsorted of 2^24 keys (bench_family.py)")
+                        help="the sort family vs CuPy and PyTorch, bars marked: lexsort, unique "
+                             "rows, unique 2^20..2^26, searchsorted on the 2^10..2^24 grid, a "
+                             "1,000-key host sort (bench_family.py)")
+    parser.add_argument("--family-cases", default=None, metavar="GROUP,...",
+                        help="with --family: the groups to run, of lexsort, unique_rows, unique, "
+                             "searchsorted, host (default: all)")
     parser.add_argument("--select", action="store_true",
                         help="topk vs torch.topk and argpartition vs cupy.argpartition at "
                              "issue 29's bar shapes (bench_select.py)")
@@ -396,7 +400,8 @@ def main(argv=None, args=None) -> int:
     if args.family:
         from . import bench_family
 
-        return bench_family.main(args.repeats)
+        groups = args.family_cases.split(",") if args.family_cases else None
+        return bench_family.main(args.repeats, groups)
     if args.host:
         from . import bench_host
 
