@@ -322,7 +322,7 @@ def test_unique_inverse_size_rule():
     below it; 32-bit positions (and the inverse sort) below 2^31 keys."""
     from cudasortkit.calls import unique as u
 
-    assert u.INVERSE_SORT_MIN == 1 << 20
+    assert u.INVERSE_SORT_MIN == 1 << 23
     assert not u.inverse_by_sort(0) and not u.inverse_by_sort(u.INVERSE_SORT_MIN - 1)
     assert u.inverse_by_sort(u.INVERSE_SORT_MIN) and u.inverse_by_sort(1 << 24)
     assert u.inverse_by_sort((1 << 31) - 1) and not u.inverse_by_sort(1 << 31)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
+from cudasortkit import api
 from cudasortkit.dtypes import KEY_DTYPES
 from helpers import DISTRIBUTIONS, as_dtype, is_bf16, make_keys, to_device, to_numpy
 
@@ -333,13 +334,16 @@ def test_searchsorted_tree_sizes(dtype, rng):
                                     {"block_size": 256, "fanout": 16, "top": 64},
                                     {"block_size": 256, "fanout": 32, "top": 64}])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint8", "bfloat16"])
-def test_searchsorted_tree_deep(dtype, config, rng, monkeypatch):
+def test_searchsorted_tree_deep(dtype, config, rng, monkeypatch, request):
     """Small tops and every fanout (the config patched; test_kernels_compile's
     TREE_VARIANTS): four to eight levels above a at the largest size, many
     blocks striding."""
     from cudasortkit.plugins.search_tree import TreeSearch, tree_levels
 
     monkeypatch.setattr(TreeSearch, "config", config)
+    # no prepared search of another config replays for these shapes, now or after
+    api.searches.forget()
+    request.addfinalizer(api.searches.forget)
     assert len(tree_levels(300007, config["fanout"], config["top"])) >= 3
     for n in (15, 16, 17, 129, 4097, 65537, 300007):
         a, v = _tree_inputs(dtype, n, 30011, rng)

@@ -56,12 +56,14 @@ UNIQUE_CONFIG = {"block_size": UNIQUE_BLOCK, "items_per_thread": UNIQUE_ITEMS}
 BLOCKS_PER_SM = 16
 #: From this many keys the inverse is a sort of (order, run ids) by order, not
 #: the scatter inverse[order[i]] = id. The scatter is one launch; the sort a few
-#: (onesweep: a count and 3 passes of 8 bytes a key at 2^24, fewer below)
-#: that only pay off once the scatter's random 8-byte writes reach DRAM
-#: (a 32-byte sector each): below 2^20 keys its 8 MB inverse stays in an
-#: H100's or H200's 50 MB L2, where the writes merge. (At 2^24 on an H200 the
-#: scatter's writes cost about 1.0 ms, the sort about 0.35 ms.)
-INVERSE_SORT_MIN = 1 << 20
+#: (onesweep: a count and 3 passes of 8 bytes a key at 2^24, fewer below),
+#: and through the general path tens of microseconds of host time, that only
+#: pay off once the scatter's random 8-byte writes reach DRAM (a 32-byte
+#: sector each): up to 2^22 keys its inverse (32 MB) stays in an H100's or
+#: H200's 50 MB L2, where the writes merge. (At 2^24 on an H200 the scatter's
+#: writes cost about 1.0 ms, the sort about 0.35 ms; 2^21 and 2^22 follow the
+#: L2 rule, not a measurement.)
+INVERSE_SORT_MIN = 1 << 23
 #: Below this many keys positions, flags, run ids and starts are 32-bit
 #: (int32 arrays: every library has them, and as keys of the inverse sort
 #: positions below 2^31 sort as unsigned words would).
