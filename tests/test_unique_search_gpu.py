@@ -135,7 +135,7 @@ def _inverse_path_size(where: str) -> int:
     from cudasortkit.calls.unique import INVERSE_SORT_MIN, inverse_by_sort
 
     n = {"below": INVERSE_SORT_MIN - 1, "at": INVERSE_SORT_MIN,
-         "above": 3 * INVERSE_SORT_MIN + 5}[where]
+         "above": INVERSE_SORT_MIN + 4097}[where]  # (2^23 and more: kept to a tile past it)
     assert inverse_by_sort(n) == (where != "below")
     return n
 
