@@ -45,7 +45,7 @@ SELECTION_GROUP = SelectPlugin.entry_point_group
 #: np.ndarray, one global lookup away (api.sort's tiny host arrays).
 _NDARRAY = np.ndarray
 
-def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=None, key_range=None,
+def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False, order=None):
     """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
     or `a` sorted into `out` (`out=a` sorts in place).
@@ -97,7 +97,7 @@ def sort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", out=No
     return keys
 
 
-def argsort(a, *, axis=-1, descending=False, stable=False, algorithm="auto", key_range=None,
+def argsort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", key_range=None,
             stream=None, progress=False, index_dtype=np.int64, order=None):
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
     with stable=True exactly numpy.argsort(kind='stable') (and NumPy 2.5's
@@ -150,6 +150,10 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
     keys may be a tuple of key arrays (1-D, one length): the FIRST is the
     primary key (SQL's ORDER BY), descending a bool or one per key, and the
     result is (tuple of sorted keys, values); docs/multikey.md."""
+    if type(keys) is list and keys and all(hasattr(k, "shape") for k in keys):
+        raise TypeError(f"sort_by_key: keys is a list of {len(keys)} key arrays: pass them as a "
+                        "tuple, (k1, k2), to sort by several keys (the first primary), or one "
+                        "array")
     if isinstance(keys, tuple):
         if axis not in (-1, 0) or out is not None or values_out is not None or key_range is not None:
             raise ValueError("sort_by_key with a tuple of keys takes 1-D keys (axis -1) and no "
@@ -180,7 +184,7 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
                         stream, progress=progress)
 
 
-def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False,
+def segmented_sort(keys, offsets, values=None, *, descending=False, stable=None,
                    algorithm="auto", stream=None):
     """Every segment keys[offsets[s]:offsets[s+1]] sorted on its own (CUB-style
     offsets: segments + 1 int32/int64 values from 0 to len(keys), never
@@ -196,7 +200,7 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     return ks if kind == "sort" else (ks, vs)
 
 
-def segmented_argsort(keys, offsets, *, descending=False, stable=False, algorithm="auto",
+def segmented_argsort(keys, offsets, *, descending=False, stable=None, algorithm="auto",
                       stream=None):
     """int64 positions (in the whole of `keys`) that sort every segment of
     `keys` on its own (offsets as for segmented_sort). stable=None is the
@@ -249,7 +253,9 @@ def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=Non
     """numpy.searchsorted(a, v, side, sorter): int64 insertion points of v
     in sorted a; batched as torch.searchsorted when a is (..., n) and v
     (..., m). algorithm: "auto" or a search plugin's name (explain_searchsorted
-    says which auto takes); see docs/unique_search.md."""
+    says which auto takes); the plugins search device arrays, NumPy host ones
+    (a plugin named for host arrays raises ValueError); see
+    docs/unique_search.md."""
     if sorter is None and stream is None:
         # A repeat of a prepared device search.
         call = searches.find(a, v, side, algorithm)
@@ -342,7 +348,7 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
                       progress, index_dtype)
 
 
-def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable: bool = False,
+def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable=None,
             algorithm: str = "auto", key_range=None, axis=-1, offsets=None, k=None, kth=None,
             largest=True):
     """Which plugin and config `algorithm` would use for `a`, and why (a

@@ -23,7 +23,8 @@ KEY_DTYPES = (
 )
 
 #: What the array libraries call the supported dtypes, for error messages.
-SUPPORTED_TEXT = "bool, " + ", ".join(KEY_DTYPES) + " (native byte order)"
+SUPPORTED_TEXT = ("bool, " + ", ".join(KEY_DTYPES)
+                  + " (host arrays of either byte order, device arrays native)")
 
 KIND_UNSIGNED, KIND_SIGNED, KIND_FLOAT = 0, 1, 2
 
@@ -70,6 +71,31 @@ def _key_dtype(dt: np.dtype) -> np.dtype:  # every sort asks; dt.name alone cost
         raise TypeError(f"cudasortkit cannot sort dtype {dt!r}; supported key dtypes are "
                         f"{SUPPORTED_TEXT}")
     return dt
+
+
+def exact_common_dtype(x, y) -> np.dtype | None:
+    """NumPy's result_type of key dtypes x and y where it is a key dtype that
+    holds every value of both exactly (int32 and int64: int64; int16 and
+    float32: float32); None where it does not (int64 and uint64, whose
+    result_type float64 rounds large integers)."""
+    x, y = np.dtype(x), np.dtype(y)
+    try:
+        common = np.result_type(x, y)
+        key_dtype(common)
+    except TypeError:
+        return None
+    return common if _holds(common, x) and _holds(common, y) else None
+
+
+def _holds(common: np.dtype, d: np.dtype) -> bool:
+    """Whether every value of d is a value of common."""
+    if d == common:
+        return True
+    if d.kind in "biu" and (common.kind == "f" or is_bfloat16(common)):
+        bits = 1 if d.kind == "b" else 8 * d.itemsize - (d.kind == "i")
+        mantissa = 8 if is_bfloat16(common) else np.finfo(common).nmant + 1
+        return mantissa >= bits
+    return bool(np.can_cast(d, common, "safe"))
 
 
 def is_bfloat16(dtype) -> bool:

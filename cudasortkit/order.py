@@ -48,7 +48,9 @@ def numpy_kind(dtype: np.dtype, stable: bool):
 
 
 def sort(keys: np.ndarray, descending: bool = False, stable: bool = False) -> np.ndarray:
-    """Sorted copy of `keys` in NumPy's order (the keys' own bits)."""
+    """Sorted copy of `keys` in NumPy's order: the keys' own bits when stable
+    (or descending and stable), else numpy.sort's answer (which may give a
+    float zero the other sign and a NaN another payload)."""
     if is_bfloat16(keys.dtype) or (descending and stable):
         return keys[argsort(keys, descending)]
     out = np.sort(keys, kind=numpy_kind(keys.dtype, stable))

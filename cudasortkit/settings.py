@@ -8,12 +8,15 @@ here, called by the module named, at that moment):
 - CUDASORTKIT_SYNC_LAUNCHES: 1 waits after every launch so a fault names its kernel (default 0); once, at import (build/template.py).
 - CUDASORTKIT_AUTOTUNE: 0/off/false/no turns first-run measurement off (default on); every selection that would measure (tuning/runtime.py).
 - CUDASORTKIT_CACHE_DIR: the tuning cache's directory (default platformdirs' user cache dir); every lookup (tuning/cache.py).
+- CUDASORTKIT_BUILD_ASIDE: 0/off/false/no has a call build a config that has not run yet itself instead of running one that has while it is built in the background (default on); every call that would run a stand-in (launch/built.py).
+- CUDASORTKIT_KERNEL_CACHE_DIR: the compiled kernels' directory (default "kernels" in platformdirs' user cache dir, whatever CUDASORTKIT_CACHE_DIR says); every lookup of a module not loaded yet (build/cubins.py).
 - CUDASORTKIT_DEVICE_MEMORY_LIMIT: bytes of device memory a host sort may use (default no cap); every host sort, unless set_device_memory_limit() was called (host/memlimit.py).
 - CUDASORTKIT_HOST_PIPELINE_MIN: bytes of keys from which a host sort is pipelined (default 8MiB); every host sort (host/pipeline.py).
 - CUDASORTKIT_HOST_TRANSFER: auto, staged or registered host transfers (default auto); every host sort (host/transfer.py).
 - CUDASORTKIT_HOST_PIECE: bytes of one staged transfer piece (default adaptive); every transfer (host/transfer.py).
 - CUDASORTKIT_COPY_THREADS: host-copy worker threads (default the CPUs less two, 2..12); when asked (host/transfer.py; the pool is made once).
 - CUDASORTKIT_PINNED_LIMIT: bytes of page-locked staging memory (default 512MiB); when a pinned pool is made (host/pinned.py).
+- CUDASORTKIT_DASK_COLLECTIVE: how a Dask collective sort runs on its workers, comma-separated key=value items (default: all "auto"; dask/options.py lists them); every collective sort, on every worker (dask/collective.py: all workers must agree).
 
 Byte counts take a unit (parse_size). Users' docs: docs/api.md, docs/host.md,
 docs/tuning.md.
@@ -27,12 +30,15 @@ DEVICE = "CUDASORTKIT_DEVICE"
 SYNC_LAUNCHES = "CUDASORTKIT_SYNC_LAUNCHES"
 AUTOTUNE = "CUDASORTKIT_AUTOTUNE"
 CACHE_DIR = "CUDASORTKIT_CACHE_DIR"
+KERNEL_CACHE_DIR = "CUDASORTKIT_KERNEL_CACHE_DIR"
+BUILD_ASIDE = "CUDASORTKIT_BUILD_ASIDE"
 DEVICE_MEMORY_LIMIT = "CUDASORTKIT_DEVICE_MEMORY_LIMIT"
 HOST_PIPELINE_MIN = "CUDASORTKIT_HOST_PIPELINE_MIN"
 HOST_TRANSFER = "CUDASORTKIT_HOST_TRANSFER"
 HOST_PIECE = "CUDASORTKIT_HOST_PIECE"
 COPY_THREADS = "CUDASORTKIT_COPY_THREADS"
 PINNED_LIMIT = "CUDASORTKIT_PINNED_LIMIT"
+DASK_COLLECTIVE = "CUDASORTKIT_DASK_COLLECTIVE"
 
 _UNITS = {"": 1, "b": 1,
           "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
@@ -90,9 +96,19 @@ def autotune() -> bool:
     return os.environ.get(AUTOTUNE, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
+def build_aside() -> bool:
+    """CUDASORTKIT_BUILD_ASIDE is not 0/off/false/no (unset: on)."""
+    return os.environ.get(BUILD_ASIDE, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
 def cache_dir() -> str | None:
     """CUDASORTKIT_CACHE_DIR as given, or None."""
     return os.environ.get(CACHE_DIR)
+
+
+def kernel_cache_dir() -> str | None:
+    """CUDASORTKIT_KERNEL_CACHE_DIR as given, or None (unset or blank)."""
+    return _text(KERNEL_CACHE_DIR) or None
 
 
 def device_memory_limit() -> int | None:
@@ -125,3 +141,9 @@ def copy_threads() -> int | None:
 def pinned_limit() -> int | None:
     """CUDASORTKIT_PINNED_LIMIT in bytes, or None."""
     return _bytes(PINNED_LIMIT)
+
+
+def dask_collective() -> str:
+    """CUDASORTKIT_DASK_COLLECTIVE, stripped ("" when unset); dask/options.py
+    reads its items."""
+    return _text(DASK_COLLECTIVE)

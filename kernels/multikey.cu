@@ -61,6 +61,18 @@ extern "C" __global__ void csk_gather(const csk_bits_t* __restrict__ src,
         dst[i] = src[order[i]];
 }
 
+// dst[i] = src[order[i]] as a sort returns keys (keys.cuh's ordered word and
+// back): float zeros as +0.0 and NaNs as the one quiet NaN, every other key
+// its own bits. Multi-key sort_by_key's sorted keys, as the one-key sorts'.
+extern "C" __global__ void csk_gather_keys(const csk_bits_t* __restrict__ src,
+                                           const long long* __restrict__ order, long long n,
+                                           csk_bits_t* __restrict__ dst)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = csk_from_ordered(csk_to_ordered(src[order[i]]));
+}
+
 // ---------------------------------------------------------------- unique rows
 // rows: n rows of `width` keys each (row-major); order: the rows' stable
 // multi-key order. Rows are equal as NumPy compares them: value by value,

@@ -1,5 +1,5 @@
 // searchsorted on the device (cudasortkit/calls/search.py drives it; the
-// plugins "binary" and "merge", cudasortkit/plugins/search_*.py, launch it;
+// plugins "binary" and "merge", plugins/search_*.py, launch it;
 // "tree" has its own search_tree.cu).
 //
 // `rows` independent searches: row r searches its m queries v[r*m .. r*m+m)

@@ -1,5 +1,5 @@
 // searchsorted of one row through an implicit static search tree (the plugin
-// "tree", cudasortkit/plugins/search_tree.py, launches it).
+// "tree", plugins/search_tree.py, launches it).
 //
 // a: n sorted keys (no sorter); v: m queries; out[j] = #{k : a_k before
 // v_j} (csk_before: a_k < v_j for side left, a_k <= v_j for side right),

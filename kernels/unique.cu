@@ -27,7 +27,9 @@
 //
 // Equality is NumPy's: ordered words (keys.cuh) are equal, so -0.0 == +0.0;
 // every NaN has the ordered word all ones, so with equal_nan all NaNs are one
-// value, and without it every NaN starts a run of its own.
+// value, and without it every NaN starts a run of its own. Bools (sorted as
+// their bytes, as NumPy sorts them) are equal by truth value: any nonzero
+// byte is True, so a run of True starts at the smallest nonzero byte.
 //
 // A value is its run's first key: read from `sorted`, except float keys whose
 // sorted word is a zero or a NaN, which a sort may canonicalise (+0.0, one
@@ -39,6 +41,8 @@
 // Defines: UNIQUE_COUNT_BYTES 4 (n < 2^31) or 8: the width of the tiles'
 // counts and offsets, ids, starts and order (the first sort's positions,
 // int32 or int64, read as unsigned words: they are never negative).
+// UNIQUE_BOOL 1: the keys are bools (their bytes, uint8 to keys.cuh),
+// compared by truth value; 0 otherwise.
 // Tunables: BLOCK_SIZE (a multiple of 32), ITEMS_PER_THREAD (at most 32).
 #include "keys.cuh"
 
@@ -60,8 +64,16 @@ typedef unsigned long long csk_count_t;
 #define CSK_UNIQUE_ZERO 1u
 #define CSK_UNIQUE_NAN 2u
 
+#if !defined(UNIQUE_BOOL) || (UNIQUE_BOOL != 0 && UNIQUE_BOOL != 1)
+#error "UNIQUE_BOOL must be 0 or 1"
+#endif
+
 __device__ __forceinline__ bool csk_unique_same(csk_bits_t a, csk_bits_t b, int equal_nan)
 {
+#if UNIQUE_BOOL
+    (void)equal_nan;
+    return (a != 0) == (b != 0);
+#endif
     const csk_bits_t ua = csk_to_ordered(a), ub = csk_to_ordered(b);
 #if CSK_KEY_KIND == CSK_KIND_FLOAT
     if (!equal_nan && ua == CSK_ALL_ONES) return false;  // NaN != NaN

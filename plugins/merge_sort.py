@@ -29,10 +29,10 @@ class MergeSort(TiledSortPlugin):
     #: onesweep's six (docs/algorithms/merge_sort.md has the measurements).
     priorities = ((1 << 15, 15),)
     #: Sorts of 8-byte keys alone stay with merge_sort up to this many keys.
-    #: Past it onesweep leads since its smaller 8-byte tiles (session 19):
-    #: H100, empty cache, device time, uint64 / float64: 2^16 0.069 / 0.069
-    #: ms against onesweep's 0.068 / 0.068, 2^18 0.090 / 0.092 against
-    #: 0.078 / 0.079 (session 21; docs/algorithms/merge_sort.md).
+    #: Past it onesweep, with its smaller 8-byte tiles (SMALL_WIDE_TILES),
+    #: leads: H100, empty cache, device time, uint64 / float64: 2^16 0.069 /
+    #: 0.069 ms against onesweep's 0.068 / 0.068, 2^18 0.090 / 0.092 against
+    #: 0.078 / 0.079 (docs/algorithms/merge_sort.md).
     WIDE_KEYS_UP_TO = 1 << 16
     WIDE_KEYS_PRIORITY = 15
     #: Sorts of 8-byte keys alone of at most max_keys keys default to

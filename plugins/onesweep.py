@@ -98,7 +98,7 @@ class OnesweepSort(SortPlugin):
     #: registers; these do not (56 and 96 registers). One tile an SM is what
     #: pays: 2^20 keys in 512 x 16 tiles are 128 a pass, the default's 114
     #: leave SMs idle and 384 x 20's 137 put two on some. H100, CUDA events,
-    #: CUB prepared's time over onesweep's (uint64 / float64, session 19):
+    #: CUB prepared's time over onesweep's (uint64 / float64):
     #: 2^19 1.05 / 1.06 -> 1.25 / 1.24 (384 x 12), 2^20 1.24 / 1.18 -> 1.36 /
     #: 1.32 and 2^21 1.27 / 1.25 -> 1.29 / 1.28 (512 x 16); without the wide
     #: look-back 512 x 16 gained 4% at 2^20 and lost 5% at 2^21. (From

@@ -20,12 +20,13 @@ slow when it sweeps sizes, distributions or configurations, sorts 2^24 keys
 or more, or tunes.
 
 Compile warm-up. Most of a fresh GPU machine's test time is nvcc compiling
-kernel variants through pycuda, one after another. When a run selects many GPU
+kernel variants, one after another. When a run selects many GPU
 tests (WARMUP_MIN_TESTS), the session starts with one subprocess per CPU core
 (at most 16); together they sort a few thousand keys with every GPU plugin, key
 dtype and kind (sort, argsort, pairs with 4- and 8-byte values) through the
-public API, so pycuda's on-disk cubin cache holds those variants before the
-tests need them. It uses no knowledge of templates or defines, cannot change a
+public API, so the compiled-kernel cache on disk (cudasortkit/build/cubins.py)
+holds those variants before the tests need them. It uses no knowledge of
+templates or defines, cannot change a
 result (a cache miss only compiles again), and failures in it are reported,
 never raised. CUDASORTKIT_TEST_WARMUP=0 turns it off, =1 forces it. Under
 pytest-xdist (-n 8) it runs once per test run, not once per worker: the first
@@ -48,6 +49,10 @@ import pytest
 # lazy tuning (it would add seconds per new size), and never the user's cache.
 # Tuner tests opt back in with monkeypatch.
 os.environ.setdefault("CUDASORTKIT_AUTOTUNE", "0")
+# A call builds the config it runs itself (no stand-in while it is built aside,
+# cudasortkit/launch/built.py): what a call runs never depends on a build's
+# timing. Tests of building aside opt back in with monkeypatch.
+os.environ.setdefault("CUDASORTKIT_BUILD_ASIDE", "0")
 if "CUDASORTKIT_CACHE_DIR" not in os.environ:  # (warm-up workers inherit the parent's)
     os.environ["CUDASORTKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="csk-test-cache-")
 

@@ -1,9 +1,12 @@
-"""API edges a new user meets, on the CPU (issue 26, section 3): NumPy's (and
-PyTorch's, where they agree) behaviour for stable=None, 0-d arrays, one-key
-descending sorts, overlapping outputs, argsort's int32 indices along the one
-axis of a 1-D array, one progress= rule on every path, and error messages that
-name what is wrong. Each call is made twice where a repeat takes another path
+"""API edges a new user meets, on the CPU: NumPy's (and PyTorch's, where
+they agree) behaviour for stable=None, 0-d arrays, one-key descending sorts,
+overlapping outputs, argsort's int32 indices along the one axis of a 1-D
+array, one progress= rule on every path, error messages that name what is
+wrong, keys of the other byte order, the selection calls' edges, and docs
+that say what the code does. Each call is made twice where a repeat takes another path
 (the host shortcut in api.sort serves a shape auto has already given NumPy)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -403,3 +406,169 @@ def test_docs_descending_equivalents_for_numpy_before_2_5():
                    'numpy.argsort(~a, kind="stable")'):
         assert f"`{recipe}`" in text, recipe
     assert "Arrays must be 1-D" not in text
+
+
+# ------------------------------------------------ non-native byte order keys
+_SWAPPED = [np.array([3.0, 1.0, np.nan, 2.0, -0.0, 1.0, 7.5], ">f8"),
+            np.array([5, -3, 9, 0, -3, 2, 1], ">i4"), np.array([5, -3, 9, 0, -3, 2, 1], ">i8"),
+            np.array([5, 3, 9, 0, 3, 2, 1], ">u2"), np.array([1.5, -2.0, 0.5, 9.0], ">f2")]
+
+
+def _same(got, want):
+    """Equal values and the same dtype, byte order included (NumPy's answer)."""
+    assert type(got) is type(want) and got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape and np.array_equal(got, want, equal_nan=got.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("a", _SWAPPED, ids=lambda a: a.dtype.str)
+def test_non_native_byte_order_keys_sort_as_numpy_does_whatever_came_before(a):
+    """A host array of the other byte order ('>f8') is sorted as NumPy sorts
+    it, its key results in its own dtype, the same before and after calls
+    that put a native array of its kind on the small-array shortcut."""
+    native = a.astype(a.dtype.newbyteorder("="))
+    m = np.resize(a, 12).reshape(3, 4).astype(a.dtype)  # (np.resize makes it native)
+    assert m.dtype == a.dtype
+    for round_ in range(3):
+        _same(csk.sort(a), np.sort(a))
+        _same(csk.sort(a, stable=True), np.sort(a, kind="stable"))
+        _same(csk.argsort(a, stable=True), np.argsort(a, kind="stable"))
+        _same(csk.sort(m, axis=0), np.sort(m, axis=0))
+        _same(csk.sort(m, axis=None), np.sort(m, axis=None))
+        _same(csk.argsort(m, stable=True), np.argsort(m, kind="stable"))
+        order = np.argsort(a, kind="stable")
+        k, v = csk.sort_by_key(a, np.arange(a.size, dtype=">i8"))
+        _same(k, a[order])
+        _same(v, np.arange(a.size, dtype=">i8")[order])
+        (k2,), v2 = csk.sort_by_key((a,), np.arange(a.size))
+        _same(k2, a[order])
+        _same(csk.segmented_sort(a, [0, 3, a.size]),
+              np.concatenate([np.sort(a[:3]), np.sort(a[3:])]).astype(a.dtype))
+        _same(csk.merge(np.sort(a[:3]), np.sort(a[3:])), np.sort(a, kind="stable"))
+        _same(csk.partition(a, 2)[2:3], np.partition(a, 2)[2:3])
+        _same(csk.topk(a, 2, largest=False)[0], np.sort(a)[:2])
+        _same(csk.unique(a), np.unique(a))
+        _same(csk.unique(a, return_index=True)[0], np.unique(a, return_index=True)[0])
+        _same(csk.lexsort((a, a)), np.lexsort((a, a)))
+        _same(csk.searchsorted(np.sort(a), a), np.searchsorted(np.sort(a), a))
+        out = np.empty_like(a)
+        assert csk.sort(a, out=out) is out
+        _same(out, np.sort(a))
+        for axis in (0, -1):  # N-D out= of the caller's byte order, in place too
+            nd_out, in_place = np.empty_like(m), m.copy()
+            assert csk.sort(m, axis=axis, out=nd_out) is nd_out
+            _same(nd_out, np.sort(m, axis=axis))
+            csk.sort(in_place, axis=axis, out=in_place)
+            _same(in_place, np.sort(m, axis=axis))
+        csk.sort(native), csk.argsort(native), csk.sort_by_key(native, np.arange(a.size))
+
+
+def test_docs_and_code_agree_on_which_host_sorts_keep_the_keys_bits():
+    """On the host a stable sort (and sort_by_key) returns the keys' own bits
+    in stable order; the default one is numpy.sort's answer, bit for bit,
+    which need not keep a zero's sign or a NaN's payload: api.md says so."""
+    rng = np.random.default_rng(8)
+    for dtype in (np.float32, np.float64):
+        bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+        for n in (5, 20, 300, 5000):
+            k = np.array([0.0, -0.0, np.nan, -np.nan, 1.0], dtype)[rng.integers(0, 5, n)]
+            k.view(bits)[np.isnan(k) & (rng.random(n) < 0.5)] |= 1  # other NaN payloads
+            stable = k[np.argsort(k, kind="stable")]
+            for _ in range(2):  # the second call may take the small-array shortcut
+                assert np.array_equal(csk.sort(k, stable=True).view(bits), stable.view(bits))
+                assert np.array_equal(csk.sort_by_key(k, np.arange(n))[0].view(bits),
+                                      stable.view(bits))
+                assert np.array_equal(csk.sort(k).view(bits), np.sort(k).view(bits))
+    import re
+    from pathlib import Path
+
+    text = re.sub(r"\s+", " ", Path(__file__).resolve().parents[1].joinpath(
+        "docs", "api.md").read_text())
+    assert "The CPU plugin returns the keys' own bits." not in text
+    assert ("On the host, a stable sort (`stable=True`, `sort_by_key`, `merge`) returns the "
+            "keys' own bits in stable order; the default (unstable) sort returns what "
+            "`numpy.sort` returns") in text
+
+
+# ------------------------------------------------------- selection edges
+def _raises_as(call, reference):
+    """call() raises what reference() raises (type and NumPy's words)."""
+    with pytest.raises(Exception) as want:
+        reference()
+    with pytest.raises(type(want.value), match=re.escape(str(want.value))):
+        call()
+
+
+def test_partition_edges_are_numpys():
+    """argpartition of a 0-d array is [0]; an empty array takes any integer
+    kth; kth must be integers as numpy.asarray(kth) reads them (an empty
+    list is none: TypeError; a bool: ValueError), at most 1-D."""
+    zero_d = np.array(3.0)
+    for kth in (0, -1, [0]):
+        for axis in (-1, 0, None):
+            got = csk.argpartition(zero_d, kth, axis=axis)
+            assert got.dtype == np.int64 and got.tolist() == [0]
+            assert np.argpartition(zero_d, kth, axis=axis).tolist() == [0]
+    _raises_as(lambda: csk.argpartition(zero_d, 1), lambda: np.argpartition(zero_d, 1))
+    _raises_as(lambda: csk.partition(zero_d, 0), lambda: np.partition(zero_d, 0))
+    assert csk.partition(zero_d, 0, axis=None).tolist() == [3.0]
+    for shape, axis in (((0,), -1), ((0, 3), 1), ((3, 0), 0), ((3, 0), -1)):
+        for kth in (0, 5, -7, [0, 9]):
+            empty = np.zeros(shape)
+            got = csk.partition(empty, kth, axis=axis)
+            assert got.shape == np.partition(empty, kth, axis=axis).shape == shape
+            assert csk.argpartition(empty, kth, axis=axis).shape == shape
+    a = np.array([3.0, 1.0, 2.0])
+    for kth in ([], (), 1.0, [1, 2.0], "1", None, np.array([0.0])):
+        for call, ref in ((csk.partition, np.partition), (csk.argpartition, np.argpartition)):
+            _raises_as(lambda: call(a, kth), lambda: ref(a, kth))
+    for kth in (True, [True], np.array([], bool)):
+        _raises_as(lambda: csk.partition(a, kth), lambda: np.partition(a, kth))
+    with pytest.raises(ValueError, match="kth must be an integer or a 1-D sequence"):
+        csk.partition(a, [[0]])
+    assert sorted(csk.partition(a, np.array([], np.int64)).tolist()) == [1.0, 2.0, 3.0]
+
+
+def test_topk_of_a_0d_array_gives_0d_results_as_torch():
+    """torch.topk of a 0-d tensor (k 0 or 1, dim -1 or 0): 0-d values (the
+    key) and 0-d int64 indices (0)."""
+    for k in (0, 1):
+        for axis in (-1, 0):
+            values, indices = csk.topk(np.array(2.5, np.float32), k, axis=axis)
+            assert values.shape == () and values.dtype == np.float32 and values == 2.5
+            assert indices.shape == () and indices.dtype == np.int64 and indices == 0
+    values, indices = np.empty((), np.float32), np.empty((), np.int64)
+    assert csk.topk(np.array(2.5, np.float32), 1, out=(values, indices))[0] is values
+    assert values == 2.5 and indices == 0
+    with pytest.raises(ValueError, match=r"k must be in \[0, 1\]"):
+        csk.topk(np.array(2.5), 2)
+    with pytest.raises(np.exceptions.AxisError):
+        csk.topk(np.array(2.5), 1, axis=1)
+
+
+def _documented_signatures(doc: str) -> dict:
+    """{name: (parameters text)} of every `cudasortkit.NAME(...)` signature
+    in the docs' python code blocks (a signature may run over lines)."""
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("docs", doc).read_text()
+    found = {}
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        for name, params in re.findall(r"^cudasortkit\.(\w+)\((.*?)\)\s*$", block, re.S | re.M):
+            found[name] = " ".join(params.split())
+    return found
+
+
+@pytest.mark.parametrize("doc", ["api.md", "unique_search.md"])
+def test_documented_signatures_are_the_codes(doc):
+    """Every signature the docs give is the function's own: the same
+    parameters, in order, positional or keyword-only, with the same defaults
+    (stable=None, order=, explain's k/kth/largest, unique's sorted=)."""
+    import inspect
+
+    documented = _documented_signatures(doc)
+    assert documented, doc
+    for name, params in documented.items():
+        doc_sig = eval(f"lambda {params}: None", {"numpy": np, "np": np})
+        want = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(csk, name)).parameters.values()]
+        got = [(p.name, p.kind, p.default) for p in inspect.signature(doc_sig).parameters.values()]
+        assert got == want, f"{doc}: cudasortkit.{name}({params}) is not the code's {want}"

@@ -1,4 +1,4 @@
-"""API edges of issue 26 (section 3) with CuPy arrays and CUDA tensors: the
+"""API edges with CuPy arrays and CUDA tensors: the
 same rules as tests/test_api_edges_cpu.py on every device path, including the
 prepared path a repeated call of one shape takes (cudasortkit/calls/sort_prepared.py)."""
 import numpy as np
@@ -163,3 +163,55 @@ def test_device_values_and_out_messages():
             csk.sort(k, out=[0, 0, 0])
         with pytest.raises(TypeError, match="^values_out must be an array"):
             csk.sort_by_key(k, k, values_out=[0, 0, 0])
+
+
+# ------------------------------------------------ non-native byte order keys
+@pytest.mark.parametrize("algorithm", ["onesweep", "radix", "merge_sort"])
+def test_non_native_host_keys_on_gpu_plugins_as_numpy(algorithm):
+    """A host array of the other byte order sorted by a GPU plugin: NumPy's
+    answer in its own dtype, out= of that dtype too; device arrays of it
+    are refused saying how to make them native."""
+    rng = np.random.default_rng(9)
+    a = (rng.standard_normal(100_003) * 100).astype(">f8")
+    a[::97] = np.nan
+    got = csk.sort(a, algorithm=algorithm)
+    assert got.dtype == a.dtype and np.array_equal(got, np.sort(a), equal_nan=True)
+    out = np.empty_like(a)
+    assert csk.sort(a, algorithm=algorithm, out=out) is out
+    assert np.array_equal(out, np.sort(a), equal_nan=True)
+    order = csk.argsort(a, algorithm=algorithm, stable=True)
+    assert order.dtype == np.int64 and np.array_equal(order, np.argsort(a, kind="stable"))
+    keys, values = csk.sort_by_key(a, np.arange(a.size, dtype=">i8"), algorithm=algorithm)
+    assert keys.dtype == a.dtype and values.dtype == np.dtype(">i8")
+    assert np.array_equal(values, np.argsort(a, kind="stable"))
+    top, _ = csk.topk(a[~np.isnan(a)], 5)
+    assert top.dtype == a.dtype and np.array_equal(top, np.sort(a[~np.isnan(a)])[::-1][:5])
+
+
+def test_non_native_device_arrays_are_refused_saying_what_to_do():
+    class Swapped:  # a device array whose interface says big-endian float64
+        def __init__(self, like):
+            cai = dict(like.__cuda_array_interface__)
+            cai["typestr"] = ">f8"
+            self.__cuda_array_interface__ = cai
+
+    cupy = pytest.importorskip("cupy")
+    with pytest.raises(TypeError, match=r"non-native byte order.*newbyteorder"):
+        csk.sort(Swapped(cupy.zeros(8, cupy.float64)))
+
+
+# ------------------------------------------------------- selection edges
+def test_selection_edges_of_device_arrays_are_numpys_and_torchs():
+    """topk of a 0-d device array: 0-d results (torch's); argpartition of
+    one: [0]; partition of an empty one takes any integer kth; kth=[] is
+    NumPy's TypeError."""
+    for name, a, to_numpy in _device_arrays(np.array([3.0, 1.0, 2.0])):
+        zero_d = a[1]
+        for k in (0, 1):
+            values, indices = csk.topk(zero_d, k)
+            assert tuple(values.shape) == () and tuple(indices.shape) == (), name
+            assert float(to_numpy(values)) == 1.0 and int(to_numpy(indices)) == 0, name
+        assert to_numpy(csk.argpartition(zero_d, 0)).tolist() == [0], name
+        assert tuple(csk.partition(a[:0], 0).shape) == (0,), name
+        with pytest.raises(TypeError, match="Partition index must be integer"):
+            csk.partition(a, [])

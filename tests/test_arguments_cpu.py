@@ -209,3 +209,86 @@ def test_int32_indices_count_keys_by_shape_when_size_is_a_method():
 
     with pytest.raises(ValueError, match="2147483648 keys"):
         csk.argsort(TorchLike(), index_dtype=np.int32)
+
+
+# --------------------------------------------------- messages that say what to do
+def test_algorithm_must_be_a_name_in_every_call():
+    """One rule, one TypeError: sort's, for searchsorted, explain_searchsorted
+    and lexsort too."""
+    a = np.arange(4.0)
+    for call in (lambda: csk.sort(a, algorithm=5), lambda: csk.searchsorted(a, 1.0, algorithm=5),
+                 lambda: csk.explain_searchsorted(a, 1.0, algorithm=5),
+                 lambda: csk.lexsort([a], algorithm=5), lambda: csk.topk(a, 1, algorithm=5),
+                 lambda: csk.sort_by_key((a, a), a, algorithm=5)):
+        with pytest.raises(TypeError, match=r"algorithm must be a plugin name or 'auto' \(a str\), "
+                                            r"got 5"):
+            call()
+
+
+def test_a_sorter_of_the_wrong_shape_names_both_shapes():
+    a = np.arange(36.0)
+    with pytest.raises(ValueError, match=r"sorter must have a's shape \(36,\) \(an argsort of a\), "
+                                         r"got shape \(6, 6\)"):
+        csk.searchsorted(a, 3.0, sorter=np.arange(36).reshape(6, 6))
+    with pytest.raises(ValueError, match=r"sorter.size must equal a.size: 30 != 36"):
+        csk.searchsorted(a, 3.0, sorter=np.arange(30))
+
+
+def test_order_must_be_field_names():
+    s = np.zeros(3, [("a", "i4"), ("b", "f4")])
+    for order in (5, [5], ("a", 5), 1.5):
+        with pytest.raises((TypeError, ValueError), match=r"order must be a field name or a "
+                                                          r"sequence of field names \(a, b\)"):
+            csk.argsort(s, order=order)
+    with pytest.raises(ValueError, match="unknown field name: c"):
+        csk.sort(s, order="c")
+
+
+def test_sort_by_key_with_a_list_of_keys_says_to_pass_a_tuple():
+    k = np.arange(3)
+    for keys in ([k, k], [k]):
+        with pytest.raises(TypeError, match=r"a list of \d key arrays: pass them as a tuple"):
+            csk.sort_by_key(keys, np.arange(3))
+    # a list of numbers is one key array, as NumPy reads it
+    assert csk.sort_by_key([3, 1, 2], np.arange(3))[1].tolist() == [1, 2, 0]
+
+
+def test_segmented_sort_without_offsets_names_them():
+    for call in (csk.segmented_sort, csk.segmented_argsort):
+        with pytest.raises(TypeError, match=r"offsets must be an int32 or int64 array .*got None"):
+            call(np.arange(3), None)
+
+
+def test_descending_2d_structured_sort_does_not_name_order_unless_given():
+    s = np.zeros((2, 3), [("a", "i4"), ("b", "f4")])
+    for call in (csk.sort, csk.argsort):
+        with pytest.raises(ValueError) as refused:
+            call(s, descending=True)
+        assert "order=" not in str(refused.value)
+        assert "descending=True sorts 1-D structured arrays (or axis=None)" in str(refused.value)
+        assert "2-D" in str(refused.value)
+    assert csk.sort(s, descending=True, axis=None).shape == (6,)
+
+
+@pytest.mark.parametrize("x, y", [("int32", "int64"), ("uint8", "int8"), ("int16", "float32"),
+                                  ("bool", "uint16"), ("float16", "int8"), ("int32", "float64")])
+def test_merge_of_two_dtypes_promotes_as_numpy(x, y):
+    """merge of keys of two dtypes: NumPy's result_type, where it holds
+    both exactly; merge_by_key's keys too."""
+    rng = np.random.default_rng(2)
+    a = np.sort(rng.integers(0, 50, 30).astype(x))
+    b = np.sort(rng.integers(0, 50, 20).astype(y))
+    common = np.result_type(a.dtype, b.dtype)
+    got = csk.merge(a, b)
+    assert got.dtype == common
+    assert np.array_equal(got, np.sort(np.concatenate([a, b]).astype(common), kind="stable"))
+    keys, values = csk.merge_by_key(a, np.arange(30.0), b, np.arange(20.0))
+    assert keys.dtype == common and np.array_equal(keys, got)
+
+
+@pytest.mark.parametrize("x, y", [("int64", "uint64"), ("int64", "float64"), ("uint64", "float32"),
+                                  ("uint64", "int8")])
+def test_merge_of_two_dtypes_without_an_exact_common_one_says_to_cast(x, y):
+    with pytest.raises(TypeError, match=r"a \(.*\) and b \(.*\) have no common dtype that holds "
+                                        r"both exactly.*cast"):
+        csk.merge(np.zeros(3, x), np.zeros(3, y))

@@ -1,5 +1,5 @@
-"""python -m cudasortkit info, list and demo as a new user meets them
-(issue 26), CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
+"""python -m cudasortkit (info, list, demo, its help and version, bench's
+and tune's help) as a new user meets it, CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
 is stood in for by monkeypatching the probes cli.py and device.py use."""
 import subprocess
 import sys
@@ -241,3 +241,127 @@ def test_list_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
     done = subprocess.run(f"{sys.executable} -m cudasortkit list | head -1", shell=True,
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.stdout.strip() and "Traceback" not in done.stderr, done.stderr
+
+
+# ------------------------------------------------------ the command line itself
+def _run(*argv, **kwargs):
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120,
+                          **kwargs)
+
+
+def test_the_command_alone_prints_its_help():
+    done = _run("-m", "cudasortkit")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("usage: python -m cudasortkit")
+    for command in ("info", "list", "demo", "bench", "tune"):
+        assert command in done.stdout
+
+
+def test_version():
+    done = _run("-m", "cudasortkit", "--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"cudasortkit {csk.__version__}"
+
+
+def _options(help_text: str) -> dict:
+    """{option: its help} of an argparse --help text (the options section)."""
+    import re
+
+    found, current = {}, None
+    for line in help_text.split("options:", 1)[1].splitlines():
+        m = re.match(r"^  (-[-\w]+)(?:[ ,][^ ].*?)?(?:  +(.*))?$", line)
+        if m:
+            current = m.group(1)
+            found[current] = (m.group(2) or "").strip()
+        elif current and line.startswith("     "):
+            found[current] = (found[current] + " " + line.strip()).strip()
+    return found
+
+
+def test_bench_help_describes_itself_and_every_option_in_the_users_words(capsys):
+    import re
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["bench", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    description = text.split("\n\n")[1]
+    assert description.strip() and not description.lstrip().startswith("options:")
+    options = _options(text)
+    assert {"--repeats", "--inputs", "--sizes", "--peers"} <= set(options)
+    for option, words in options.items():
+        assert words, f"{option} is not explained"
+    assert not re.search(r"\w+\.py\b|cudasortkit\.cli|\bissue\b|#\d", text), text
+
+
+def test_tune_help_is_the_same_from_both_commands():
+    """`python -m cudasortkit tune --help` says what `python -m
+    cudasortkit.tune --help` says (the description and its examples too)."""
+    one = _run("-m", "cudasortkit", "tune", "--help")
+    two = _run("-m", "cudasortkit.tune", "--help")
+    assert one.returncode == two.returncode == 0
+    assert "measure every plugin on this GPU" in two.stdout
+    def same(text):  # the program's name aside
+        return text.replace("python -m cudasortkit tune", "PROG").replace(
+            "python -m cudasortkit.tune", "PROG")
+
+    assert same(one.stdout) == same(two.stdout)
+
+
+# ------------------------------------------------------- info and nvcc wrappers
+def _executable(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def _fake_nvcc(root, dryrun=True):
+    """<root>/bin/nvcc that answers --version and, as nvcc does, names its
+    toolkit (TOP=...) in a --dryrun compile."""
+    top = f'echo "#\\$ TOP={root}/bin/.." >&2' if dryrun else ":"
+    return _executable(root / "bin" / "nvcc", f"""#!/bin/sh
+case "$*" in
+  *--dryrun*) {top} ;;
+  *--version*) echo "Cuda compilation tools, release 13.0, V13.0.88"
+               echo "Build cuda_13.0.r13.0/compiler.36424714_0" ;;
+esac
+""")
+
+
+@pytest.mark.parametrize("how", ["exec wrapper", "wrapper, target read", "symlink"])
+@pytest.mark.parametrize("curand", [True, False])
+def test_info_sees_through_an_nvcc_wrapper_on_path_to_its_toolkit(how, curand, machine,
+                                                                   monkeypatch, capsys):
+    """nvcc on PATH runs a toolkit's nvcc elsewhere (a wrapper script in
+    <tmp>/usr/bin, or a symlink): info names that toolkit, checks cuda.h
+    and curand.h in it, and says what to do about what is missing."""
+    real = machine / "opt" / "toolkit-13"  # not where cli.py guesses toolkits
+    _fake_nvcc(real, dryrun=how == "exec wrapper")
+    (real / "include").mkdir()
+    (real / "include" / "cuda.h").write_text("")
+    if curand:
+        (real / "include" / "curand.h").write_text("")
+    bindir = machine / "usr" / "bin"
+    if how == "symlink":
+        bindir.mkdir(parents=True)
+        (bindir / "nvcc").symlink_to(real / "bin" / "nvcc")
+    else:
+        _executable(bindir / "nvcc", f'#!/bin/sh\nexec {real}/bin/nvcc "$@"\n')
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    monkeypatch.setattr(cli, "_find_nvcc", FIND_NVCC)
+    monkeypatch.setattr(cli, "_nvcc_version", NVCC_VERSION)
+    lines, missing = info(capsys)
+    assert f"nvcc: {bindir / 'nvcc'} (Build cuda_13.0.r13.0/compiler.36424714_0)" in lines
+    toolkit_line = next(l for l in lines if l.startswith("CUDA toolkit: "))
+    assert toolkit_line.startswith(f"CUDA toolkit: {real} (the nvcc on PATH runs {real / 'bin' / 'nvcc'})")
+    fix = missing[next(k for k in missing if k.startswith("CUDA headers"))]
+    if curand:
+        assert toolkit_line.endswith("cuda.h, curand.h found")
+        assert f"the toolkit at {real} has them" in fix and f"PATH={real / 'bin'}:$PATH" in fix
+    else:
+        assert toolkit_line.endswith("cuda.h found; missing: curand.h")
+        assert f"the toolkit at {real} (which nvcc runs) lacks curand.h" in fix
+        assert "cuRAND" in fix
+
+
+FIND_NVCC, NVCC_VERSION = cli._find_nvcc, cli._nvcc_version

@@ -15,7 +15,8 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 
 import cudasortkit.dask as cskd  # noqa: E402
-from cudasortkit.dask import chunks, collective, comm, cuts, explicit, runs  # noqa: E402
+from cudasortkit.dask import (buffers, collective, comm, counting, cuts, exchange, explicit, layout,  # noqa: E402
+                              options, partition)
 from helpers import assert_keys_equal, make_keys, reference_argsort  # noqa: E402
 
 
@@ -92,64 +93,100 @@ def test_a_failing_rank_releases_the_others():
         on_ranks(3, body)
 
 
-# ------------------------------------------------------ the ordered bits
+# ------------------------------------------------------ the ordered words
+@pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "uint64", "int64",
                                    "float16", "float32", "float64"])
-def test_decode_is_monotone_over_the_whole_range(dtype):
-    """Ordered values decode to keys in NumPy's ascending order (NaN last),
-    ends included, so the search's count is monotone and reaches every key."""
+def test_ordered_words_order_as_numpy_sorts(dtype, descending):
+    """counting.encode (the kernels' csk_encode): words ascend in the
+    requested order, equal keys (-0.0 and +0.0, every NaN) have one word,
+    NaNs last both ways, the dtype's ends included."""
     rng = np.random.default_rng(3)
-    top = cuts.top(dtype)
-    u = sorted({0, top, top // 2, top // 2 + 1} | {int(v) for v in rng.integers(0, top, 4000, dtype=np.uint64,
-                                                                                  endpoint=True)})
-    keys = cuts.decode(u, dtype)
-    assert keys.dtype == np.dtype(dtype)
-    as_sorted = np.sort(keys)
-    same = (keys == as_sorted) | (np.isnan(keys.astype(np.float64)) & np.isnan(as_sorted.astype(np.float64)))
-    assert same.all(), "decoded keys are not in ascending order"
-    if np.dtype(dtype).kind == "f":
-        assert np.isnan(keys[-1]) and keys[0] == -np.inf
-    else:
-        assert keys[0] == (np.iinfo(dtype).min if dtype != "bool" else False)
+    a = make_keys("special" if dtype.startswith("float") else "uniform", dtype, 3000, rng)
+    if dtype.startswith("float"):
+        a[:4] = [-0.0, 0.0, np.nan, -np.nan]
+    elif dtype != "bool":
+        a[:2] = [np.iinfo(dtype).min, np.iinfo(dtype).max]
+    words = counting.encode(a, descending)
+    order = reference_argsort(a, descending)
+    assert words.dtype == np.uint64 and (np.diff(words[order].astype(np.float64)) >= 0).all()
+    ranks = np.empty(len(a), np.int64)
+    ranks[order] = np.arange(len(a))
+    same = words[:, None] == words[None, :]
+    equal = (a[:, None] == a[None, :]) | (np.isnan(a.astype(np.float64))[:, None]
+                                          & np.isnan(a.astype(np.float64))[None, :])
+    assert np.array_equal(same, equal)
+    assert int(words.max()) <= counting.top(dtype)
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_count_words_counts_within_windows(side):
+    rng = np.random.default_rng(4)
+    a = np.sort(rng.integers(-50, 50, 400).astype(np.int32))[::-1].copy()      # descending
+    words = counting.encode(np.array([[-60, -3, 0, 7, 49, 50], [0, 0, 1, 2, 3, 4]], np.int32), True)
+    lo, hi = np.array([0, 17]), np.array([400, 230])
+    got = counting.count_words(a, words.reshape(2, 6), lo, hi, True, side)
+    w = counting.encode(a, True)
+    for t in range(2):
+        window = w[lo[t]:hi[t]]
+        expect = [(window <= q).sum() if side else (window < q).sum() for q in words.reshape(2, 6)[t]]
+        assert list(got[t]) == expect
+    assert np.array_equal(counting.count_words(a, words.reshape(2, 6), lo, hi, True, side, out=got.copy()),
+                          2 * got)
 
 
 # ------------------------------------------------------- exact cuts
-def sorted_parts(a, descending, parts, rng):
-    """a split among ranks (each rank's share in index order, as contiguous
-    or interleaved chunks), each share sorted stably: (keys, global index)."""
-    owner = rng.integers(0, parts, len(a))
-    out = []
-    for r in range(parts):
-        idx = np.flatnonzero(owner == r)
-        order = reference_argsort(a[idx], descending)
-        out.append((a[idx][order], idx[order].astype(np.int64)))
+def sorted_runs(a, descending, ranks, rng, runs_per_rank=3):
+    """a cut into intervals of global indices dealt to ranks at random,
+    each rank's intervals sorted stably as its runs (cuts.Run: keys in the
+    requested order, positions within the interval, its start)."""
+    bounds = np.unique(np.concatenate([[0, len(a)], rng.integers(0, len(a), ranks * runs_per_rank)]))
+    owner = rng.integers(0, ranks, len(bounds) - 1)
+    out = [[] for _ in range(ranks)]
+    for (b, e), r in zip(zip(bounds[:-1], bounds[1:]), owner):
+        order = reference_argsort(a[b:e], descending)
+        out[r].append(cuts.Run(a[b:e][order], order.astype(np.uint32), int(b)))
     return out
 
 
+@pytest.mark.parametrize("bits", [8, 12])
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dist, dtype", [("uniform", "uint32"), ("few_unique", "int64"), ("special", "float32"),
                                          ("all_equal", "float64"), ("uniform", "int8"), ("uniform", "bool"),
                                          ("special", "float16")])
-def test_exact_cuts_take_the_first_t_of_the_global_order(dist, dtype, descending, stable):
+def test_exact_cuts_take_the_first_t_of_the_global_order(dist, dtype, descending, stable, bits, monkeypatch):
+    """Every run of every rank cut so that the elements before the cuts are
+    the first t of (key, global index) (stable) or of the keys (plain), at
+    any candidate spacing (the GPUs' 2^16 takes fewer rounds, same code)."""
+    monkeypatch.setattr(cuts, "HOST_CANDIDATE_BITS", bits)
     rng = np.random.default_rng(11)
     a = make_keys(dist, dtype, 997, rng)
-    parts = sorted_parts(a, descending, 3, rng)
+    parts = sorted_runs(a, descending, 3, rng)
     targets = [0, 1, 2, 100, 333, 500, 996, 997]
     expected = reference_argsort(a, descending)
 
     def body(c, rank):
-        keys, index = parts[rank]
-        return cuts.exact_cuts(c, chunks.ascending(keys, descending), index, targets, len(a), stable)
+        return cuts.exact_cuts(c, parts[rank], targets, len(a), stable, descending, a.dtype, np)
 
     counts = on_ranks(3, body)
     for j, t in enumerate(targets):
-        assert sum(int(c[j]) for c in counts) == t
-        taken = np.concatenate([index[:c[j]] for (keys, index), c in zip(parts, counts)])
+        assert sum(int(c[j].sum()) for c in counts) == t
+        taken = np.concatenate([np.asarray(r.start + r.pos[:c[j, i]], np.int64)
+                                for runs, c in zip(parts, counts) for i, r in enumerate(runs)])
         if stable:   # exactly the first t of (key, global index)
             assert np.array_equal(np.sort(taken), np.sort(expected[:t])), f"target {t}"
         else:        # the first t keys as values, ties from any rank
             assert_keys_equal(np.sort(a[taken]), np.sort(a[expected[:t]]))
+
+
+def test_candidates_are_exact_in_64_bits():
+    lo = np.array([0, 5, 2**64 - 2**20, 0], np.uint64)
+    hi = np.array([2**64 - 1, 5, 2**64 - 1, 3], np.uint64)
+    cand = cuts._candidates(np, lo, hi, 16)
+    for t in range(4):
+        expect = [int(lo[t]) + (int(hi[t]) - int(lo[t])) * c // 2**16 for c in range(1, 2**16)]
+        assert [int(v) for v in cand[t]] == expect
 
 
 def test_worker_starts_split_output_chunks_by_the_ranks_key_counts():
@@ -254,12 +291,12 @@ def test_ties_keep_global_index_order_whatever_the_placement(client, owners, op)
 
 
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "uint32", "bool", "float16", "float32"])
-def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descending):
-    """Chunks interleaved across workers: runs merge as (key, global index)
-    packed in one uint64 (runs.packable), for argsort of any key of
-    at most 4 bytes and sort_by_key of integer keys; ties, the dtype's ends,
-    NaN, -0.0 and +0.0 (float keys come back bit for bit)."""
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "uint32", "bool", "float16", "float32", "int64"])
+def test_interleaved_chunks_keep_ties_in_global_index_order(client, dtype, descending):
+    """Chunks interleaved across workers: each chunk is its own run, the
+    received runs lie in global index order and merge with ties to the
+    earlier run; ties, the dtype's ends, NaN, -0.0 and +0.0 (keys come back
+    bit for bit)."""
     rng = np.random.default_rng(len(dtype))
     sizes = (40, 0, 33, 51, 12, 64, 7)
     a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, sum(sizes), rng)
@@ -269,8 +306,6 @@ def test_interleaved_chunks_merge_as_packed_key_and_index(client, dtype, descend
         info = np.iinfo(dtype)
         a[::13], a[1::17] = info.min, info.max
     x = place(client, a, sizes, (0, 1, 2, 0, 1, 2, 0))
-    spec = collective.Spec("argsort", descending, np.dtype(dtype), (0, len(a)), (), (), False)
-    assert runs.packable(spec)
     expected = reference_argsort(a, descending)
     times = []
     i, = run("argsort", x, descending=descending, timings=times)
@@ -322,7 +357,9 @@ def test_phase_timings_per_worker(client):
     times = []
     run("argsort", da.from_array(np.arange(100.0), chunks=10), timings=times)
     assert len(times) == 3
-    assert all(set(t) == {"start", "local sort", "splitters", "exchange", "merge"} for t in times)
+    phases = {"start", "local sort", "splitters", "exchange", "merge"}
+    assert all(phases <= set(t) and all(k in phases or k.split(": ")[0] in phases for k in t) for t in times)
+    assert all("exchange: barrier" in t and "local sort: sort" in t for t in times)
     # start: seconds from the client's submission to the rank's task (one machine's clock)
     assert all(0 <= t["start"] < 60 for t in times)
 
@@ -525,6 +562,7 @@ def fake_cupy(monkeypatch):
 
     nccl = FakeNccl(3)
     cupy = ModuleType("cupy")
+    cupy.ndarray = FakeDeviceArray
     cupy.empty = lambda n, dtype: np.empty(n, dtype).view(FakeDeviceArray)
     cupy.zeros = lambda n, dtype: np.zeros(n, dtype).view(FakeDeviceArray)
     cupy.asarray = lambda a: np.array(a).view(FakeDeviceArray)
@@ -564,6 +602,25 @@ def test_nccl_comm_moves_each_piece_to_its_peer(fake_cupy, dtype):
         assert np.array_equal(g_sum, e_sum) and np.array_equal(g_sum, [[3, 3 << 40], [-3, 15]])
 
 
+def test_nccl_send_recv_matches_pieces_in_order_and_probes_ipc(fake_cupy):
+    """NcclComm.send_recv: the k-th piece a rank sends to a peer fills the
+    k-th piece that peer receives from it (pieces for itself copied); a
+    communicator whose ranks cannot map each other's memory says so."""
+    def run(c, rank):
+        c = comm.NcclComm((1, 2, 3), 3, rank)
+        sends = [((rank + d) % 3, (np.arange(2 + d) + 10 * rank + 100 * d).view(FakeDeviceArray))
+                 for d in (0, 1, 2, 1)]
+        outs = [((rank - d) % 3, np.zeros(2 + d, np.int64).view(FakeDeviceArray)) for d in (0, 1, 2, 1)]
+        c.send_recv(sends, outs)
+        return c.ipc_ready, [np.asarray(o).tolist() for _, o in outs]
+
+    for rank, (ready, got) in enumerate(on_ranks(3, run)):
+        assert ready is False      # the stand-in cupy has no device memory to map
+        for (d, out) in zip((0, 1, 2, 1), got):
+            src = (rank - d) % 3
+            assert out == list(np.arange(2 + d) + 10 * src + 100 * d)
+
+
 def test_auto_picks_nccl_for_device_chunks_where_the_workers_have_it(client, monkeypatch):
     from types import SimpleNamespace
 
@@ -582,52 +639,53 @@ def test_auto_picks_nccl_for_device_chunks_where_the_workers_have_it(client, mon
 @pytest.mark.parametrize("dtype, narrow", [("uint32", True), ("int16", True), ("float32", False)])
 def test_warm_up_also_sorts_a_narrow_key_range_of_integers(monkeypatch, dtype, narrow):
     """Integer keys of a narrow range take other plugins (counting) than
-    random bits do, so the warm-up sorts both: the first real sort after
-    prepare finds those kernels compiled too."""
+    random bits do, so the warm-up sorts both (each as two runs, as a
+    worker's chunks are): the first real sort after prepare finds those
+    kernels compiled too."""
     from types import SimpleNamespace
 
-    import cudasortkit as csk
-
     spans = []
-    real = csk.sort
+    real = collective.csk.sort
 
     def recording(keys, **kwargs):
         spans.append(int(keys.max()) - int(keys.min()) if keys.dtype.kind in "iu" else None)
         return real(keys, **kwargs)
 
-    monkeypatch.setattr(csk, "sort", recording)
+    monkeypatch.setattr(collective.csk, "sort", recording)
     worker = SimpleNamespace(plugins={explicit.NAME: explicit.Collectives()})
     explicit.warm_up(np.dtype(dtype), "sort", False, 4096, "numpy", dask_worker=worker)
-    assert len(spans) == (2 if narrow else 1)
+    assert len(spans) == (4 if narrow else 2)
     if narrow:
-        assert spans[0] > 1000 and spans[1] <= 15
+        assert min(spans[:2]) > 1000 and max(spans[2:]) <= 15
     explicit.warm_up(np.dtype(dtype), "sort", False, 4096, "numpy", dask_worker=worker)
-    assert len(spans) == (2 if narrow else 1)  # once per worker, dtype and op
+    assert len(spans) == (4 if narrow else 2)  # once per worker, dtype and op
 
 
-@pytest.mark.parametrize("dtype, op, narrow, packed", [
-    ("uint32", "sort", True, False), ("int16", "sort", True, False), ("float32", "sort", False, False),
-    ("int64", "sort", False, False), ("int32", "argsort", False, True), ("float32", "argsort", False, True),
-    ("uint16", "sort_by_key", False, True), ("float32", "sort_by_key", False, False)])
-def test_warm_up_runs_the_narrow_fill_and_the_packed_merge(monkeypatch, dtype, op, narrow, packed):
-    """The warm-up also runs what a narrow range (collective.from_counts:
-    its searchsorted and fills) and an interleaved argsort or sort_by_key
-    (runs.merge_interleaved) run, so the first sort after prepare compiles
-    nothing (on a GPU: CuPy's kernels of those steps too)."""
+@pytest.mark.parametrize("dtype, op, narrow", [
+    ("uint32", "sort", True), ("int16", "sort", True), ("float32", "sort", False), ("int64", "sort", False),
+    ("int32", "argsort", False), ("float32", "argsort", False), ("uint16", "sort_by_key", False)])
+def test_warm_up_runs_the_narrow_fill_and_the_counts(monkeypatch, dtype, op, narrow):
+    """The warm-up runs what a narrow range runs (collective.from_counts)
+    and the exact cuts' counts, of the keys and (argsort, sort_by_key) of
+    the positions, which a one-rank collective has no boundary for: the
+    first sort after prepare compiles nothing (on a GPU: CuPy's kernels of
+    those steps too)."""
     from types import SimpleNamespace
 
     calls = []
-    for name in ("from_counts", "merge_interleaved"):
-        real = getattr(explicit, name)
-        monkeypatch.setattr(explicit, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    real_fill, real_count = collective.from_counts, counting.count_words
+    monkeypatch.setattr(collective, "from_counts", lambda *a: calls.append("fill") or real_fill(*a))
+    monkeypatch.setattr(counting, "count_words",
+                        lambda a, *rest: calls.append(("count", a.dtype.str, len(a))) or real_count(a, *rest))
     worker = SimpleNamespace(plugins={explicit.NAME: explicit.Collectives()})
     explicit.warm_up(np.dtype(dtype), op, False, 4096, "numpy", dask_worker=worker)
     hubs = len(comm._hubs)
     explicit.warm_up(np.dtype(dtype), op, True, 4096, "numpy", dask_worker=worker)
     assert len(comm._hubs) == hubs, "each warm-up left a communicator hub behind"
     calls = calls[:len(calls) // 2]   # the descending warm-up ran the same steps again
-    assert calls.count("from_counts") == narrow and calls.count("merge_interleaved") == (2 if packed and
-                                                                                  dtype[0] in "iu" else packed)
+    assert calls.count("fill") == narrow
+    assert any(c[:2] == ("count", np.dtype(dtype).str) and c[2] > 16 for c in calls)
+    assert (("count", np.dtype(np.uint32).str, 16) in calls) == (op != "sort")   # the positions
 
 
 def test_a_persisted_input_is_not_persisted_again(client, monkeypatch):
@@ -662,64 +720,192 @@ def test_make_room_frees_cached_blocks_only_when_the_driver_is_short(free, given
     collective.make_room(np, 10**12)    # host ranks: nothing to do
 
 
-def _interleaved_runs(rng, dtype, descending, low, high, total, count=3, size=200):
-    """Runs as one rank receives them from interleaved chunks: each sorted by
-    (key in the requested order, global index); indices distinct, below `total`."""
-    n = count * size
-    keys = rng.integers(low, high, n).astype(dtype)
-    index = np.sort(rng.choice(np.int64(total), n, replace=False)) if total < 2**40 else \
-        np.unique(rng.integers(0, total, n * 2, dtype=np.int64))[:n]
-    rng.shuffle(index)
-    parts = []
-    for r in range(count):
-        k, i = keys[r * size:(r + 1) * size], index[r * size:(r + 1) * size]
-        order = np.lexsort((i, chunks.ascending(k, descending)))
-        parts.append((k[order], i[order]))
-    at = np.arange(count + 1, dtype=np.int64) * size
-    return np.concatenate([k for k, _ in parts]), np.concatenate([i for _, i in parts]), at
+# ------------------------------------------- options, layout, exchange
+def test_options_parse_and_refuse_what_they_do_not_know():
+    assert options.parse("") == options.Options()
+    o = options.parse(" exchange=ipc, runs=joined,order=ring,streams=3,split=64MiB,keep=1,merge=sort ")
+    assert (o.exchange, o.runs, o.order, o.streams, o.split, o.keep, o.merge) == \
+        ("ipc", "joined", "ring", 3, 64 << 20, 1, "sort")
+    assert options.parse(o.text) == o and o.fingerprint != options.Options().fingerprint
+    for bad, match in [("exchange=mpi", "not one of"), ("speed", "key=value"), ("keep=2", "out of range"),
+                       ("color=red", "key=value")]:
+        with pytest.raises(ValueError, match=match):
+            options.parse(bad)
 
 
-@pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("dtype, low, high, total, packs", [
-    ("uint32", 3_000_000_000, 3_000_000_050, 2**33, True),   # a narrow range far from 0, 33-bit indices
-    ("int32", -2**31, 2**31 - 1, 2**33, False),              # 32 + 33 bits: lexsort
-    ("int32", -2**31, 2**31 - 1, 2**32, True),               # 32 + 32 bits
-    ("int64", -10**15, -10**15 + 2**20, 2**40, True),
-    ("uint16", 0, 2**16, 2**47, True)])
-@pytest.mark.parametrize("op", ["argsort", "sort_by_key"])
-def test_interleaved_runs_pack_above_the_ranks_smallest_key(op, dtype, low, high, total, packs, descending):
-    """merge_interleaved orders runs by (key, global index): packed words
-    (key - the rank's smallest, shifted by the indices' bits) where they fit
-    64 bits, whatever the total, else lexsort; both give the same order."""
-    rng = np.random.default_rng(abs(low) % 1000 + len(dtype))
-    keys, index, at = _interleaved_runs(rng, dtype, descending, low, high, total)
-    spec = collective.Spec(op, descending, np.dtype(dtype), (0, total), (), (), False)
-    pack = runs.packing(spec, keys, at, total, np)
-    assert (pack is not None) == packs
-    if packs:
-        assert pack[1] == (total - 1).bit_length()
-    values = index * 7 if op == "sort_by_key" else index
-    received = {"keys": keys, "index": index if op == "sort_by_key" else None, "values": values}
-    k, v = runs.merge_interleaved(spec, received, at, total, np)
-    assert not received, "the runs were left in the dict"
-    order = np.lexsort((index, chunks.ascending(keys, descending)))
-    assert np.array_equal(v, values[order])
-    if op == "sort_by_key":
-        assert k.dtype == keys.dtype and np.array_equal(k, keys[order])
+def test_runs_group_globally_adjacent_chunks():
+    assert layout.group_chunks([0, 10, 31, 36], [10, 20, 5, 5], False) == [[0, 1], [2, 3]]
+    assert layout.group_chunks([0, 10, 30, 35], [10, 20, 5, 5], False) == [[0, 1, 2, 3]]
+    assert layout.group_chunks([0, 20, 40], [10, 10, 10], False) == [[0], [1], [2]]
+    assert layout.group_chunks([0, 20, 40], [10, 10, 10], True) == [[0, 1, 2]]
+    assert layout.group_chunks([], [], False) == []
+
+
+def test_pieces_go_to_their_receivers_in_global_run_order():
+    """Three ranks' runs (interleaved intervals), cut at the receivers'
+    boundaries: every receiver lays its pieces out in the global run order,
+    and the pieces between two ranks come in one order on both sides."""
+    rows = np.array([layout.run_row([30, 0], [5, 10], 2), layout.run_row([10], [20], 2),
+                     layout.run_row([], [], 2)])
+    runs = layout.run_table(rows)
+    assert [(r.rank, r.index, r.start, r.offset) for r in runs] == [(0, 1, 0, 5), (1, 0, 10, 0), (0, 0, 30, 0)]
+    cuts = {0: layout.cut_rows(np.array([[2, 4], [5, 10]]), [5, 10]), 1: layout.cut_rows(np.array([[7], [20]]), [20]),
+            2: layout.cut_rows(np.zeros((2, 0)), [])}
+    plan, received = layout.pieces(runs, cuts, 3)
+    assert list(received) == [4 + 7 + 2, 6 + 13 + 3, 0]
+    _, in_place = layout.pieces(runs, cuts, 3, {0})     # rank 0 reads its own pieces where they are
+    assert list(in_place) == [7, 6 + 13 + 3, 0]
+    got = [(p.src, p.dst, p.src_offset, p.n, p.dst_offset, p.run) for p in plan]
+    assert got == [(0, 0, 5, 4, 0, 0), (1, 0, 0, 7, 4, 1), (0, 0, 0, 2, 11, 2),
+                   (0, 1, 9, 6, 0, 0), (1, 1, 7, 13, 6, 1), (0, 1, 2, 3, 19, 2)]
+
+
+def test_an_arena_grows_and_its_views_are_its_bytes():
+    arena = buffers.Arena()
+    arena.take(300, np)
+    a = arena.view(0, 10, np.int32)
+    b = arena.view(buffers.aligned(40), 5, np.float64)
+    a[:], b[:] = np.arange(10), 0.5
+    assert arena.size == 512 and a.base is not None and np.all(b == 0.5) and list(a) == list(range(10))
+    first = arena.memory
+    assert arena.take(500, np).memory is first          # big enough: kept
+    arena.take(1000, np, keep=True)
+    assert arena.size == 1024 and arena.retired == [first]
+    arena.free_retired()
+    with pytest.raises(ValueError, match="past its 1024 bytes"):
+        arena.view(1000, 10, np.int32)
+
+
+@pytest.mark.parametrize("order, streams, split", [("all", 0, 0), ("all", 2, 0), ("ring", 0, 3), ("all", 1, 5)])
+def test_copy_schedule_rings_and_splits(order, streams, split):
+    opts = options.Options(order=order, streams=streams, split=split)
+    copies = [(p, f"dst{p}", 0, f"src{p}", 100 * p, 8) for p in (3, 1, 2, 1)]
+    lanes = exchange.schedule(copies, opts, 1, 4)
+    flat = [c for lane in lanes for c in lane]
+    assert sum(c[4] for c in flat) == 32                 # every byte once
+    assert all(c[4] <= (split or 8) for c in flat)
+    if order == "ring":
+        assert len(lanes) == 1 and [c[0] for c in flat] == sorted((c[0] for c in flat), key=lambda d: (
+            int(d[3]) - 2) % 4)                          # peers 2, 3, then rank 1's own copies
     else:
-        assert k is None
+        assert len(lanes) == min(streams or 3, 3)
 
 
-def test_sort_by_key_computes_global_indices_a_slice_at_a_time(client, monkeypatch):
-    """A worker holding several chunks maps its local positions to global
-    indices INDEX_SLICE keys at a time (bounded temporaries): slices that cut
-    chunks anywhere give the same sort."""
-    monkeypatch.setattr(collective, "INDEX_SLICE", 7)
-    rng = np.random.default_rng(21)
-    sizes = (40, 0, 33, 51, 12, 64)
-    a = rng.integers(0, 5, sum(sizes)).astype(np.int32)
-    x = place(client, a, sizes, (0, 1, 2, 0, 1, 2))
-    values = np.arange(len(a)) * 3
-    for descending in (False, True):
-        k, v = run("sort_by_key", x, da.from_array(values, chunks=(sizes,)), descending, (100, 100))
-        check(v, values[reference_argsort(a, descending)], (100, 100))
+SETTINGS = ["", "exchange=nccl", "exchange=ipc,direction=push", "exchange=ipc,order=ring,split=64,streams=1",
+            "runs=joined", "merge=sort", "exchange=nccl,merge=sort,runs=joined", "keep=1",
+            "method=partition", "method=partition,exchange=nccl", "method=partition,segments=1",
+            "method=partition,direction=push,keep=1", "method=partition,segments=90",
+            "method=partition,segments=40,align=0"]
+
+
+def collective_sort(a, sizes, owners, op, desc, ranks, values=None, out_bounds=None):
+    """collective.sort_on_rank on threads: chunk i of `sizes` held by rank
+    owners[i]; every rank's (result, phase times)."""
+    at = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    declared = [sum(n for n, o in zip(sizes, owners) if o == r) for r in range(ranks)]
+    bounds = tuple(int(b) for b in np.concatenate([[0], np.cumsum(declared)])) if out_bounds is None else out_bounds
+    spec = collective.Spec(op, desc, a.dtype, bounds, tuple(declared), tuple(range(ranks)), False,
+                           None if values is None else values.dtype, "numpy", True)
+
+    def body(c, rank):
+        mine = [i for i, (n, o) in enumerate(zip(sizes, owners)) if o == rank and n]
+        local = collective.Local([a[at[i]:at[i + 1]] for i in mine], [int(at[i]) for i in mine], mine,
+                                 [sizes[i] for i in mine],
+                                 None if values is None else [values[at[i]:at[i + 1]] for i in mine])
+        return collective.sort_on_rank(c, spec, local), local.times
+
+    return on_ranks(ranks, body)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dist, dtype", [("uniform", "uint32"), ("few_unique", "int64"), ("special", "float32"),
+                                         ("all_equal", "float64"), ("reverse", "int16")])
+def test_every_setting_sorts_as_numpy(setting, dist, dtype, descending, monkeypatch):
+    """Every transport, direction, order, run layout and merge gives
+    NumPy's order, ties in global index order (argsort, sort_by_key), with
+    interleaved chunks, an empty chunk and a rank holding nothing."""
+    monkeypatch.setenv("CUDASORTKIT_DASK_COLLECTIVE", setting)
+    rng = np.random.default_rng(len(setting) + len(dtype))
+    sizes, owners = [40, 0, 33, 51, 12, 64, 7, 90], [0, 1, 2, 0, 2, 0, 2, 0]    # rank 1 holds nothing
+    a = make_keys(dist, dtype, sum(sizes), rng)
+    expected = reference_argsort(a, descending)
+    values = np.arange(len(a)) * 3 - 7
+    for op in ("sort", "argsort", "sort_by_key"):
+        out = collective_sort(a, sizes, owners, op, descending, 3, values if op == "sort_by_key" else None)
+        keys = [r[0][0] for r in out]
+        if op == "argsort":
+            assert np.array_equal(np.concatenate([r[0][1] for r in out]), expected), op
+        else:
+            assert_keys_equal(np.concatenate(keys), a[expected])
+        if op == "sort_by_key":
+            assert np.array_equal(np.concatenate([r[0][1] for r in out]), values[expected])
+
+
+def test_results_never_share_the_arena_with_the_next_sort(monkeypatch):
+    """A rank's own piece is read in place from its send arena, which the
+    next sort overwrites: a result that is that piece alone is a copy."""
+    monkeypatch.setenv("CUDASORTKIT_DASK_COLLECTIVE", "keep=1")
+    uid = comm.new_id("threads")
+    ranks = [comm.ThreadComm(uid, 2, r) for r in range(2)]
+    results = []
+
+    def sort(a):
+        spec = collective.Spec("sort", False, a.dtype, (0, 4, 8), (4, 4), (0, 1), True)
+
+        def body(c, rank):
+            local = collective.Local([a[4 * rank:4 * rank + 4]], [4 * rank], [rank], [4])
+            return collective.sort_on_rank(ranks[rank], spec, local)
+        return on_ranks(2, body)
+
+    first = sort(np.array([3, 1, 2, 0, 7, 5, 6, 4], np.int64) * 1000)       # each rank keeps its own keys
+    kept = [k.copy() for k, _ in first]
+    results.append(sort(np.array([9, 8, 7, 6, 5, 4, 3, 2], np.int64)))
+    assert [list(k) for k, _ in first] == [list(k) for k in kept]
+
+
+@pytest.mark.parametrize("setting", ["", "exchange=nccl", "method=partition", "method=partition,exchange=nccl"])
+def test_a_rank_takes_part_with_empty_runs_and_skewed_receivers(setting, monkeypatch):
+    """Output bounds that give one rank everything and the others nothing;
+    all keys on one rank; one key in all."""
+    monkeypatch.setenv("CUDASORTKIT_DASK_COLLECTIVE", setting)
+    a = np.array([5, 3, 9, 1, 1, 7, 0, 2, 8, 6], np.float32)
+    for bounds in [(0, 0, 10, 10), (0, 10, 10, 10), (0, 1, 2, 10)]:
+        for owners in [(0, 0, 0), (2, 2, 2), (1, 0, 2)]:
+            out = collective_sort(a, [3, 3, 4], owners, "argsort", False, 3, out_bounds=bounds)
+            assert np.array_equal(np.concatenate([r[0][1] for r in out]), np.argsort(a, kind="stable"))
+    out = collective_sort(np.array([4.0]), [0, 1, 0], (0, 1, 2), "sort", True, 3)
+    assert [list(r[0][0]) for r in out] == [[], [4.0], []]
+
+
+def test_a_boundary_inside_a_bucket_of_equal_keys_splits_by_index(monkeypatch):
+    """method=partition: one bucket holds almost every key (all equal but a
+    few), so every receiver boundary falls inside it; the split bucket's
+    elements are sorted on every rank and cut exactly, ties by global index."""
+    monkeypatch.setenv("CUDASORTKIT_DASK_COLLECTIVE", "method=partition,segments=4")
+    a = np.full(500, 7, np.int32)
+    a[::97] = [1, 9, 3, 9, 0, 9][:len(a[::97])]
+    expected = reference_argsort(a, False)
+    for op in ("argsort", "sort"):
+        out = collective_sort(a, [100, 150, 50, 200], (1, 0, 2, 0), op, False, 3, out_bounds=(0, 120, 340, 500))
+        got = np.concatenate([r[0][1] if op == "argsort" else r[0][0] for r in out])
+        assert np.array_equal(got, expected if op == "argsort" else a[expected])
+
+
+def test_bucket_ids_count_the_splitters_at_or_below():
+    keys = np.array([5, -3, 7, 7, 100, -50], np.int64)
+    splitters = counting.encode(np.array([-3, 7, 7, 50], np.int64), False)
+    assert list(counting.bucket_ids(keys, splitters, False)) == [1, 1, 3, 3, 4, 0]
+    down = counting.encode(np.array([50, 7, -3], np.int64), True)       # descending: words ascend downwards
+    assert list(counting.bucket_ids(keys, down, True)) == [2, 3, 2, 2, 0, 3]
+
+
+def test_splitters_align_to_the_top_byte_where_they_stay_apart():
+    near = (np.arange(1, 256, dtype=np.uint64) << np.uint64(24)) + np.uint64(12345)
+    assert np.array_equal(partition.aligned_splitters(near, 32), np.arange(1, 256, dtype=np.uint64) << np.uint64(24))
+    crowded = np.arange(1, 200, dtype=np.uint64) * np.uint64(1000)      # all below the first top byte's end
+    assert np.array_equal(partition.aligned_splitters(crowded, 32), crowded)
+    assert np.array_equal(partition.aligned_splitters(crowded[:3].astype(np.uint64), 8), crowded[:3])
+    assert partition.bucket_count(options.Options(), 4, 2**33) == 256
+    assert partition.bucket_count(options.Options(), 4, 2**20) == 4
+    assert partition.bucket_count(options.Options(segments=8), 3, 10) == 24

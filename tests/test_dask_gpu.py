@@ -50,3 +50,164 @@ def test_cupy_chunks_refuse_the_p2p_exchange_and_sort_through_tasks(rng):
     with pytest.raises(ValueError, match="exchange='p2p' carries host"):
         cskd.sort(x, exchange="p2p")
     assert cskd.plan(x).exchange == "tasks"
+
+
+# -------------------------------------- the collective's parts on one GPU
+import threading  # noqa: E402
+
+from cudasortkit.dask import collective, comm, counting, cuts  # noqa: E402
+
+COUNT_DTYPES = ["bool", "uint8", "int16", "float16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
+
+
+def cupy_module():
+    return pytest.importorskip("cupy")
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", COUNT_DTYPES)
+def test_count_words_on_the_device_matches_numpy(dtype, descending, rng):
+    """kernels/dask_counts.cu against counting.count_words on the host:
+    windows, both sides, the words of present keys, 0 and the top word,
+    accumulation."""
+    cupy = cupy_module()
+    a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, 5001, rng)
+    a = a[reference_argsort(a, descending)]
+    present = counting.encode(a[rng.integers(0, len(a), 30)], descending)
+    words = np.concatenate([present, rng.integers(0, counting.top(dtype), 8, dtype=np.uint64, endpoint=True),
+                            [0, counting.top(dtype)]]).astype(np.uint64).reshape(4, 10)
+    lo = np.array([0, 0, 17, 2500], np.int64)
+    hi = np.array([len(a), 1, 4000, 2500], np.int64)
+    for side in (0, 1):
+        expect = counting.count_words(a, words, lo, hi, descending, side)
+        got = counting.count_words(cupy.asarray(a), cupy.asarray(words), cupy.asarray(lo), cupy.asarray(hi),
+                                   descending, side)
+        assert np.array_equal(got.get(), expect), side
+        doubled = counting.count_words(cupy.asarray(a), cupy.asarray(words), cupy.asarray(lo), cupy.asarray(hi),
+                                       descending, side, out=cupy.asarray(expect))
+        assert np.array_equal(doubled.get(), 2 * expect)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", COUNT_DTYPES)
+def test_bucket_ids_on_the_device_match_numpy(dtype, descending, rng):
+    """kernels/dask_counts.cu's csk_dask_buckets against the host's
+    searchsorted of the ordered words: 0, 1 and 255 splitters, repeated
+    splitter words, keys equal to splitters."""
+    cupy = cupy_module()
+    a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, 70_001, rng)
+    words = counting.encode(a, descending)
+    for count in (0, 1, 37, 255):
+        splitters = np.sort(rng.choice(words, count)) if count else np.zeros(0, np.uint64)
+        expect = counting.bucket_ids(a, splitters, descending)
+        got = counting.bucket_ids(cupy.asarray(a), cupy.asarray(splitters), descending)
+        assert got.dtype == np.uint8 and np.array_equal(got.get(), expect), count
+
+
+def on_ranks(size, body):
+    """body(comm, rank) on `size` threads joined by one ThreadComm (ranks as
+    threads on this one GPU); their results."""
+    uid, out, errors = comm.new_id("threads"), [None] * size, []
+
+    def run(rank):
+        c = comm.ThreadComm(uid, size, rank)
+        try:
+            out[rank] = body(c, rank)
+        except BaseException as e:     # noqa: BLE001 - reported below
+            errors.append(e)
+            c.abort()
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.mark.parametrize("stable", [False, True])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dist, dtype", [("uniform", "uint32"), ("few_unique", "int64"), ("special", "float32"),
+                                         ("all_equal", "float64"), ("special", "float16"), ("uniform", "bool")])
+def test_exact_cuts_on_the_device(dist, dtype, descending, stable, rng):
+    """cuts.exact_cuts with CuPy runs (2^16 candidates a round, counts
+    summed on the device): the first t of the global order, several runs per
+    rank."""
+    cupy = cupy_module()
+    a = make_keys(dist, dtype, 30_011, rng)
+    bounds = np.unique(np.concatenate([[0, len(a)], rng.integers(0, len(a), 8)]))
+    owner = rng.integers(0, 3, len(bounds) - 1)
+    parts = [[] for _ in range(3)]
+    for (b, e), r in zip(zip(bounds[:-1], bounds[1:]), owner):
+        order = reference_argsort(a[b:e], descending)
+        parts[r].append((a[b:e][order], order.astype(np.uint32), int(b)))
+    targets = [0, 1, 2, 1000, 15_000, 30_010, 30_011]
+    expected = reference_argsort(a, descending)
+
+    def body(c, rank):
+        runs = [cuts.Run(cupy.asarray(k), cupy.asarray(p), s) for k, p, s in parts[rank]]
+        return cuts.exact_cuts(c, runs, targets, len(a), stable, descending, a.dtype, cupy)
+
+    counts = on_ranks(3, body)
+    for j, t in enumerate(targets):
+        assert sum(int(c[j].sum()) for c in counts) == t
+        taken = np.concatenate([np.asarray(s + p[:c[j, i]], np.int64)
+                                for runs, c in zip(parts, counts) for i, (_, p, s) in enumerate(runs)])
+        if stable:
+            assert np.array_equal(np.sort(taken), np.sort(expected[:t])), t
+        else:
+            assert_keys_equal(np.sort(a[taken]), np.sort(a[expected[:t]]))
+
+
+ON_THREADS = ["", "exchange=nccl", "exchange=ipc,direction=push", "exchange=ipc,order=ring,split=1MiB,streams=1",
+              "runs=joined", "merge=sort", "keep=1", "method=partition", "method=partition,exchange=nccl",
+              "method=partition,direction=push", "method=partition,segments=85"]
+
+
+THREAD_INPUTS = [("uniform", "uint32"), ("few_unique", "int64"), ("special", "float32"), ("all_equal", "float64"),
+                 ("reverse", "int16")]
+#: Quick tier: every setting once, the inputs taken in turn; slow tier: the rest of the product.
+THREAD_CASES = [pytest.param(setting, *inputs, marks=() if (i - j) % len(THREAD_INPUTS) == 0 else pytest.mark.slow)
+                for i, setting in enumerate(ON_THREADS) for j, inputs in enumerate(THREAD_INPUTS)]
+
+
+@pytest.mark.parametrize("setting, dist, dtype", THREAD_CASES)
+@pytest.mark.parametrize("descending", [False, True])
+def test_the_collective_on_threads_sorts_cupy_chunks_as_numpy(setting, dist, dtype, descending, rng, monkeypatch):
+    """collective.sort_on_rank with CuPy chunks, ranks as threads on this
+    GPU: the local sorts into the send arena, the device counts, the copies
+    (by address on copy streams, or send/recv), the merges; interleaved
+    chunks, an empty chunk, a rank holding nothing; NumPy's order, ties in
+    global index order."""
+    cupy = cupy_module()
+    monkeypatch.setenv("CUDASORTKIT_DASK_COLLECTIVE", setting)
+    sizes, owners = [40_000, 0, 33_001, 51_000, 12, 64_000, 7, 90_000], [0, 1, 2, 0, 2, 0, 2, 0]
+    a = make_keys(dist, dtype, sum(sizes), rng)
+    at = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    declared = [sum(n for n, o in zip(sizes, owners) if o == r) for r in range(3)]
+    expected = reference_argsort(a, descending)
+    values = rng.integers(-2**40, 2**40, len(a))
+    for op in ("sort", "argsort", "sort_by_key"):
+        bounds = tuple(int(b) for b in np.concatenate([[0], np.cumsum(declared)]))
+        spec = collective.Spec(op, descending, a.dtype, bounds,
+                               tuple(declared), (0, 1, 2), False, values.dtype if op == "sort_by_key" else None,
+                               "cupy", True)
+
+        def body(c, rank):
+            mine = [i for i, (n, o) in enumerate(zip(sizes, owners)) if o == rank and n]
+            local = collective.Local([cupy.asarray(a[at[i]:at[i + 1]]) for i in mine], [int(at[i]) for i in mine],
+                                     mine, [sizes[i] for i in mine],
+                                     [cupy.asarray(values[at[i]:at[i + 1]]) for i in mine]
+                                     if op == "sort_by_key" else None)
+            k, v = collective.sort_on_rank(c, spec, local)
+            return None if k is None else k.get(), None if v is None else v.get()
+
+        out = on_ranks(3, body)
+        if op == "argsort":
+            assert np.array_equal(np.concatenate([v for _, v in out]), expected), op
+        else:
+            assert_keys_equal(np.concatenate([k for k, _ in out]), a[expected])
+        if op == "sort_by_key":
+            assert np.array_equal(np.concatenate([v for _, v in out]), values[expected])

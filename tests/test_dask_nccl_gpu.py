@@ -116,3 +116,58 @@ def test_bad_chunks_raise_and_the_next_sort_works(client):
         cskd.sort(x, exchange="nccl")
     y = on_workers(np.arange(300.0)[::-1].copy(), 100)
     assert np.array_equal(host(cskd.sort(y, exchange="nccl")), np.arange(300.0))
+
+
+def _set_options(text):
+    import os
+
+    if text:
+        os.environ["CUDASORTKIT_DASK_COLLECTIVE"] = text
+    else:
+        os.environ.pop("CUDASORTKIT_DASK_COLLECTIVE", None)
+
+
+def _ipc_ready(dask_worker=None):
+    plugin = dask_worker.plugins[explicit.NAME]
+    return [c.ipc_ready for c in plugin.comms.values()]
+
+
+def test_the_workers_map_each_others_memory(client):
+    """LocalCUDACluster shows every worker all GPUs (its own first): the
+    communicator's probe finds CUDA IPC working, so exchange=auto takes it."""
+    x = on_workers(np.arange(1000, dtype=np.uint32)[::-1].copy(), 250)
+    assert np.array_equal(host(cskd.sort(x, exchange="nccl")), np.arange(1000))
+    ready = client.run(_ipc_ready)
+    assert all(r and all(r) for r in ready.values()), ready
+
+
+@pytest.mark.parametrize("setting", ["exchange=nccl", "exchange=ipc", "exchange=ipc,direction=push",
+                                     "exchange=ipc,order=ring,split=1MiB", "exchange=ipc,keep=1",
+                                     "runs=joined", "merge=sort", "exchange=nccl,runs=joined",
+                                     "method=partition", "method=partition,exchange=nccl",
+                                     "method=partition,direction=push,keep=1"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_every_setting_across_gpus(client, setting, descending):
+    """Every transport, direction, order, run layout and merge across the
+    workers' GPUs: NumPy's order, ties in global index order, chunks
+    wherever Dask placed them (an empty one, a one-key one)."""
+    rng = np.random.default_rng(len(setting))
+    a = make_keys("few_unique", "int32", 300_001, rng)
+    a[::97] = np.iinfo(np.int32).max
+    values = rng.random(len(a))
+    chunks = (50_000, 0, 77_777, 1, 22_222, 100_000, 50_001)
+    x = on_workers(a, chunks)
+    expected = reference_argsort(a, descending)
+    client.run(_set_options, setting)
+    try:
+        for _ in range(2):   # twice: the arenas (and with keep=1 the peers' mappings) are reused
+            s = cskd.sort(x, descending, exchange="nccl")
+            assert np.array_equal(host(s), a[expected])
+            assert np.array_equal(host(cskd.argsort(x, descending, exchange="nccl")), expected)
+            k, v = cskd.sort_by_key(x, on_workers(values, x.chunks), descending, exchange="nccl")
+            assert np.array_equal(host(k), a[expected]) and np.array_equal(host(v), values[expected])
+            assert np.array_equal(host(s), a[expected]), "a result changed when the next sort ran"
+    finally:
+        client.run(_set_options, "")
+        client.run(explicit.close_links)
+        client.run(explicit.free_buffers)

@@ -162,3 +162,14 @@ def test_the_checkout_install_maps_plugins_and_kernels():
     if word == "compiled":
         assert Path(paths[0]) == CHECKOUT / "plugins" / "radix.py", paths
         assert Path(paths[1]) == CHECKOUT / "kernels" / "__init__.py", paths
+
+
+@pytest.mark.parametrize("folder", [".venv", ".venv-3.12", ".venv-ci"])
+def test_a_venv_made_in_the_checkout_is_ignored(folder):
+    """The README's set-up run inside the checkout (python3 -m venv .venv)
+    leaves no untracked folder: git ignores .venv/ and .venv*/ at any depth."""
+    if shutil.which("git") is None or not (CHECKOUT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in (f"{folder}/bin/python", f"examples/{folder}/bin/python"):
+        done = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=CHECKOUT)
+        assert done.returncode == 0, f"{path} is not ignored by .gitignore"

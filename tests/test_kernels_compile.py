@@ -101,6 +101,22 @@ def test_core_kernels_compile():
         assert rc == 0, msg
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_dask_counts_compiles_for_every_key_dtype():
+    """kernels/dask_counts.cu (the distributed sort's exact cuts and
+    buckets) at every key dtype and bool's uint8, for sm_90."""
+    pytest.importorskip("dask")
+    from cudasortkit.dask.counting import COUNT_CONFIG, DASK_COUNTS
+
+    cases = [(DASK_COUNTS, d, 0, COUNT_CONFIG) for d in (*KEY_DTYPES_ALL, "uint8")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: _compile_ptx(*c), cases))
+    failures = [msg for rc, msg, _ in results if rc != 0]
+    assert not failures, "\n".join(failures[:3])
+    assert all(set(re.findall(r"\.entry\s+(\w+)", ptx)) == {"csk_dask_count", "csk_dask_buckets"}
+               for _, _, ptx in results)
+
+
 # Argument letters against what nvcc made of each prototype.
 #: Bytes of one argument per pycuda prepare() letter.
 LETTER_BYTES = {"P": 8, "q": 8, "Q": 8, "i": 4, "I": 4, "f": 4, "d": 8}
@@ -144,6 +160,9 @@ def _letter_cases():
                 yield (f"{name} {template}", KernelTemplate(template, plugin.template_package),
                        dtype, vb, plugin.default_config(dtype, vb))
     yield "core util.cu", UTIL, "int64", 0, UTIL_CONFIG
+    from cudasortkit.dask.counting import COUNT_CONFIG, DASK_COUNTS
+
+    yield "core dask_counts.cu", DASK_COUNTS, "float32", 0, COUNT_CONFIG
     from cudasortkit.host.kernels import CONFIG as HOSTPIPE_CONFIG, HOSTPIPE
 
     for dtype in ("uint8", "float32", "float64"):
@@ -175,9 +194,11 @@ def _unique_search_cases(dtypes):
 
     for dtype in dtypes:
         for count_bytes in (4, 8):
-            yield (f"core unique.cu ({count_bytes}-byte counts)",
-                   KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes}),
-                   dtype, 0, UNIQUE_CONFIG)
+            for bools in (0, 1) if dtype == "uint8" else (0,):  # bools sort as uint8
+                yield (f"core unique.cu ({count_bytes}-byte counts{', bools' if bools else ''})",
+                       KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes,
+                                                            "unique_bool": bools}),
+                       dtype, 0, UNIQUE_CONFIG)
         for name, plugin in sorted(registry.plugins(SearchPlugin.entry_point_group).items()):
             for template in plugin.templates:
                 yield (f"search {name} {template}",
@@ -302,7 +323,7 @@ def test_merge_kernels_compile_sm90():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_multikey_kernels_compile_sm90():
-    """multikey.cu (csk_pack, csk_gather, the unique rows kernels) compiles for sm_90 at every key
+    """multikey.cu (csk_pack, csk_gather(_keys), the unique rows kernels) compiles for sm_90 at every key
     dtype, and the launches in sdk/multikey.py pass as many arguments as
     each kernel declares."""
     from cudasortkit.dtypes import KEY_DTYPES
@@ -313,7 +334,8 @@ def test_multikey_kernels_compile_sm90():
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, "\n".join(failures[:3])
     for dtype, (_, _, ptx) in zip(KEY_DTYPES, results):
-        for name, count in (("csk_pack", 10), ("csk_gather", 4), ("csk_row_starts", 5),
+        for name, count in (("csk_pack", 10), ("csk_gather", 4), ("csk_gather_keys", 4),
+                            ("csk_row_starts", 5),
                             ("csk_unique_scatter", 5), ("csk_unique_rows", 8)):
             signature = MULTIKEY.signature(name, dtype, 0, _CONFIG)
             assert len(signature) == count, f"{name}: {signature!r}"

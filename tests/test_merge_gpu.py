@@ -127,6 +127,27 @@ def test_merge_host_inputs_and_out(rng):
         csk.merge(da[:10], da[10:20], out=da[:20])  # overlaps the inputs
 
 
+@pytest.mark.parametrize("x, y", [("int32", "int64"), ("int16", "float32"), ("uint8", "int8")])
+def test_merge_of_two_dtypes_promotes_as_numpy(x, y, rng):
+    """Device keys of two dtypes merge as NumPy's result_type (exact), the
+    result an array of their library; host inputs on the GPU path too."""
+    a = np.sort(rng.integers(0, 100, 5000).astype(x))
+    b = np.sort(rng.integers(0, 100, 3001).astype(y))
+    common = np.result_type(a.dtype, b.dtype)
+    want = np.sort(np.concatenate([a, b]).astype(common), kind="stable")
+    got = csk.merge(cp.asarray(a), cp.asarray(b))
+    assert isinstance(got, cp.ndarray) and got.dtype == common
+    np.testing.assert_array_equal(got.get(), want)
+    host = csk.merge(a, b)
+    assert host.dtype == common and np.array_equal(host, want)
+    torch = pytest.importorskip("torch")
+    t = csk.merge(torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda"))
+    assert t.is_cuda and np.array_equal(t.cpu().numpy(), want)
+    keys, values = csk.merge_by_key(cp.asarray(a), cp.arange(5000.0), cp.asarray(b),
+                                    cp.arange(3001.0))
+    assert keys.dtype == common and np.array_equal(keys.get(), want)
+
+
 def test_merge_values_4_bytes(rng):
     a = _sorted("few_unique", "int16", 20_000, rng)
     b = _sorted("few_unique", "int16", 30_000, rng)

@@ -59,10 +59,9 @@ def test_out_is_written_and_returned(rng):
 
 
 @pytest.mark.parametrize("call, error", [
-    (lambda: csk.merge(np.zeros(3, np.int32), np.zeros(3, np.int64)), TypeError),
+    (lambda: csk.merge(np.zeros(3, np.int64), np.zeros(3, np.uint64)), TypeError),  # no exact one
     (lambda: csk.merge(np.zeros((2, 2)), np.zeros(3)), ValueError),
     (lambda: csk.merge(np.zeros(2, np.complex64), np.zeros(2, np.complex64)), TypeError),
-    (lambda: csk.merge(np.zeros(2, ">i4"), np.zeros(2, ">i4")), TypeError),
     (lambda: csk.merge(np.zeros(2), np.zeros(3), out=np.zeros(4)), ValueError),
     (lambda: csk.merge_by_key(np.zeros(2), np.zeros(3), np.zeros(2), np.zeros(2)), ValueError),
     (lambda: csk.merge_by_key(np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2, np.int32)), TypeError),

@@ -82,6 +82,29 @@ def test_lexsort_bad_input():
         csk.lexsort([np.arange(3)], algorithm="packed")  # host keys: a GPU plugin refuses
 
 
+def test_lexsort_of_0d_arrays_as_numpy():
+    """A 0-d array is no sequence of keys (NumPy's TypeError); 0-d keys in
+    a sequence, or the elements of a 1-D array, are one element each: 0."""
+    for keys in (np.array(3.0), np.float64(2.0)):
+        with pytest.raises(TypeError, match="need sequence of keys with len > 0"):
+            np.lexsort(keys)
+        with pytest.raises(TypeError, match="need sequence of keys with len > 0"):
+            csk.lexsort(keys)
+    for keys in ([np.array(3)], np.array([3, 1, 2]), [np.array(2.0), np.array(1.0)]):
+        for axis in (-1, 0):
+            got = csk.lexsort(keys, axis=axis)
+            assert got == np.lexsort(keys, axis=axis) == 0 and np.asarray(got).dtype == np.int64
+    with pytest.raises(np.exceptions.AxisError):
+        csk.lexsort(np.array([3, 1]), axis=1)
+
+
+def test_lexsort_of_no_sequence_says_what_to_pass():
+    for keys in (5, None, 2.5):
+        with pytest.raises(TypeError, match="need sequence of keys with len > 0 in lexsort: "
+                                            "pass a sequence of key arrays"):
+            csk.lexsort(keys)
+
+
 def test_lexsort_and_sort_by_key_of_cpu_tensors():
     torch = pytest.importorskip("torch")
     a, b = keys_of("float32", "special", 200, 40), keys_of("int16", "few_unique", 200, 41)
@@ -139,6 +162,27 @@ def test_structured_nd_axis_and_none():
         want = np.sort(s, order=["b"], axis=axis, kind="stable")
         for name in s.dtype.names:
             np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("fmt", ["U5", "S5", "M8[s]", "m8[s]", "c8"])
+def test_fields_of_strings_and_other_numpy_dtypes_sort_as_numpy(fmt):
+    """order= takes any field NumPy orders (strings, bytes, datetimes,
+    complex), as multikey.md says."""
+    from pathlib import Path
+
+    s = np.zeros(6, [("a", fmt), ("b", "i4")])
+    s["a"] = np.array([3, 1, 2, 1, 3, 0]).astype(fmt) if fmt[0] not in "US" else \
+        ["c", "a", "b", "a", "c", ""]
+    s["b"] = [5, 4, 3, 2, 1, 0]
+    for order in ("a", ["b", "a"], None):
+        np.testing.assert_array_equal(csk.argsort(s, order=order),
+                                      np.argsort(s, order=order, kind="stable"))
+        np.testing.assert_array_equal(csk.sort(s, order=order), np.sort(s, order=order,
+                                                                        kind="stable"))
+    text = " ".join(Path(__file__).resolve().parents[1].joinpath("docs", "multikey.md")
+                    .read_text().split())
+    assert "Fields must be numbers or bool" not in text
+    assert "A field may be of any dtype NumPy sorts" in text
 
 
 def test_structured_order_errors_as_numpy():
@@ -206,6 +250,23 @@ def test_multikey_kind_registered_and_auto_choice():
     wide = MultikeyJob([_DeviceKey("float64")] * 3, (False,) * 3, 3)
     assert wide.bits == 192 and multikey.choose(wide).name == "passes"
     assert key_bits(np.bool_) == 1 and key_bits(np.int8) == 8
+
+
+def test_packed_takes_128_bits_and_says_what_counts_beyond():
+    """packed takes device keys of up to 128 bits together (two int64
+    keys); refusing more, the message names every key's dtype and width
+    (an N-D lexsort's row number among them), the limit and what to use."""
+    two = MultikeyJob([_DeviceKey("int64"), _DeviceKey("int64")], (False, False), 3)
+    assert two.bits == 128 and multikey.choose(two, "packed").name == "packed"
+    row = _DeviceKey("int32")
+    row.what = "the row number"
+    wider = MultikeyJob([row, _DeviceKey("int64"), _DeviceKey("int64")], (False,) * 3, 3)
+    with pytest.raises(ValueError) as refused:
+        multikey.choose(wider, "packed")
+    message = str(refused.value)
+    for part in ("160 bits", "the row number int32 (32)", "int64 (64)", "<= 128 bits",
+                 "passes"):
+        assert part in message, message
 
 
 # -------------------------------------------------------------- unique rows
@@ -384,22 +445,29 @@ def test_device_plugins_emulated(monkeypatch, dtypes, plugin_name, desc):
                                    (True, False, True)])
 @pytest.mark.parametrize("dtype,shape", [("uint8", (2000, 10)), ("float32", (500, 3)),
                                          ("float64", (300, 2, 2)), ("int16", (400, 1)),
-                                         ("bool", (100, 3))])
+                                         ("bool", (100, 3)), ("bool bytes", (300, 3))])
 def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     """compact_device with its kernels (csk_row_starts, csk_unique_scatter,
     csk_unique_rows), the scan and the buffers emulated in NumPy gives
-    numpy.unique(axis=0)'s results: the glue, offsets and null outputs."""
+    numpy.unique(axis=0)'s results: the glue, offsets and null outputs.
+    "bool bytes": bools of other bytes than 0 and 1, which NumPy orders and
+    compares by truth value: the rows compared are their truth values
+    (unique_rows makes them), the rows returned a's own bytes."""
     from cudasortkit.calls import unique_rows as ur
 
     memory = _Memory()
     n = shape[0]
-    a = keys_of(dtype, "special", int(np.prod(shape)), 50)
-    a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
+    if dtype == "bool bytes":
+        rng = np.random.default_rng(51)
+        a = (rng.integers(0, 2, shape) * rng.integers(1, 4, shape)).astype(np.uint8).view(bool)
+    else:
+        a = keys_of(dtype, "special", int(np.prod(shape)), 50)
+        a = (a % 3 if a.dtype.kind in "iu" else a).reshape(shape)
     flat_array = np.ascontiguousarray(a).reshape(-1)
 
-    def same(x, y):  # csk_same_key: NaN equals nothing, -0.0 == +0.0
+    def same(x, y):  # csk_same_key: NaN equals nothing, -0.0 == +0.0; bools as their bytes
         x, y = comparable(np.asarray(x)), comparable(np.asarray(y))
-        return (x == y) if x.dtype.kind != "b" else (x == y)
+        return x.view(np.uint8) == y.view(np.uint8) if x.dtype.kind == "b" else x == y
 
     def launch(owner, state, dt, name, count, args):
         m = memory.arrays
@@ -479,9 +547,12 @@ def test_compact_device_emulated(monkeypatch, dtype, shape, flags):
     monkeypatch.setattr(ur, "device_ptr", lambda x: next(p for p, y in memory.arrays.items() if y is x))
     flat = _Key(flat_array, memory)
     flat.n = flat_array.size
-    order = np.lexsort(comparable(a.reshape(n, -1)).T[::-1]).astype(np.int64)
+    truth = flat_array.view(np.uint8) != 0 if dtype == "bool bytes" else flat_array
+    compared = _Key(truth, memory)
+    compared.n = truth.size
+    order = np.lexsort(comparable(truth.reshape(n, -1)).T[::-1]).astype(np.int64)
     memory.put(order)
-    got = ur.compact_device(flat, order, shape, flags, State(), 0)
+    got = ur.compact_device(flat, order, shape, flags, State(), 0, compared)
     want = np.unique(a, axis=0, **dict(zip(("return_index", "return_inverse", "return_counts"),
                                            flags)))
     want = want if isinstance(want, tuple) else (want,)
@@ -498,3 +569,85 @@ def test_structured_descending_reverses_every_field_nans_last():
     np.testing.assert_array_equal(csk.sort(s, order="b", descending=True)["b"].view(np.uint32),
                                   s["b"][got].view(np.uint32))
     assert np.isnan(s["b"][got][-1]) and np.isnan(s["b"]).any()
+
+
+class _DeviceArray:
+    """A device array by __cuda_array_interface__ only: its data a NumPy
+    array in the emulated device memory, at its host address."""
+
+    def __init__(self, host):
+        self.host = host
+        self.__cuda_array_interface__ = {"shape": host.shape, "typestr": host.dtype.str,
+                                         "data": (host.__array_interface__["data"][0], False),
+                                         "version": 3, "strides": None}
+
+
+def _canonical(keys: np.ndarray) -> np.ndarray:
+    """Keys as a device sort returns them (keys.cuh's ordered word and back):
+    float zeros +0.0, NaNs the one quiet NaN (every bit but the sign set)."""
+    if keys.dtype.kind != "f":
+        return keys
+    bits = keys.view(f"u{keys.itemsize}")
+    sign = bits.dtype.type(1) << bits.dtype.type(8 * keys.itemsize - 1)
+    out = np.where(keys == 0, bits.dtype.type(0), bits)
+    out[np.isnan(keys)] = ~sign
+    return out.view(keys.dtype)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "bool"])
+def test_sort_by_key_tuple_device_keys_as_a_sort_returns_them_emulated(monkeypatch, dtype, count):
+    """Multi-key sort_by_key of device keys returns the keys as the one-key
+    device sort_by_key does (api.md: float zeros +0.0, NaNs one quiet NaN),
+    the values' own bits: the gathers' kernels emulated in NumPy."""
+    import cudasortkit.sdk.multikey as sdk
+
+    rng = np.random.default_rng(60 + count)
+    n = 300
+    pool = np.array([0.0, -0.0, np.nan, 1.0, -np.nan], np.float64)
+    keys = [pool[rng.integers(0, len(pool), n)].astype(dtype) if dtype.startswith("float")
+            else rng.integers(0, 3, n).astype(dtype) for _ in range(count)]
+    for k in keys:
+        if dtype.startswith("float"):  # NaN payloads too
+            bits = k.view(f"u{k.itemsize}")
+            bits[np.isnan(k) & (rng.random(n) < 0.5)] |= 1
+    values = rng.random(n)
+    memory = {}
+
+    def put(a):
+        memory[a.__array_interface__["data"][0]] = a
+        return a.__array_interface__["data"][0]
+
+    def launch(owner, state, dt, name, n_, args):
+        src, order, _, dst = (memory[int(p)] if i != 2 else p for i, p in enumerate(args))
+        got = src[order]
+        if name == "csk_gather_keys":
+            assert np.dtype(dt) == src.dtype, "csk_gather_keys reads the keys' kind"
+            got = _canonical(got)
+        else:
+            assert name == "csk_gather" and np.dtype(dt) == np.dtype(f"u{src.itemsize}")
+        dst[...] = got
+
+    def new_array(like, count_, dt, state, caller):
+        a = np.zeros(count_, dt)
+        return type("R", (), {"value": _DeviceArray(a), "ptr": put(a)})()
+
+    reference = np.lexsort([comparable(k) for k in reversed(keys)]).astype(np.int64)
+    put(reference)
+
+    def order_of(keys_, descending, selector, algorithm="auto", stream=None, then=None):
+        return then(reference, object(), 0)  # the order, as a device plugin computes it
+
+    monkeypatch.setattr(sdk, "launch", launch)
+    monkeypatch.setattr(sdk, "device_ptr", lambda a: put(a) if isinstance(a, np.ndarray)
+                        else a.__cuda_array_interface__["data"][0])
+    monkeypatch.setattr(multikey, "new_array", new_array)
+    monkeypatch.setattr(multikey, "order_of", order_of)
+    for a in (*keys, values):
+        put(a)
+    got_keys, got_values = multikey.sort_by_keys(tuple(_DeviceArray(k) for k in keys),
+                                                 _DeviceArray(values), False, None)
+    assert np.array_equal(got_values.host, values[reference])
+    for got, k in zip(got_keys, keys):
+        want = _canonical(k[reference])
+        assert np.array_equal(got.host.view(np.uint8), want.view(np.uint8)), "keys' bits"

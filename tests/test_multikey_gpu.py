@@ -64,6 +64,31 @@ def test_sort_by_key_tuple_device(desc):
     np.testing.assert_array_equal(s2.get(), k2[want])
 
 
+@pytest.mark.parametrize("algorithm", ["auto", "packed", "passes"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16", "int32"])
+def test_sort_by_key_tuple_of_one_key_returns_the_plain_calls_bits(dtype, algorithm):
+    """sort_by_key((k,), v) returns the keys bit for bit as sort_by_key(k, v)
+    does on the device (-0.0 as +0.0, NaNs as one quiet NaN), and so does a
+    tuple of two keys; values are the stable order's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    n = 5000
+    pool = np.array([0.0, -0.0, np.nan, -np.nan, 1.5, -2.0], np.float32)
+    host = pool[rng.integers(0, len(pool), n)] if dtype != "int32" else rng.integers(-3, 3, n)
+    k = torch.as_tensor(host, device="cuda").to(getattr(torch, dtype))
+    v = torch.arange(n, device="cuda", dtype=torch.int64)
+    (one,), one_values = csk.sort_by_key((k,), v, algorithm=algorithm)
+    plain, plain_values = csk.sort_by_key(k, v)
+    as_bits = (lambda t: t.view(torch.int16 if t.element_size() == 2 else
+                                 torch.int32 if t.element_size() == 4 else torch.int64).cpu().numpy())
+    np.testing.assert_array_equal(as_bits(one), as_bits(plain))
+    np.testing.assert_array_equal(one_values.cpu().numpy(), plain_values.cpu().numpy())
+    (first, second), values = csk.sort_by_key((k, k), v, algorithm=algorithm)
+    np.testing.assert_array_equal(as_bits(first), as_bits(plain))
+    np.testing.assert_array_equal(as_bits(second), as_bits(plain))
+    np.testing.assert_array_equal(values.cpu().numpy(), plain_values.cpu().numpy())
+
+
 @pytest.mark.parametrize("algorithm", ["packed", "passes"])
 def test_lexsort_torch_bfloat16(algorithm):
     torch = pytest.importorskip("torch")
@@ -147,6 +172,21 @@ def test_lexsort_of_n_d_device_keys_along_an_axis(shape, axis, algorithm):
     np.testing.assert_array_equal(got.get(), want)
 
 
+def test_packed_takes_two_int64_keys_and_n_d_keys_count_the_row_number():
+    """packed orders two int64 keys (128 bits); N-D keys add their row
+    number (int32 here), so two int64 N-D keys are 160 bits: packed by name
+    refuses them naming each key, auto orders them (passes)."""
+    a, b = keys_of("int64", 6000, 21), keys_of("int64", 6000, 22)
+    got = csk.lexsort((cp.asarray(a), cp.asarray(b)), algorithm="packed")
+    np.testing.assert_array_equal(got.get(), np.lexsort((a, b)))
+    a2, b2 = a.reshape(6, 1000), b.reshape(6, 1000)
+    with pytest.raises(ValueError, match=r"the row number int32 \(32\), keys\[1\] int64 \(64\), "
+                                         r"keys\[0\] int64 \(64\), 160 bits together"):
+        csk.lexsort((cp.asarray(a2), cp.asarray(b2)), algorithm="packed")
+    np.testing.assert_array_equal(csk.lexsort((cp.asarray(a2), cp.asarray(b2))).get(),
+                                  np.lexsort((a2, b2)))
+
+
 def test_lexsort_of_n_d_torch_keys_in_a_callers_stream():
     torch = pytest.importorskip("torch")
     a = keys_of("int32", 6 * 1000, 5).reshape(6, 1000)
@@ -160,6 +200,24 @@ def test_lexsort_of_n_d_torch_keys_in_a_callers_stream():
     s.synchronize()
     assert got.device.type == "cuda" and got.dtype == torch.int64
     np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_lexsort_of_0d_device_keys_as_numpy(library):
+    """A 1-D device array's elements are 0-d keys (one element each): 0, a
+    0-d int64 array of its library, as numpy.lexsort returns 0; a 0-d
+    device array is no sequence of keys (TypeError)."""
+    xp = pytest.importorskip(library)
+    on = {"device": "cuda"} if library == "torch" else {}
+    for keys in (xp.asarray([3, 1, 2], **on), [xp.asarray(2.0, **on), xp.asarray(1.0, **on)]):
+        for axis in (-1, 0):
+            got = csk.lexsort(keys, axis=axis)
+            assert type(got) is type(xp.asarray(0, **on)) and tuple(got.shape) == ()
+            assert int(got) == 0 and str(got.dtype).endswith("int64")
+        with pytest.raises(np.exceptions.AxisError):
+            csk.lexsort(keys, axis=1)
+    with pytest.raises(TypeError, match="need sequence of keys with len > 0"):
+        csk.lexsort(xp.asarray(3.0, **on))
 
 
 def test_lexsort_of_n_d_device_keys_refuses_other_kinds():

@@ -191,5 +191,8 @@ def test_auto_takes_tree_for_long_one_row_searches(dtype):
     few = csk.explain_searchsorted(np.zeros(1 << 24, dtype), np.zeros(1000, dtype))
     assert few.plugin == "kary", str(few)
     assert few.estimates["tree"] > few.estimates["binary"], str(few)
-    named = csk.explain_searchsorted(np.zeros(10, dtype), np.zeros(3, dtype), algorithm="tree")
+    from test_unique_search_cpu import _OnDevice  # a name is for device arrays
+
+    named = csk.explain_searchsorted(_OnDevice((10,), dtype), _OnDevice((3,), dtype),
+                                     algorithm="tree")
     assert named.plugin == "tree" and "all 10 keys in shared memory" in str(named)

@@ -165,10 +165,9 @@ def test_kth_errors_as_numpy():
             csk.argpartition(a, kth)
     with pytest.raises(TypeError, match="kth"):
         csk.partition(a, 1.5)
-    with pytest.raises(TypeError, match="kth"):
-        csk.partition(a, True)
-    with pytest.raises(ValueError, match="out of bounds"):
-        csk.partition(np.zeros(0), 0)
+    with pytest.raises(ValueError, match="Booleans unacceptable as partition index"):
+        csk.partition(a, True)  # NumPy's ValueError
+    assert csk.partition(np.zeros(0), 0).shape == (0,)  # NumPy checks no kth of an empty array
 
 
 def test_the_selection_plugin_kind_is_listed_and_explained():

@@ -5,6 +5,7 @@ the whole sweep, skips said once per plugin and reason, every entry measured
 at each tunable varied alone (no "defaults only"), and the plugins compared
 per cell in one process."""
 import contextlib
+import itertools
 import json
 import re
 import subprocess
@@ -51,6 +52,9 @@ class FakeCase:
         FakeCase.made.append(self)
 
     run_bytes = 1 << 20
+
+    def answer(self):
+        pass
 
     def outcome(self, plugin, config):
         FakeCase.events.append(("check", self, plugin.name, tuple(sorted(config.items()))))
@@ -204,13 +208,46 @@ def test_quick_checks_every_config_of_a_cell_once_before_timing_any(fake_gpu):
         for name in ("bitonic", "radix", "merge_sort"):
             for config in tuner.configs_quick(plugins[name], case.dtype, 0, FakeState.limits):
                 assert (name, tuple(sorted(config.items()))) in before, (name, config)
-    # a dtype's cells up to 2^22 keys are checked in one batch, before any is timed
-    # (so their kernels compile all at once)
+    # every dtype's cells up to 2^24 keys are checked in one batch, before any
+    # is timed (so their kernels compile all at once, across all the CPUs)
     first_run = next(i for i, e in enumerate(FakeCase.events) if e[0] == "run")
-    dtype = FakeCase.events[first_run][1].dtype
     early = {id(e[1]) for e in FakeCase.events[:first_run] if e[0] == "check"}
-    small = [c for c in FakeCase.made if c.dtype == dtype and c.n <= 1 << runtime.CHECK_AHEAD_MAX_BUCKET]
-    assert len(small) == 7 and all(id(c) in early for c in small)
+    ahead = [c for c in FakeCase.made if c.n <= 1 << runtime.CHECK_AHEAD_MAX_BUCKET]
+    assert runtime.CHECK_AHEAD_MAX_BUCKET == 24
+    assert len(ahead) == 2 * 8 and all(id(c) in early for c in ahead)
+    assert len(FakeCase.made) == len(ahead)  # (no cell was made twice)
+
+
+def test_where_the_time_went_is_printed_per_phase(fake_gpu, capsys):
+    assert tune.main(["--quick", "--rows", "none", "--plugins", "bitonic,radix"]) == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("where the "):].splitlines()
+    assert re.match(r"where the [\d.]+ s went:$", lines[0])
+    lines = [lines[0]] + list(itertools.takewhile(lambda line: line.startswith("  "), lines[1:]))
+    for phase, unit in (("check", "configs"), ("time", "configs"), ("confirm", "races"),
+                        ("compare", "cells"), ("host", "sizes"), ("inputs", "sets")):
+        line = next(line for line in lines if line.split()[0] == phase)
+        assert re.match(rf"  {phase} +[\d.]+ s +\d+ {unit}", line), line
+    check = next(line for line in lines if line.split()[0] == "check")
+    assert re.search(r"\d+ modules compiled \(nvcc [\d.]+ s summed over threads\), \d+ read from disk",
+                     check)
+    counts = {line.split()[0]: int(line.split()[3]) for line in lines[1:] if "other" not in line}
+    # every planned config checked once, and timed once unless rejected (the combinations too)
+    rejected = int(re.search(r"(\d+) configs rejected", out).group(1))
+    assert rejected > 0 and counts["check"] == counts["time"] + rejected
+    assert counts["compare"] == 16 and counts["host"] == 14
+    assert re.search(r"^  other +[\d.]+ s$", out, re.M)
+
+
+def test_a_gpu_short_of_memory_checks_one_dtype_at_a_time(fake_gpu, monkeypatch):
+    """Where the inputs of every dtype would take more than a quarter of the
+    free memory, each dtype's cells are checked when its turn comes."""
+    monkeypatch.setattr(type(fake_gpu), "free_memory", lambda self: 1 << 30)
+    assert tune.main(["--quick", "--rows", "none", "--plugins", "bitonic"]) == 0
+    first_run = next(i for i, e in enumerate(FakeCase.events) if e[0] == "run")
+    early = {e[1].dtype for e in FakeCase.events[:first_run] if e[0] == "check"}
+    assert early == {FakeCase.events[first_run][1].dtype}
+    assert {c.dtype for c in FakeCase.made} == {"uint32", "float32"}
 
 
 def test_a_budget_still_works_and_is_reported(fake_gpu, capsys, monkeypatch):

@@ -443,6 +443,7 @@ def test_the_learner_measures_only_from_credit(fake_context, monkeypatch):
         return measured.FIRST_MEASURE_MS
 
     monkeypatch.setattr(measured.Learner, "_measure", staticmethod(fake_measure))
+    monkeypatch.setattr(measured, "HOST_NS_PER_KEY", 0.0)  # (its own test below)
     mp = MeasuredPolicy()
     req = Request("sort", "uint32", 1 << 26)  # nothing measured at 2^26
     mp.choose(req, CANDS)
@@ -473,6 +474,7 @@ def test_the_learner_counts_down_to_each_missing_plugin(fake_context, monkeypatc
         return measured.FIRST_MEASURE_MS  # as estimated: nothing left over
 
     monkeypatch.setattr(measured.Learner, "_measure", staticmethod(fake_measure))
+    monkeypatch.setattr(measured, "HOST_NS_PER_KEY", 0.0)  # (its own test below)
     monkeypatch.setenv(runtime.ENV_AUTOTUNE, "1")
     learner = measured.Learner()
     req = Request("sort", "uint32", 1 << 26)
@@ -488,6 +490,22 @@ def test_the_learner_counts_down_to_each_missing_plugin(fake_context, monkeypatc
     for _ in range(1000):
         observe()  # nothing left to measure: calls only count
     assert len(spent) == 2 and learner.observer(req, CANDS, 10.0) is None
+
+
+def test_the_learner_counts_the_host_work_of_a_measurement(monkeypatch):
+    """A measurement makes its inputs and NumPy's answer on the host: 2^26
+    keys took seconds, which the 10% budget must cover too, not only the
+    compile and the GPU runs."""
+    learner = measured.Learner()
+    shape = ("sort", "uint32", 26, False)
+    first = learner._cost("big_radix", shape, 1.0)
+    assert first == pytest.approx(measured.FIRST_MEASURE_MS + 100e-9 * (1 << 26) * 1e3)
+    learner._compiled.add(("big_radix", "sort", "uint32"))
+    again = learner._cost("big_radix", shape, 1.0)
+    assert again == pytest.approx(measured.MEASURE_RUNS + measured.MEASURE_OVERHEAD_MS
+                                  + 100e-9 * (1 << 26) * 1e3)
+    small = learner._cost("big_radix", ("sort", "uint32", 10, False), 1.0)
+    assert small < measured.MEASURE_RUNS + measured.MEASURE_OVERHEAD_MS + 1
 
 
 def test_the_learner_measures_rows_by_row_length(fake_context, monkeypatch):

@@ -62,6 +62,24 @@ def test_unique_host_bfloat16_nans_are_floats(equal_nan):
     assert np.array_equal(counts, expected[3])
 
 
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("equal_nan", [True, False])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_unique_host_keeps_the_first_occurrences_bits(dtype, equal_nan, flags):
+    """Every flag combination keeps what return_index's path keeps: the
+    first occurrence of -0.0 / +0.0 and of the NaNs (their payloads), bit
+    for bit; without equal_nan every NaN, in input order."""
+    rng = np.random.default_rng(5)
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    for n in (1, 2, 5, 17, 300, 5000):
+        a = _special_floats(dtype, n, rng)
+        got = csk.unique(a, *flags, equal_nan=equal_nan)
+        values = got[0] if any(flags) else got
+        _, index, *_ = np.unique(a, True, equal_nan=equal_nan)
+        assert np.array_equal(values.view(bits), a[index].view(bits)), n
+        _assert_same(got, np.unique(a, *flags, equal_nan=equal_nan))
+
+
 def test_unique_non_contiguous_host():
     a = np.arange(40)[::-3] % 7
     _assert_same(csk.unique(a, True, True, True), np.unique(a, True, True, True))
@@ -91,6 +109,25 @@ def test_unique_axis_bad_axis():
     pytest.importorskip("cudasortkit.calls.unique_rows")
     with pytest.raises(Exception, match="axis"):
         csk.unique(np.zeros((2, 3)), axis=2)
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("equal_nan", [True, False])
+@pytest.mark.parametrize("flags", FLAGS)
+def test_unique_axis_of_a_1d_array_is_axis_none(axis, equal_nan, flags):
+    """NumPy treats an axis of a 1-D array as axis=None: with equal_nan the
+    NaNs are one value, for every dtype and for lists too."""
+    rng = np.random.default_rng(11)
+    for dtype in ("float16", "float32", "float64", "int32", "bool"):
+        a = rng.integers(0, 4, 40).astype(dtype)
+        if a.dtype.kind == "f":
+            a[::7] = np.nan
+        expected = np.unique(a, *flags, axis=axis, equal_nan=equal_nan)
+        _assert_same(csk.unique(a, *flags, axis=axis, equal_nan=equal_nan), expected)
+        _assert_same(csk.unique(a.tolist(), *flags, axis=axis, equal_nan=equal_nan),
+                     np.unique(a.tolist(), *flags, axis=axis, equal_nan=equal_nan))
+    with pytest.raises(np.exceptions.AxisError):
+        csk.unique(np.arange(3.0), axis=1)
 
 
 @pytest.mark.parametrize("flags", FLAGS)
@@ -177,8 +214,10 @@ def test_searchsorted_bad_shapes():
         csk.searchsorted(np.zeros((2, 3)), np.zeros((3, 1)))
     with pytest.raises(ValueError, match="v must have shape"):
         csk.searchsorted(np.zeros((2, 3)), np.zeros(3))
-    with pytest.raises(ValueError, match="sorter.size"):
+    with pytest.raises(ValueError, match=r"sorter must have a's shape \(2, 3\)"):
         csk.searchsorted(np.zeros((2, 3)), np.zeros((2, 1)), sorter=np.zeros(6, np.int64))
+    with pytest.raises(ValueError, match="sorter.size must equal a.size: 5 != 6"):
+        csk.searchsorted(np.zeros((2, 3)), np.zeros((2, 1)), sorter=np.zeros(5, np.int64))
 
 
 def test_searchsorted_unknown_algorithm_on_the_host_too():
@@ -194,6 +233,38 @@ def test_searchsorted_torch_cpu():
     torch = pytest.importorskip("torch")
     got = csk.searchsorted(torch.tensor([1, 2, 3]), torch.tensor([2, 4]))
     assert isinstance(got, torch.Tensor) and got.tolist() == [1, 3]
+
+
+class _OnDevice:
+    """A device array by __cuda_array_interface__ only (never dereferenced:
+    explain_searchsorted reads shapes and dtypes)."""
+
+    def __init__(self, shape, dtype=np.float64):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": np.dtype(dtype).str,
+                                         "data": (0x1000, False), "version": 3, "strides": None}
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_a_named_search_plugin_for_host_arrays_raises_as_sort_does(gpu, monkeypatch):
+    """Host arrays are searched by NumPy: a search plugin named for them
+    raises ValueError saying why (without a GPU: that it needs one, as sort
+    and topk say) in searchsorted and explain_searchsorted alike; auto runs
+    NumPy, and explain says so."""
+    from cudasortkit.calls import search
+
+    monkeypatch.setattr(search, "gpu_available", lambda: gpu)
+    a, v = np.arange(10.0), np.array([3.0, 4.5])
+    for name in ("tree", "binary", "merge"):
+        why = "searches device arrays" if gpu else f"{name} needs a GPU"
+        for call in (csk.searchsorted, csk.explain_searchsorted):
+            with pytest.raises(ValueError, match=f"algorithm {name!r} cannot search.*{why}.*NumPy"):
+                call(a, v, algorithm=name)
+        assert csk.explain_searchsorted(_OnDevice((10,)), _OnDevice((2,)),
+                                        algorithm=name).plugin == name
+    assert csk.searchsorted(a, v).tolist() == [3, 5]
+    auto = str(csk.explain_searchsorted(a, v))
+    assert "host arrays: NumPy's searchsorted runs" in auto
+    assert ("there is no GPU here" in auto) != gpu
 
 
 # ------------------------------------------------- search plugins and auto
@@ -233,12 +304,12 @@ def test_explain_searchsorted_declared_choice():
     with_sorter = csk.explain_searchsorted(np.zeros(1 << 20), np.zeros(1 << 20),
                                            sorter=np.arange(1 << 20))
     assert with_sorter.plugin == "binary" and "without sorter" in with_sorter.skipped["tree"]
-    named = csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="merge")
+    named = csk.explain_searchsorted(_OnDevice((10,)), _OnDevice((10,)), algorithm="merge")
     assert named.plugin == "merge"
     with pytest.raises(ValueError, match="no search plugin named 'nope'"):
         csk.explain_searchsorted(np.zeros(10), np.zeros(10), algorithm="nope")
     with pytest.raises(ValueError, match="no search plugin serves"):
-        csk.explain_searchsorted(np.zeros((2, 10)), np.zeros((2, 3)), algorithm="merge")
+        csk.explain_searchsorted(_OnDevice((2, 10)), _OnDevice((2, 3)), algorithm="merge")
 
 
 # ------------------------------------------ launches match kernel prototypes
@@ -313,7 +384,7 @@ def _unique_kernel_arity() -> dict:
     from cudasortkit.build.template import KernelTemplate
     from cudasortkit.calls.unique import UNIQUE_CONFIG
 
-    template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4})
+    template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4, "unique_bool": 0})
     return {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG)) for k in UNIQUE_ARITY}
 
 
@@ -479,12 +550,13 @@ class _Device:
 
             def kernel(self, template, name, defines):
                 assert template == "unique.cu"
-                return name, defines["unique_count_bytes"]
+                return name, defines["unique_count_bytes"], defines["unique_bool"]
 
             def launch(self, kernel, grid, block, *args):
-                name, count_bytes = kernel
+                name, count_bytes, bools = kernel
                 assert len(args) == device.arity[name], name
                 device.launches.append(name)
+                device.bools = bools
                 getattr(device, name)(np.dtype(f"u{count_bytes}"), grid, *args)
 
             def finish(self):
@@ -526,6 +598,8 @@ class _Device:
     def _starts(self, sorted_ptr, n, equal_nan):
         kind = _kind(self.key_dtype)
         u = _ordered(self.memory.view(sorted_ptr, self.bits)[:n], kind, self.key_dtype)
+        if self.bools:  # UNIQUE_BOOL: bools are equal by truth value (any nonzero byte)
+            u = u != 0
         same = u[1:] == u[:-1]
         if kind == "f" and not equal_nan:
             same &= u[:-1] != ~u.dtype.type(0)
@@ -603,8 +677,9 @@ def _special_floats(dtype, n, rng):
 
 
 def _emulated_input(dtype, n, rng):
-    if dtype == "bool":
-        return rng.random(n) < 0.5
+    if dtype == "bool":  # bytes other than 0 and 1 too: NumPy compares truth values
+        a = rng.integers(0, 4, n).astype(np.uint8) * rng.integers(0, 2, n).astype(np.uint8)
+        return a.view(bool)
     if dtype == "bfloat16":
         ml_dtypes = pytest.importorskip("ml_dtypes")
         a = _special_floats(np.float32, n, rng).astype(ml_dtypes.bfloat16)

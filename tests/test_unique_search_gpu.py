@@ -199,6 +199,54 @@ def test_unique_axis0_rows_device(rng):
         assert np.array_equal(to_numpy(g), e)
 
 
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_unique_axis_of_a_1d_device_array_is_axis_none(library, axis, equal_nan, rng):
+    """An axis of a 1-D array is axis=None (NumPy's rule): under equal_nan
+    the NaNs are one value, bit for bit as axis=None gives them."""
+    module = pytest.importorskip(library)
+    for dtype in ("float16", "float32", "float64", "int16"):
+        a = rng.integers(0, 5, 3000).astype(dtype)
+        if a.dtype.kind == "f":
+            a[::13] = np.nan
+        d = cupy_or_torch(module, a)
+        got = [to_numpy(x) for x in csk.unique(d, *FLAGS, axis=axis, equal_nan=equal_nan)]
+        want = np.unique(a, *FLAGS, axis=axis, equal_nan=equal_nan)
+        same = [to_numpy(x) for x in csk.unique(d, *FLAGS, equal_nan=equal_nan)]
+        for g, w, s in zip(got, want, same):
+            assert g.shape == w.shape and np.array_equal(g, w, equal_nan=g.dtype.kind == "f")
+            assert np.array_equal(_bits(g), _bits(s))
+
+
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("shape, axis", [((4000,), None), ((4000,), 0), ((3000, 3), 0),
+                                         ((500, 200), 0), ((3, 700, 2), 1)])
+def test_unique_bools_of_other_bytes_compare_truth_values(library, shape, axis, rng):
+    """Bools whose bytes are not 0 or 1 (a uint8 array viewed as bool) are
+    equal by truth value, as NumPy compares them: 1-D (sorted as bytes, as
+    NumPy sorts them) and rows (packed, and passes above 128 bits), bit for
+    bit NumPy's values and rows, indices, inverse and counts."""
+    module = pytest.importorskip(library)
+    a = (rng.integers(0, 2, shape) * rng.integers(1, 4, shape)).astype(np.uint8)
+    device = cupy_or_torch(module, a)
+    device = device.view(module.bool) if library == "torch" else device.view(np.bool_)
+    got = csk.unique(device, *FLAGS, axis=axis)
+    want = np.unique(a.view(bool), *FLAGS, axis=axis)
+    for g, w in zip(got, want):
+        g = to_numpy(g)
+        assert g.shape == w.shape
+        assert np.array_equal(g.view(np.uint8) if g.dtype == bool else g,
+                              w.view(np.uint8) if w.dtype == bool else w)
+
+
+def cupy_or_torch(module, a: np.ndarray):
+    """a on the GPU as a CuPy array or a CUDA tensor."""
+    if module.__name__ == "torch":
+        return module.from_numpy(a).cuda()
+    return module.asarray(a)
+
+
 # ------------------------------------------------------------ searchsorted
 def _sorted_keys(dist, dtype, n, rng):
     keys = make_keys(dist, dtype, n, rng)

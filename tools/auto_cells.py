@@ -1,4 +1,4 @@
-"""Issue 31's cells where auto trailed the best plugin (uint16 2^26: counting;
+"""The cells where auto once trailed the best plugin (uint16 2^26: counting;
 uint32 and int32 2^24: onesweep), from an empty tuning cache: what auto
 picks (explain), whether each call is served prepared, per-call CUDA-event
 medians of auto and the plugins, interleaved, and the cache entries the run

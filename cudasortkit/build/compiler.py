@@ -1,20 +1,21 @@
 """Runtime compilation of rendered sources, cached per context and source.
 
-pycuda's SourceModule compiles with nvcc and keeps cubins in its disk cache
-across processes; this module adds the in-memory cache (one module per
-(context, source, options)) and prepared functions, so a sort never compiles
-or prepares twice in one process. Kernels launched in ways pycuda cannot
-(overlapped launches) are also loaded through the driver from the same
-cubin (driver_function), once per context and source. It compiles text:
-rendering a template is build/render.py's job, choosing what to render (and
-the one kernel cache) build/template.py's.
+A source compiles to one cubin (build/cubins.py: nvcc, and the cubins kept
+on disk across processes, found without running the compiler); this module
+loads it once per (context, source, options) as a pycuda module and keeps
+prepared functions, so a sort never compiles or prepares twice in one
+process. Kernels launched in ways pycuda cannot (overlapped launches) are
+loaded through the driver from the same cubin bytes (driver_function), once
+per context and source. It compiles text: rendering a template is
+build/render.py's job, choosing what to render (and the one kernel cache)
+build/template.py's.
 """
 from __future__ import annotations
 
 import threading
 
 from ..gpu import caches, libcuda
-from ..errors import KernelCompileError
+from . import cubins
 
 _lock = threading.Lock()
 _modules: dict = {}
@@ -27,13 +28,6 @@ _driver_lock = threading.Lock()  # held while a module loads: one load per sourc
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 
 
-def _nvcc(state, include_dirs) -> dict:
-    """pycuda's compile arguments, the same for SourceModule and compile()
-    (so the second finds the first's cubin in pycuda's disk cache)."""
-    return {"options": list(NVCC_OPTIONS), "no_extern_c": True,
-            "include_dirs": list(include_dirs), "arch": state.arch}
-
-
 def compile_module(state, source: str, include_dirs, where: str):
     """The pycuda module of `source` on the device's context; nvcc's errors
     become KernelCompileError starting with `where` (who compiled what)."""
@@ -42,34 +36,34 @@ def compile_module(state, source: str, include_dirs, where: str):
         module = _modules.get(key)
     if module is not None:
         return module
-    from pycuda.compiler import SourceModule
-    from pycuda.driver import CompileError
+    from pycuda.driver import module_from_buffer
 
+    args = (source, include_dirs, NVCC_OPTIONS, state.arch, where)
     try:
-        module = SourceModule(source, **_nvcc(state, include_dirs))
-    except CompileError as exc:
-        detail = (getattr(exc, "stderr", None) or str(exc))
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise KernelCompileError(f"{where}: nvcc failed:\n{detail}") from exc
+        module = module_from_buffer(cubins.image(*args))
+    except state.cuda.Error:  # a cubin the driver refuses (a damaged file): compiled again
+        module = module_from_buffer(cubins.recompile(*args))
     with _lock:
-        _modules[key] = module
+        module = _modules.setdefault(key, module)
     return module
+
+
+def compile_only(state, source: str, include_dirs, where: str) -> None:
+    """The cubin of `source` for the state's arch made (or found) and kept
+    on disk, nothing loaded: a state without a device (tuning/prebuild.py)."""
+    cubins.image(source, include_dirs, NVCC_OPTIONS, state.arch, where)
 
 
 def driver_function(state, source: str, include_dirs, name: str) -> int:
     """Kernel `name` of `source` as a CUfunction handle, for launches pycuda
-    cannot make (gpu/libcuda.launch_overlapped). The cubin is pycuda's, the
-    one compile_module loaded (pycuda's compile() finds it in its disk
-    cache), loaded once more through the driver, once per context and
-    source."""
+    cannot make (gpu/libcuda.launch_overlapped): the cubin compile_module
+    loaded (cubins.image: this process's copy), loaded once more through
+    the driver, once per context and source."""
     key = (state.ordinal, source, NVCC_OPTIONS)
     with _driver_lock:
         loaded = _driver_modules.get(key)
         if loaded is None:
-            from pycuda.compiler import compile as compile_cubin
-
-            image = compile_cubin(source, **_nvcc(state, include_dirs))
+            image = cubins.image(source, include_dirs, NVCC_OPTIONS, state.arch, name)
             loaded = _driver_modules[key] = (libcuda.load_module(image), {})
         module, functions = loaded
         if name not in functions:

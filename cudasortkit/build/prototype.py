@@ -124,11 +124,22 @@ def prototypes(text: str) -> dict:
 def _texts(source: str, include_dirs: tuple):
     """The source, then each header it includes with quotes that lies in
     include_dirs (breadth first, each once), comments stripped."""
-    seen = set()
+    yield strip_comments(source)
+    for _, text in headers(source, include_dirs):
+        yield text
+
+
+def headers(source: str, include_dirs) -> list:
+    """(real path, text with comments stripped) of every header `source`
+    includes with quotes, directly or through another such header, found in
+    `include_dirs` (the first directory that has it, as nvcc's -I order):
+    breadth first, each once. A header found in none of them (a system or
+    CUDA header) is left out. Headers are read again when they change."""
+    include_dirs = tuple(include_dirs)
+    found, seen = [], set()
     pending = [strip_comments(source)]
     while pending:
         text = pending.pop(0)
-        yield text
         for name in _INCLUDE.findall(text):
             path = next((os.path.join(d, name) for d in include_dirs
                          if os.path.isfile(os.path.join(d, name))), None)
@@ -137,7 +148,10 @@ def _texts(source: str, include_dirs: tuple):
             real = os.path.realpath(path)
             if real not in seen:
                 seen.add(real)
-                pending.append(_header(real, os.stat(real).st_mtime_ns))
+                header = _header(real, os.stat(real).st_mtime_ns)
+                found.append((real, header))
+                pending.append(header)
+    return found
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,8 +17,22 @@ from ..dtypes import is_bfloat16, itemsize, key_kind
 
 #: Package of cudasortkit's own kernels (util.cu, scan.cu, radix.cu, ...).
 CORE_PACKAGE = "cudasortkit.kernels"
+def package_dir(package: str) -> str:
+    """The directory of an importable package. A package imported as a
+    namespace (no __init__.py: e.g. a folder cudasortkit/kernels/ or
+    cudasortkit/plugins/ of __pycache__ left by an older checkout, where
+    they now sit at the repository's top level) shadows the installed one:
+    that is said, with what to delete."""
+    module = importlib.import_module(package)
+    if getattr(module, "__file__", None) is None:
+        raise ImportError(f"{package} was imported as a namespace package from {list(module.__path__)}: "
+                          "a folder left over from an older checkout shadows the installed package; "
+                          "delete that folder")
+    return os.path.dirname(module.__file__)
+
+
 #: Directory of cudasortkit's own kernels: the *.cu entry points.
-KERNEL_DIR = os.path.dirname(importlib.import_module(CORE_PACKAGE).__file__)
+KERNEL_DIR = package_dir(CORE_PACKAGE)
 #: Shared device code (keys.cuh, scan.cuh, ...): on every template's include
 #: path, so `#include "keys.cuh"` works in cudasortkit's and plugins' kernels.
 KERNEL_INCLUDE_DIR = os.path.join(KERNEL_DIR, "include")
@@ -27,7 +41,7 @@ KERNEL_INCLUDE_DIR = os.path.join(KERNEL_DIR, "include")
 @functools.lru_cache(maxsize=None)
 def template_dir(package: str) -> str:
     """Directory of an importable package that holds kernel templates."""
-    return os.path.dirname(importlib.import_module(package).__file__)
+    return package_dir(package)
 
 
 def template_path(package: str, template: str) -> str:

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .. import settings
-from .compiler import compile_module, driver_function, prepared_function
+from .compiler import compile_module, compile_only, driver_function, prepared_function
 from ..errors import KernelError, describe
 from ..gpu import caches, libcuda
 from .prototype import argument_letters, overlapped
@@ -166,6 +166,21 @@ class Kernel:
         return f"Kernel({self.name!r}, {self.template!r}, {self.signature!r})"
 
 
+class UnloadedKernel(Kernel):
+    """A kernel compiled (its cubin on disk) but loaded nowhere, for a state
+    that `compiles_only` (a plugin's run() that builds its kernels and
+    launches nothing: tuning/prebuild.py): its launches do nothing."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, template: str, signature: str, *, shared_allowed: int):
+        super().__init__(None, name, template, signature, shared_allowed=shared_allowed)
+
+    def launch_packed(self, state, stream, grid, block, packed, shared, owner="core", dtype=None,
+                      config=None, *, overlap=False) -> None:
+        pass
+
+
 class KernelTemplate:
     """A kernel template file in `package` (default cudasortkit's kernels/)
     with `defines`, macros it is always rendered with (besides the key
@@ -237,6 +252,10 @@ class KernelTemplate:
             signature = argument_letters(source, name, self.include_dirs)
         except KernelError as exc:
             raise type(exc)(f"{where}: {exc}") from exc
+        if getattr(state, "compiles_only", False):  # (tuning/prebuild.py: no device here)
+            compile_only(state, source, self.include_dirs, where)
+            return UnloadedKernel(name, self.file, signature,
+                                  shared_allowed=state.limits.shared_per_block)
         module = compile_module(state, source, self.include_dirs, where)
         attribute = state.cuda.function_attribute
         try:

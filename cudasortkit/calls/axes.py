@@ -89,8 +89,11 @@ class Rows:
         self.library = library
         self.original = a
         self.stream = stream
+        own_shape = self._shape(a, library)
+        #: A 0-d array (seen as one key along one axis where zero_d_as_1d).
+        self.zero_d = not own_shape
         (self.shape, self.axis, self.n, self.rows, self.row_len, self.moved_shape,
-         self.moves) = _layout(self._shape(a, library), axis, zero_d_as_1d)
+         self.moves) = _layout(own_shape, axis, zero_d_as_1d)
         #: Sorted along its last axis: the result is `flat`'s in the input's shape.
         self.in_place_rows = self.axis is not None and not self.moves
         self.flat = self._flatten(a)
@@ -260,7 +263,9 @@ def _check_target(target, like: Rows, dtype, what: str):
     shape = tuple(int(x) for x in target.shape)
     tdtype = torch_to_numpy_dtype(target.dtype, what, "out") if lib.startswith("torch") else \
         np.dtype(target.dtype)
-    if shape != like.result_shape() or tdtype != np.dtype(dtype):
+    # (a NumPy out= of the other byte order takes the values: NumPy converts)
+    if shape != like.result_shape() or tdtype != np.dtype(dtype) and (
+            lib != "numpy" or tdtype.newbyteorder("=") != np.dtype(dtype)):
         raise ValueError(f"{what} must be an array of shape {like.result_shape()} and dtype "
                          f"{np.dtype(dtype)}, got shape {shape} and dtype {tdtype}")
     if lib == "numpy" and not target.flags.writeable:

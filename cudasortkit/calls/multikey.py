@@ -19,12 +19,12 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..dispatch.execute import run
-from ..dispatch.request import caller_ordering, make_request
+from ..dispatch.request import caller_ordering, check_algorithm, make_request
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..gpu.streams import handle_of
 from ..sdk import registry
-from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather
+from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather, key_bits
 from ..sdk.plugin import RUN_ERRORS
 from ..tuning.kinds import MULTIKEY
 
@@ -54,6 +54,7 @@ def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
     """(plugin, reason) for `job`. auto: among the working plugins that
     support it, the fastest measured on this device near the job's shape
     (tuning/kinds.py), else the one of lowest declared priority."""
+    check_algorithm(algorithm)
     found = registry.plugins(GROUP)
     if algorithm != "auto":
         plugin = found.get(algorithm)
@@ -61,8 +62,11 @@ def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
             raise ValueError(f"no working multi-key plugin named {algorithm!r}; "
                              f"available: {', '.join(sorted(found)) or 'none'}")
         if not registry.call(plugin, "supports", job):
-            raise ValueError(f"multi-key plugin {algorithm!r} cannot order these keys "
-                             f"({'device' if job.on_device else 'host'} keys, {job.bits} bits)")
+            able = sorted(p.name for p in found.values() if registry.call(p, "supports", job))
+            raise ValueError(f"multi-key plugin {algorithm!r} ({plugin.summary}) cannot order "
+                             f"these {'device' if job.on_device else 'host'} keys: "
+                             f"{_widths(job)}, {job.bits} bits together; plugins that can: "
+                             f"{', '.join(able) or 'none'} (or 'auto')")
         return plugin, "asked for by name"
     able = {p.name: p for p in found.values() if registry.call(p, "supports", job)}
     if not able:
@@ -74,6 +78,14 @@ def choose_why(job: MultikeyJob, algorithm: str = "auto") -> tuple:
            + (f" (others: {others})" if others else ""))
     pick = MULTIKEY.choose(job, able, declared.name, why)
     return able[pick.name], pick.reason
+
+
+def _widths(job: MultikeyJob) -> str:
+    """Each key of `job` (most significant first) as its name (device
+    keys), dtype and bits in a packed key: "keys[1] int64 (64), keys[0]
+    bool (1)"."""
+    return ", ".join(" ".join(filter(None, (getattr(k, "what", None), str(k.dtype))))
+                     + f" ({key_bits(k.dtype)})" for k in job.keys)
 
 
 def _run(job: MultikeyJob, algorithm: str):
@@ -103,12 +115,14 @@ def _check_descending(descending, count: int) -> tuple:
     return tuple(bool(d) for d in flags)
 
 
-def order_of(keys, descending, selector, algorithm="auto", stream=None, then=None):
+def order_of(keys, descending, selector, algorithm="auto", stream=None, then=None, names=None):
     """The stable int64 order of 1-D keys (most significant first): NumPy
     for host keys, an array of the keys' library for device keys; then(order,
     state, caller), when given, runs in the same stream ordering (device
-    keys) and its result is returned instead."""
-    operands = [Operand(k, f"keys[{i}]") for i, k in enumerate(keys)]
+    keys) and its result is returned instead. `names`: what errors call
+    the keys (default keys[0], keys[1], ...)."""
+    names = names or [f"keys[{i}]" for i in range(len(keys))]
+    operands = [Operand(k, what) for k, what in zip(keys, names)]
     n = operands[0].n
     for op in operands[1:]:
         if op.n != n:
@@ -171,13 +185,7 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     shape, or an array whose first axis runs over the keys), the LAST key
     primary, along `axis`; int64. Device keys: 1-D, one device array each
     (or one 2-D device array of keys)."""
-    if library_of(keys) in _DEVICE:
-        keys = [keys[i] for i in range(keys.shape[0])]
-    if isinstance(keys, np.ndarray):
-        keys = list(keys) if keys.ndim else [keys]
-    keys = list(keys)
-    if not keys:
-        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    keys = _key_list(keys)
     if not any(library_of(k) in _DEVICE for k in keys):
         host = [_host_key(k) for k in reversed(keys)]
         # NumPy's checks, here: an error inside a plugin would mark it broken
@@ -195,10 +203,31 @@ def lexsort(keys, axis=-1, *, selector, algorithm="auto", stream=None):
     if len(shapes) > 1:
         raise ValueError("all keys need to be the same shape")
     (shape,) = shapes
-    if len(shape) != 1:
+    if len(shape) != 1:  # N-D keys, or 0-d ones
         return _lexsort_along(keys, shape, axis, selector, algorithm, stream)
     normalize_axis_index(axis, 1)
-    return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream)
+    return order_of(list(reversed(keys)), (False,) * len(keys), selector, algorithm, stream,
+                    names=[f"keys[{i}]" for i in reversed(range(len(keys)))])
+
+
+def _key_list(keys) -> list:
+    """numpy.lexsort's keys as a list: a sequence of arrays, or an array
+    whose first axis runs over the keys (a 1-D array's elements are 0-d
+    keys). Anything else, a 0-d array or an empty sequence among them, is
+    NumPy's TypeError."""
+    if library_of(keys) in _DEVICE:
+        shape = shape_of(keys)
+        found = [keys[i] for i in range(shape[0])] if shape else []
+    else:
+        try:
+            found = list(keys)
+        except TypeError:  # a number, a 0-d array
+            found = []
+    if not found:
+        raise TypeError("need sequence of keys with len > 0 in lexsort: pass a sequence of key "
+                        "arrays of one shape (the last key primary), or an array whose rows are "
+                        f"the keys; got {type(keys).__name__}")
+    return found
 
 
 def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
@@ -214,10 +243,16 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
     if library in ("gpuarray", "cai"):
         return through_cupy(keys, stream, lambda views: _lexsort_along(
             views, shape, axis, selector, algorithm, stream))
+    if not shape:  # 0-d keys, one element each: its order is 0 (axis -1 or 0, as NumPy)
+        normalize_axis_index(axis, 1)
+        with library_stream(library, stream):
+            xp = array_namespace(library)
+            on = {"device": keys[0].device} if library == "torch" else {}
+            return xp.zeros((), dtype=xp.int64, **on)
     ax = normalize_axis_index(axis, len(shape))
     length, n = shape[ax], math.prod(shape)
-    with _library_stream(library, stream):
-        xp = _namespace(library)
+    with library_stream(library, stream):
+        xp = array_namespace(library)
         on = {"device": keys[0].device} if library == "torch" else {}
         moved = [xp.moveaxis(k, ax, -1) for k in keys]
         rows_shape = tuple(moved[0].shape)
@@ -226,9 +261,10 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
         flat = [m.reshape(-1) for m in moved]  # a copy where the axis was not last
         row_dtype = xp.int32 if n < (1 << 31) else xp.int64
         row = xp.arange(n, dtype=row_dtype, **on) // length  # position i: a key of row i // length
+    names = ["the row number", *(f"keys[{i}]" for i in reversed(range(len(keys))))]
     order = order_of([row, *reversed(flat)], (False,) * (len(keys) + 1), selector, algorithm,
-                     stream)
-    with _library_stream(library, stream):
+                     stream, names=names)
+    with library_stream(library, stream):
         local = order - row.to(xp.int64) * length if library == "torch" else \
             order - row.astype(xp.int64) * length
         return xp.moveaxis(local.reshape(rows_shape), -1, ax)
@@ -248,7 +284,7 @@ def through_cupy(arrays, stream, fn):
     results = fn([cupy.asarray(a) for a in arrays])
     single = not isinstance(results, tuple)
     copies = []
-    with _library_stream("cupy", stream):
+    with library_stream("cupy", stream):
         for r in (results,) if single else results:
             g = gpuarray.empty(tuple(r.shape), r.dtype)
             cupy.asarray(g)[...] = r
@@ -256,7 +292,7 @@ def through_cupy(arrays, stream, fn):
     return copies[0] if single else tuple(copies)
 
 
-def _namespace(library: str):
+def array_namespace(library: str):
     if library == "torch":
         import torch
 
@@ -266,7 +302,7 @@ def _namespace(library: str):
     return cupy
 
 
-def _library_stream(library: str, stream):
+def library_stream(library: str, stream):
     """A context running the library's work in `stream` (None: its current one)."""
     if stream is None:
         return contextlib.nullcontext()
@@ -282,13 +318,15 @@ def _library_stream(library: str, stream):
 
 def _host_key(k) -> np.ndarray:
     """A host key as NumPy (a CPU tensor through NumPy; bfloat16 widened to
-    float32, which holds it exactly and orders it the same)."""
+    float32, which holds it exactly and orders it the same; the other byte
+    order made native, which orders the same)."""
     if library_of(k) == "torch-cpu":
         import torch
 
         k = k.detach()
         return (k.float() if k.dtype == torch.bfloat16 else k).numpy()
-    return np.asarray(k)
+    k = np.asarray(k)
+    return k if k.dtype.isnative else k.astype(k.dtype.newbyteorder("="))
 
 
 # ------------------------------------------------------- structured arrays
@@ -301,8 +339,14 @@ def field_keys(a: np.ndarray, order) -> list:
         if order is not None:
             raise ValueError("Cannot specify order when the array has no fields.")
         return []
-    wanted = [] if order is None else ([order] if isinstance(order, str) else list(order))
+    rule = f"order must be a field name or a sequence of field names ({', '.join(names)})"
+    try:
+        wanted = [] if order is None else ([order] if isinstance(order, str) else list(order))
+    except TypeError:
+        raise TypeError(f"{rule}, got {order!r}") from None
     for name in wanted:
+        if not isinstance(name, str):
+            raise TypeError(f"{rule}, got {order!r}")
         if name not in names:
             raise ValueError(f"unknown field name: {name}")
     if len(set(wanted)) != len(wanted):
@@ -313,7 +357,8 @@ def field_keys(a: np.ndarray, order) -> list:
         field = a[name]
         if field.dtype.names is not None or field.dtype.subdtype is not None or field.shape != a.shape:
             raise TypeError(f"field {name!r} ({field.dtype}) is not a scalar key; order= sorts "
-                            "by fields of number or bool dtypes")
+                            "by fields of one value each (numbers, bool, strings, ...), not "
+                            "sub-arrays or nested fields")
         keys.append(field)
     return keys
 
@@ -328,7 +373,8 @@ def argsort_fields(a: np.ndarray, order, axis, descending) -> np.ndarray:
         job = MultikeyJob(keys, (False,) * len(keys), a.size, axis=axis)
         return _run(job, "numpy_lexsort")
     if a.ndim != 1:
-        raise ValueError("descending=True with order= sorts 1-D structured arrays (or axis=None)")
+        raise ValueError(f"descending=True sorts 1-D structured arrays (or axis=None), got a "
+                         f"{a.ndim}-D one")
     job = MultikeyJob(keys, _check_descending(descending, len(keys)), a.size)
     return _run(job, "numpy_lexsort")
 
@@ -358,11 +404,14 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
 
     def take(order, state, caller):
         if state is None:
-            return (tuple(op.wrap_host(op.array[order]) for op in operands),
+            return (tuple(op.wrap_own(op.array[order]) for op in operands),
                     v.wrap_host(v.array[order]))
         job = MultikeyJob([v], (False,), v.n, state,
                           empty=lambda count, dtype: _empty(v, dtype, state, caller))
-        return (tuple(gather("core", job, op.array, op.dtype, order) for op in operands),
+        # the keys as a one-key device sort returns them (canonical zeros and
+        # NaNs), the values' own bits
+        return (tuple(gather("core", job, op.array, op.dtype, order, as_sorted_keys=True)
+                      for op in operands),
                 gather("core", job, v.array, v.dtype, order))
 
     return order_of(keys, flags, selector, algorithm, stream, then=take)

@@ -25,10 +25,11 @@ import numpy as np
 
 from .. import settings
 from ..build.corekernels import key_minmax
-from ..dispatch.request import caller_ordering
+from ..dispatch.request import caller_ordering, check_algorithm
 from ..dtypes import is_bfloat16, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
+from ..gpu.device import gpu_available, unavailable_reason
 from ..launch import plans as launchplan
 from ..sdk import registry
 from ..sdk.plugin import RUN_ERRORS
@@ -108,8 +109,12 @@ class _Call:
         """sorter as int64 of a's shape (flat), or the error NumPy raises."""
         s_shape = shape_of(sorter)
         if s_shape != a_shape:
-            raise ValueError(f"sorter.size must equal a.size (sorter has a's shape): sorter has "
-                             f"shape {s_shape}, a {a_shape}")
+            size, a_size = int(np.prod(s_shape)), int(np.prod(a_shape))
+            if size != a_size:  # NumPy's words, then the sizes
+                raise ValueError(f"sorter.size must equal a.size: {size} != {a_size} (sorter is "
+                                 f"an argsort of a, of a's shape {a_shape})")
+            raise ValueError(f"sorter must have a's shape {a_shape} (an argsort of a), got "
+                             f"shape {s_shape}")
         flat = Rows(sorter, None, "sorter", stream, role="values").flat
         if library_of(flat) in ("numpy", "torch-cpu"):
             host = np.asarray(flat)
@@ -138,17 +143,45 @@ def searchsorted(prepared, a, v, side="left", sorter=None, algorithm="auto", str
     `searches`: the PreparedSearches a plain device call is prepared in for
     its repeats (calls/search_prepared.py; None: not prepared)."""
     call = _Call(a, v, side, sorter, stream)
-    if algorithm != "auto" and algorithm not in registry.plugins(GROUP):
-        _choose(call.query(), algorithm)  # ValueError naming the installed plugins
+    _check_named(call, algorithm)
     if not call.on_device:
         return _host(call, side)
     return _device(prepared, call, algorithm, stream, searches)
 
 
 def explain(a, v, side="left", sorter=None, algorithm="auto") -> SearchDecision:
-    """Which plugin searchsorted(a, v, ...) would run on the device, and why."""
+    """Which plugin searchsorted(a, v, ...) would run on the device, and why
+    (for host arrays: NumPy runs, and the plugin is what device arrays of
+    their shape would run)."""
     call = _Call(a, v, side, sorter, None)
-    return copy.deepcopy(_choose(call.query(), algorithm))
+    _check_named(call, algorithm)
+    # A copy: _choose's decisions are kept for repeats, and this one is
+    # the caller's to read.
+    decision = copy.deepcopy(_choose(call.query(), algorithm))
+    if not call.on_device:
+        decision.reason += (f"; host arrays: NumPy's searchsorted runs, {decision.plugin!r} is "
+                            "what device arrays of this shape would run")
+        if not gpu_available():
+            decision.reason += f" (there is no GPU here: {unavailable_reason()})"
+    return decision
+
+
+def _check_named(call: _Call, algorithm: str) -> None:
+    """A search plugin named by `algorithm` must exist, and the call must
+    be of device arrays: NumPy searches host ones, so a name for them is a
+    ValueError saying why (without a GPU: that the plugin needs one, as
+    sort and topk say), never a silent NumPy search."""
+    check_algorithm(algorithm)
+    if algorithm == "auto":
+        return
+    if algorithm not in registry.plugins(GROUP):
+        _choose(call.query(), algorithm)  # ValueError naming the installed plugins
+    if call.on_device:
+        return
+    why = (f"{algorithm} searches device arrays (CuPy, CUDA torch tensors, pycuda)"
+           if gpu_available() else f"{algorithm} needs a GPU: {unavailable_reason()}")
+    raise ValueError(f"algorithm {algorithm!r} cannot search host arrays: {why}; NumPy's "
+                     "searchsorted searches host arrays (algorithm='auto')")
 
 
 def _host(call: _Call, side: str):

@@ -14,13 +14,12 @@ unsigned words, from here: the sort machinery stays above the plugins.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
 
 import numpy as np
 
 from ..build.corekernels import iota64, key_minmax
 from ..dispatch import selection as choosing
-from ..dispatch.request import caller_ordering
+from ..dispatch.request import caller_ordering, check_algorithm
 from ..dtypes import INDEX_DTYPE, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, library_of, not_an_array, torch_to_numpy_dtype
@@ -60,18 +59,33 @@ def _check_int(name: str, value) -> int:
         raise TypeError(f"{name} must be an integer, got {value!r}") from None
 
 
-def check_kth(kth, row_len: int) -> tuple:
-    """NumPy's kth: an int or a sequence of ints, each in [-row_len,
-    row_len) (negative counts from the end); sorted, as 0..row_len-1."""
-    values = list(kth) if isinstance(kth, (Sequence, np.ndarray)) and not isinstance(kth, str) \
-        else [kth]
-    out = []
-    for value in values:
-        k = _check_int("kth", value)
+def check_kth(kth, row_len: int, empty: bool = False) -> tuple:
+    """NumPy's kth, read as numpy.asarray(kth) reads it: an integer or a
+    1-D sequence of them (a bool is a ValueError; anything else, an empty
+    list among them, a TypeError), each in [-row_len, row_len) (negative
+    counts from the end) unless the array is `empty` (NumPy checks no
+    bounds then: there is nothing to partition); sorted, as 0..row_len-1."""
+    if type(kth) is int:
+        values = (kth,)
+    else:
+        try:
+            found = np.asarray(kth)
+        except ValueError:
+            found = None
+        if found is None or found.ndim > 1:
+            raise ValueError(f"kth must be an integer or a 1-D sequence of integers, got {kth!r}")
+        if found.dtype == np.bool_:
+            raise ValueError("Booleans unacceptable as partition index (kth: pass integers)")
+        if found.dtype.kind not in "iu":
+            raise TypeError(f"Partition index must be integer (kth: an integer or a sequence of "
+                            f"integers), got {kth!r}")
+        values = [int(k) for k in found.reshape(-1)]
+    if empty:
+        return ()
+    for k in values:
         if not -row_len <= k < row_len:
             raise ValueError(f"kth(={k}) out of bounds ({row_len})")
-        out.append(k % row_len)
-    return tuple(sorted(set(out)))
+    return tuple(sorted({k % row_len for k in values}))
 
 
 class SelectCalls:
@@ -101,17 +115,23 @@ class SelectCalls:
             if call is not None:
                 return call(a)
         largest, sorted_ = _check_bool("largest", largest), _check_bool("sorted", sorted_)
-        rows = self._rows(a, axis, stream, "topk")
+        rows = self._rows(a, axis, stream, "topk")  # a 0-d array: one key along axis -1 or 0
         k = _check_int("k", k)
         if not 0 <= k <= rows.row_len:
             raise ValueError(f"k must be in [0, {rows.row_len}] (the length of axis "
                              f"{rows.axis}), got {k}")
+        if rows.zero_d:  # torch.topk of a 0-d tensor: the key itself, for k 0 or 1
+            k = 1
         keys = Operand(rows.flat, "a")
         request = self._request("topk", keys, rows, k, largest, sorted_)
         targets = _check_outs(out, rows, k, keys.dtype)
-        note = (a, call_key) if call_key is not None and rows.in_place_rows else None
+        # (a 0-d array's results are reshaped below: no prepared call of it)
+        note = (a, call_key) if call_key is not None and rows.in_place_rows \
+            and not rows.zero_d else None
         values, indices = self._select(request, keys, rows, algorithm, stream, _shaped(rows, k),
                                        note)
+        if rows.zero_d:  # 0-d results, as torch's
+            values, indices = values.reshape(()), indices.reshape(())
         return (rows.write_result(targets[0], _restore(values, rows)),
                 rows.write_result(targets[1], _restore(indices, rows)))
 
@@ -123,8 +143,10 @@ class SelectCalls:
             call = self.prepared.find(a, call_key)
             if call is not None:
                 return call(a)[1 if want_indices else 0]
-        rows = self._rows(a, axis, stream, "partition")
-        kths = check_kth(kth, rows.row_len)
+        # argpartition sees a 0-d array as one key along axis -1, 0 or None
+        # (NumPy's); partition takes it with axis=None only
+        rows = self._rows(a, axis, stream, "argpartition" if want_indices else "partition")
+        kths = check_kth(kth, rows.row_len, rows.n == 0)
         keys = Operand(rows.flat, "a")
         request = self._request("partition", keys, rows, rows.row_len, False, True, kths)
         note = (a, call_key) if call_key is not None and rows.in_place_rows else None
@@ -143,7 +165,8 @@ class SelectCalls:
         else:
             request = SelectRequest("partition", key_name(keys.dtype), rows.rows, rows.row_len,
                                     rows.row_len, False, True, keys.on_device,
-                                    check_kth(0 if kth is None else kth, rows.row_len))
+                                    check_kth(0 if kth is None else kth, rows.row_len,
+                                              rows.n == 0))
         return choosing.explain(request, algorithm, SELECTION.choose)
 
     # ----------------------------------------------------------- the work
@@ -168,7 +191,8 @@ class SelectCalls:
                             f"got {axis!r}")
         if axis is None and what == "topk":
             raise TypeError("topk needs an integer axis (as torch.topk's dim), got None")
-        return Rows(a, axis, "a", stream)
+        # topk and argpartition see a 0-d array as one key (torch's, NumPy's rule)
+        return Rows(a, axis, "a", stream, zero_d_as_1d=what in ("topk", "argpartition"))
 
     def _select(self, request: SelectRequest, keys: Operand, rows: Rows, algorithm, stream,
                 shape: tuple, note=None):
@@ -176,13 +200,12 @@ class SelectCalls:
         result's shape with the axis last, _shaped), the caller's kind.
         `note`: (the caller's array, its call key) of a plain call to
         prepare once a device plugin served it (PreparedSelects.note)."""
-        if not isinstance(algorithm, str):
-            raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
+        check_algorithm(algorithm)
         while True:
             plugin, _ = self.choices.choose(request, algorithm,
                                             keys.ordinal if keys.on_device else None)
             if request.rows * request.k == 0:  # nothing to select: no plugin runs
-                return (keys.wrap_host(np.empty(shape, keys.dtype)),
+                return (keys.wrap_own(np.empty(shape, keys.dtype)),
                         keys.wrap_host(np.empty(shape, INDEX_DTYPE)))
             try:
                 if plugin.device == "cpu":
@@ -218,7 +241,7 @@ class SelectCalls:
                                          f"of shape {want}")
         values = np.ascontiguousarray(result[0]).reshape(shape)
         indices = np.ascontiguousarray(result[1], INDEX_DTYPE).reshape(shape)
-        return keys.wrap_host(values), keys.wrap_host(indices)
+        return keys.wrap_own(values), keys.wrap_host(indices)
 
     def _run_device(self, plugin, request, keys: Operand, stream, shape: tuple, note=None):
         state, ordering = caller_ordering(stream, (keys,))
@@ -343,11 +366,12 @@ class _Outputs:
             return self.values, self.indices
         state, results = self.state, []
         try:
-            for dtype, ptr in zip((self.like.dtype, INDEX_DTYPE), self.ptrs):
+            for dtype, ptr, wrap in zip((self.like.dtype, INDEX_DTYPE), self.ptrs,
+                                        (self.like.wrap_own, self.like.wrap_host)):
                 host = np.empty(self.count, dtype)
                 state.cuda.memcpy_dtoh_async(host, ptr, state.stream)
                 state.stream.synchronize()
-                results.append(self.like.wrap_host(host.reshape(self.shape)))
+                results.append(wrap(host.reshape(self.shape)))
         finally:
             for buf in self._bufs:
                 buf.free()
@@ -411,6 +435,8 @@ def _restore(shaped, rows: Rows):
 
 
 def _result_shape(rows: Rows, k: int) -> tuple:
+    if rows.zero_d:  # topk of a 0-d array: 0-d results (torch's)
+        return ()
     shape = list(rows.shape)
     shape[rows.axis] = k
     return tuple(shape)

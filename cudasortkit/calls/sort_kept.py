@@ -9,8 +9,7 @@ same plugin, or a stable and a default call that chose the same kernels,
 do the same work on the same temporaries and hold one set, within one
 budget. (Kept per call, two such calls of 2^26 4-byte keys each held 512 MB
 and, within the 640 MB budget, took them from each other at every call:
-uint32 2^26, 1.09x CUB prepared by auto against 1.13x by name, H100,
-session 18.) Sharing is safe for the same reason keeping is: all of a
+uint32 2^26, 1.09x CUB prepared by auto against 1.13x by name, H100.) Sharing is safe for the same reason keeping is: all of a
 device's prepared work runs in one order (calls/sort_prepared.py), so one call's
 kernels are done with the temporaries before the next call's start, which
 call it is.
@@ -30,7 +29,7 @@ from ..gpu.device import is_out_of_memory
 #: launched on the legacy default stream itself where that is the caller's.
 #: That is microseconds of host time a call before the GPU starts, a tenth
 #: of a call at 2^16-2^21 keys and a few percent up to 2^26
-#: (docs/algorithms/onesweep.md). The pool would keep the same blocks after
+#: (docs/benchmarks.md). The pool would keep the same blocks after
 #: each call anyway; kept here, they go back to it when memory runs short
 #: (caches.release_kept).
 OWN_TEMPORARIES_SHARE = 1 / 128
@@ -42,8 +41,7 @@ OWN_TEMPORARIES_SHARE = 1 / 128
 #: 1/128 is 640 MB of an 80 GB H100, the temporaries of one 2^27-key sort
 #: of 4-byte keys. (First come, first kept, a process that had sorted
 #: 2^24-2^26 keys once kept that memory while its later calls of 2^20-2^22
-#: keys took theirs from the pool on every call: 15-20% slower, H100,
-#: session 18.)
+#: keys took theirs from the pool on every call: 15-20% slower, H100.)
 OWNED_TOTAL_SHARE = 1 / 128
 #: A prepared call makes the result array of its next call right after it
 #: launched this call's work, while the GPU runs it, so that a call starts
@@ -51,7 +49,7 @@ OWNED_TOTAL_SHARE = 1 / 128
 #: microseconds of a 20-60 us call, and 8-20 us at 2^22-2^26 keys, where a
 #: big block comes slowly out of a pool after a synchronisation (H100,
 #: uint32: 1.16 -> 1.26x CUB prepared at 2^22, 1.06-1.09 -> 1.10x at 2^24
-#: and 2^26; docs/algorithms/onesweep.md). It does so where its result takes
+#: and 2^26; docs/benchmarks.md). It does so where its result takes
 #: at most AHEAD_RESULT_BYTES, or where its temporaries are kept and they
 #: and the result together take at most OWN_TEMPORARIES_SHARE of the
 #: device's memory: such a result counts towards OWNED_TOTAL_SHARE with

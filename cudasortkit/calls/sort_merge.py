@@ -5,7 +5,9 @@ merge_sort: merge path partitioning, kernels/include/merge.cuh); this module tur
 way api.py does for sorts, ordered in the caller's stream. Inputs must
 already be sorted in NumPy's order (NaNs last, -0.0 == +0.0), or with
 descending=True in NumPy 2.5's descending order (NaNs still last); on equal
-keys the elements of `a` come first. Keys come back bit for bit. Without a
+keys the elements of `a` come first. Keys come back bit for bit; keys of
+two dtypes are merged as NumPy's result_type of them, where that holds
+both exactly (int32 and int64 as int64), else refused (cast them). Without a
 GPU, host (NumPy) inputs are merged on the CPU with the same result.
 
 Unsorted inputs are a caller's error, but the output is still a permutation
@@ -14,6 +16,7 @@ concatenation [a..., b...].
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -24,13 +27,15 @@ from ..dispatch.request import caller_ordering
 from ..launch.run import deliver_host
 from ..sdk.plugin import RUN_ERRORS
 from ..errors import PluginError
-from ..gpu.arrays import Operand, Result, overlaps
-from ..dtypes import key_dtype
+from ..gpu.arrays import Operand, Result, numpy_to_torch_dtype, overlaps
+from ..dtypes import exact_common_dtype, key_dtype
 
 
 def merge(a, b, *, descending=False, out=None, stream=None):
-    """Stable merge of the sorted 1-D arrays a and b (same dtype): a 1-D array
-    of len(a) + len(b) keys (or written into `out`); a's keys first on ties."""
+    """Stable merge of the sorted 1-D arrays a and b: a 1-D array of len(a) +
+    len(b) keys (or written into `out`); a's keys first on ties. Keys of
+    two dtypes merge as NumPy's result_type of them where it holds both
+    exactly (else TypeError: cast them)."""
     keys, _ = _merge(Operand(a, "a"), Operand(b, "b"), None, None, descending, out, None, stream)
     return keys
 
@@ -68,9 +73,43 @@ def merging_plugin():
     return min(found, key=lambda p: (p.priority, p.name))
 
 
+def _common_keys(a: Operand, b: Operand, stream) -> tuple:
+    """a and b with keys of one dtype: NumPy's result_type of theirs where it
+    holds both exactly (int32 and int64 merge as int64), the converted
+    copies made by their own library (in the caller's stream); TypeError
+    saying to cast where no such dtype exists or the library cannot convert."""
+    if a.dtype == b.dtype:
+        return a, b
+    common = exact_common_dtype(a.dtype, b.dtype)
+    if common is None:
+        try:
+            numpy_says = f"NumPy's result_type is {np.result_type(a.dtype, b.dtype)}"
+        except TypeError:
+            numpy_says = "NumPy has no result_type of them"
+        raise TypeError(f"{a.what} ({a.dtype}) and {b.what} ({b.dtype}) have no common dtype that "
+                        f"holds both exactly ({numpy_says}); cast them to one dtype first")
+    return _converted(a, common, stream), _converted(b, common, stream)
+
+
+def _converted(op: Operand, dtype: np.dtype, stream) -> Operand:
+    """op's keys as `dtype`, an array of op's library."""
+    if op.dtype == dtype:
+        return op
+    if op.library in ("numpy", "torch-cpu", "cupy", "torch"):
+        from .multikey import library_stream
+
+        array = op.array if op.library == "numpy" else op.original
+        with library_stream(op.library, stream) if op.on_device else contextlib.nullcontext():
+            if op.library in ("numpy", "cupy"):
+                converted = array.astype(dtype)
+            else:
+                converted = array.to(numpy_to_torch_dtype(dtype))
+        return Operand(converted, op.what)
+    raise TypeError(f"{op.what}: a {type(op.original).__name__} of {op.dtype} cannot be merged with "
+                    f"keys of another dtype here; cast both to {dtype} first")
+
+
 def _check_keys(a: Operand, b: Operand):
-    if a.dtype != b.dtype:
-        raise TypeError(f"{a.what} and {b.what} must have the same dtype, got {a.dtype} and {b.dtype}")
     key_dtype(a.dtype)  # TypeError naming the supported dtypes
     if a.on_device and b.on_device and a.ordinal != b.ordinal:
         raise ValueError(f"{a.what} and {b.what} are on different devices ({a.ordinal}, {b.ordinal})")
@@ -80,6 +119,7 @@ def _merge(a: Operand, b: Operand, av: Operand | None, bv: Operand | None, desce
            values_out, stream):
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {descending!r}")
+    a, b = _common_keys(a, b, stream)
     _check_keys(a, b)
     from ..gpu.device import gpu_available
 

@@ -277,7 +277,7 @@ class PreparedCalls:
         done = self._execute(self.selector, kind, keys, values, descending, stable, algorithm,
                              out, values_out, key_range, stream, segments, progress, index_dtype)
         if (caller is not None and values is None and out is None and key_range is None
-                and stream is None):
+                and stream is None and not done.stand_in):
             self.note(kind, caller, keys, descending, stable, algorithm, done.request,
                       done.plugin, done.config, done.state)
         return done.result

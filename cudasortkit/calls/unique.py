@@ -28,7 +28,8 @@ is a tuple.
 
 axis=0 of a 2-D array is unique rows (cudasortkit.calls.unique_rows); any
 other axis of a NumPy, CuPy or PyTorch array is moved first and the rows of
-the rest compared, as NumPy does.
+the rest compared, as NumPy does. An axis of a 1-D array is axis=None, as in
+NumPy (the NaNs of equal_nan=True are one value).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from ..build.corekernels import iota64
 from ..build.render import CORE_PACKAGE
 from ..dispatch.request import caller_ordering
 from ..dtypes import KIND_FLOAT, is_bfloat16, key_kind
-from ..gpu.arrays import Operand, Result, library_of
+from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..sdk.scan import DeviceScan
 from .axes import Rows, normalize_axis
 from .sort_prepared import adapter_for
@@ -93,6 +94,11 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
            axis=None, equal_nan=True, stream=None):
     """numpy.unique(a, ...) of the same semantics; see the module docstring."""
     flags = (bool(return_index), bool(return_inverse), bool(return_counts))
+    if axis is not None and len(shape_of(a)) == 1:
+        # NumPy's rule: an axis of a 1-D array is axis=None (NaNs merge
+        # under equal_nan), once the axis is checked
+        normalize_axis(axis, 1)
+        axis = None
     if axis is not None:
         return _unique_axis(a, axis, flags, bool(equal_nan), stream)
     rows = Rows(a, None, "a", stream)
@@ -104,7 +110,8 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
             inverse_at = 1 + flags[0]
             results = (*results[:inverse_at], results[inverse_at].reshape(rows.shape),
                        *results[inverse_at + 1:])
-        results = tuple(_host_like(op, r) for r in results)
+        # as the caller's library returns them; the values in the keys' byte order
+        results = (op.wrap_own(results[0]), *(op.wrap_host(r) for r in results[1:]))
         return results if any(flags) else results[0]
     state, ordering = caller_ordering(stream, [op])
     ordering.begin()
@@ -126,19 +133,31 @@ def _host_unique(a: np.ndarray, flags, equal_nan: bool) -> tuple:
     not see ml_dtypes' bfloat16 NaNs as NaN); values are a's own keys."""
     if not is_bfloat16(a.dtype):
         found = np.unique(a, *flags, equal_nan=equal_nan)
-        return found if any(flags) else (found,)
+        found = found if any(flags) else (found,)
+        if a.dtype.kind == "f" and not flags[0]:
+            _first_bits(a.reshape(-1), found[0], equal_nan)
+        return found
     _, index, *rest = np.unique(a.astype(np.float32), True, flags[1], flags[2],
                                 equal_nan=equal_nan)
     return (a[index], *((index,) if flags[0] else ()), *rest)
 
 
-def _host_like(op: Operand, result: np.ndarray):
-    """A host result as the caller's library returns it (torch CPU: a tensor)."""
-    if op.library == "torch-cpu":
-        import torch
-
-        return torch.from_numpy(np.ascontiguousarray(result))
-    return result
+def _first_bits(flat: np.ndarray, values: np.ndarray, equal_nan: bool) -> None:
+    """Give np.unique's float `values` (in place) the bits of their first
+    occurrences in `flat`, as its return_index path does: its unstable sort
+    may keep another zero (-0.0 or +0.0) or NaN payload. Only zeros and
+    NaNs have equal values of other bits: the zero (one value), and the NaNs
+    at the end (the first one under equal_nan, else every one in input order)."""
+    if values.size == 0:
+        return
+    bits = np.dtype(f"u{flat.itemsize}")
+    zero = np.flatnonzero(values == 0)
+    if zero.size:
+        values.view(bits)[zero] = flat.view(bits)[np.argmax(flat == 0)]
+    if np.isnan(values[-1]):
+        nans = flat.view(bits)[np.isnan(flat)]
+        values.view(bits)[values.size - (1 if equal_nan else nans.size):] = \
+            nans[:1] if equal_nan else nans
 
 
 def _like(op: Operand, n: int) -> Operand:
@@ -182,7 +201,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     sorted_ptr = pointer(sorted_keys, "sorted keys")
     order_ptr = 0 if order is None else pointer(order, "order", "values")
     keys_ptr = op.device_ptr(state)
-    defines = {"unique_count_bytes": count_bytes}
+    defines = {"unique_count_bytes": count_bytes, "unique_bool": int(op.dtype == np.bool_)}
     job = Job(_Core(), state, dtype=op.key_dtype.name, n=n, keys_in=keys_ptr, keys_out=0,
               config=UNIQUE_CONFIG)
     try:
@@ -322,4 +341,10 @@ def _moveaxis(a, library: str, source: int, destination: int):
         import cupy
 
         return cupy.ascontiguousarray(cupy.moveaxis(a, source, destination))
+    import torch
+
+    if a.dtype == torch.bool:
+        # torch's copy of a bool tensor writes its truth values (a byte 2
+        # becomes 1): moved as bytes, so the rows keep their own bytes
+        return a.view(torch.uint8).movedim(source, destination).contiguous().view(torch.bool)
     return a.movedim(source, destination).contiguous()

@@ -6,6 +6,8 @@ and -0.0 == +0.0; the unique rows come back sorted, each the first of its
 run in a stable order (so return_index gives every row's first occurrence).
 Equal rows are equal value by value, so a row holding a NaN equals no other
 row: NumPy ignores equal_nan for axis=0 (NumPy 2.4 checked), and so does this.
+Bools are ordered and compared by truth value (any nonzero byte is True), and
+the unique rows keep their own bytes.
 
 Device arrays of 2 or more dimensions and dtypes other than float16 and
 bfloat16 (which, like 1-D and empty arrays, NumPy answers on the downloaded
@@ -26,7 +28,8 @@ from ..gpu.arrays import Operand, Result, library_of
 from ..sdk.job import Job
 from ..sdk.multikey import device_ptr, launch
 from ..sdk.scan import DeviceScan
-from .multikey import default_selector, new_array, order_of, through_cupy
+from .multikey import (array_namespace, default_selector, library_stream, new_array, order_of,
+                       through_cupy)
 
 _DEVICE = ("cupy", "torch", "gpuarray", "cai")
 
@@ -69,10 +72,18 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
                             return_counts=return_counts, axis=0, equal_nan=equal_nan)
         return _wrap(flat, results, any(flags))
     selector = selector or default_selector()
-    columns = [rows[:, j] for j in range(width)]
+    compared, truth = rows, None
+    if flat.dtype == np.bool_:
+        # NumPy orders and compares bool rows by truth value (a byte 2 equals
+        # a 1): rows of their truth values (0/1 bytes, made in the caller's
+        # stream) are ordered and compared; the unique rows are a's own bytes
+        with library_stream(library_of(a), stream):
+            compared = rows.view(array_namespace(library_of(a)).uint8) != 0
+        truth = Operand(compared.reshape(-1), "a")
+    columns = [compared[:, j] for j in range(width)]
 
     def finish(order, state, caller):
-        return compact_device(flat, order, shape, flags, state, caller)
+        return compact_device(flat, order, shape, flags, state, caller, truth)
 
     return _wrap_tuple(order_of(columns, (False,) * width, selector, "auto", stream,
                                 then=finish), any(flags))
@@ -85,20 +96,25 @@ class _Owner:
     graphable = False
 
 
-def compact_device(flat: Operand, order, shape, flags, state, caller) -> tuple:
+def compact_device(flat: Operand, order, shape, flags, state, caller,
+                   compared: Operand | None = None) -> tuple:
     """numpy.unique's results on the device from a's rows (flat: n x width
     keys, row-major) and their stable multi-key order (a device int64 array):
-    csk_row_starts marks where a run of equal rows starts, an inclusive scan
-    numbers the runs, csk_unique_scatter writes the inverse and each run's
-    first position, csk_unique_rows the rows, index and counts. One wait:
-    for the number of unique rows. Arrays of flat's library."""
+    csk_row_starts marks where a run of equal rows starts (comparing the
+    rows of `compared`, the same shape and dtype: flat's by default), an
+    inclusive scan numbers the runs, csk_unique_scatter writes the inverse
+    and each run's first position, csk_unique_rows the rows (from flat),
+    index and counts. One wait: for the number of unique rows. Arrays of
+    flat's library."""
     return_index, return_inverse, return_counts = flags
     n, width = shape[0], flat.n // shape[0]
+    compared = flat if compared is None else compared
     job = Job(_Owner(), state, dtype="uint32", n=n, keys_in=0, keys_out=0, config={})
     try:
         rows, order_ptr = flat.device_ptr(state), device_ptr(order)
         ends = int(job.alloc(4 * n))
-        launch(_Owner.name, state, flat.dtype, "csk_row_starts", n, (rows, width, order_ptr, n, ends))
+        launch(_Owner.name, state, compared.dtype, "csk_row_starts", n,
+               (compared.device_ptr(state), width, order_ptr, n, ends))
         scan = DeviceScan(job, n, 4)
         scan(ends, ends, inclusive=True)
         total = np.zeros(1, np.uint32)

@@ -1,4 +1,4 @@
-"""``python -m cudasortkit.cli.bench``: time algorithms against CuPy (CUB) and NumPy
+"""``python -m cudasortkit bench``: time algorithms against CuPy (CUB) and NumPy
 in the same run, per operation, dtype and size.
 
 Every algorithm's output is checked once against the reference before it is
@@ -18,6 +18,7 @@ from ..sdk import registry
 from ..dtypes import KEY_DTYPES, itemsize, numpy_dtype
 from ..settings import parse_size  # noqa: F401  (bench.parse_size, as before
 from ..gpu.timing import rotated_rounds, time_gpu
+from ..launch import built
 
 OPS = ("sort", "argsort", "pairs", "merge")
 
@@ -67,7 +68,7 @@ MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
 #: buffers). With one warm-up call, auto, first in the first round, met the
 #: new buffer sets of 2^26 uint32 keys before onesweep by name did and ran
 #: 3-6% slower than it on the same kernels; a second pass of the cell, warm,
-#: timed them level (H100, session 19).
+#: timed them level (H100).
 WARMUP_PASSES = 2
 
 
@@ -135,6 +136,7 @@ def bench_case(op, dtype, n, algorithms, *, dist="uniform", inputs=3, repeats=10
             timed[name] = (row, run)
         except (ValueError, MemoryError, RuntimeError) as exc:
             row["error"] = _error_text(exc)
+    built.wait()  # configs the checks' first calls build aside: time them, not stand-ins
     for _ in range(WARMUP_PASSES):
         for i in range(inputs):
             for name, (row, run) in list(timed.items()):
@@ -294,44 +296,78 @@ def format_table(rows) -> str:
     return "\n".join(lines)
 
 
+#: What `bench --help` says first, in the user's words.
+DESCRIPTION = """\
+Time cudasortkit's GPU algorithms against CuPy (CUB), and NumPy with --numpy,
+per operation, key dtype and size, on GPU arrays. Every result is checked
+against NumPy before it is timed (a wrong one is reported, never timed). The
+table gives each algorithm's median time, keys per second and vs_cupy: CuPy's
+time over cudasortkit's (above 1: cudasortkit is faster). --latency,
+--batched, --family, --select, --host and --cold run other comparisons
+instead; --peers adds NVIDIA's cuda.compute. Needs a GPU."""
+
+
 def build_parser(parser=None):
-    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit bench", description=__doc__)
+    """bench's options, on `parser` (python -m cudasortkit's bench command)
+    or a parser of its own."""
+    parser = parser or argparse.ArgumentParser(prog="python -m cudasortkit bench")
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--algorithms", default=None,
-                        help="comma-separated plugin names (default: every GPU plugin)")
-    parser.add_argument("--ops", default="sort", help=f"comma-separated, of {', '.join(OPS)}")
-    parser.add_argument("--dtypes", default="uint32,float32", help="comma-separated key dtypes")
-    parser.add_argument("--sizes", default="2^20,2^24", help="comma-separated, e.g. 2^24,1000000")
-    parser.add_argument("--dist", default="uniform", help="'uniform' or 'range:LO:HI'")
-    parser.add_argument("--repeats", type=int, default=10)
+                        help="comma-separated plugin names to time (default: every GPU plugin "
+                             "that sorts whole arrays)")
+    parser.add_argument("--ops", default="sort",
+                        help="comma-separated operations: sort, argsort, pairs (sort_by_key with "
+                             "int64 values), merge (default: sort)")
+    parser.add_argument("--dtypes", default="uint32,float32",
+                        help="comma-separated key dtypes (default: uint32,float32)")
+    parser.add_argument("--sizes", default="2^20,2^24",
+                        help="comma-separated numbers of keys, e.g. 2^24,1000000 "
+                             "(default: 2^20,2^24)")
+    parser.add_argument("--dist", default="uniform",
+                        help="the keys: 'uniform' over the dtype, or 'range:LO:HI' for integers "
+                             "from LO up to HI (default: uniform)")
+    parser.add_argument("--repeats", type=int, default=10,
+                        help="timed calls of each algorithm per case, in interleaved rounds "
+                             "(short calls are repeated more); the table gives their median "
+                             "(default: 10)")
     parser.add_argument("--index-dtype", default="int64", choices=("int64", "int32"),
-                        help="index dtype of our argsorts (CuPy's are int64)")
-    parser.add_argument("--inputs", type=int, default=3, help="input sets to rotate among")
-    parser.add_argument("--numpy", action="store_true", help="also time numpy.sort on the host")
-    parser.add_argument("--no-check", action="store_true", help="skip the correctness check")
+                        help="index dtype of cudasortkit's argsorts (CuPy's are int64)")
+    parser.add_argument("--inputs", type=int, default=3,
+                        help="how many different random arrays each case makes; the timed calls "
+                             "take them in turn, so no call finds the previous call's keys in "
+                             "the GPU's cache (default: 3)")
+    parser.add_argument("--numpy", action="store_true",
+                        help="also time numpy.sort of the same keys on the host")
+    parser.add_argument("--no-check", action="store_true",
+                        help="time without first checking each result against NumPy")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=V,...",
                         help="also time a copy of plugin NAME with other tunable defaults, e.g. "
                              "onesweep:early_counts=1 (repeatable)")
-    parser.add_argument("--json", default=None, help="write all rows to this file")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="also write every row to this JSON file")
     parser.add_argument("--latency", action="store_true",
-                        help="per-call wall clock of auto vs CuPy and torch, 2^10..2^22 (bench_calls.py)")
+                        help="instead: the wall-clock time of one call, auto against CuPy and "
+                             "torch, at 2^10..2^22 keys")
     parser.add_argument("--batched", action="store_true",
-                        help="sorts along the last axis of rows x cols arrays and a ragged "
-                             "segmented sort vs CuPy and torch (bench_batched.py)")
+                        help="instead: sorts along the last axis of rows x cols arrays and a "
+                             "ragged segmented sort, against CuPy and torch")
     parser.add_argument("--family", action="store_true",
-                        help="the sort family vs CuPy and PyTorch, bars marked: lexsort, unique "
-                             "rows, unique 2^20..2^26, searchsorted on the 2^10..2^24 grid, a "
-                             "1,000-key host sort (bench_family.py)")
+                        help="instead: the sort family against CuPy and PyTorch, bars "
+                             "marked: lexsort, unique rows, unique of 2^20..2^26 keys, "
+                             "searchsorted on the 2^10..2^24 grid, a 1,000-key host sort")
     parser.add_argument("--family-cases", default=None, metavar="GROUP,...",
                         help="with --family: the groups to run, of lexsort, unique_rows, unique, "
                              "searchsorted, host (default: all)")
     parser.add_argument("--select", action="store_true",
-                        help="topk vs torch.topk and argpartition vs cupy.argpartition at "
-                             "issue 29's bar shapes (bench_select.py)")
+                        help="instead: topk against torch.topk and argpartition against "
+                             "cupy.argpartition at five shapes, each with the speedup it should "
+                             "reach")
     parser.add_argument("--host", action="store_true",
-                        help="NumPy arrays in and out: in-core sizes vs the CuPy round trip and "
-                             "numpy.sort, out-of-core sizes under a device memory cap, with the "
-                             "pinned bandwidth and host memory (bench_host.py; --sizes takes "
-                             "dtype:size[:cap],... for the in-core list, --host-ooc for the other)")
+                        help="instead: NumPy arrays in and out: in-core sizes against the CuPy "
+                             "round trip and numpy.sort, out-of-core sizes under a device memory "
+                             "cap, with the pinned bandwidth and host memory (--sizes then takes "
+                             "dtype:size[:cap],... for the in-core cases, --host-ooc the others)")
     parser.add_argument("--host-ooc", default=None, metavar="[OP:]DTYPE:SIZE[:CAP],...",
                         help="with --host: the out-of-core cases, OP one of sort (default), "
                              "argsort, pairs (sort_by_key), inplace (sort with out=a) (default "
@@ -339,15 +375,17 @@ def build_parser(parser=None):
                              "argsort:uint32:2^28:1GiB,pairs:uint32:2^28:1GiB,"
                              "inplace:uint32:2^29:1GiB; 'none' for none)")
     parser.add_argument("--host-modes", default="auto", metavar="MODE,...",
-                        help="with --host: transfer modes to time ours with (auto: staged in "
-                             "core, registered out of core; staged; registered)")
+                        help="with --host: the transfer modes cudasortkit is timed with (auto: "
+                             "staged in core, registered out of core; staged; registered)")
     parser.add_argument("--peers", action="store_true",
                         help="also time NVIDIA's cuda.compute radix sort (cuda-cccl), prepared and "
-                             "one-shot, in each sort cell ('vs cub'), then per-call wall clock of "
-                             "csk.sort, a csk.plan, both cuda.compute forms, cupy.sort and "
-                             "torch.sort at 2^10..2^20 (bench_calls.py)")
+                             "one-shot, in each sort cell ('vs cub'), then the wall-clock time of "
+                             "one call of csk.sort, a csk.plan, both cuda.compute forms, "
+                             "cupy.sort and torch.sort at 2^10..2^20 keys")
     parser.add_argument("--cold", action="store_true",
-                        help="the fresh-cache loop: 12 sizes 1e4..6e7, three rounds, vs CuPy")
+                        help="instead: sorts of 12 sizes from 1e4 to 6e7 float32 keys from an "
+                             "empty tuning cache, three rounds, each round's total and slowest "
+                             "call against CuPy")
     return parser
 
 

@@ -5,6 +5,7 @@ import argparse
 import ast
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,43 @@ def _find_nvcc() -> str | None:
     a wrapper script stays the wrapper)."""
     nvcc = shutil.which("nvcc")
     return os.path.abspath(nvcc) if nvcc else None
+
+
+#: nvcc's --dryrun names the toolkit it runs from: "#$ TOP=<toolkit>/bin/..".
+_DRYRUN_TOP = re.compile(r"^#\$ TOP=(.+)$", re.MULTILINE)
+#: A wrapper script's target: an absolute path of an nvcc in a bin/ folder.
+_WRAPPED_NVCC = re.compile(r"(/[^\s'\"$;|&]*/bin/nvcc)\b")
+#: Wrapper scripts are read up to this many bytes (nvcc itself is megabytes).
+_WRAPPER_MAX_BYTES = 1 << 16
+
+
+def toolkit_of(nvcc: str) -> tuple:
+    """(the CUDA toolkit folder whose bin/nvcc the `nvcc` on PATH runs, how
+    that was found). nvcc may be a wrapper (a script in /usr/local/bin that
+    execs a toolkit's nvcc, or a symlink): asked first, nvcc's --dryrun
+    names the folders it works from (TOP=<toolkit>/bin/..); else a symlink's
+    target, else the nvcc path a short wrapper script names; else the folder
+    above nvcc's own bin/ (what pycuda's build assumes)."""
+    try:
+        done = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-E", os.devnull],
+                              capture_output=True, text=True, timeout=30)
+        found = _DRYRUN_TOP.search(done.stderr + done.stdout)
+    except (OSError, subprocess.SubprocessError):
+        found = None
+    if found:
+        return os.path.normpath(found.group(1).strip()), "nvcc --dryrun"
+    real = os.path.realpath(nvcc)
+    if real != os.path.abspath(nvcc) and os.path.basename(os.path.dirname(real)) == "bin":
+        return os.path.dirname(os.path.dirname(real)), "the symlink's target"
+    try:
+        if os.path.getsize(nvcc) <= _WRAPPER_MAX_BYTES:
+            with open(nvcc, errors="replace") as f:
+                for target in _WRAPPED_NVCC.findall(f.read()):
+                    if os.path.realpath(target) != real and os.path.isfile(target):
+                        return os.path.dirname(os.path.dirname(target)), "the wrapper script"
+    except OSError:
+        pass
+    return os.path.normpath(os.path.join(os.path.dirname(nvcc), "..")), "nvcc's folder"
 
 
 def _nvcc_version(nvcc: str) -> str:
@@ -96,6 +134,35 @@ def _toolkit_with_headers(exclude) -> str | None:
     return None
 
 
+def _headers_fix(dirs, runs) -> str:
+    """What to do when pycuda's build would not find the headers in `dirs`:
+    point it at the toolkit nvcc runs (`runs`: its folder and the headers
+    it lacks) where that has them, else at another toolkit that does; where
+    nvcc's own toolkit lacks some, install them into it first."""
+    if runs is not None and not runs[1]:
+        return _point_at(runs[0], "the toolkit at {} has them;")
+    toolkit = _toolkit_with_headers(dirs)
+    if toolkit is not None:
+        return _point_at(toolkit, "the toolkit at {} has them;")
+    if runs is not None and os.path.join(runs[0], "include") not in dirs:
+        what = ("its cuRAND development files (the cuda-curand-dev package of this CUDA "
+                "version, or the toolkit installer with cuRAND)" if runs[1] == ["curand.h"]
+                else "the whole CUDA toolkit there")
+        return _point_at(runs[0], f"the toolkit at {{}} (which nvcc runs) lacks "
+                                  f"{', '.join(runs[1])}: install {what}, then")
+    return ("install the CUDA toolkit (its include/ holds them) and point pycuda's build at "
+            "it: its bin/ first on PATH, or CUDA_ROOT = '<toolkit>' in ~/.aksetup-defaults.py")
+
+
+def _point_at(toolkit: str, opening: str) -> str:
+    """`opening` (formatted with the toolkit) and how to point pycuda's build at `toolkit`."""
+    bindir = os.path.join(toolkit, "bin")
+    return (opening.format(toolkit) + " point pycuda's build there: "
+            + (f"PATH={bindir}:$PATH pip install ..., or "
+               if os.path.isfile(os.path.join(bindir, "nvcc")) else "")
+            + f"echo \"CUDA_ROOT = '{toolkit}'\" >> ~/.aksetup-defaults.py")
+
+
 def cmd_info(args) -> int:
     """Versions, the GPU, the cache dir and, for GPU sorting, what is missing
     here and how to get it (each probe a function of its own, so that tests
@@ -120,23 +187,22 @@ def cmd_info(args) -> int:
         missing.append(("nvcc", "install the CUDA toolkit and put its bin/ on PATH: "
                         "GPU plugins compile their kernels with nvcc at run time"))
     if pycuda_version is None:  # the headers matter for building pycuda only
+        runs = None  # the toolkit the nvcc on PATH runs, and its missing headers
+        if nvcc is not None:
+            root, _ = toolkit_of(nvcc)
+            runs = root, _headers_missing([os.path.join(root, "include")])
+            found = [h for h in PYCUDA_BUILD_HEADERS if h not in runs[1]]
+            print(f"CUDA toolkit: {root} (the nvcc on PATH runs {os.path.join(root, 'bin', 'nvcc')}): "
+                  + (f"{', '.join(found)} found" if found else "no headers found")
+                  + (f"; missing: {', '.join(runs[1])}" if runs[1] else ""))
         dirs, why = pycuda_build_include_dirs(nvcc)
         absent = _headers_missing(dirs)
         where = ", ".join(dirs) or "nowhere"
         print(f"CUDA headers: {'not found' if absent else 'found'} where pycuda's build looks: "
               f"{where} ({why})" + (f"; missing: {', '.join(absent)}" if absent else ""))
         if absent:
-            toolkit = _toolkit_with_headers(dirs)
-            if toolkit is None:
-                fix = ("install the CUDA toolkit (its include/ holds them) and point pycuda's build "
-                       "at it: its bin/ first on PATH, or CUDA_ROOT = '<toolkit>' in ~/.aksetup-defaults.py")
-            else:
-                bindir = os.path.join(toolkit, "bin")
-                fix = (f"the toolkit at {toolkit} has them; point pycuda's build there: "
-                       + (f"PATH={bindir}:$PATH pip install ..., or "
-                          if os.path.isfile(os.path.join(bindir, "nvcc")) else "")
-                       + f"echo \"CUDA_ROOT = '{toolkit}'\" >> ~/.aksetup-defaults.py")
-            missing.append((f"CUDA headers ({', '.join(absent)})", fix + " (README: The cuda extra)"))
+            missing.append((f"CUDA headers ({', '.join(absent)})",
+                            _headers_fix(dirs, runs) + " (README: The cuda extra)"))
         problem = device.driver_library_problem()
         print(f"CUDA driver: {problem or 'ok'}")
         if problem:
@@ -250,9 +316,16 @@ def cmd_demo(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cudasortkit", description="cudasortkit tools")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="device, compute capability, versions, cache dir").set_defaults(func=cmd_info)
+    from ..version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="python -m cudasortkit",
+        description="cudasortkit's tools: what this machine has and lacks for sorting on the GPU "
+                    "(info), the installed plugins (list), a first sort (demo), timings against "
+                    "CuPy and NumPy (bench), and tuning auto's choices for this GPU (tune).")
+    parser.add_argument("--version", action="version", version=f"cudasortkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("info", help="versions, the GPU, the cache dir, and what this machine lacks for sorting on the GPU").set_defaults(func=cmd_info)
     sub.add_parser("list", help="plugins with status and errors").set_defaults(func=cmd_list)
     demo = sub.add_parser("demo", help="sort ten million random keys with algorithm='auto'")
     demo.add_argument("-n", type=demo_size, default=10_000_000, help="how many keys (at least 1)")
@@ -267,10 +340,16 @@ def main(argv=None) -> int:
     except ImportError:
         tune = None
     if tune is not None:
-        t = sub.add_parser("tune", help="tune every plugin for this device")
+        # what python -m cudasortkit.tune --help says, word for word
+        t = sub.add_parser("tune", help="tune every plugin for this device",
+                           description=tune.build_parser().description,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         tune.build_parser(t)
         t.set_defaults(func=lambda args: tune.main(args=args))
     args = parser.parse_args(argv)
+    if args.command is None:  # the command alone: what it can do
+        parser.print_help()
+        return 0
     try:
         return args.func(args)
     except BrokenPipeError:

@@ -250,6 +250,11 @@ def _sweep(args) -> int:
              if summary["defaults_only"] else ""))
     for line in summary["skipped"]:
         print(f"  {line}")
+    if summary.get("phases"):
+        from ..tuning.phases import lines
+
+        for line in lines(summary["phases"]):
+            print(line)
     print(f"cache: {summary['path']}" + ("" if summary["saved"] else " (NOT saved: in memory only)"))
     if args.json:
         with open(args.json, "w") as f:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..launch import built
 from ..sdk.plugin import Request
 from ..tuning.policy import fits, plugin_results
 from ..tuning.report import format_config, measured_cells
@@ -61,6 +62,7 @@ def check(table: dict, *, repeats: int = 10, inputs: int = 3, host_n: int = 1000
                         log(f"  {name} {dtype} 2^{b}: WRONG RESULT")
                 except Exception as exc:
                     log(f"  {name} {dtype} 2^{b}: {type(exc).__name__}: {str(exc)[:120]}")
+            built.wait()  # configs the checks' first calls build aside: time them, not stand-ins
             # Rounds alternate among the contenders; each keeps its best median,
             # so a hiccup in one round does not decide the comparison.
             times = race(runners, inputs=inputs, rounds=rounds, repeats=repeats)

@@ -230,7 +230,9 @@ def _gpu_ms(fn, repeats: int) -> float:
     """CUDA-event median of `repeats` runs after warm-up; one run (the
     checked one was its warm-up) where repeats is 1."""
     from ..gpu.timing import time_gpu
+    from ..launch import built
 
+    built.wait()  # a config the checked run built aside (launch/built.py): time it, not its stand-in
     return time_gpu(lambda i: fn(), warmup=0 if repeats <= 1 else 2, repeats=repeats,
                     max_repeats=repeats)["median_ms"]
 

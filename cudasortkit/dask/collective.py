@@ -3,33 +3,37 @@ the global order out, talking to the other workers through a communicator
 (comm.py) instead of through Dask tasks.
 
 Every worker (logical rank r of W; `members` maps logical ranks to the
-communicator's):
+communicator's), as the options (options.py) say:
 
-1. local sort: concatenates its chunks in chunk order and sorts them with
-   cudasortkit (argsort and sort_by_key: sort_by_key with the keys' int64
-   global indices as values, stable, so equal keys stay in index order);
-2. splitters: output chunk j goes to the rank whose local keys' range (in
-   rank order) holds the chunk's midpoint, so rank r owns the global ranks
-   [starts[r], starts[r+1]) (worker_starts); for each inner start t every
-   rank finds exactly how many of its elements come before global rank t
-   (exact_cuts: a batched (K + 1)-ary search over the keys' ordered bits with
-   counts summed over the ranks, then among the keys equal to the t-th one either
-   rank order (plain sort: ties may split anyhow) or a second search over
-   their global indices (argsort, sort_by_key: ties go by index));
-3. exchange: one alltoallv per array (keys, global indices, values); the
-   runs of interleaved chunks (below) arrive as one array each, the
-   received buffer itself where it can be, not a copy;
-4. merge: the W received sorted runs: plain sort merges them pairwise
-   (cudasortkit.merge); argsort and sort_by_key merge them pairwise
-   stably (merge_by_key) when the ranks' chunks are contiguous in rank
-   order (every rank's indices below the next rank's), else
-   (merge_interleaved) merge them by (key, global index) packed in one
-   uint64 where that loses nothing the result needs and fits (the rank's
-   key range above its smallest key, and the global indices: packing),
-   else order them by (key, global index) with cudasortkit.lexsort.
+1. local sort: its chunks as runs (layout.py: each group of chunks adjacent
+   in the global order one run; or, runs=joined and a plain sort, all of
+   them as one), each sorted by cudasortkit straight into the rank's send
+   arena (buffers.py) one after another: keys alone (sort); keys with
+   their positions in the run, 4-byte while they fit (argsort: the global
+   index is made at the receiver, start of the run + position); keys with
+   their positions, then the values gathered once by position
+   (sort_by_key). Every local sort is stable, so equal keys keep their
+   positions' order.
+2. splitters: output chunk j goes to the rank whose keys (ranks in order)
+   hold the chunk's midpoint, so rank r owns the global ranks [starts[r],
+   starts[r+1]) (cuts.worker_starts); for each inner start every rank
+   finds exactly how many elements of each of its runs come before it
+   (cuts.exact_cuts: rounds of candidate words counted on the device);
+   every rank's runs and cuts are then known to all (two allgathers), and
+   so is every piece (layout.pieces).
+3. exchange: every piece to its receiver (exchange.py: NCCL send/recv, or
+   CUDA IPC and copy engines), laid out in the global run order; a rank's
+   pieces for itself are read where they are (no copy) when the runs are
+   merged pairwise.
+4. merge: the received runs, in global index order, merged pairwise with
+   ties to the earlier run (runs.merge_runs: so equal keys keep global index
+   order), or sorted stably as one array where there are many of them.
+   argsort's indices are made first, run start + position, as int64.
 
-Step 2 is cuts.py's, step 4's merges runs.py's. Nothing here knows Dask;
-the parts are tested against NumPy directly (tests/test_dask_collective_cpu.py).
+Integer keys of a narrow range (plain sort) move nowhere: from_counts.
+
+Nothing here knows Dask; the parts are tested against NumPy directly
+(tests/test_dask_collective_cpu.py), every step with threads for ranks.
 """
 from __future__ import annotations
 
@@ -40,16 +44,14 @@ import numpy as np
 
 from .. import api as csk
 from ..gpu.device import get_device
-from . import chunks
+from . import chunks, counting, layout, options
+from .buffers import Arena, aligned
 from .comm import CollectiveAborted, offsets
-from .cuts import exact_cuts, worker_starts
-from .runs import merge_interleaved, merge_runs
+from .cuts import Run, exact_cuts, worker_starts
+from .exchange import exchange
+from .runs import merge_runs
 
 OPS = ("sort", "argsort", "sort_by_key")
-
-#: Keys whose global indices sort_by_key's local sort computes at a time
-#: (the searches' temporaries: 8 bytes a key, three times).
-INDEX_SLICE = 1 << 26
 
 #: A plain sort of integer keys (4 bytes at most) whose values all lie in a
 #: range narrower than this moves no keys: each rank counts its keys per
@@ -87,16 +89,27 @@ class Local:
 
 # ------------------------------------------------------------ the whole sort
 class Timer:
+    """Seconds per phase into `times` (when on; the device synchronised at
+    each mark): __call__(phase) ends a phase, sub("phase: part") a part of
+    the current one (parts of one name add up)."""
+
     def __init__(self, times: dict, on: bool, xp):
         self.times, self.on, self.xp = times, on, xp
-        self.t = time.perf_counter() if on else 0.0
+        self.t = self.phase = time.perf_counter() if on else 0.0
+
+    def sub(self, name: str) -> None:
+        if self.on:
+            synchronize(self.xp)
+            now = time.perf_counter()
+            self.times[name] = self.times.get(name, 0.0) + now - self.t
+            self.t = now
 
     def __call__(self, phase: str) -> None:
         if self.on:
             synchronize(self.xp)
             now = time.perf_counter()
-            self.times[phase] = now - self.t
-            self.t = now
+            self.times[phase] = now - self.phase
+            self.t = self.phase = now
 
 
 def synchronize(xp) -> None:
@@ -116,59 +129,19 @@ def checkpoint(comm, error, *numbers) -> np.ndarray:
     return rows[:, 1:]
 
 
-def local_sort(spec: Spec, local: Local):
-    """(sorted keys, their global indices or None, values in that order or None)."""
-    for k, i, n in zip(local.keys, local.index, local.sizes):
-        chunks.check_chunk(k, i, n, spec.dtype)
-    if local.values is not None:
-        for v, i, n in zip(local.values, local.index, local.sizes):
-            if len(v) != n:
-                raise ValueError(f"cudasortkit.dask: values chunk {i} has {len(v)} elements, not {n}")
-    if not local.keys:
-        return None, None, None
-    xp = chunks.array_module(local.keys[0])
-    keys = local.keys[0] if len(local.keys) == 1 else xp.concatenate(local.keys)
-    if spec.op == "sort":
-        return csk.sort(keys, descending=spec.descending), None, None
-    if spec.op == "argsort":
-        # Sorted with their global indices (12-byte pairs): one sort, no
-        # index to rebuild after it (positions were slower on 2 x H100).
-        index = xp.concatenate([xp.arange(s, s + len(k), dtype=np.int64)
-                                for s, k in zip(local.starts, local.keys)])
-        keys, index = csk.sort_by_key(keys, index, descending=spec.descending)
-        return keys, index, None
-    # sort_by_key: the keys sorted with their positions in the concatenation
-    # (int32 where they fit: 8-byte pairs, not 12), stably, so equal keys
-    # keep index order; the values are gathered by position once, and a
-    # position p of chunk c has global index p + starts[c] - first[c].
-    n = len(keys)
-    pos = xp.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64)
-    keys, pos = csk.sort_by_key(keys, pos, descending=spec.descending)
-    # Next: the global indices (8 bytes a key) and the values' gather.
-    make_room(xp, n * (8 + 8 + np.dtype(spec.value_dtype).itemsize))
-    first = offsets([len(k) for k in local.keys])[:-1]
-    shift = np.asarray(local.starts, np.int64) - first  # per chunk: global - local
-    index = pos.astype(np.int64)
-    if (shift == shift[0]).all():  # one chunk, or chunks of one global run
-        index += int(shift[0])
-    else:  # a slice at a time: the search's temporaries stay small
-        first, shift = xp.asarray(first), xp.asarray(shift)
-        for at in range(0, n, INDEX_SLICE):
-            part = pos[at:at + INDEX_SLICE]
-            index[at:at + INDEX_SLICE] += shift[xp.searchsorted(first, part, side="right") - 1]
-    values = local.values[0] if len(local.values) == 1 else xp.concatenate(local.values)
-    return keys, index, values[pos]
-
-
-def make_room(xp, need: int) -> None:
+def make_room(xp, need: int, arena: Arena | None = None) -> bool:
     """Before a step that allocates about `need` bytes from the array
-    library's pool: where the driver has less free, the blocks
-    cudasortkit's pool keeps from a sort (and the libraries' unused ones) go
-    back to it first."""
+    library's pool: where the driver has less free, `arena` (one no peer
+    keeps mapped) and the blocks cudasortkit's pool keeps from a sort (and
+    the libraries' unused ones) go back to it first. Whether they did."""
     if xp is np:
-        return
-    if xp.cuda.runtime.memGetInfo()[0] < need:
-        get_device(xp.cuda.Device().id).free_unused()
+        return False
+    if xp.cuda.runtime.memGetInfo()[0] >= need:
+        return False
+    if arena is not None:
+        arena.release()
+    get_device(xp.cuda.Device().id).free_unused()
+    return True
 
 
 class Ordered:
@@ -177,12 +150,30 @@ class Ordered:
     def __init__(self, comm, members):
         self.comm, self.members = comm, list(members)
         self.rank, self.size = self.members.index(comm.rank), len(self.members)
+        self.arenas = comm.arenas
+        self.ipc_ready = bool(getattr(comm, "ipc_ready", False))
 
     def allgather(self, a):
         return self.comm.allgather(a)[self.members]
 
     def allreduce_sum(self, a):
         return self.comm.allreduce_sum(a)   # a sum: the same in any rank order
+
+    def send_recv(self, sends, recvs):
+        self.comm.send_recv([(self.members[p], a) for p, a in sends], [(self.members[p], a) for p, a in recvs])
+
+    def share(self, arrays, keep: bool = False) -> list:
+        shared = self.comm.share(arrays, keep)
+        return [shared[m] for m in self.members]
+
+    def unshare(self, keep: bool = False) -> None:
+        self.comm.unshare(keep)
+
+    def barrier(self) -> None:
+        self.comm.barrier()
+
+    def copy_streams(self, count: int) -> list:
+        return self.comm.copy_streams(count)
 
     def alltoallv(self, buf, cuts, recv_counts, joined: bool = False):
         """Logical rank s gets buf[cuts[s]:cuts[s+1]]; the runs received, in
@@ -203,21 +194,133 @@ class Ordered:
         return chunks.array_module(out).concatenate(runs) if joined else runs
 
 
-def from_counts(comm, spec: Spec, keys, lo: int, hi: int, begin: int, end: int, xp):
+# ------------------------------------------------------------- local sort
+def position_dtype(spec: Spec) -> np.dtype:
+    """Positions within a run: uint32 while every rank's keys fit (the
+    exact cuts clamp queries to 2^32 - 1, above every position), else int64."""
+    return np.dtype(np.uint32 if max(spec.declared, default=0) < (1 << 32) - 1 else np.int64)
+
+
+def value_dtype(spec: Spec):
+    """What the send arrays carry besides keys: positions (argsort), the
+    values (sort_by_key), nothing (sort)."""
+    return {"sort": None, "argsort": position_dtype(spec), "sort_by_key": spec.value_dtype}[spec.op]
+
+
+@dataclass
+class Sorted:
+    """A rank's sorted runs (cuts.Run, views of its send arena) and its send
+    arrays (name -> the arena's view holding every run one after another)."""
+    runs: list
+    send: dict
+    arena: Arena
+
+
+def check_input(spec: Spec, local: Local) -> None:
+    for k, i, n in zip(local.keys, local.index, local.sizes):
+        chunks.check_chunk(k, i, n, spec.dtype)
+    if local.values is not None:
+        for v, i, n in zip(local.values, local.index, local.sizes):
+            if len(v) != n:
+                raise ValueError(f"cudasortkit.dask: values chunk {i} has {len(v)} elements, not {n}")
+
+
+def local_sort(spec: Spec, local: Local, opts, arenas: dict, xp, timer) -> Sorted:
+    """Step 1: this rank's runs, each sorted (stably) into its send arena."""
+    groups = layout.group_chunks(local.starts, local.sizes, opts.joined() and spec.op == "sort")
+    n = int(sum(local.sizes))
+    vdtype = value_dtype(spec)
+    kbytes = aligned(n * spec.dtype.itemsize)
+    arena = arenas.setdefault("send", Arena()).take(kbytes + (n * vdtype.itemsize if vdtype else 0), xp,
+                                                    keep=bool(opts.keep))
+    keys_all = arena.view(0, n, spec.dtype)
+    values_all = arena.view(kbytes, n, vdtype) if vdtype is not None else None
+    pdtype = position_dtype(spec)
+    runs, at = [], 0
+    for group in groups:
+        m = int(sum(local.sizes[i] for i in group))
+        src = local.keys[group[0]] if len(group) == 1 else xp.concatenate([local.keys[i] for i in group])
+        timer.sub("local sort: concatenate")
+        out = keys_all[at:at + m]
+        pos = None
+        if spec.op == "sort":
+            csk.sort(src, descending=spec.descending, out=out)
+        else:
+            pos = values_all[at:at + m] if spec.op == "argsort" else xp.empty(m, pdtype)
+            csk.sort_by_key(src, xp.arange(m, dtype=pdtype), descending=spec.descending, out=out, values_out=pos)
+        timer.sub("local sort: sort")
+        if spec.op == "sort_by_key":
+            values = local.values[group[0]] if len(group) == 1 else xp.concatenate([local.values[i] for i in group])
+            xp.take(values, pos, out=values_all[at:at + m])
+            timer.sub("local sort: gather values")
+        runs.append(Run(out, pos, int(local.starts[group[0]])))
+        at += m
+    send = {"keys": keys_all}
+    if values_all is not None:
+        send["values"] = values_all
+    return Sorted(runs, send, arena)
+
+
+def key_ends(runs, xp) -> tuple:
+    """(smallest, largest) key value of the rank's sorted key arrays (one host read)."""
+    held = [k[[0, -1]] for k in runs if len(k)]
+    if not held:
+        return 1, 0      # an empty range
+    ends = [int(v) for v in chunks.to_host(xp.concatenate(held))]
+    return min(ends), max(ends)
+
+
+# ------------------------------------------------------------- narrow keys
+def sorted_value_counts(runs: list, spec: Spec, lo: int, hi: int, xp) -> np.ndarray:
+    """Per value of [lo, hi] in the requested order, how many keys of the
+    sorted `runs` hold it (host int64)."""
+    ordered = np.arange(lo, hi + 1)[::-1 if spec.descending else 1].astype(spec.dtype)
+    words = xp.asarray(counting.encode(ordered, spec.descending)[None, :])
+    first = np.zeros(len(ordered), np.int64)     # per value: keys before it
+    for keys in runs:
+        if len(keys):
+            full = xp.full(1, len(keys), np.int64)
+            first += chunks.to_host(counting.count_words(keys, words, xp.zeros(1, np.int64), full,
+                                                         spec.descending, 0))[0]
+    return np.diff(np.append(first, sum(len(k) for k in runs)))
+
+
+def value_counts(keys: list, spec: Spec, lo: int, hi: int, xp) -> np.ndarray:
+    """sorted_value_counts of unsorted integer key arrays (a bincount each)."""
+    held = np.zeros(hi - lo + 1, np.int64)
+    for k in keys:
+        if len(k):
+            held += chunks.to_host(xp.bincount((k.astype(np.int64) - lo), minlength=hi - lo + 1))
+    return held[::-1].copy() if spec.descending else held
+
+
+def key_range(keys: list, xp) -> tuple:
+    """(smallest, largest) value of unsorted integer key arrays (one host read)."""
+    held = [xp.stack([k.min(), k.max()]).astype(np.int64) for k in keys if len(k)]
+    if not held:
+        return 1, 0
+    ends = chunks.to_host(xp.stack(held))
+    return int(ends[:, 0].min()), int(ends[:, 1].max())
+
+
+def from_counts(comm, spec: Spec, held: np.ndarray, lo: int, hi: int, begin: int, end: int, xp):
     """This rank's output, global ranks [begin, end), written from how many
     keys of each value in [lo, hi] all ranks hold (a narrow range: no key
-    moves between ranks, only NARROW counts)."""
+    moves between ranks, only NARROW counts). held: this rank's counts per
+    value, in the requested order."""
     ordered = np.arange(lo, hi + 1)[::-1 if spec.descending else 1].astype(spec.dtype)   # the requested order
-    probe = chunks.ascending(xp.asarray(ordered), spec.descending)
-    asc = chunks.ascending(keys, spec.descending)
-    first = (chunks.to_host(xp.searchsorted(asc, probe, side="left")).astype(np.int64) if len(keys)
-             else np.zeros(len(ordered), np.int64))
-    mine = np.diff(np.append(first, len(keys)))
-    at = offsets(comm.allreduce_sum(mine))     # value i's keys are global ranks [at[i], at[i+1])
+    at = offsets(comm.allreduce_sum(np.asarray(held, np.int64)))   # value i's keys are global ranks [at[i], at[i+1])
     out = xp.empty(end - begin, spec.dtype)
     for i in np.flatnonzero((at[1:] > begin) & (at[:-1] < end)):
         out[max(at[i], begin) - begin:min(at[i + 1], end) - begin] = ordered[i]
     return out
+
+
+# ------------------------------------------------------------------ steps
+def transport_of(opts, comm) -> str:
+    if opts.exchange != "auto":
+        return opts.exchange
+    return "ipc" if comm.ipc_ready else "nccl"
 
 
 def sort_on_rank(comm, spec: Spec, local: Local):
@@ -226,71 +329,157 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     comm = Ordered(comm, spec.members)
     xp = np if spec.module == "numpy" else __import__(spec.module)
     timer = Timer(local.times, spec.timings, xp)
-    error, sorted_ = None, (None, None, None)
-    try:
-        sorted_ = local_sort(spec, local)
-    except Exception as e:   # reported to every rank at the checkpoint
-        error = e
-    keys, index, values = sorted_
-    sorted_ = None               # each array freed once sent (rebound below)
+    error, opts, mine = None, options.Options(), None
     countable = spec.op == "sort" and spec.dtype.kind in "biu" and spec.dtype.itemsize <= 4
     ends = (1, 0)                # (smallest, largest) key of this rank; none: an empty range
-    if error is None and countable and keys is not None and len(keys):
-        ends = tuple(int(v) for v in chunks.to_host(keys[[0, -1]]))[::-1 if spec.descending else 1]
-    rows = checkpoint(comm, error, sum(local.sizes), *ends)
+    try:
+        opts = options.current()
+        check_input(spec, local)
+        if not opts.partition():
+            mine = local_sort(spec, local, opts, comm.arenas, xp, timer)
+        if countable:
+            ends = key_ends([r.keys for r in mine.runs], xp) if mine else key_range(local.keys, xp)
+    except Exception as e:   # reported to every rank at the checkpoint
+        error = e
+    runs = mine.runs if mine is not None else []
+    rows = checkpoint(comm, error, sum(local.sizes), *ends, len(runs) if mine else len(local.keys),
+                      opts.fingerprint)
+    if len(set(rows[:, 4].tolist())) > 1:
+        raise ValueError("cudasortkit.dask: the workers of this collective sort were given different "
+                         "CUDASORTKIT_DASK_COLLECTIVE settings; set the same on every worker")
     counts = rows[:, 0]
-    if keys is None:             # a rank without chunks still takes part
-        keys = xp.empty(0, spec.dtype)
-        index = None if spec.op == "sort" else xp.empty(0, np.int64)
-        values = None if spec.value_dtype is None else xp.empty(0, spec.value_dtype)
-    # The exchange and the merge: about three times the sorted arrays.
-    make_room(xp, 3 * sum(a.nbytes for a in (keys, index, values) if a is not None))
-    timer("local sort")
+    timer.sub("local sort: checkpoint" if mine else "checkpoint")
+    timer("local sort" if mine else "checkpoint")
 
     total = int(counts.sum())
     starts, _ = worker_starts(counts, spec.out_bounds)
+    begin, end = int(starts[comm.rank]), int(starts[comm.rank + 1])
     held = rows[:, 1] <= rows[:, 2]
     if countable and held.any() and rows[held, 2].max() - rows[held, 1].min() < NARROW:
-        out = from_counts(comm, spec, keys, int(rows[held, 1].min()), int(rows[held, 2].max()),
-                          int(starts[comm.rank]), int(starts[comm.rank + 1]), xp)
+        lo, hi = int(rows[held, 1].min()), int(rows[held, 2].max())
+        held_counts = (sorted_value_counts([r.keys for r in runs], spec, lo, hi, xp) if mine else
+                       value_counts(local.keys, spec, lo, hi, xp))
+        out = from_counts(comm, spec, held_counts, lo, hi, begin, end, xp)
         timer("counts and fill")
         return out, None
-    stable = spec.op != "sort"
-    asc = chunks.ascending(keys, spec.descending)
-    inner = exact_cuts(comm, asc, index, starts[1:-1], total, stable)
-    del asc
-    cuts = np.concatenate([[0], inner, [len(keys)]]).astype(np.int64)
-    sent = np.diff(cuts)
-    recv = comm.allgather(sent)[:, comm.rank]
+    if not mine:    # partition first (partition.py)
+        from .partition import partition_on_rank
+
+        out = partition_on_rank(comm, spec, local, opts, xp, timer, counts, starts, transport_of(opts, comm),
+                                value_dtype(spec), max(1, int(rows[:, 3].max())))
+        ended = len(out[1] if out[0] is None else out[0])
+        if ended != end - begin:
+            raise RuntimeError(f"cudasortkit.dask: rank {comm.rank} ended with {ended} keys, not the "
+                               f"{end - begin} of its output chunks; please report this")
+        return out
+
+    # Step 2: the cuts of every run, known to every rank.
+    sizes = [len(r.keys) for r in runs]
+    width = max(1, int(rows[:, 3].max()))
+    table = comm.allgather(layout.run_row([r.start for r in runs], sizes, width))
+    all_runs = layout.run_table(table)
+    inner = exact_cuts(comm, runs, starts[1:-1], total, spec.op != "sort", spec.descending, spec.dtype, xp)
+    mine_cuts = np.zeros((comm.size + 1, width), np.int64)
+    mine_cuts[:, :len(sizes)] = layout.cut_rows(inner, sizes)
+    every = comm.allgather(mine_cuts)
+    cut_of = {s: every[s] for s in range(comm.size)}
+    plan, _ = layout.pieces(all_runs, cut_of, comm.size)
+    # Receivers that merge pairwise read their own pieces where they are.
+    pairwise = {d for d in range(comm.size) if merges_pairwise(opts, layout.incoming(plan, d))}
+    plan, received = layout.pieces(all_runs, cut_of, comm.size, pairwise)
+    for r in runs:
+        r.pos = None             # the positions searched ties; argsort's are still in the arena
     timer("splitters")
 
-    # Runs from interleaved chunks are ordered by (key, global index)
-    # together (merge_interleaved): received joined, the buffer itself, so
-    # that no concatenated copy shares the memory with their ordering.
-    joined = spec.op != "sort" and not spec.contiguous
-
-    def exchange(a):
-        return comm.alltoallv(xp.ascontiguousarray(a), cuts, recv, joined)
-
-    keys = exchange(keys)
-    if spec.op == "argsort":
-        values, index = exchange(index), None
-    elif spec.op == "sort_by_key":
-        values = exchange(values)
-        index = None if spec.contiguous else exchange(index)
+    # Step 3: the pieces to their receivers.
+    pairs = comm.rank in pairwise
+    n_in = int(received[comm.rank])
+    transport = transport_of(opts, comm)
+    push = transport == "ipc" and opts.direction == "push"
+    nbytes = sum(a.dtype.itemsize for a in mine.send.values()) * n_in
+    make_room(xp, 2 * nbytes)
+    if push:
+        sink = comm.arenas.setdefault("recv", Arena()).take(nbytes + len(mine.send) * 256, xp, keep=bool(opts.keep))
+        recv, at = {}, 0
+        for name, a in mine.send.items():
+            recv[name] = sink.view(at, n_in, a.dtype)
+            at += aligned(n_in * a.dtype.itemsize)
+    else:
+        recv = {name: xp.empty(n_in, a.dtype) for name, a in mine.send.items()}
+    timer.sub("exchange: buffers")
+    exchange(comm, opts, plan, mine.send, recv, transport, timer if spec.timings else None)
+    received_runs = []          # (keys, values or None, run start, in an arena) in the global run order
+    for p in plan:
+        if p.dst != comm.rank:
+            continue
+        if p.dst_offset < 0:      # this rank's own piece, read in place: no copy
+            got = {k: a[p.src_offset:p.src_offset + p.n] for k, a in mine.send.items()}
+        else:
+            got = {k: a[p.dst_offset:p.dst_offset + p.n] for k, a in recv.items()}
+            if p.src == comm.rank:
+                for k, a in mine.send.items():
+                    got[k][...] = a[p.src_offset:p.src_offset + p.n]
+        received_runs.append((got["keys"], got.get("values"), all_runs[p.run].start, push or p.dst_offset < 0))
+    for arena in comm.arenas.values():    # after the barrier: no peer maps a replaced allocation
+        arena.free_retired()
     timer("exchange")
 
-    if spec.op == "sort":
-        out = merge_runs([(k, None) for k in keys], spec.descending)
-    elif spec.contiguous:
-        out = merge_runs(list(zip(keys, values)), spec.descending)
-    else:
-        received = {"keys": keys, "index": index, "values": values}
-        keys = index = values = None
-        out = merge_interleaved(spec, received, offsets(recv), total, xp)
+    # Step 4: merged in the global run order (the arrays handed over: each
+    # level of merges frees what it consumed).
+    received = {"runs": received_runs, "joined": recv}
+    received_runs = recv = got = None
+    out = merge_received(spec, received, pairs, n_in, xp, timer)
     timer("merge")
     ended = len(out[1] if out[0] is None else out[0])
-    if ended != starts[comm.rank + 1] - starts[comm.rank]:
+    if ended != end - begin:
         raise RuntimeError(f"cudasortkit.dask: rank {comm.rank} ended with {ended} keys, not the "
-                           f"{starts[comm.rank + 1] - starts[comm.rank]} of its output chunks; please report this")
+                           f"{end - begin} of its output chunks; please report this")
     return out
+
+
+def merges_pairwise(opts, runs: int) -> bool:
+    """Whether a receiver of `runs` pieces merges them pairwise (else it
+    sorts them as one array)."""
+    return opts.merge == "pairs" or (opts.merge == "auto" and runs <= options.PAIRS_MAX)
+
+
+def merge_received(spec: Spec, received: dict, pairs: bool, n: int, xp, timer):
+    """(keys or None, values or None) of the received runs, in the
+    requested order with ties in global index order. received: "runs", a
+    list of (keys, values, run start, whether they are an arena's) in the
+    global run order, and "joined", the received arrays by name (taken out
+    of the dict, so that what is merged goes back as the merges go on).
+    Never an arena's memory: the next sort writes there."""
+    runs, joined = received.pop("runs"), received.pop("joined")
+    if spec.op == "argsort":   # global indices: run start + position
+        if pairs:
+            runs[:] = [(k, xp.add(v, np.int64(start), dtype=np.int64), start, False) for k, v, start, _ in runs]
+        else:
+            index = xp.empty(n, np.int64)
+            at = 0
+            for k, v, start, _ in runs:
+                xp.add(v, np.int64(start), out=index[at:at + len(k)], dtype=np.int64)
+                at += len(k)
+            joined["values"] = index
+        timer.sub("merge: indices")
+    if pairs:
+        joined = None
+    runs[:] = [r for r in runs if len(r[0])]
+    if not runs:
+        keys = xp.empty(0, spec.dtype)
+        values = None if spec.op == "sort" else xp.empty(0, np.int64 if spec.op == "argsort" else spec.value_dtype)
+    elif pairs and len(runs) == 1:
+        keys, values, _, in_arena = runs.pop()
+        if in_arena:
+            keys, values = keys.copy(), None if values is None else values.copy()
+    elif pairs:
+        pending = [(k, v) for k, v, _, _ in runs]
+        runs.clear()
+        keys, values = merge_runs(pending, spec.descending)
+    elif spec.op == "sort":
+        keys, values = csk.sort(joined.pop("keys"), descending=spec.descending), None
+    else:   # stable: the runs lie in global index order
+        keys, values = csk.sort_by_key(joined.pop("keys"), joined.pop("values"), descending=spec.descending)
+    if spec.op == "argsort":
+        return None, values
+    return keys, values

@@ -6,21 +6,33 @@ order:
 
     allgather(a)        a small host (NumPy) array from every rank, stacked
                         in rank order: shape (size,) + a.shape
-    allreduce_sum(a)    the element-wise sum over the ranks of a host int64
-                        array (every rank gets it): a.shape, not size times it
+    allreduce_sum(a)    the element-wise sum over the ranks of an int64
+                        array (every rank gets it): a.shape, not size times it;
+                        a device array stays on the device (nothing waits)
     alltoallv(buf, send_starts, send_counts, recv_counts)
                         this rank sends buf[send_starts[s] : send_starts[s] +
                         send_counts[s]] to every rank s and returns what it
                         received: one buffer, the pieces in source rank order
                         (recv_counts[s] elements from rank s)
+    send_recv(sends, recvs)
+                        sends: (peer, array) pairs, recvs: (peer, array to
+                        fill) pairs; the k-th array this rank sends to a peer
+                        fills the k-th array that peer receives from this
+                        rank (a rank's pieces for itself too)
+    share(arrays)       every rank's `arrays` as this rank can read and
+                        write them (lists in rank order; this rank's own as
+                        given): peers' device buffers mapped (CUDA IPC), a
+                        thread's arrays themselves; unshare() ends it
     abort()             after a local error: other ranks' calls fail instead
                         of waiting forever (where the transport can)
 
 Two transports:
 
 - NcclComm: NCCL on CuPy arrays (cupy.cuda.nccl): device buffers move GPU to
-  GPU (NVLink, PCIe, InfiniBand) and never through host memory; alltoallv is
-  one group of ncclSend/ncclRecv per call on the current CuPy stream.
+  GPU (NVLink, PCIe, InfiniBand) and never through host memory; alltoallv and
+  send_recv are one group of ncclSend/ncclRecv per call on the current CuPy
+  stream; share maps the peers' buffers through CUDA IPC (ipc.py), for
+  workers of one machine.
 - ThreadComm: ranks that are threads of one process (a LocalCluster with
   processes=False), any array type; for tests and in-process clusters.
 
@@ -92,6 +104,7 @@ class ThreadComm:
         with _hubs_lock:
             self.hub = _hubs.setdefault(uid, _Hub(size, self.timeout))
         self.size, self.rank = size, rank
+        self.arenas, self._streams = {}, []
 
     def _swap(self, item) -> list:
         """Every rank's item, in rank order."""
@@ -108,7 +121,12 @@ class ThreadComm:
     def allgather(self, a) -> np.ndarray:
         return np.stack([np.asarray(x) for x in self._swap(np.array(a, copy=True))])
 
-    def allreduce_sum(self, a) -> np.ndarray:
+    def allreduce_sum(self, a):
+        """The sum, an array of a's library (ranks as threads may hold CuPy arrays)."""
+        if type(a).__module__.split(".")[0] == "cupy":
+            import cupy
+
+            return cupy.stack(self._swap(a.astype(np.int64, copy=True))).sum(axis=0, dtype=np.int64)
         return np.sum(self._swap(np.array(a, np.int64, copy=True)), axis=0, dtype=np.int64)
 
     def alltoallv(self, buf, send_starts, send_counts, recv_counts):
@@ -118,8 +136,48 @@ class ThreadComm:
             raise RuntimeError("cudasortkit.dask: received piece lengths differ from the counts agreed")
         return got[0][:0] if not any(len(g) for g in got) else _concatenate(got)
 
+    def send_recv(self, sends, recvs) -> None:
+        mail = {}
+        for peer, a in sends:
+            mail.setdefault(int(peer), []).append(a)
+        boxes = self._swap(mail)
+        taken = {}
+        for peer, out in recvs:
+            k = taken.get(int(peer), 0)
+            got = boxes[int(peer)][self.rank][k]
+            taken[int(peer)] = k + 1
+            if len(got) != len(out):
+                raise RuntimeError("cudasortkit.dask: a received piece's length differs from the counts agreed")
+            out[...] = got
+        self._swap(None)   # every rank has copied before any sender goes on
+
+    #: ranks that are threads of one process share their arrays themselves
+    ipc_ready = True
+
+    def share(self, arrays, keep: bool = False) -> list:
+        """Per rank, its arrays themselves."""
+        return self._swap(list(arrays))
+
+    def unshare(self, keep: bool = False) -> None:
+        pass
+
+    def barrier(self) -> None:
+        self._swap(None)
+
+    def copy_streams(self, count: int) -> list:
+        return copy_streams(self, count)
+
     def abort(self) -> None:
         self.hub.barrier.abort()
+
+
+def copy_streams(comm, count: int) -> list:
+    """`count` non-blocking CuPy streams of `comm`'s, made once (exchange.py's copies)."""
+    import cupy
+
+    while len(comm._streams) < count:
+        comm._streams.append(cupy.cuda.Stream(non_blocking=True))
+    return comm._streams[:count]
 
 
 def _concatenate(parts):
@@ -141,6 +199,8 @@ class NcclComm:
         self.nccl = nccl
         self.comm = nccl.NcclCommunicator(size, uid, rank)
         self.size, self.rank = size, rank
+        self._links = None
+        self.arenas, self._streams = {}, []
         self._connect()
 
     def _connect(self) -> None:
@@ -152,6 +212,9 @@ class NcclComm:
         self.alltoallv(cupy.zeros(self.size, np.uint8), np.arange(self.size), ones, ones)
         self.allgather(np.zeros(1, np.int64))
         self.allreduce_sum(np.zeros(1, np.int64))
+        from .ipc import probe
+
+        self.ipc_ready = probe(self)   # whether share() works among these ranks
 
     def _stream(self):
         import cupy
@@ -170,17 +233,19 @@ class NcclComm:
         host = recv.get(stream=stream)   # waits for the gather
         return host.view(a.dtype).reshape((self.size,) + a.shape)
 
-    def allreduce_sum(self, a) -> np.ndarray:
+    def allreduce_sum(self, a):
+        """A NumPy array's sum comes back to the host (waiting for it); a
+        CuPy array's stays on the device, in stream order."""
         import cupy
 
-        a = np.ascontiguousarray(a, np.int64)
-        send = cupy.asarray(a.reshape(-1))
-        recv = cupy.empty(send.size, np.int64)
+        on_device = isinstance(a, cupy.ndarray)
+        send = cupy.ascontiguousarray(a, np.int64) if on_device else cupy.asarray(np.ascontiguousarray(a, np.int64))
+        recv = cupy.empty(send.shape, np.int64)
         stream = self._stream()
         if send.size:
             self.comm.allReduce(send.data.ptr, recv.data.ptr, send.size, self.nccl.NCCL_INT64,
                                 self.nccl.NCCL_SUM, stream.ptr)
-        return recv.get(stream=stream).reshape(a.shape)   # waits for the sum
+        return recv if on_device else recv.get(stream=stream)   # waits for the sum
 
     def alltoallv(self, buf, send_starts, send_counts, recv_counts):
         """One grouped ncclSend/ncclRecv per peer; the piece for this rank
@@ -211,6 +276,51 @@ class NcclComm:
         finally:
             nccl.groupEnd()
         return out
+
+    def send_recv(self, sends, recvs) -> None:
+        """One group of ncclSend/ncclRecv on the current stream (pieces in
+        the order given, per peer); a rank's pieces for itself are device
+        copies, matched in order."""
+        nccl, stream = self.nccl, self._stream()
+        mine = [a for p, a in sends if int(p) == self.rank]
+        to_me = [a for p, a in recvs if int(p) == self.rank]
+        if [len(a) for a in mine] != [len(a) for a in to_me]:
+            raise RuntimeError("cudasortkit.dask: this rank's pieces for itself differ from the counts agreed")
+        for a, out in zip(mine, to_me):
+            if len(a):
+                out[...] = a
+        nccl.groupStart()
+        try:
+            for peer, a in sends:
+                if int(peer) != self.rank and a.nbytes:
+                    self.comm.send(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, int(peer), stream.ptr)
+            for peer, out in recvs:
+                if int(peer) != self.rank and out.nbytes:
+                    self.comm.recv(out.data.ptr, out.nbytes, nccl.NCCL_UINT8, int(peer), stream.ptr)
+        finally:
+            nccl.groupEnd()
+
+    def links(self):
+        """This communicator's CUDA IPC links (ipc.py), made on first use."""
+        if self._links is None:
+            from .ipc import IpcLinks
+
+            self._links = IpcLinks(self)
+        return self._links
+
+    def share(self, arrays, keep: bool = False) -> list:
+        """Per rank, the device addresses of its arrays in this process."""
+        return self.links().share(arrays, keep)
+
+    def unshare(self, keep: bool = False) -> None:
+        if self._links is not None:
+            self._links.unshare(keep)
+
+    def barrier(self) -> None:
+        self.allgather(np.zeros(1, np.int64))
+
+    def copy_streams(self, count: int) -> list:
+        return copy_streams(self, count)
 
     def abort(self) -> None:
         self.comm.abort()

@@ -24,6 +24,7 @@ so that it runs as fast as the later ones.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -32,10 +33,9 @@ from operator import getitem
 import numpy as np
 from distributed import WorkerPlugin
 
-from . import chunks, cluster, comm
-from .collective import Local, Spec, from_counts, sort_on_rank
+from . import chunks, cluster, comm, counting
+from .collective import Local, Spec, position_dtype, sort_on_rank
 from .cuts import worker_starts
-from .runs import merge_interleaved, packable
 
 NAME = "cudasortkit-collectives"
 LOCK = "cudasortkit-collective-sort"
@@ -80,48 +80,66 @@ def _forget(cid: str, dask_worker=None) -> None:
 
 def warm_up(dtype, op: str, descending: bool, n: int, module: str, dask_worker=None) -> None:
     """Compile, once per worker, what a collective sort of n keys of `dtype`
-    runs: the local sort, searchsorted, merge (sort) or merge_by_key and
-    lexsort (argsort, sort_by_key), and where the keys allow, the narrow
-    range's counts and fills (collective.from_counts) and the packed merge
-    (runs.merge_interleaved), on a communicator of this worker alone."""
-    import cudasortkit as csk
-
+    runs: the collective itself on a communicator of this worker alone
+    (its chunks as two runs: the local sorts into the send arena, their
+    merge, and for integer keys a narrow range's counts and fills), and the
+    counts the exact cuts search with (of the keys, and of the positions
+    for argsort and sort_by_key), which one rank alone has no boundary for."""
     plugin = _plugin(dask_worker)
     what = (np.dtype(dtype).str, op, bool(descending))
     if what in plugin.warmed or n <= 0:
         return
     xp = np if module == "numpy" else __import__(module)
     dtype = np.dtype(dtype)
-    spec = Spec(op, bool(descending), dtype, (0, n), (n,), (0,), True, None, module)
+    values = None if op != "sort_by_key" else np.dtype(np.int64)
+    spec = Spec(op, bool(descending), dtype, (0, n), (n,), (0,), True, values, module)
     # one hub per thread, made once (a new id each time would leave a hub behind)
     alone = comm.make("threads", f"cudasortkit-warm-up-{threading.get_ident()}", 1, 0)
     half = n // 2
     keys = _random_keys(xp, n, dtype)
-    keys = xp.concatenate([keys[:half], keys[half:]])   # a worker's several chunks are joined first
     # Integer keys of a narrow range take other plugins (counting): those
     # too, made in place (the warm-up holds one set of keys at a time).
     for narrow in (False, True) if dtype.kind in "iu" else (False,):
         if narrow:
             keys &= 15
-        if op == "sort":
-            s = csk.sort(keys, descending=descending)
-            csk.merge(s[:half], s[half:], descending=descending)
-            if narrow and dtype.itemsize <= 4:
-                chunks.to_host(s[[0, -1]])
-                from_counts(alone, spec, s, 0, 15, 0, n, xp)
-        else:
-            index = xp.concatenate([xp.arange(half, dtype=np.int64), xp.arange(half, n, dtype=np.int64)])
-            k, i = csk.sort_by_key(keys, index, descending=descending)
-            csk.merge_by_key(k[:half], i[:half], k[half:], i[half:], descending=descending)
-            csk.lexsort((i, chunks.ascending(k, descending)))
-            if packable(spec):
-                merge_interleaved(spec, {"keys": k, "index": None if op == "argsort" else i, "values": i},
-                                  [0, half, n], n, xp)
-            s = k
-        xp.searchsorted(chunks.ascending(s, descending), s[:16])
+        parts = [keys[:half], keys[half:]]       # two runs: their starts are not adjacent
+        vals = None if values is None else [xp.arange(len(p), dtype=values) for p in parts]
+        out = sort_on_rank(alone, spec, Local(parts, [0, half + 1], [0, 1], [half, n - half], vals))
+        first = out[0] if out[0] is not None else parts[0]
+        zero, full = xp.zeros(1, np.int64), xp.full(1, len(first), np.int64)
+        counting.count_words(first, xp.zeros((1, 4), np.uint64), zero, full, descending, 1)
+        if op != "sort":
+            positions = xp.arange(16, dtype=position_dtype(spec))
+            counting.count_words(positions, xp.zeros((1, 4), np.uint64), zero, xp.full(1, 16, np.int64), False, 0)
     if xp is not np:
         xp.cuda.get_current_stream().synchronize()
     plugin.warmed.add(what)
+
+
+def close_links(dask_worker=None) -> None:
+    """Close this worker's mappings of its peers' memory (CUDA IPC) that
+    its communicators keep between sorts (options keep=1). Run it on every
+    worker (client.run) before free_buffers: a worker may free what its
+    peers mapped only after they closed it."""
+    plugin = dask_worker.plugins.get(NAME) if dask_worker is not None else None
+    for c in ([] if plugin is None else plugin.comms.values()):
+        c.unshare(False)
+
+
+def free_buffers(dask_worker=None) -> None:
+    """Free this worker's arenas (the collective's send and receive buffers
+    kept between sorts) and the blocks the pools keep unused; after
+    close_links has run on every worker."""
+    plugin = dask_worker.plugins.get(NAME) if dask_worker is not None else None
+    for c in ([] if plugin is None else plugin.comms.values()):
+        for arena in c.arenas.values():
+            arena.release()
+    if "cupy" in sys.modules:
+        import cupy
+
+        from ..gpu.device import get_device
+
+        get_device(cupy.cuda.Device().id).free_unused()
 
 
 def _random_keys(xp, n: int, dtype: np.dtype):

@@ -15,6 +15,7 @@ from ..gpu.arrays import Operand
 from ..gpu.device import get_device
 from ..gpu.streams import LEGACY
 from ..host import pipeline as hostpipe
+from ..launch import built
 from ..launch.run import run_device, run_host
 from ..sdk.plugin import RUN_ERRORS, Request
 from .request import caller_ordering, make_request
@@ -23,13 +24,16 @@ from .request import caller_ordering, make_request
 @dataclass(frozen=True)
 class Outcome:
     """What execute() did: the results (keys, values or indices) and the
-    choice that made them, for a caller that prepares repeats of it."""
+    choice that made them, for a caller that prepares repeats of it.
+    `stand_in`: the plugin and config ran in place of the chosen ones while
+    those are built (launch/built.py): nothing to prepare repeats of."""
 
     result: tuple
     request: Request
     plugin: object
     config: dict | None
     state: object
+    stand_in: bool = False
 
 
 def execute(selector, kind, keys: Operand, values: Operand | None, descending, stable, algorithm,
@@ -51,6 +55,13 @@ def execute(selector, kind, keys: Operand, values: Operand | None, descending, s
                                index_dtype, **({"progress": True} if progress else {}))
         while True:
             plugin, config = selector.choose(request, algorithm)
+            stood_in = False
+            if state is not None:
+                # A config that has not run here yet is built off this call's
+                # path while one that has runs (launch/built.py).
+                plugin, config, stood_in = built.choose(
+                    plugin, config, request, lambda: keys.device_ptr(state), state,
+                    auto=algorithm == "auto")
             try:
                 result = run(plugin, config, request, keys, values, targets, state,
                              ordering.caller if ordering else None)
@@ -58,7 +69,7 @@ def execute(selector, kind, keys: Operand, values: Operand | None, descending, s
                 if algorithm != "auto":
                     raise
                 continue
-            return Outcome(result, request, plugin, config, state)
+            return Outcome(result, request, plugin, config, state, stood_in)
     finally:
         if ordering is not None:
             ordering.end()

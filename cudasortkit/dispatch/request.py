@@ -23,6 +23,11 @@ def check_flags(descending, stable, algorithm) -> None:
         raise TypeError(f"descending must be True or False, got {descending!r}")
     if not isinstance(stable, (bool, np.bool_)):
         raise TypeError(f"stable must be True, False or None (the default), got {stable!r}")
+    check_algorithm(algorithm)
+
+
+def check_algorithm(algorithm) -> None:
+    """Every call's rule: algorithm is a plugin's name or "auto" (a str)."""
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a plugin name or 'auto' (a str), got {algorithm!r}")
 

@@ -180,7 +180,7 @@ class Selector:
     #: PROBE_REUSE_MAX: a shape whose keys stay spread pays for fewer and
     #: fewer reads. (With a read every 65 calls, auto's slowest uint32 calls
     #: of 2^16-2^24 keys took 0.95-3.1 ms, onesweep's by name 0.06-0.95:
-    #: H100, session 21, docs/algorithms/onesweep.md.)
+    #: H100, docs/benchmarks.md.)
     PROBE_REUSE = 64
     PROBE_REUSE_MAX = 4096
 

@@ -239,6 +239,20 @@ class Operand:
             shape, self.dtype = a.shape, a.dtype
         if len(shape) != 1:
             raise ValueError(f"{what}: only 1-D arrays are supported, got shape {shape}")
+        #: The caller's dtype where it is not the one sorted: keys of the
+        #: other byte order ('>f8' here) are sorted as a native copy, as NumPy
+        #: sorts either order, and the results of their dtype given back in
+        #: the caller's (wrap_own). Values and out= arrays are moved as bytes.
+        self.caller_dtype = None
+        if role == "keys" and not self.dtype.isnative:
+            if self.on_device:
+                raise TypeError(f"{what}: a device array of non-native byte order ({self.dtype}) "
+                                "cannot be sorted; make it native first (NumPy: "
+                                "a.astype(a.dtype.newbyteorder('=')))")
+            self.caller_dtype = self.dtype
+            a = a.astype(self.dtype.newbyteorder("="))
+            self.dtype = a.dtype
+            self._converted = True
         if role == "values":
             value_bytes(self.dtype, what)  # TypeError naming the value dtypes
         elif role == "keys" and not is_bfloat16(self.dtype) and (
@@ -362,6 +376,13 @@ class Operand:
 
         return gpuarray.to_gpu(result)
 
+    def wrap_own(self, result: np.ndarray):
+        """A host result of this array's own dtype (sorted keys, unique
+        values) as the caller's library and byte order would return it."""
+        if self.caller_dtype is not None:
+            result = result.astype(self.caller_dtype)
+        return self.wrap_host(result)
+
     def write_host(self, result: np.ndarray) -> None:
         """Copy a host result into this (host, contiguous) array."""
         self.array[...] = result
@@ -370,7 +391,9 @@ class Operand:
 def check_out(target: Operand, n: int, dtype: np.dtype, what: str) -> None:
     """The one rule for out= arrays, host or device: 1-D, n elements of
     `dtype`, contiguous, writeable (never a copy of the caller's array)."""
-    if target.n != n or target.dtype != dtype:
+    # (a host array of the other byte order takes the values: NumPy converts)
+    if target.n != n or target.dtype != dtype and (
+            target.on_device or target.dtype.newbyteorder("=") != dtype):
         raise ValueError(f"{what} must be a 1-D array of {n} {dtype}, got {target.n} {target.dtype}")
     if target.is_copy:
         raise ValueError(f"{what} must be contiguous (a strided {type(target.original).__name__} "
@@ -382,12 +405,16 @@ def check_out(target: Operand, n: int, dtype: np.dtype, what: str) -> None:
 class Result:
     """Where a GPU plugin writes one output, and how the caller gets it."""
 
-    def __init__(self, like: Operand, dtype, state, out=None, what: str = "out", stream: int = 1):
+    def __init__(self, like: Operand, dtype, state, out=None, what: str = "out", stream: int = 1,
+                 own: bool = False):
         self.dtype = np.dtype(dtype)
         self.n = like.n
         self.state = state
         self._host = None  # Operand or None: where a host result is downloaded to
         self._wrap = None
+        #: `own`: a result of like's own dtype (sorted keys): a host one comes
+        #: back in the caller's byte order (Operand.wrap_own).
+        self._own = own
         if out is not None:
             target = out if isinstance(out, Operand) else Operand(out, what, "out")
             check_out(target, self.n, self.dtype, what)
@@ -426,13 +453,17 @@ class Result:
         host = self._host
         if host is None:
             return self.value
-        target = host.array if isinstance(host, Operand) else host
+        into = isinstance(host, Operand)  # out=: the caller's host array
+        target = host.array if into and host.dtype == self.dtype else \
+            np.empty(self.n, self.dtype) if into else host
         if self.n:
             self.state.cuda.memcpy_dtoh_async(target, self.ptr, self.state.stream)
             self.state.stream.synchronize()
-        if isinstance(host, Operand):
+        if into:
+            if target is not host.array:  # the other byte order: NumPy converts
+                host.write_host(target)
             return self.value
-        return self._wrap.wrap_host(target)
+        return self._wrap.wrap_own(target) if self._own else self._wrap.wrap_host(target)
 
 
 def _cupy_empty(n, dtype, ordinal, stream: int | None):

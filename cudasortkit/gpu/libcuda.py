@@ -1,10 +1,11 @@
 """The one ctypes binding to the CUDA driver library (libcuda), for the
 driver calls pycuda's build lacks or gets wrong: stream events
 (gpu/streams.py), page-locking the caller's host memory
-(host/transfer.py), CUDA graphs (launch/graphs.py) and overlapped launches
+(host/transfer.py), CUDA graphs (launch/graphs.py), overlapped launches
 (build/compiler.py, build/template.py: pycuda launches no kernel with
 launch attributes and hands out no CUfunction, so such kernels are loaded
-here too).
+here too), and mapping other processes' device memory (CUDA IPC) with the
+copies between it and ours (dask/ipc.py).
 
 Rules it keeps: the library is loaded once per process, on first use
 (pycuda has loaded it already); a function is declared (argument and result
@@ -24,6 +25,14 @@ import threading
 
 _handle, _out = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
 _text = ctypes.POINTER(ctypes.c_char_p)
+_address = ctypes.c_ulonglong
+
+
+class _IpcMemHandle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed by value."""
+
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
 
 #: The driver functions cudasortkit calls, and their argument types (every
 #: one returns a CUresult, an int; 0 is CUDA_SUCCESS).
@@ -48,11 +57,17 @@ SIGNATURES = {
     "cuModuleUnload": (_handle,),
     "cuFuncSetAttribute": (_handle, ctypes.c_int, ctypes.c_int),
     "cuLaunchKernelEx": (ctypes.c_void_p, _handle, _handle, ctypes.c_void_p),
+    "cuMemGetAddressRange_v2": (ctypes.POINTER(_address), ctypes.POINTER(ctypes.c_size_t), _address),
+    "cuIpcGetMemHandle": (ctypes.POINTER(_IpcMemHandle), _address),
+    "cuIpcOpenMemHandle_v2": (ctypes.POINTER(_address), _IpcMemHandle, ctypes.c_uint),
+    "cuIpcCloseMemHandle": (_address,),
+    "cuMemcpyAsync": (_address, _address, ctypes.c_size_t, _handle),
 }
 
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 1, 2
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
 class _LaunchAttribute(ctypes.Structure):
@@ -181,3 +196,45 @@ def allow_dynamic_shared(function: int, nbytes: int) -> None:
     lib = driver()
     lib.check(lib.cuFuncSetAttribute(function, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                      nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+
+def address_range(ptr: int) -> tuple:
+    """(base, size) of the device allocation that holds address `ptr` (an
+    array library's pool hands out parts of larger allocations)."""
+    lib = driver()
+    base, size = _address(), ctypes.c_size_t()
+    lib.check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr),
+              f"cuMemGetAddressRange({ptr:#x})")
+    return base.value, size.value
+
+
+def ipc_handle(base: int) -> bytes:
+    """The 64-byte handle another process opens allocation `base` with."""
+    lib = driver()
+    handle = _IpcMemHandle()
+    lib.check(lib.cuIpcGetMemHandle(ctypes.byref(handle), base), f"cuIpcGetMemHandle({base:#x})")
+    return ctypes.string_at(ctypes.addressof(handle), 64)
+
+
+def ipc_open(handle: bytes) -> int:
+    """Another process's allocation mapped into the current context (peer
+    access enabled as needed): its base address here. ipc_close undoes it."""
+    lib = driver()
+    value = _IpcMemHandle()
+    ctypes.memmove(ctypes.addressof(value), bytes(handle), 64)
+    ptr = _address()
+    lib.check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), value, _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              "cuIpcOpenMemHandle")
+    return ptr.value
+
+
+def ipc_close(ptr: int) -> None:
+    lib = driver()
+    lib.check(lib.cuIpcCloseMemHandle(ptr), f"cuIpcCloseMemHandle({ptr:#x})")
+
+
+def copy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """Copy nbytes between device addresses (unified addressing: either may
+    be another GPU's, mapped) on CUstream `stream`: the copy engines."""
+    lib = driver()
+    lib.check(lib.cuMemcpyAsync(dst, src, nbytes, stream), f"cuMemcpyAsync({nbytes} bytes)")

@@ -55,7 +55,7 @@ def rotated_rounds(names, rounds: int):
     always runs first (in a fixed order the first contender always ran
     right after another cell's or round's work and measured slower for it:
     an auto row 3% behind the same plugin by name at 2^26-2^28 keys, which
-    swapped with the order, session 15), and none always runs right after
+    swapped with the order), and none always runs right after
     the same other one (rotation alone keeps every name's predecessor:
     auto always ran after CUB's one-shot sorter, which allocates and frees
     its temporary storage each call)."""
@@ -79,7 +79,7 @@ def cpu_probe_ms(tries: int = 3) -> float:
     7.2-7.7 ms in some minutes and 11.6-13.5 ms in others, one process, one
     pinned CPU, and `csk.sort` of 1,024 uint32 keys 13.0-14.0 against
     18.8-20.5 us a call, cuda.compute's prepared sorter 20.8-21.8 against
-    23.1-24.2 (session 22, docs/algorithms/onesweep.md). So per-call rows
+    23.1-24.2 (H100, docs/benchmarks.md). So per-call rows
     carry the probe from before and after their cell."""
     best = float("inf")
     for _ in range(tries):
@@ -102,9 +102,9 @@ def on_one_cpu():
     processes on one H100 host, `csk.sort` of 1,024 uint32 keys took 12.2,
     14.4, 17.6 and 19.9 us a call, cuda.compute's prepared sorter 19.8-24.0,
     while ten processes pinned to any one of its 16 CPUs took 12.2-14.0 and
-    19.8-21.7 (session 21, docs/algorithms/onesweep.md). Unpinned, one
-    run's ratios said more about that run's scheduling than about the
-    calls. Pinned, long bench processes still differed (same notes). Every
+    19.8-21.7 (docs/benchmarks.md). Unpinned, one run's ratios said
+    more about that run's scheduling than about the calls. Pinned, long
+    bench processes still differed. Every
     contender of a cell is timed inside the same block; threads started
     inside it inherit the one CPU."""
     setaffinity = getattr(os, "sched_setaffinity", None)

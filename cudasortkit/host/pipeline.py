@@ -118,7 +118,9 @@ class Outputs:
         if target is None:
             return np.empty(n, dtype)
         check_out(target, n, dtype, what)
-        return target.array
+        # an out= of the other byte order is written through a native array
+        # (results() converts into it, as NumPy would)
+        return target.array if target.dtype == dtype else np.empty(n, dtype)
 
     def sources(self, keys, values):
         """(keys, values or None) as host arrays to upload."""
@@ -137,13 +139,22 @@ class Outputs:
     def results(self, keys, values):
         k = v = None
         if self.kind != "argsort":
-            k = self._key_target.original if self._key_target is not None else keys.wrap_host(self.keys)
+            k = self._into(self._key_target, self.keys) if self._key_target is not None \
+                else keys.wrap_own(self.keys)
         if self.kind == "argsort":
             v = keys.wrap_host(self.values)
         elif self.kind == "pairs":
-            v = (self._value_target.original if self._value_target is not None
-                 else values.wrap_host(self.values))
+            v = (self._into(self._value_target, self.values) if self._value_target is not None
+                 else values.wrap_own(self.values))
         return k, v
+
+    @staticmethod
+    def _into(target, written):
+        """The caller's out= array, holding `written` (converted into it
+        where it is of the other byte order)."""
+        if written is not target.array:
+            target.write_host(written)
+        return target.original
 
 
 def sort_in_core(plugin, config, request, state, pipe, sources, outputs, expected, *,

@@ -16,7 +16,7 @@ from ..gpu.arrays import Operand, Result, check_out, overlaps
 from ..sdk import registry
 from ..sdk.job import HostJob, Job
 from ..sdk.plugin import RUN_ERRORS
-from . import plans as launchplan
+from . import built, plans as launchplan
 from ..build.corekernels import iota64
 from .outputs import free_all, index_buffer, temporary
 
@@ -84,7 +84,7 @@ def deliver_host(like: Operand, result: np.ndarray, target: Operand | None, what
     """A host result as the caller's kind, or written into `target` (out=)."""
     result = np.ascontiguousarray(result, like.dtype)
     if target is None:
-        return like.wrap_host(result)
+        return like.wrap_own(result)
     check_out(target, len(result), like.dtype, what)
     if target.on_device:
         if len(result):
@@ -111,7 +111,7 @@ def _run_device(plugin, config, request, keys, values, out, values_out, state, c
         key_result = None
         keys_out = temporary(state, temps, keys.nbytes, f"{plugin.name}: sorted keys of argsort")
     else:
-        key_result = Result(keys, keys.dtype, state, out, "out", caller)
+        key_result = Result(keys, keys.dtype, state, out, "out", caller, own=True)
         keys_out = key_result.ptr
     values_in = values_out_ptr = 0
     value_result = None
@@ -208,5 +208,6 @@ def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, val
         if returned is not None:  # its own arrays instead of job.keys_out: nothing to deliver
             raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU plugin "
                                          "writes job.keys_out (and job.values_out) and returns None")
+        built.note(job)  # its kernels are built: a later call of another size may stand in with it
     finally:
         job.finish()

@@ -28,7 +28,7 @@ def key_bits(dtype) -> int:
     return 1 if dt == np.bool_ else 8 * key_dtype(dt).itemsize
 
 
-#: kernels/multikey.cu: csk_pack (the packed key), csk_gather, and unique
+#: kernels/multikey.cu: csk_pack (the packed key), csk_gather, csk_gather_keys, and unique
 #: rows' csk_row_starts, csk_unique_scatter and csk_unique_rows.
 MULTIKEY = KernelTemplate("multikey.cu")
 BLOCK = 256
@@ -53,15 +53,19 @@ def device_ptr(a) -> int:
     return Operand(a, "temporary", "out").device_ptr(None)
 
 
-def gather(owner: str, job, src, dtype, order) -> object:
+def gather(owner: str, job, src, dtype, order, as_sorted_keys: bool = False) -> object:
     """A new device array (the keys' library) of src[order]: src holds
     job.n elements of `dtype` (any of 1, 2, 4 or 8 bytes), order job.n
-    int64 positions."""
+    int64 positions. The elements' own bits; with as_sorted_keys (src:
+    keys of a key dtype) as every sort returns its keys: float zeros
+    +0.0, NaNs the one quiet NaN (csk_gather_keys)."""
     dtype = np.dtype(dtype)
     dst, dst_ptr = job.empty(job.n, dtype)
     if job.n:
-        bits = np.dtype(f"u{dtype.itemsize}")  # the kernel moves the elements' bits
-        launch(owner, job.state, bits, "csk_gather", job.n,
+        # csk_gather moves the elements' bits; csk_gather_keys reads the keys' kind
+        kernel = ("csk_gather_keys", dtype) if as_sorted_keys else \
+            ("csk_gather", np.dtype(f"u{dtype.itemsize}"))
+        launch(owner, job.state, kernel[1], kernel[0], job.n,
                (device_ptr(src), device_ptr(order), job.n, int(dst_ptr)))
     return dst
 

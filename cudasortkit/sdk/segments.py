@@ -264,14 +264,18 @@ def _to_host(offsets, what: str) -> np.ndarray:
             raise TypeError(f"{what}: a __cuda_array_interface__ object needs CuPy to be read; "
                             "pass a NumPy, CuPy or PyTorch array") from None
         return cupy.asarray(offsets).get()
+    rule = (f"{what} must be an int32 or int64 array (CUB-style: segments + 1 values from 0 "
+            "to len(keys))")
+    if offsets is None:
+        raise TypeError(f"{rule}, got None")
     try:
         host = np.asarray(offsets)
     except Exception as exc:
-        raise TypeError(f"{what} must be an int32 or int64 array, got {type(offsets).__name__}") from exc
+        raise TypeError(f"{rule}, got {type(offsets).__name__}") from exc
     if host.size == 0 and host.ndim == 1:
         return host.astype(np.int64)  # [] : no values at all
     if host.dtype == object or host.dtype.kind not in "iu":
-        raise TypeError(f"{what} must be an int32 or int64 array, got {host.dtype}")
+        raise TypeError(f"{rule}, got {host.dtype}")
     if host.dtype.kind == "i" and host.dtype not in OFFSET_DTYPES:
         host = host.astype(np.int64)  # a Python list of ints
     return host

@@ -48,6 +48,7 @@ import time
 import warnings
 
 from .. import settings
+from ..build.cubins import nvcc_version  # what the device key names (the compiler's version)
 
 #: 2: times are whole calls through execute.run_plugin (host-side work included);
 #: 1 held device time only. Files of another schema are set aside and rebuilt.
@@ -77,29 +78,6 @@ def cache_dir() -> str:
 
 
 # ------------------------------------------------------------------ device key
-_nvcc_version = None
-
-
-def nvcc_version() -> str:
-    """Last line of `nvcc --version` (what SourceModule compiles with), once per process."""
-    global _nvcc_version
-    if _nvcc_version is None:
-        import shutil
-        import subprocess
-
-        exe = shutil.which("nvcc")
-        text = "none"
-        if exe:
-            try:
-                out = subprocess.run([exe, "--version"], capture_output=True, text=True,
-                                     timeout=30).stdout.strip()
-                text = out.splitlines()[-1].strip() if out else "unknown"
-            except (OSError, subprocess.SubprocessError):
-                text = "unknown"
-        _nvcc_version = text
-    return _nvcc_version
-
-
 def device_info(state) -> dict:
     """What identifies a device's tuning: hardware, driver, compiler, library."""
     from ..version import __version__

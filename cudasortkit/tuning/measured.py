@@ -33,11 +33,16 @@ from .policy import (OP_SHAPE, ROWS_TOTAL_BUCKET, bucket_of, decide, estimate, m
 #: Share of a shape's estimated call time that may go to measuring it.
 SHARE = 0.10
 #: Estimated cost of measuring a plugin never measured for this (op, dtype)
-#: in this process: its kernels compile (pycuda caches them on disk later).
+#: in this process: its kernels compile (their cubins are kept on disk:
+#: build/cubins.py).
 FIRST_MEASURE_MS = 1500.0
 #: Estimated cost of measuring a plugin whose kernels are compiled: warm-up
 #: and repeats of the call, plus this much fixed overhead.
 MEASURE_RUNS, MEASURE_OVERHEAD_MS = 6, 5.0
+#: Host work of every measurement, per key measured: two random input sets
+#: made and uploaded, and NumPy's sorted answer the first is checked
+#: against (about 100 ns a key at 2^26 keys, the sort most of it).
+HOST_NS_PER_KEY = 100.0
 
 
 def estimated_call_ms(request) -> float:
@@ -148,12 +153,13 @@ class Learner:
         """Estimated ms of measuring `name` at `shape`; `call_ms` is one call's
         estimate for the requests of the shape (rows are measured at 2^22
         keys in all, whatever the request's size)."""
-        op, dtype, _, rows = shape
+        op, dtype, b, rows = shape
+        host_ms = HOST_NS_PER_KEY * (1 << (ROWS_TOTAL_BUCKET if rows else b)) / 1e6
         if (name, _table_op(shape), dtype) not in self._compiled:
-            return FIRST_MEASURE_MS
+            return FIRST_MEASURE_MS + host_ms
         if rows:
             call_ms = 0.02 + 6 * (1 << ROWS_TOTAL_BUCKET) * (itemsize(dtype) + OP_SHAPE[op][1]) / 1e9
-        return MEASURE_RUNS * call_ms + MEASURE_OVERHEAD_MS
+        return MEASURE_RUNS * call_ms + MEASURE_OVERHEAD_MS + host_ms
 
     @staticmethod
     def _measure(ctx, plugin, shape) -> float:

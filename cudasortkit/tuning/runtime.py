@@ -17,6 +17,7 @@ from ..sdk import registry
 from ..dtypes import itemsize
 from ..errors import PluginError
 from . import cache
+from .phases import NoPhases, Phases
 from .policy import OP_SHAPE, ROWS, ROWS_TOTAL_BUCKET, fits, plugin_results
 
 ENV_AUTOTUNE = settings.AUTOTUNE
@@ -299,7 +300,7 @@ def sweep(plugins: dict, dtypes, buckets, ops=("sort",), *, strategy="quick",
 
 def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int | None = 22,
              repeats: int = 5, inputs: int = 3, progress=None, log=print, state=None,
-             compare: bool = True) -> dict:
+             compare: bool = True, prebuild: bool = True) -> dict:
     """Measure a Plan cell by cell, in this process; save after each cell.
 
     Per cell: one Case on the dtype's shared Inputs; every plugin's configs
@@ -313,22 +314,34 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
     not yet started measures its default config only, so the table stays
     complete; each plugin's first group is tuned regardless. Returns a
     summary: seconds, entries, rejected, failed, defaults_only, skipped
-    (skip_lines), path, saved.
+    (skip_lines), path, saved, phases (tuning/phases.py).
+
+    With `prebuild`, child processes compile the plan's kernels cell by
+    cell while this process checks and times the cells already built
+    (tuning/prebuild.py), and the host costs (wall clock) are measured
+    after the last cell, when the children are done. Where they cannot
+    start, every cell of up to 2^CHECK_AHEAD_MAX_BUCKET keys is checked
+    (and compiled) ahead in threads (_check_ahead).
     """
+    from . import prebuild as prebuilds
     from .tuner import Case, Tuner
 
     ctx = context(state)
     ctx.know(work.plugins())
-    tuner = Tuner(ctx.state, repeats=repeats, warmup=2)
+    phases = Phases()
+    tuner = Tuner(ctx.state, repeats=repeats, warmup=2, phases=phases)
     finish = int(compare or host_max_bucket is not None)
     start = time.monotonic()
     summary = {"entries": 0, "rejected": 0, "failed": 0, "defaults_only": 0}
     skipped = list(work.skipped)
     broken = dict(work.broken)
     groups = {}
-    shared = _SharedInputs(ctx.state, work, inputs)
+    shared = _SharedInputs(ctx.state, work, inputs, phases)
     ahead = {}  # id(cell) -> its Case, made and checked ahead (_check_ahead)
+    checked = set()  # dtypes whose cells were checked ahead
     numpy_plugin = registry.plugins().get("numpy")
+    builder = prebuilds.start(ctx.state, work) if prebuild else None
+    host_later = []  # (cell, todo): host costs measured once the children are done
 
     def tick(n):
         if progress is not None and n:
@@ -353,11 +366,12 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
                         tick(len(configs) - 1)
                         strategy, configs = "default", configs[:1]
                     todo[name] = (plugin, strategy, configs)
-                if cell.dtype != shared.dtype:
-                    for case in ahead.values():
+                if builder is None and cell.dtype not in checked:
+                    for case in ahead.values():  # (cells of a dtype done: left over, unused)
                         case.free()
-                    ahead = _check_ahead(ctx.state, tuner, work, cell.dtype, shared.get(cell.dtype),
-                                         inputs)
+                    dtypes = shared.at_once(cell.dtype)
+                    checked.update(dtypes)
+                    ahead = _check_ahead(ctx.state, tuner, work, dtypes, shared, inputs)
                 pool = shared.get(cell.dtype)
                 own = 0 if pool is not None and pool.serves(cell.dtype, n, inputs) else inputs
                 need = n * (itemsize(cell.dtype) + OP_SHAPE[cell.op][1]) * (own + 4)
@@ -371,9 +385,15 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
                         case.free()
                     continue
                 if case is None:
-                    case = Case(ctx.state, cell.op, cell.dtype, n, inputs=inputs, row_len=row_len,
-                                shared=pool)
+                    with phases.timed("inputs"):
+                        case = Case(ctx.state, cell.op, cell.dtype, n, inputs=inputs,
+                                    row_len=row_len, shared=pool)
                 parts, failed = [], []
+                if builder is not None:
+                    with phases.timed("inputs"):
+                        case.answer()  # (NumPy's, while the children compile)
+                    with phases.timed("wait", 1):
+                        builder.wait(cell)
                 try:
                     entries = tuner.tune_cell(case, todo, progress)
                     best = {}
@@ -402,13 +422,30 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
                 ctx.changed()
                 if host_max_bucket is not None and numpy_plugin is not None and not cell.rows \
                         and cell.b <= host_max_bucket:
-                    parts.append(_host_part(ctx, cell, todo, numpy_plugin))
+                    if builder is None:
+                        with phases.timed("host", 1):
+                            parts.append(_host_part(ctx, cell, todo, numpy_plugin))
+                    else:
+                        host_later.append((cell, todo))
                 tick(finish)
                 if log:
                     log(f"{top:7} {cell.dtype:8} 2^{cell.b:<2}  " + "; ".join(parts))
                 ctx.store.save()  # a crash later loses nothing measured so far
                 ctx.changed()
+            if builder is not None:
+                builder.close()  # (done: every cell waited for its builds)
+            for cell, todo in host_later:
+                with phases.timed("host", 1):
+                    part = _host_part(ctx, cell, todo, numpy_plugin)
+                if log:
+                    log(f"{cell.shape[0]:7} {cell.dtype:8} 2^{cell.b:<2}  {part}")
+            if host_later:
+                ctx.store.save()
+                ctx.changed()
         finally:
+            if builder is not None:
+                builder.close()
+                phases.note_prebuild(builder)
             for case in ahead.values():
                 case.free()
             shared.free()
@@ -418,65 +455,98 @@ def run_plan(work: Plan, *, budget_s: float | None = None, host_max_bucket: int 
     summary["seconds"] = time.monotonic() - start
     summary["path"] = ctx.store.path
     summary["saved"] = not ctx.store.read_only
+    summary["phases"] = phases.summary()
     return summary
 
 
 #: Cells of at most this many keys are checked ahead (_check_ahead).
-CHECK_AHEAD_MAX_BUCKET = 22
+CHECK_AHEAD_MAX_BUCKET = 24
 
 
-def _check_ahead(state, tuner, work: Plan, dtype: str, pool, inputs: int) -> dict:
-    """Cases of a dtype's cells of up to 2^CHECK_AHEAD_MAX_BUCKET keys, on
-    its shared inputs, with every planned config checked on them in one
-    parallel batch (Tuner.check_many): the kernels of every config and
-    every variant (row lengths make their own) compile at once, across all
-    the CPUs, instead of a few at a time cell by cell. Returns id(cell) ->
-    Case (run_plan times them, then frees them)."""
+def _check_ahead(state, tuner, work: Plan, dtypes, shared, inputs: int) -> dict:
+    """Cases of the cells of `dtypes` of up to 2^CHECK_AHEAD_MAX_BUCKET
+    keys, on their dtype's shared inputs, with every planned config checked
+    on them in one parallel batch (Tuner.check_many): the kernels of every
+    config and every variant (row lengths and size rules make their own)
+    compile at once, across all the CPUs, instead of a few at a time cell
+    by cell, and a batch's last compiles run beside other compiles rather
+    than alone. Returns id(cell) -> Case (run_plan times them, then frees
+    them)."""
     from .tuner import Case
 
-    if pool is None:
-        return {}
     cases = {}
     for cell in work.cells:
         _, n, row_len = cell.shape
-        if cell.dtype == dtype and n <= 1 << CHECK_AHEAD_MAX_BUCKET and pool.serves(dtype, n, inputs):
-            cases[id(cell)] = (cell, Case(state, cell.op, dtype, n, inputs=inputs, row_len=row_len,
-                                          shared=pool))
+        if cell.dtype not in dtypes or n > 1 << CHECK_AHEAD_MAX_BUCKET:
+            continue
+        pool = shared.get(cell.dtype)
+        if pool is not None and pool.serves(cell.dtype, n, inputs):
+            with shared.phases.timed("inputs"):
+                cases[id(cell)] = (cell, Case(state, cell.op, cell.dtype, n, inputs=inputs,
+                                              row_len=row_len, shared=pool))
     tuner.check_many((case, plugin, config) for cell, case in cases.values()
                      for plugin, _, configs in cell.work.values() for config in configs)
     return {key: case for key, (_, case) in cases.items()}
 
 
-class _SharedInputs:
-    """The tuner.Inputs of the dtype being measured (a plan measures one
-    dtype after another): as large as that dtype's largest cell that fits
-    the GPU's free memory with its results and temporaries. None where none
-    fits or they cannot be allocated: Cases then make their own."""
+#: The shared inputs of every dtype of a plan are held at once (and all its
+#: cells checked in one batch) when they take at most this share of the
+#: GPU's free memory; else one dtype's at a time.
+SHARED_ALL_SHARE = 0.25
 
-    def __init__(self, state, work: Plan, count: int):
+
+class _SharedInputs:
+    """The tuner.Inputs of each dtype of a plan: as large as that dtype's
+    largest cell that fits the GPU's free memory with its results and
+    temporaries. Those of every dtype are held at once where they take at
+    most SHARED_ALL_SHARE of the free memory (at_once), else one dtype's at
+    a time (a plan measures one dtype after another). None where none fits
+    or they cannot be allocated: Cases then make their own."""
+
+    def __init__(self, state, work: Plan, count: int, phases=None):
         self.state, self.work, self.count = state, work, count
-        self.dtype, self.inputs = None, None
+        self.phases = phases if phases is not None else NoPhases()
+        self.inputs: dict = {}  # dtype -> Inputs or None
+        self.free_bytes = state.free_memory()
+        self.dtypes = list(dict.fromkeys(c.dtype for c in work.cells))
+        self.all_at_once = sum(self._size(d) * itemsize(d) * count for d in self.dtypes) \
+            <= SHARED_ALL_SHARE * self.free_bytes
+
+    def _size(self, dtype: str) -> int:
+        sizes = [c.shape[1] for c in self.work.cells if c.dtype == dtype
+                 and c.shape[1] * (itemsize(dtype) + OP_SHAPE[c.op][1]) * (self.count + 4)
+                 <= self.free_bytes]
+        return max(sizes, default=0)
+
+    def at_once(self, dtype: str) -> list:
+        """The dtypes whose cells are checked together from `dtype` on:
+        every one not begun yet where they fit at once, else `dtype` alone."""
+        if not self.all_at_once:
+            return [dtype]
+        return self.dtypes[self.dtypes.index(dtype):]
 
     def get(self, dtype: str):
         from .tuner import Inputs
 
-        if dtype != self.dtype:
-            self.free()
-            self.dtype = dtype
-            free = self.state.free_memory()
-            sizes = [c.shape[1] for c in self.work.cells if c.dtype == dtype
-                     and c.shape[1] * (itemsize(dtype) + OP_SHAPE[c.op][1]) * (self.count + 4) <= free]
-            if sizes:
+        if dtype not in self.inputs:
+            if not self.all_at_once:
+                self.free()
+            made = None
+            size = self._size(dtype)
+            if size:
                 try:
-                    self.inputs = Inputs(self.state, dtype, max(sizes), self.count)
+                    with self.phases.timed("inputs", 1):
+                        made = Inputs(self.state, dtype, size, self.count)
                 except MemoryError:
-                    self.inputs = None
-        return self.inputs
+                    made = None
+            self.inputs[dtype] = made
+        return self.inputs[dtype]
 
     def free(self):
-        if self.inputs is not None:
-            self.inputs.free()
-        self.dtype, self.inputs = None, None
+        for made in self.inputs.values():
+            if made is not None:
+                made.free()
+        self.inputs.clear()
 
 
 def _compare_cell(ctx, tuner, case, cell, best: dict, todo: dict) -> str:

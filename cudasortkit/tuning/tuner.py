@@ -14,8 +14,8 @@ Case is computed once (not once per config), the random inputs of a dtype
 are generated and uploaded once per sweep (Inputs) and shared by its sizes
 and plugins, and every config of a (size, dtype) is checked before any is
 timed, in parallel threads (Tuner.verify_all): a config's first run
-compiles its kernels, and nvcc (and pycuda's cache lookup, which runs the
-preprocessor) are subprocesses that threads overlap. Timing itself runs one
+compiles its kernels (nvcc is a subprocess, which threads overlap; a
+cubin on disk is read without it: build/cubins.py). Timing itself runs one
 config at a time, with nothing else on the GPU.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ..sdk import registry
 from ..dtypes import is_bfloat16, itemsize, numpy_dtype
 from ..errors import PluginError
 from ..sdk.plugin import config_is_valid
+from .phases import NoPhases
 from .policy import OP_SHAPE
 from .replayed import SETTLE_RUNS, replayed_call
 
@@ -195,6 +196,11 @@ class Case:
                 else:
                     self._expected = np.sort(h.reshape(-1, self.row_len), axis=-1).reshape(-1)
             return self._expected
+
+    def answer(self) -> None:
+        """Compute NumPy's answer now (expected), before the checks ask for
+        it: while this process waits for compiles (tuning/prebuild.py)."""
+        self.expected  # noqa: B018  (computed and kept)
 
     def run(self, plugin, config, i: int = 0) -> None:
         """One run on input i (what timing repeats); its result is kept
@@ -362,13 +368,16 @@ def _tick(progress, n: int = 1) -> None:
 class Tuner:
     """Times configs of plugins on Cases; `repeats`/`warmup` as
     cudasortkit.timing; `workers`: threads that check configs at once
-    (None: MAX_VERIFY_WORKERS, at most one per CPU)."""
+    (None: MAX_VERIFY_WORKERS, at most one per CPU); `phases`: where the
+    seconds go (tuning/phases.py; None: not counted)."""
 
-    def __init__(self, state, *, repeats: int = 5, warmup: int = 2, workers: int | None = None):
+    def __init__(self, state, *, repeats: int = 5, warmup: int = 2, workers: int | None = None,
+                 phases=None):
         self.state = state
         self.repeats = repeats
         self.warmup = warmup
         self.workers = workers or max(1, min(MAX_VERIFY_WORKERS, os.cpu_count() or 1))
+        self.phases = phases if phases is not None else NoPhases()
         self._uncompilable: dict = {}  # (plugin, dtype, value_bytes, config) -> reason
 
     # ------------------------------------------------------------ checking
@@ -418,18 +427,21 @@ class Tuner:
             if (plugin.name, key[2]) not in case.verified and key not in seen:
                 seen.add(key)
                 todo.append((case, plugin, config))
+        if not todo:
+            return
         workers = min(self.workers, len(todo))
         if workers > 1:
             largest = max(case.run_bytes for case, _, _ in todo)
             workers = min(workers, max(1, self.state.free_memory() // (2 * largest)))
-        if workers <= 1:
-            for case, plugin, config in todo:
-                self.outcome(plugin, case, config)
-            return
-        from concurrent.futures import ThreadPoolExecutor
+        with self.phases.timed("check", len(todo)):
+            if workers <= 1:
+                for case, plugin, config in todo:
+                    self.outcome(plugin, case, config)
+                return
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(workers, thread_name_prefix="csk-tune-check") as pool:
-            list(pool.map(lambda t: self.outcome(t[1], t[0], t[2]), todo))
+            with ThreadPoolExecutor(workers, thread_name_prefix="csk-tune-check") as pool:
+                list(pool.map(lambda t: self.outcome(t[1], t[0], t[2]), todo))
 
     # -------------------------------------------------------------- timing
     def time(self, plugin, case: Case, config) -> float:
@@ -437,7 +449,7 @@ class Tuner:
         from ..gpu.timing import time_gpu
 
         try:
-            with case.runners({plugin.name: (plugin, config)}) as runs:
+            with self.phases.timed("time", 1), case.runners({plugin.name: (plugin, config)}) as runs:
                 stats = time_gpu(runs[plugin.name], inputs=len(case.keys),
                                  warmup=self.warmup, repeats=self.repeats)
         except Exception as exc:
@@ -552,8 +564,8 @@ class Tuner:
             # only a config that still wins there replaces the default.
             t0 = time.monotonic()
             try:
-                with case.runners({"best": (plugin, best_cfg),
-                                   "default": (plugin, default)}) as runs:
+                with self.phases.timed("confirm", 1), \
+                        case.runners({"best": (plugin, best_cfg), "default": (plugin, default)}) as runs:
                     won = race(runs, inputs=len(case.keys), rounds=3, repeats=self.repeats)
                 best_ms, default_ms = won["best"], won["default"]
                 entry["confirmed"] = True
@@ -579,7 +591,7 @@ class Tuner:
             contenders[name] = (plugin, config)
         if len(contenders) < 2:
             return {}, left_out
-        with case.runners(contenders) as runs:
+        with self.phases.timed("compare", 1), case.runners(contenders) as runs:
             return race(runs, inputs=len(case.keys), rounds=rounds, repeats=self.repeats), left_out
 
 
