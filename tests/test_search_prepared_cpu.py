@@ -53,3 +53,12 @@ def test_explain_hands_out_a_copy():
     first = csk.explain_searchsorted(a, v)
     first.estimates.clear()
     assert csk.explain_searchsorted(a, v).estimates
+
+
+def test_explain_of_host_arrays_leaves_the_kept_decision_alone():
+    """explain_searchsorted of host arrays adds to its copy's reason that
+    NumPy runs; the decision kept for repeats is not changed by it."""
+    a, v = np.zeros(1 << 20, np.float32), np.zeros(1000, np.float32)
+    first = str(csk.explain_searchsorted(a, v).reason)
+    assert "host arrays: NumPy's searchsorted runs" in first
+    assert str(csk.explain_searchsorted(a, v).reason) == first

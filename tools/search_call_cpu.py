@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import select_call_cpu as standins  # noqa: E402  (installs the CuPy stand-in first)
 from cupy_standin import host_us  # noqa: E402
 
+import numpy as np  # noqa: E402
 import cudasortkit as csk  # noqa: E402
 from cudasortkit import api  # noqa: E402
 from cudasortkit.launch.graphs import PlanGraphs  # noqa: E402
@@ -127,6 +128,24 @@ def check():
     assert api.searches.find(a, ndarray((1 << 11,), "float32"), "left", "auto") is None
     assert api.searches.find(a, v, "right", "auto") is None
     assert api.searches.find(a, 1.5, "left", "auto") is None
+    # A prepared search keeps the general path's rules: host arrays of a
+    # prepared shape with a plugin named still raise, a non-str name too.
+    csk.searchsorted(a, v, algorithm="kary")
+    assert api.searches.find(a, v, "left", "kary") is not None
+    host_a, host_v = np.zeros(1 << 20, np.float32), np.zeros(1 << 10, np.float32)
+    for algorithm, error in (("kary", ValueError), (None, TypeError)):
+        try:
+            csk.searchsorted(host_a, host_v, algorithm=algorithm)
+        except error:
+            pass
+        else:
+            raise AssertionError(f"algorithm={algorithm!r} of host arrays did not raise")
+    try:
+        csk.searchsorted(a, v, algorithm=None)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("algorithm=None of a prepared shape did not raise")
     print(f"checked {len(cases)} prepared searches against their general path")
 
 
