@@ -16,6 +16,7 @@ import numpy as np
 from .calls import axes, multikey, search, unique as uniques
 from .calls.sort_plan import Plan
 from .calls.sort_prepared import PreparedCalls
+from .calls.search_prepared import PreparedSearches
 from .calls.select import SelectCalls
 from .dispatch.execute import execute
 from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, check_progress,
@@ -37,7 +38,12 @@ prepared = PreparedCalls(selector, execute)
 #: topk / partition / argpartition (cudasortkit/calls/select.py); plugins that
 #: sort the rows use `selector`'s sort plugins.
 selections = SelectCalls(selector)
+#: Repeated plain device searchsorted calls of one exact shape, replayed
+#: without the general path (cudasortkit/calls/search_prepared.py).
+searches = PreparedSearches()
 SELECTION_GROUP = SelectPlugin.entry_point_group
+#: np.ndarray, one global lookup away (api.sort's tiny host arrays).
+_NDARRAY = np.ndarray
 
 def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False, order=None):
@@ -53,15 +59,21 @@ def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=Non
     list of them) sorts a NumPy structured array by its fields, as NumPy
     does (docs/multikey.md).
     """
-    if (type(a) is np.ndarray and descending is False and algorithm == "auto" and axis == -1
-            and out is None and key_range is None and stream is None and order is None
-            and progress is False and a.ndim == 1 and (stable is None or type(stable) is bool)):
+    if (type(a) is _NDARRAY and out is None and key_range is None and stream is None
+            and order is None and descending is False and axis == -1 and progress is False
+            and algorithm == "auto" and a.ndim == 1
+            and (stable is False or stable is True or stable is None)):
         # Tiny host arrays that auto gives to NumPy: NumPy's cost (np.sort is
-        # a copy, then the sort). A structured dtype is never such a shape.
-        kind = selector.host_sort_kind(a.dtype, stable is True, a.size, "sort")
+        # a copy, then the sort; its own wrapper is skipped, and the kind
+        # passed only where it is not NumPy's default). A structured dtype
+        # is never such a shape. Each bytecode here is some 1% of the call.
+        kind = selector.plain_host_sort(a, stable is True)
         if kind is not None:
             result = a.copy()
-            result.sort(kind=kind)
+            if kind:
+                result.sort(kind=kind)
+            else:
+                result.sort()
             return result
     if stable is None:
         stable = False
@@ -250,7 +262,12 @@ def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=Non
     says which auto takes); the plugins search device arrays, NumPy host ones
     (a plugin named for host arrays raises ValueError); see
     docs/unique_search.md."""
-    return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream)
+    if sorter is None and stream is None:
+        # A repeat of a prepared device search.
+        call = searches.find(a, v, side, algorithm)
+        if call is not None:
+            return call(a, v)
+    return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream, searches)
 
 
 def explain_searchsorted(a, v, side="left", sorter=None, *, algorithm="auto"):

@@ -1,21 +1,29 @@
 // numpy.unique of a flat array on the device (cudasortkit/calls/unique.py
-// drives it), from one stable key-value sort of (keys, 0 1 2 ...): `sorted`
-// the keys in order and `order` the input position of each:
+// drives it), from one sort: `sorted` the keys in order, and `order` the
+// input position of each where the call needs them (first indices, the
+// inverse; a stable sort of (keys, 0 1 2 ...)), else a keys-only sort.
 //
-//   csk_unique_flags    flags[i] = 1 where sorted position i starts a run of
-//                       equal keys (i == 0, or key != the previous key)
-//   (the core's device scan: ids = INCLUSIVE scan of flags, so the run of
-//   sorted position i is ids[i] - 1, and u = the total)
-//   csk_unique_scatter  per run start: the unique value (bit for bit the
-//                       run's first key: the stable order makes it the first
-//                       occurrence, which is what return_index reports), its
-//                       first index and its sorted start; per key, when asked
-//                       (inverse not null): its run at its input position
-//   csk_unique_inverse  the inverse without the random scatter: the caller
-//                       sorts (order[i], ids[i]) by order, so sorted position
-//                       j holds ids[i] of the key whose input position is j;
-//                       inverse[j] = that - 1, widened to int64
-//   csk_unique_counts   counts[j] = start[j + 1] - start[j] (start[u] = n)
+// Tiles of TILE = BLOCK_SIZE * ITEMS_PER_THREAD sorted keys, one block a
+// tile; item j of thread t is sorted position tile * TILE + j * BLOCK_SIZE + t
+// (loads coalesced), and position i starts a run when i == 0 or its key is
+// not the key before it.
+//
+//   csk_unique_tile_counts   the run starts of every tile; where `specials`
+//                            is given, clears its bit 0 when a run of zeros
+//                            starts, bit 1 when a run of NaNs does (float keys)
+//   (the core's device scan: the tiles' exclusive offsets, and u the total)
+//   csk_unique_first_special the first input position of a zero and of a NaN
+//                            (keys-only calls with such runs)
+//   csk_unique_write         per run start: the unique value, its first index
+//                            and its sorted start (counts); per key, where
+//                            asked: its run, at its sorted position (`ids`,
+//                            for the inverse sort) or at its input position
+//                            (the inverse, scattered)
+//   csk_unique_inverse       the inverse without the random scatter: the
+//                            caller sorts (order[i], ids[i]) by order, so
+//                            position j holds the run of the key whose input
+//                            position is j, widened here to int64
+//   csk_unique_counts        counts[j] = start[j + 1] - start[j] (start[u] = n)
 //
 // Equality is NumPy's: ordered words (keys.cuh) are equal, so -0.0 == +0.0;
 // every NaN has the ordered word all ones, so with equal_nan all NaNs are one
@@ -23,16 +31,19 @@
 // their bytes, as NumPy sorts them) are equal by truth value: any nonzero
 // byte is True, so a run of True starts at the smallest nonzero byte.
 //
-// Values are read from `sorted` (coalesced), except float keys whose sorted
-// word is a zero or a NaN: a sort may canonicalise those (+0.0, one quiet
-// NaN), so their bits come from the input, keys[order[i]]. Every other key
-// has one bit pattern per value, so the sorted word is the first
-// occurrence's bits.
+// A value is its run's first key: read from `sorted`, except float keys whose
+// sorted word is a zero or a NaN, which a sort may canonicalise (+0.0, one
+// quiet NaN): their bits come from the input, at the first occurrence
+// (keys[order[i]]: the stable order puts it first; keys-only: the first
+// position csk_unique_first_special found). Every other key has one bit
+// pattern per value, so the sorted word is the first occurrence's bits.
 //
-// Defines: UNIQUE_COUNT_BYTES 4 (n < 2^31) or 8: the width of flags, ids,
-// starts and order (the first sort's positions: int32 or int64, read as
-// unsigned words: they are never negative). UNIQUE_BOOL 1: the keys are bools
-// (their bytes, uint8 to keys.cuh), compared by truth value; 0 otherwise.
+// Defines: UNIQUE_COUNT_BYTES 4 (n < 2^31) or 8: the width of the tiles'
+// counts and offsets, ids, starts and order (the first sort's positions,
+// int32 or int64, read as unsigned words: they are never negative).
+// UNIQUE_BOOL 1: the keys are bools (their bytes, uint8 to keys.cuh),
+// compared by truth value; 0 otherwise.
+// Tunables: BLOCK_SIZE (a multiple of 32), ITEMS_PER_THREAD (at most 32).
 #include "keys.cuh"
 
 #if UNIQUE_COUNT_BYTES == 4
@@ -42,6 +53,16 @@ typedef unsigned long long csk_count_t;
 #else
 #error "UNIQUE_COUNT_BYTES must be 4 or 8"
 #endif
+#if BLOCK_SIZE % 32 || ITEMS_PER_THREAD < 1 || ITEMS_PER_THREAD > 32
+#error "BLOCK_SIZE must be a multiple of 32 and ITEMS_PER_THREAD in 1..32"
+#endif
+
+#define CSK_UNIQUE_TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
+#define CSK_UNIQUE_WARPS (BLOCK_SIZE / 32)
+#define CSK_UNIQUE_FULL 0xffffffffu
+// specials' bits (cleared when seen) and the first-position words' indices
+#define CSK_UNIQUE_ZERO 1u
+#define CSK_UNIQUE_NAN 2u
 
 #if !defined(UNIQUE_BOOL) || (UNIQUE_BOOL != 0 && UNIQUE_BOOL != 1)
 #error "UNIQUE_BOOL must be 0 or 1"
@@ -61,64 +82,199 @@ __device__ __forceinline__ bool csk_unique_same(csk_bits_t a, csk_bits_t b, int 
     return ua == ub;
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-csk_unique_flags(const csk_bits_t* __restrict__ sorted, long long n, int equal_nan,
-                 csk_count_t* __restrict__ flags)
-{
-    const long long stride = (long long)gridDim.x * BLOCK_SIZE;
-    for (long long i = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; i < n; i += stride)
-        flags[i] = (i == 0 || !csk_unique_same(sorted[i - 1], sorted[i], equal_nan)) ? 1 : 0;
-}
-
-// Whether a sorted key's word may differ from its first occurrence's bits
-// (a canonicalised zero or NaN): then the value is read from the input.
-__device__ __forceinline__ bool csk_unique_from_input(csk_bits_t x)
+// Which special run a run-start key begins: CSK_UNIQUE_ZERO, CSK_UNIQUE_NAN
+// or 0 (not a float zero or NaN, whose bits a sort may have canonicalised).
+__device__ __forceinline__ unsigned csk_unique_special(csk_bits_t x)
 {
 #if CSK_KEY_KIND == CSK_KIND_FLOAT
     const csk_bits_t magnitude = (csk_bits_t)(x & (csk_bits_t)~CSK_SIGN_BIT);
-    return magnitude == 0 || magnitude > CSK_INF_BITS;
+    return magnitude == 0 ? CSK_UNIQUE_ZERO : magnitude > CSK_INF_BITS ? CSK_UNIQUE_NAN : 0u;
 #else
     (void)x;
-    return false;
+    return 0u;
 #endif
 }
 
-// keys: the input; sorted: the sorted keys; order: their input positions;
-// ids: the inclusive scan of flags; values: u keys; index, inverse: int64 or
-// null (not asked for; the inverse also when csk_unique_inverse makes it);
-// starts: u counts or null (counts not asked for).
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-csk_unique_scatter(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restrict__ sorted,
-                   const csk_count_t* __restrict__ order, const csk_count_t* __restrict__ flags,
-                   const csk_count_t* __restrict__ ids, long long n,
-                   csk_bits_t* __restrict__ values, long long* __restrict__ index,
-                   csk_count_t* __restrict__ starts, long long* __restrict__ inverse)
+__device__ __forceinline__ csk_bits_t csk_unique_shfl_up(csk_bits_t x)
 {
-    const long long stride = (long long)gridDim.x * BLOCK_SIZE;
-    for (long long i = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; i < n; i += stride) {
-        const bool first = flags[i] != 0;
-        if (!first && !inverse) continue;                // nothing to write for this key
-        const long long id = (long long)ids[i] - 1;      // the run this key belongs to
-        const long long at = (long long)order[i];
-        if (first) {
-            const csk_bits_t x = sorted[i];
-            values[id] = csk_unique_from_input(x) ? keys[at] : x;
-            if (index) index[id] = at;
-            if (starts) starts[id] = (csk_count_t)i;
-        }
-        if (inverse) inverse[at] = id;
+#if CSK_KEY_BYTES == 8
+    return __shfl_up_sync(CSK_UNIQUE_FULL, (unsigned long long)x, 1);
+#else
+    return (csk_bits_t)__shfl_up_sync(CSK_UNIQUE_FULL, (unsigned)x, 1);
+#endif
+}
+
+// This thread's keys of tile `tile` (x[j]: item j) and which of them start a
+// run (bit j). Every lane of the warp runs it (a shuffle brings the key
+// before each item; lane 0 reads its own).
+__device__ __forceinline__ unsigned csk_unique_starts(const csk_bits_t* __restrict__ sorted,
+                                                      long long n, int equal_nan, long long tile,
+                                                      csk_bits_t (&x)[ITEMS_PER_THREAD])
+{
+    const int lane = threadIdx.x & 31;
+    unsigned starts = 0;
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        const long long i = tile * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
+        x[j] = i < n ? sorted[i] : (csk_bits_t)0;
+        csk_bits_t before = csk_unique_shfl_up(x[j]);
+        if (lane == 0 && i > 0 && i < n) before = sorted[i - 1];
+        if (i < n && (i == 0 || !csk_unique_same(before, x[j], equal_nan))) starts |= 1u << j;
+    }
+    return starts;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+csk_unique_tile_counts(const csk_bits_t* __restrict__ sorted, long long n, int equal_nan,
+                       csk_count_t* __restrict__ tile_counts, unsigned* specials)
+{
+    __shared__ unsigned block_total, block_seen;
+    if (threadIdx.x == 0) block_total = block_seen = 0;
+    __syncthreads();
+    csk_bits_t x[ITEMS_PER_THREAD];
+    const unsigned starts = csk_unique_starts(sorted, n, equal_nan, blockIdx.x, x);
+    unsigned count = __popc(starts);
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) count += __shfl_xor_sync(CSK_UNIQUE_FULL, count, d);
+    unsigned seen = 0;
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+        if (starts >> j & 1) seen |= csk_unique_special(x[j]);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&block_total, count);
+    if (seen) atomicOr(&block_seen, seen);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tile_counts[blockIdx.x] = (csk_count_t)block_total;
+        if (specials && block_seen) atomicAnd(specials, ~block_seen);
     }
 }
 
-// run_ids: the values of the sort of (order, ids) by order (the ids of the
-// keys in input order, 1-based); inverse: n int64.
+// first[0], first[1]: the least input position of a zero (either sign) and
+// of a NaN, for the specials seen (bits cleared in *specials); the caller
+// sets both to all ones. A block whose positions all come after the firsts
+// it would look for returns at once (blocks start roughly in order).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+csk_unique_first_special(const csk_bits_t* __restrict__ keys, long long n,
+                         const unsigned* specials, unsigned long long* first)
+{
+#if CSK_KEY_KIND == CSK_KIND_FLOAT
+    const unsigned need = ~*specials & (CSK_UNIQUE_ZERO | CSK_UNIQUE_NAN);
+    if (!need) return;
+    const unsigned long long start = (unsigned long long)blockIdx.x * CSK_UNIQUE_TILE;
+    volatile unsigned long long* found = first;
+    if (!((need & CSK_UNIQUE_ZERO) && found[0] > start) && !((need & CSK_UNIQUE_NAN) && found[1] > start))
+        return;
+    unsigned long long zero = ~0ull, nan = ~0ull;
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        const unsigned long long i = start + j * BLOCK_SIZE + threadIdx.x;
+        if (i < (unsigned long long)n) {
+            const unsigned kind = csk_unique_special(keys[i]) & need;
+            if (kind == CSK_UNIQUE_ZERO && i < zero) zero = i;
+            if (kind == CSK_UNIQUE_NAN && i < nan) nan = i;
+        }
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+        const unsigned long long z = __shfl_xor_sync(CSK_UNIQUE_FULL, zero, d);
+        const unsigned long long q = __shfl_xor_sync(CSK_UNIQUE_FULL, nan, d);
+        zero = z < zero ? z : zero;
+        nan = q < nan ? q : nan;
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (zero != ~0ull) atomicMin(first, zero);
+        if (nan != ~0ull) atomicMin(first + 1, nan);
+    }
+#else
+    (void)keys; (void)n; (void)specials; (void)first;
+#endif
+}
+
+// offsets: the tiles' exclusive offsets (the scanned tile counts); values: u
+// keys; the rest may be null (not asked for): order (then `first` gives the
+// zero's and NaN's first positions), index (int64), starts (u counts),
+// ids (n counts: the run of sorted position i), inverse (n int64: the run
+// of input position order[i]).
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restrict__ sorted,
+                 const csk_count_t* __restrict__ order,
+                 const unsigned long long* __restrict__ first,
+                 const csk_count_t* __restrict__ offsets, long long n, int equal_nan,
+                 csk_bits_t* __restrict__ values, long long* __restrict__ index,
+                 csk_count_t* __restrict__ starts, csk_count_t* __restrict__ ids,
+                 long long* __restrict__ inverse)
+{
+    // prefix[j * WARPS + w]: run starts before item j of warp w in the tile
+    // (position order: item, then warp, then lane)
+    constexpr int ENTRIES = ITEMS_PER_THREAD * CSK_UNIQUE_WARPS;
+    constexpr int PER_LANE = (ENTRIES + 31) / 32;
+    __shared__ unsigned prefix[ENTRIES];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    csk_bits_t x[ITEMS_PER_THREAD];
+    const unsigned starts_here = csk_unique_starts(sorted, n, equal_nan, blockIdx.x, x);
+    unsigned ballots[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts_here >> j & 1);
+        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
+    }
+    __syncthreads();
+    if (warp == 0) {  // exclusive scan of the entries, PER_LANE consecutive a lane
+        unsigned mine[PER_LANE], sum = 0;
+#pragma unroll
+        for (int k = 0; k < PER_LANE; ++k) {
+            const int e = lane * PER_LANE + k;
+            mine[k] = e < ENTRIES ? prefix[e] : 0u;
+            sum += mine[k];
+        }
+        unsigned inclusive = sum;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned up = __shfl_up_sync(CSK_UNIQUE_FULL, inclusive, d);
+            if (lane >= d) inclusive += up;
+        }
+        unsigned running = inclusive - sum;
+#pragma unroll
+        for (int k = 0; k < PER_LANE; ++k) {
+            const int e = lane * PER_LANE + k;
+            if (e < ENTRIES) prefix[e] = running;
+            running += mine[k];
+        }
+    }
+    __syncthreads();
+    const long long offset = (long long)offsets[blockIdx.x];
+    const unsigned below = (1u << lane) - 1u;  // the lanes before this one
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        const long long i = (long long)blockIdx.x * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
+        if (i >= n) break;
+        const bool start = starts_here >> j & 1;
+        // the run of position i: the run starts at or before it, less one
+        const long long run = offset + prefix[j * CSK_UNIQUE_WARPS + warp]
+                              + __popc(ballots[j] & below) + start - 1;
+        const long long at = order ? (long long)order[i] : 0;
+        if (start) {
+            csk_bits_t value = x[j];
+            const unsigned kind = csk_unique_special(value);
+            if (kind) value = keys[order ? at : (long long)first[kind - 1]];
+            values[run] = value;
+            if (index) index[run] = at;
+            if (starts) starts[run] = (csk_count_t)i;
+        }
+        if (ids) ids[i] = (csk_count_t)run;
+        if (inverse) inverse[at] = run;
+    }
+}
+
+// run_ids: the values of the sort of (order, ids) by order (the runs of the
+// keys in input order); inverse: n int64.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 csk_unique_inverse(const csk_count_t* __restrict__ run_ids, long long n,
                    long long* __restrict__ inverse)
 {
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < n; j += stride)
-        inverse[j] = (long long)run_ids[j] - 1;
+        inverse[j] = (long long)run_ids[j];
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)

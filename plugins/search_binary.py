@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..sdk.search import SearchPlugin, SearchQuery
+from ..sdk.search import ROUND_UNITS, SearchPlugin, SearchQuery
 
 #: Grid-stride launches: blocks per SM at most.
 BLOCKS_PER_SM = 16
@@ -16,17 +16,26 @@ class BinarySearch(SearchPlugin):
     summary = "a thread per query; the top of the search in shared memory"
     templates = ("search.cu",)
     config = {"block_size": 256, "samples": 1024, "items_per_thread": 1}
+    #: run() depends on the query's shape only: repeats replay its launches.
+    replayable = True
 
     def _levels(self, query: SearchQuery) -> float:
         # Every query pays one dependent global load per halving of its
         # range; the shared samples take log2(SAMPLES) of them off one row.
         levels = math.log2(query.n + 1)
-        if query.rows == 1 and query.n >= 2 * self.config["samples"]:
+        if self._sampled(query):
             levels = max(1.0, levels - math.log2(self.config["samples"]))
         return levels
 
+    def _sampled(self, query: SearchQuery) -> bool:
+        return query.rows == 1 and query.n >= 2 * self.config["samples"]
+
     def estimate(self, query: SearchQuery) -> float:
-        return query.rows * query.m * (self._levels(query) + 1)
+        # The critical path: the samples' load, then a load a level (two
+        # through a sorter).
+        chain = (math.ceil(self._levels(query)) * (2 if query.sorter else 1)
+                 + self._sampled(query))
+        return query.rows * query.m * (self._levels(query) + 1) + ROUND_UNITS * chain
 
     def note(self, query: SearchQuery) -> str:
         return f"about {self._levels(query):.0f} dependent global loads a query"

@@ -5,7 +5,9 @@ One row without sorter only; measured slower than binary and tree (see
 the costs below), so it runs when named."""
 from __future__ import annotations
 
-from ..sdk.search import SearchPlugin, SearchQuery
+import math
+
+from ..sdk.search import LAUNCH_UNITS, ROUND_UNITS, SearchPlugin, SearchQuery
 
 #: Costs in the estimates' unit (one dependent global load of one query,
 #: what binary's estimate counts), from an H200 at 2^24 float32 queries into
@@ -17,6 +19,9 @@ from ..sdk.search import SearchPlugin, SearchQuery
 #: it runs when named.
 SORT_COST_PER_QUERY = 6.0
 MERGE_COST_PER_ITEM = 13.0
+#: Launches of the queries' argsort the merge waits for (a one-sweep
+#: sort's count and passes).
+SORT_LAUNCHES = 4
 
 
 class MergeSearch(SearchPlugin):
@@ -34,7 +39,10 @@ class MergeSearch(SearchPlugin):
         return None
 
     def estimate(self, query: SearchQuery) -> float:
-        return query.m * SORT_COST_PER_QUERY + (query.n + query.m) * MERGE_COST_PER_ITEM
+        # The critical path: the argsort's launches (SORT_LAUNCHES), the
+        # merge's launch after them, its diagonal search.
+        chain = (SORT_LAUNCHES + 1) * LAUNCH_UNITS + ROUND_UNITS * math.log2(query.n + query.m + 1)
+        return query.m * SORT_COST_PER_QUERY + (query.n + query.m) * MERGE_COST_PER_ITEM + chain
 
     def note(self, query: SearchQuery) -> str:
         return "an argsort of the queries, then a merge pass over keys and queries"

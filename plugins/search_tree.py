@@ -9,7 +9,7 @@ of 2M, 256K, 32K and 4K entries, four dependent global reads of one 32-byte
 sector a query, where "binary" makes about fourteen."""
 from __future__ import annotations
 
-from ..sdk.search import SearchPlugin, SearchQuery
+from ..sdk.search import LAUNCH_UNITS, ROUND_UNITS, SearchPlugin, SearchQuery
 
 #: Levels above a the kernel has room for (CSK_TREE_MAX_DEPTH).
 MAX_DEPTH = 32
@@ -44,6 +44,8 @@ class TreeSearch(SearchPlugin):
     #: 3-4 blocks of 256 threads an SM, with 16 one or two) for one level
     #: less at 2^24 keys.
     config = {"block_size": 256, "fanout": 8, "top": 4096}
+    #: run() depends on the query's shape only: repeats replay its launches.
+    replayable = True
 
     def unsupported(self, query: SearchQuery) -> str | None:
         if query.rows != 1:
@@ -69,7 +71,10 @@ class TreeSearch(SearchPlugin):
         top = lengths[-1] if lengths else query.n
         blocks = min(-(-query.m // block), DEVICE_BLOCKS)
         build = query.n / fanout if lengths else 0.0
-        return query.m * (len(lengths) + 1) + build + blocks * top / 32
+        # The critical path: the build's launch and load (when there are
+        # levels), the top's copy, a load a level, the last in a itself.
+        chain = ROUND_UNITS * (len(lengths) + 2) + (LAUNCH_UNITS + ROUND_UNITS if lengths else 0)
+        return query.m * (len(lengths) + 1) + build + blocks * top / 32 + chain
 
     def note(self, query: SearchQuery) -> str:
         config = self.default_config(query.dtype)

@@ -179,11 +179,16 @@ TREE_VARIANTS = ({"block_size": 64, "fanout": 8, "top": 16},
                  {"block_size": 256, "fanout": 16, "top": 64},
                  {"block_size": 256, "fanout": 32, "top": 64})
 
+#: search_kary.cu besides the kary plugin's default: every lane count.
+KARY_VARIANTS = ({"block_size": 128, "lanes": 4}, {"block_size": 64, "lanes": 8},
+                 {"block_size": 256, "lanes": 16})
+VARIANTS = {"tree": TREE_VARIANTS, "kary": KARY_VARIANTS}
+
 
 def _unique_search_cases(dtypes):
     """(label, template, dtype, 0, config) of unique.cu (both count widths)
     and of every search plugin's templates (search.cu, search_tree.cu) at
-    its config, the tree's TREE_VARIANTS too, for `dtypes`."""
+    its config, the tree's and kary's VARIANTS too, for `dtypes`."""
     from cudasortkit.calls.unique import UNIQUE_CONFIG
     from cudasortkit.sdk.search import SearchPlugin
 
@@ -199,31 +204,32 @@ def _unique_search_cases(dtypes):
                 yield (f"search {name} {template}",
                        KernelTemplate(template, plugin.template_package), dtype, 0,
                        plugin.default_config(dtype))
-                for variant in TREE_VARIANTS if name == "tree" else ():
+                for variant in VARIANTS.get(name, ()):
                     yield (f"search {name} {template} {variant}",
                            KernelTemplate(template, plugin.template_package), dtype, 0,
                            {**plugin.default_config(dtype), **variant})
 
 
 def test_search_cases_cover_every_search_template():
-    """The compile and argument-letter checks see search.cu (binary, merge)
-    and search_tree.cu (tree) at every key dtype."""
+    """The compile and argument-letter checks see search.cu (binary, merge),
+    search_tree.cu (tree) and search_kary.cu (kary) at every key dtype."""
     labels = {c[0] for c in _unique_search_cases(("int8", "float64"))}
     assert {"search binary search.cu", "search merge search.cu",
-            "search tree search_tree.cu"} <= labels
+            "search tree search_tree.cu", "search kary search_kary.cu"} <= labels
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_unique_search_kernels_compile():
     """unique.cu and the search plugins' templates compile for sm_90 at every
-    key dtype (and bool's uint8); unique.cu holds the four kernels
+    key dtype (and bool's uint8); unique.cu holds the five kernels
     calls/unique.py launches, at both count widths."""
     cases = list(_unique_search_cases(KEY_DTYPES_ALL))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         results = list(pool.map(lambda c: _compile_ptx(*c[1:]), cases))
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, f"{len(failures)} of {len(cases)} failed:\n" + "\n".join(failures[:3])
-    unique = {"csk_unique_flags", "csk_unique_scatter", "csk_unique_inverse", "csk_unique_counts"}
+    unique = {"csk_unique_tile_counts", "csk_unique_first_special", "csk_unique_write",
+              "csk_unique_inverse", "csk_unique_counts"}
     for (label, *_), (_, _, ptx) in zip(cases, results):
         if label.startswith("core unique.cu"):
             assert set(re.findall(r"\.entry\s+(\w+)", ptx)) == unique, label

@@ -241,3 +241,41 @@ def test_a_range_deciding_choice_is_asked_again_for_each_call_s_keys(fake_gpu):
     assert fake_gpu.choose(device_request(10), "auto")[0].name == "range_asking"
     assert fake_gpu.choose(device_request(10), "auto")[0].name == "range_asking"
     assert fake_gpu.choose(device_request(1000), "auto")[0].name == "numpy"
+
+
+def test_plain_host_sorts_take_numpy_s_default_without_a_keyword(fake_gpu):
+    """api.sort's tiny-array lookup: the shape learnt by a plain sort, "" for
+    NumPy's default kind (no keyword passed), "stable" for stable sorts, none
+    for argsorts; gone when the policy's generation or the registry moves."""
+    from cudasortkit.sdk import registry
+
+    a = np.zeros(50, np.int32)
+    assert fake_gpu.plain_host_sort(a, False) is None
+    fake_gpu.choose(sort_request(50, on_device=False), "auto")
+    keys = Operand((np.arange(50, dtype=np.int32) % 7) * 10, "a")
+    fake_gpu.choose(as_device(make_request("sort", keys, None, False, False), False), "auto")
+    assert fake_gpu.plain_host_sort(a, True) == "stable"
+    assert fake_gpu.plain_host_sort(a, False) == ""
+    assert fake_gpu.plain_host_sort(np.zeros(50, np.float32), False) is None  # another dtype
+    assert fake_gpu.plain_host_sort(np.zeros(500, np.int32), False) is None  # another size bucket
+    fake_gpu.policy.generation += 1
+    assert fake_gpu.plain_host_sort(a, True) is None
+    fake_gpu.choose(sort_request(50, on_device=False), "auto")
+    assert fake_gpu.plain_host_sort(a, True) == "stable"
+    registry.refresh()
+    assert fake_gpu.plain_host_sort(a, True) is None
+
+
+def test_the_measured_policy_reads_its_generation_without_a_frame():
+    """MeasuredPolicy's generation_reader is runtime.generation (a C call,
+    which the selector reads on its hottest paths): the property's number,
+    moving with runtime.reset()."""
+    from cudasortkit.tuning import runtime
+    from cudasortkit.tuning.measured import MeasuredPolicy
+
+    policy = MeasuredPolicy()
+    before = policy.generation
+    assert policy.generation_reader() == before == runtime.generation()
+    runtime.reset()
+    assert policy.generation_reader() == policy.generation == before + 1
+    assert not hasattr(runtime.generation, "__code__")  # no Python frame

@@ -295,7 +295,9 @@ def test_explain_searchsorted_declared_choice():
     assert "4 global reads a query (fanout 8) after a 4,096-entry top in shared memory" in text
     assert "about 14 dependent global loads a query" in text
     short_v = csk.explain_searchsorted(np.zeros(1 << 24, np.float32), np.zeros(100, np.float32))
-    assert short_v.plugin == "binary"  # building the tree reads every 8th key of a
+    # building the tree reads every 8th key of a; kary waits on 5 loads, binary on 15
+    assert short_v.plugin == "kary"
+    assert short_v.estimates["tree"] > short_v.estimates["binary"] > short_v.estimates["kary"]
     batched = csk.explain_searchsorted(np.zeros((4, 1 << 20)), np.zeros((4, 1 << 20)))
     assert batched.plugin == "binary" and {"merge", "tree"} <= set(batched.skipped)
     assert "searches one row" in str(batched)
@@ -345,7 +347,8 @@ class _RecordingJob:
 
 
 @pytest.mark.parametrize("name, n, launches", [("binary", 1000, 1), ("merge", 1000, 1),
-                                               ("tree", 1000, 1), ("tree", 100000, 2)])
+                                               ("tree", 1000, 1), ("tree", 100000, 2),
+                                               ("kary", 100000, 1)])
 def test_search_plugins_launch_with_their_kernels_arguments(name, n, launches):
     """run() passes as many arguments as its kernel's prototype declares
     (what Job.launch checks on the GPU), with a grid that covers the work
@@ -366,12 +369,15 @@ def test_search_plugins_launch_with_their_kernels_arguments(name, n, launches):
         assert grid >= 1 and block == job.config["block_size"]
 
 
+#: The arguments calls/unique.py launches each kernel of kernels/unique.cu
+#: with (the emulated driver below checks every launch against these).
+UNIQUE_ARITY = {"csk_unique_tile_counts": 5, "csk_unique_first_special": 4,
+                "csk_unique_write": 12, "csk_unique_inverse": 3, "csk_unique_counts": 4}
+
+
 def test_unique_kernels_prototypes():
-    """calls/unique.py launches csk_unique_flags with 4 arguments, _scatter
-    with 10, _inverse with 3 and _counts with 4: the kernels declare as many
-    (the emulated driver below checks each launch against these)."""
-    assert _unique_kernel_arity() == {"csk_unique_flags": 4, "csk_unique_scatter": 10,
-                                      "csk_unique_inverse": 3, "csk_unique_counts": 4}
+    """The kernels declare as many parameters as calls/unique.py passes."""
+    assert _unique_kernel_arity() == UNIQUE_ARITY
 
 
 def _unique_kernel_arity() -> dict:
@@ -379,9 +385,7 @@ def _unique_kernel_arity() -> dict:
     from cudasortkit.calls.unique import UNIQUE_CONFIG
 
     template = KernelTemplate("unique.cu", defines={"unique_count_bytes": 4, "unique_bool": 0})
-    return {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG))
-            for k in ("csk_unique_flags", "csk_unique_scatter", "csk_unique_inverse",
-                      "csk_unique_counts")}
+    return {k: len(template.signature(k, "float32", 0, UNIQUE_CONFIG)) for k in UNIQUE_ARITY}
 
 
 def test_unique_inverse_size_rule():
@@ -389,7 +393,7 @@ def test_unique_inverse_size_rule():
     below it; 32-bit positions (and the inverse sort) below 2^31 keys."""
     from cudasortkit.calls import unique as u
 
-    assert u.INVERSE_SORT_MIN == 1 << 20
+    assert u.INVERSE_SORT_MIN == 1 << 23
     assert not u.inverse_by_sort(0) and not u.inverse_by_sort(u.INVERSE_SORT_MIN - 1)
     assert u.inverse_by_sort(u.INVERSE_SORT_MIN) and u.inverse_by_sort(1 << 24)
     assert u.inverse_by_sort((1 << 31) - 1) and not u.inverse_by_sort(1 << 31)
@@ -398,12 +402,13 @@ def test_unique_inverse_size_rule():
 
 # ---------------------------------------------- the device driver, emulated
 # calls/unique.py's _unique_device run against NumPy stand-ins for the device:
-# memory addressed by the host arrays' own addresses, the sort a stable
-# argsort that canonicalises zeros and NaNs as onesweep's output does, and
-# each kernel of kernels/unique.cu (and the scan, the iota) written again in
-# NumPy, rule for rule. It checks the driver's plumbing (which buffer goes to
-# which parameter, widths, both inverse paths) and the kernels' index math
-# against np.unique; the GPU tests check the CUDA itself.
+# memory addressed by the host arrays' own addresses, the sorts (a stable
+# argsort of (keys, positions), a keys-only sort) canonicalising zeros and
+# NaNs as onesweep's output does, and each kernel of kernels/unique.cu (and
+# the scan, the iota) written again in NumPy, rule for rule, tile by tile. It
+# checks the driver's plumbing (which buffer goes to which parameter,
+# widths, the sorts it asks for, both inverse paths, the specials) and the
+# kernels' index math against np.unique; the GPU tests check the CUDA itself.
 _POISON = 0xA5
 
 
@@ -418,7 +423,11 @@ class _Memory:
         return ptr
 
     def view(self, ptr: int, dtype) -> np.ndarray:
-        return self.arrays[ptr].view(np.uint8).view(dtype)
+        """The memory from ptr on (inside any array added) as `dtype`."""
+        for base, a in self.arrays.items():
+            if base <= ptr < base + max(a.nbytes, 1):
+                return a.view(np.uint8)[ptr - base:].view(dtype)
+        raise AssertionError(f"no buffer at {ptr:#x}")
 
 
 def _bits_dtype(dtype) -> np.dtype:
@@ -453,6 +462,15 @@ def _kind(dtype) -> str:
     return "u" if np.dtype(dtype).kind in "bu" else np.dtype(dtype).kind
 
 
+def _special(bits: np.ndarray, dtype) -> np.ndarray:
+    """csk_unique_special: 1 for a zero, 2 for a NaN (float keys), else 0."""
+    if _kind(dtype) != "f":
+        return np.zeros(bits.shape, np.uint32)
+    t = bits.dtype.type
+    magnitude = bits & ~(t(1) << t(8 * bits.itemsize - 1))
+    return np.where(magnitude == 0, 1, np.where(magnitude > t(_inf_bits(dtype)), 2, 0))
+
+
 class _Device:
     """The state, prepared calls, Job, Result, Operand, iota and scan that
     _unique_device uses, over _Memory."""
@@ -463,6 +481,7 @@ class _Device:
 
         self.memory, self.launches, self.sorts, self.waits = _Memory(), [], [], 0
         self.arity = _unique_kernel_arity()
+        self.tile = u.UNIQUE_TILE
         device = self
 
         class Limits:
@@ -473,7 +492,7 @@ class _Device:
                 device.waits += 1
 
         class Cuda:
-            def memcpy_dtoh(self, host, ptr):
+            def memcpy_dtoh_async(self, host, ptr, stream):
                 host[...] = device.memory.view(ptr, host.dtype)[:host.size]
 
         class State:
@@ -482,6 +501,8 @@ class _Device:
         self.state = State()
 
         class Operand:
+            library = "emulated"
+
             def __init__(self, a, what="a", role="keys"):
                 self.array, self.what, self.n, self.dtype = a, what, a.size, a.dtype
                 self.key_dtype = np.dtype(np.uint8) if a.dtype == np.bool_ else a.dtype
@@ -504,10 +525,10 @@ class _Device:
                 self.total_ptr = device.memory.add(np.zeros(1, self.dtype))
 
             def __call__(self, src, dst, inclusive=False):
-                counts = device.memory.view(src, self.dtype)
+                counts = device.memory.view(src, self.dtype)[:device.tiles].copy()
                 sums = np.cumsum(counts, dtype=self.dtype)
                 out = device.memory.view(dst, self.dtype)
-                out[:] = sums if inclusive else sums - counts
+                out[:device.tiles] = sums if inclusive else sums - counts
                 device.memory.view(self.total_ptr, self.dtype)[0] = sums[-1]
 
         class Job:
@@ -521,6 +542,12 @@ class _Device:
                 return {name: device.memory.add(np.full(nbytes, _POISON, np.uint8))
                         for name, nbytes in parts}
 
+            def alloc(self, nbytes):
+                return device.memory.add(np.full(max(nbytes, 1), _POISON, np.uint8))
+
+            def memset32(self, dst, value, count):
+                device.memory.view(dst, np.uint32)[:count] = value
+
             def kernel(self, template, name, defines):
                 assert template == "unique.cu"
                 return name, defines["unique_count_bytes"], defines["unique_bool"]
@@ -530,7 +557,7 @@ class _Device:
                 assert len(args) == device.arity[name], name
                 device.launches.append(name)
                 device.bools = bools
-                getattr(device, name)(np.dtype(f"u{count_bytes}"), *args)
+                getattr(device, name)(np.dtype(f"u{count_bytes}"), grid, *args)
 
             def finish(self):
                 pass
@@ -544,9 +571,10 @@ class _Device:
         monkeypatch.setattr(job_module, "Job", Job)
         self.Operand = Operand
 
-    # prepared.run("pairs", ...): a stable sort; zeros and NaNs canonical.
-    def run(self, kind, keys, values, descending, stable, algorithm, stream=None):
-        assert kind == "pairs" and not descending and stable
+    # the sorts, as prepared.run asks for them: zeros and NaNs canonical
+    def run(self, kind, keys, values, descending, stable, algorithm, stream=None, caller=None):
+        assert kind in ("pairs", "sort") and not descending and algorithm == "auto"
+        assert (kind == "pairs") == (values is not None) and (kind == "sort" or stable)
         a = keys.array
         bits = a.view(_bits_dtype(a.dtype)) if a.dtype != np.bool_ else a.view(np.uint8)
         u = _ordered(bits, _kind(a.dtype), a.dtype)
@@ -557,11 +585,17 @@ class _Device:
             sign = t(1) << t(8 * out.itemsize - 1)
             out[(out & ~sign) == 0] = 0
             out[u[order] == ~t(0)] = t(_inf_bits(a.dtype) | (_inf_bits(a.dtype) >> 1))
-        self.sorts.append((keys.what, a.dtype, values.array.dtype))
+        self.sorts.append((kind, keys.what, a.dtype, None if values is None else
+                           values.array.dtype))
+        if kind == "sort":
+            return out.view(a.dtype), None
         return out.view(a.dtype), values.array[order].copy()
 
+    def find(self, *args):
+        return None
+
     # the kernels of kernels/unique.cu
-    def csk_unique_flags(self, count, sorted_ptr, n, equal_nan, flags_ptr):
+    def _starts(self, sorted_ptr, n, equal_nan):
         kind = _kind(self.key_dtype)
         u = _ordered(self.memory.view(sorted_ptr, self.bits)[:n], kind, self.key_dtype)
         if self.bools:  # UNIQUE_BOOL: bools are equal by truth value (any nonzero byte)
@@ -569,32 +603,57 @@ class _Device:
         same = u[1:] == u[:-1]
         if kind == "f" and not equal_nan:
             same &= u[:-1] != ~u.dtype.type(0)
-        self.memory.view(flags_ptr, count)[:n] = np.concatenate([[True], ~same])
+        return np.concatenate([[True], ~same])
 
-    def csk_unique_scatter(self, count, keys, sorted_ptr, order, flags, ids, n, values, index,
-                           starts, inverse):
+    def csk_unique_tile_counts(self, count, grid, sorted_ptr, n, equal_nan, tiles, specials):
+        assert grid == -(-n // self.tile)
+        self.tiles = grid
+        starts = self._starts(sorted_ptr, n, equal_nan)
+        counts = np.add.reduceat(starts.astype(np.int64), np.arange(0, n, self.tile))
+        self.memory.view(tiles, count)[:grid] = counts
+        if specials:
+            x = self.memory.view(sorted_ptr, self.bits)[:n][starts]
+            seen = np.bitwise_or.reduce(_special(x, self.key_dtype).astype(np.uint32))
+            self.memory.view(specials, np.uint32)[0] &= ~np.uint32(seen)
+
+    def csk_unique_first_special(self, count, grid, keys, n, specials, first):
+        need = ~int(self.memory.view(specials, np.uint32)[0]) & 3
+        kinds = _special(self.memory.view(keys, self.bits)[:n], self.key_dtype)
+        out = self.memory.view(first, np.uint64)
+        for k in (1, 2):
+            at = np.flatnonzero(kinds == k)
+            if need & k and len(at):
+                out[k - 1] = min(int(out[k - 1]), int(at[0]))
+
+    def csk_unique_write(self, count, grid, keys, sorted_ptr, order, first, offsets, n,
+                         equal_nan, values, index, starts, ids, inverse):
         m = self.memory
-        first = m.view(flags, count)[:n] != 0
-        run = m.view(ids, count)[:n].astype(np.int64) - 1
-        at = m.view(order, count)[:n].astype(np.int64)
-        x = m.view(sorted_ptr, self.bits)[:n][first]
-        if _kind(self.key_dtype) == "f":
-            t = x.dtype.type
-            magnitude = x & ~(t(1) << t(8 * x.itemsize - 1))
-            special = (magnitude == 0) | (magnitude > t(_inf_bits(self.key_dtype)))
-            x = np.where(special, m.view(keys, self.bits)[at[first]], x)
-        m.view(values, self.bits)[run[first]] = x
+        start = self._starts(sorted_ptr, n, equal_nan)
+        tile_of = np.arange(n) // self.tile
+        within = np.cumsum(start) - np.concatenate([[0], np.cumsum(start)])[tile_of * self.tile]
+        run = m.view(offsets, count)[:grid].astype(np.int64)[tile_of] + within - 1
+        at = m.view(order, count)[:n].astype(np.int64) if order else np.zeros(n, np.int64)
+        x = m.view(sorted_ptr, self.bits)[:n][start]
+        kinds = _special(x, self.key_dtype)
+        if kinds.any():
+            assert order or first, "a zero or NaN run without its input positions"
+            source = at[start] if order else \
+                m.view(first, np.uint64)[:2].astype(np.int64)[np.maximum(kinds, 1) - 1]
+            x = np.where(kinds != 0, m.view(keys, self.bits)[source], x)
+        m.view(values, self.bits)[run[start]] = x
         if index:
-            m.view(index, np.int64)[run[first]] = at[first]
+            m.view(index, np.int64)[run[start]] = at[start]
         if starts:
-            m.view(starts, count)[run[first]] = np.flatnonzero(first)
+            m.view(starts, count)[run[start]] = np.flatnonzero(start)
+        if ids:
+            m.view(ids, count)[:n] = run
         if inverse:
             m.view(inverse, np.int64)[at] = run
 
-    def csk_unique_inverse(self, count, run_ids, n, inverse):
-        self.memory.view(inverse, np.int64)[:n] = self.memory.view(run_ids, count)[:n] - 1
+    def csk_unique_inverse(self, count, grid, run_ids, n, inverse):
+        self.memory.view(inverse, np.int64)[:n] = self.memory.view(run_ids, count)[:n]
 
-    def csk_unique_counts(self, count, starts, u, n, counts):
+    def csk_unique_counts(self, count, grid, starts, u, n, counts):
         s = np.append(self.memory.view(starts, count)[:u].astype(np.int64), n)
         self.memory.view(counts, np.int64)[:u] = np.diff(s)
 
@@ -617,10 +676,30 @@ def _special_floats(dtype, n, rng):
     return a
 
 
+def _emulated_input(dtype, n, rng):
+    if dtype == "bool":  # bytes other than 0 and 1 too: NumPy compares truth values
+        a = rng.integers(0, 4, n).astype(np.uint8) * rng.integers(0, 2, n).astype(np.uint8)
+        return a.view(bool)
+    if dtype == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        a = _special_floats(np.float32, n, rng).astype(ml_dtypes.bfloat16)
+        a.view(np.uint16)[np.isnan(a.astype(np.float32)) & (rng.random(n) < 0.5)] |= 1
+        return a
+    if dtype.startswith("float"):
+        return _special_floats(dtype, n, rng)
+    return rng.integers(-5, 9, n).astype(dtype) if dtype[0] == "i" else \
+        rng.integers(0, 9, n).astype(dtype)
+
+
+#: Around the tile (2048 keys): one tile, a partial one, several.
+EMULATED_SIZES = (1, 2, 7, 300, 2047, 2048, 2049, 5000)
+EMULATED_DTYPES = ["bool", "int8", "uint16", "int32", "int64", "float16", "bfloat16", "float32",
+                   "float64"]
+
+
 @pytest.mark.parametrize("by_sort", [False, True])
 @pytest.mark.parametrize("narrow", [True, False])
-@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "float16",
-                                   "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", EMULATED_DTYPES)
 @pytest.mark.parametrize("equal_nan", [True, False])
 def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, monkeypatch):
     """_unique_device, with its kernels emulated in NumPy, gives np.unique's
@@ -631,22 +710,11 @@ def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, monkey
     from cudasortkit.calls import unique as u
 
     monkeypatch.setattr(u, "INVERSE_SORT_MIN", 1 if by_sort else 1 << 40)
-    if not narrow:  # 64-bit positions, flags and ids (n >= 2^31 on the device)
+    if not narrow:  # 64-bit positions, counts and ids (n >= 2^31 on the device)
         monkeypatch.setattr(u, "NARROW_LIMIT", 1)
     rng = np.random.default_rng(7)
-    for n in (1, 2, 7, 300, 1000):
-        if dtype == "bool":  # bytes other than 0 and 1 too: NumPy compares truth values
-            a = rng.integers(0, 4, n).astype(np.uint8) * rng.integers(0, 2, n).astype(np.uint8)
-            a = a.view(bool)
-        elif dtype == "bfloat16":
-            ml_dtypes = pytest.importorskip("ml_dtypes")
-            a = _special_floats(np.float32, n, rng).astype(ml_dtypes.bfloat16)
-            a.view(np.uint16)[np.isnan(a.astype(np.float32)) & (rng.random(n) < 0.5)] |= 1
-        elif dtype.startswith("float"):
-            a = _special_floats(dtype, n, rng)
-        else:
-            a = rng.integers(-5, 9, n).astype(dtype) if dtype[0] == "i" else \
-                rng.integers(0, 9, n).astype(dtype)
+    for n in EMULATED_SIZES:
+        a = _emulated_input(dtype, n, rng)
         device = _Device(monkeypatch)
         values, index, inverse, counts = device.unique(a, equal_nan)
         ref = a.astype(np.float32) if dtype == "bfloat16" else a  # NumPy's NaNs for bfloat16
@@ -658,22 +726,61 @@ def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, monkey
             assert got.dtype == np.int64 and np.array_equal(got, expected), (n, what)
         assert device.waits == 1
         inverse_sort = by_sort and narrow
-        assert len(device.sorts) == 1 + inverse_sort
-        assert device.sorts[0][2] == (np.int32 if narrow else np.int64)
+        assert [s[0] for s in device.sorts] == ["pairs"] * (1 + inverse_sort)
+        assert device.sorts[0][3] == (np.int32 if narrow else np.int64)
         if inverse_sort:
-            assert device.sorts[1] == ("order", np.dtype(np.int32), np.dtype(np.int32))
+            assert device.sorts[1] == ("pairs", "order", np.dtype(np.int32), np.dtype(np.int32))
             assert device.launches[-1] == "csk_unique_inverse"
         else:
             assert "csk_unique_inverse" not in device.launches
+        assert "csk_unique_first_special" not in device.launches  # the order has the bits
+
+
+@pytest.mark.parametrize("counts", [False, True])
+@pytest.mark.parametrize("narrow", [True, False])
+@pytest.mark.parametrize("dtype", EMULATED_DTYPES)
+@pytest.mark.parametrize("equal_nan", [True, False])
+def test_unique_device_keys_only_emulated(dtype, counts, narrow, equal_nan, monkeypatch):
+    """Plain unique and return_counts sort the keys alone (floats with
+    equal_nan=False excepted: each NaN's bits come from the stable order):
+    values bit for bit the first occurrence's (the first zero and NaN of
+    the input, found where such runs exist), counts NumPy's; one wait."""
+    from cudasortkit.calls import unique as u
+
+    if not narrow:
+        monkeypatch.setattr(u, "NARROW_LIMIT", 1)
+    rng = np.random.default_rng(11)
+    floats = dtype.startswith("float") or dtype == "bfloat16"
+    for n in EMULATED_SIZES:
+        a = _emulated_input(dtype, n, rng)
+        if floats and n > 100:  # runs of zeros and NaNs absent, present late
+            a = np.where(np.isnan(a.astype(np.float32)) | (a == 0), a.dtype.type(1.5), a)
+            if n > 2048:
+                a[-3:] = np.array([-0.0, np.nan, 0.0], np.float32).astype(a.dtype)
+        device = _Device(monkeypatch)
+        got = device.unique(a, equal_nan, (False, False, counts))
+        ref = a.astype(np.float32) if dtype == "bfloat16" else a
+        ev, ei, ec = np.unique(ref, True, False, True, equal_nan=equal_nan)
+        bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
+        assert len(got) == 1 + counts
+        assert np.array_equal(got[0].view(bits), a[ei].view(bits)), (n, "values")
+        if counts:
+            assert got[1].dtype == np.int64 and np.array_equal(got[1], ec), n
+        assert device.waits == 1
+        by_order = floats and not equal_nan
+        assert [s[0] for s in device.sorts] == ["pairs" if by_order else "sort"]
+        assert ("csk_unique_first_special" in device.launches) == (floats and not by_order)
 
 
 def test_unique_device_driver_emulated_flags(monkeypatch):
-    """Without return_inverse no inverse sort; without counts no counts kernel."""
+    """Without return_inverse no inverse sort; without counts no counts
+    kernel; without index or inverse (integer keys) no positions sorted."""
     from cudasortkit.calls import unique as u
 
     monkeypatch.setattr(u, "INVERSE_SORT_MIN", 1)
     a = np.array([3, 1, 3, 2, 1], np.int16)
-    for flags in ((False, False, False), (True, False, True), (False, True, False)):
+    for flags in ((False, False, False), (True, False, True), (False, True, False),
+                  (False, False, True)):
         device = _Device(monkeypatch)
         got = device.unique(a, True, flags)
         expected = np.unique(a, *flags)
@@ -681,5 +788,17 @@ def test_unique_device_driver_emulated_flags(monkeypatch):
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
             assert np.array_equal(g, e)
-        assert len(device.sorts) == 1 + flags[1]
+        assert [s[0] for s in device.sorts] == (["pairs"] * (1 + flags[1]) if flags[0] or flags[1]
+                                                 else ["sort"])
         assert ("csk_unique_counts" in device.launches) == flags[2]
+
+
+def test_unique_needs_the_order_only_for_index_inverse_or_distinct_nans():
+    from cudasortkit.calls.unique import needs_order
+
+    assert not needs_order((False, False, False), True, True)
+    assert not needs_order((False, False, True), True, True)
+    assert not needs_order((False, False, True), False, False)
+    assert needs_order((False, False, False), True, False)
+    assert needs_order((True, False, False), False, True)
+    assert needs_order((False, True, False), False, True)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import cudasortkit as csk
+from cudasortkit import api
 from cudasortkit.dtypes import KEY_DTYPES
 from helpers import DISTRIBUTIONS, as_dtype, is_bf16, make_keys, to_device, to_numpy
 
@@ -134,7 +135,7 @@ def _inverse_path_size(where: str) -> int:
     from cudasortkit.calls.unique import INVERSE_SORT_MIN, inverse_by_sort
 
     n = {"below": INVERSE_SORT_MIN - 1, "at": INVERSE_SORT_MIN,
-         "above": 3 * INVERSE_SORT_MIN + 5}[where]
+         "above": INVERSE_SORT_MIN + 4097}[where]  # (2^23 and more: kept to a tile past it)
     assert inverse_by_sort(n) == (where != "below")
     return n
 
@@ -259,7 +260,7 @@ def _numpy_search(a, v, side, sorter=None):
     return np.searchsorted(a, v, side, sorter)
 
 
-@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree"])
+@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree", "kary"])
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("dtype", KEY_DTYPES)
 @pytest.mark.parametrize("n, m", [(0, 5), (1, 7), (5000, 1), (4099, 65537), (100003, 3001)])
@@ -274,7 +275,7 @@ def test_searchsorted_every_dtype(n, m, dtype, side, algorithm, rng):
 def test_searchsorted_distributions(dist, rng):
     a = _sorted_keys(dist, "float32", 70001, rng)
     v = make_keys(dist, "float32", 30011, rng)
-    for algorithm in ("binary", "merge", "tree"):
+    for algorithm in ("binary", "merge", "tree", "kary"):
         for side in ("left", "right"):
             got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
             assert np.array_equal(got, _numpy_search(a, v, side)), (algorithm, side)
@@ -283,7 +284,7 @@ def test_searchsorted_distributions(dist, rng):
 def test_searchsorted_auto(rng):
     cupy = pytest.importorskip("cupy")
     a = np.sort(make_keys("uniform", "float32", 1 << 22, rng))
-    for m, plugin in ((10, "binary"), (1 << 21, "tree")):
+    for m, plugin in ((10, "kary"), (1 << 21, "tree")):
         v = make_keys("special", "float32", m, rng)
         assert csk.explain_searchsorted(a, v).plugin == plugin
         got = csk.searchsorted(cupy.asarray(a), cupy.asarray(v))
@@ -331,7 +332,7 @@ def test_searchsorted_non_contiguous(rng):
 
 
 @slow
-@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree"])
+@pytest.mark.parametrize("algorithm", ["binary", "merge", "tree", "kary"])
 def test_searchsorted_2_24(algorithm, rng):
     a = np.sort(make_keys("uniform", "float32", 1 << 24, rng))
     v = make_keys("uniform", "float32", 1 << 24, rng)
@@ -381,13 +382,16 @@ def test_searchsorted_tree_sizes(dtype, rng):
                                     {"block_size": 256, "fanout": 16, "top": 64},
                                     {"block_size": 256, "fanout": 32, "top": 64}])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint8", "bfloat16"])
-def test_searchsorted_tree_deep(dtype, config, rng, monkeypatch):
+def test_searchsorted_tree_deep(dtype, config, rng, monkeypatch, request):
     """Small tops and every fanout (the config patched; test_kernels_compile's
     TREE_VARIANTS): four to eight levels above a at the largest size, many
     blocks striding."""
     from cudasortkit.plugins.search_tree import TreeSearch, tree_levels
 
     monkeypatch.setattr(TreeSearch, "config", config)
+    # no prepared search of another config replays for these shapes, now or after
+    api.searches.forget()
+    request.addfinalizer(api.searches.forget)
     assert len(tree_levels(300007, config["fanout"], config["top"])) >= 3
     for n in (15, 16, 17, 129, 4097, 65537, 300007):
         a, v = _tree_inputs(dtype, n, 30011, rng)

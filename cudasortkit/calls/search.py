@@ -23,15 +23,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import settings
 from ..build.corekernels import key_minmax
 from ..dispatch.request import caller_ordering, check_algorithm
 from ..dtypes import is_bfloat16, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..gpu.device import gpu_available, unavailable_reason
+from ..launch import plans as launchplan
 from ..sdk import registry
 from ..sdk.plugin import RUN_ERRORS
-from ..sdk.search import SearchPlugin, SearchQuery
+from ..sdk.search import SearchJob, SearchPlugin, SearchQuery
+from ..tuning import runtime
 from ..tuning.kinds import SEARCH
 from .axes import Rows
 
@@ -77,6 +80,7 @@ class _Call:
         if side not in SIDES:
             raise ValueError(f"search side must be 'left' or 'right' (got {side!r})")
         self.right = side == "right"
+        self.a_in, self.v_in, self.side = a, v, side  # the caller's arrays (prepared searches)
         a_shape = shape_of(a)
         if not a_shape:
             raise ValueError("searchsorted: a must have at least one dimension "
@@ -133,13 +137,16 @@ class _Call:
 
 
 # ------------------------------------------------------------------- calls
-def searchsorted(prepared, a, v, side="left", sorter=None, algorithm="auto", stream=None):
-    """numpy.searchsorted(a, v, side, sorter), batched; module docstring."""
+def searchsorted(prepared, a, v, side="left", sorter=None, algorithm="auto", stream=None,
+                 searches=None):
+    """numpy.searchsorted(a, v, side, sorter), batched; module docstring.
+    `searches`: the PreparedSearches a plain device call is prepared in for
+    its repeats (calls/search_prepared.py; None: not prepared)."""
     call = _Call(a, v, side, sorter, stream)
     _check_named(call, algorithm)
     if not call.on_device:
         return _host(call, side)
-    return _device(prepared, call, algorithm, stream)
+    return _device(prepared, call, algorithm, stream, searches)
 
 
 def explain(a, v, side="left", sorter=None, algorithm="auto") -> SearchDecision:
@@ -148,7 +155,9 @@ def explain(a, v, side="left", sorter=None, algorithm="auto") -> SearchDecision:
     their shape would run)."""
     call = _Call(a, v, side, sorter, None)
     _check_named(call, algorithm)
-    decision = _choose(call.query(), algorithm)
+    # A copy: _choose's decisions are kept for repeats, and this one is
+    # the caller's to read.
+    decision = copy.deepcopy(_choose(call.query(), algorithm))
     if not call.on_device:
         decision.reason += (f"; host arrays: NumPy's searchsorted runs, {decision.plugin!r} is "
                             "what device arrays of this shape would run")
@@ -199,12 +208,41 @@ def _host(call: _Call, side: str):
     return out
 
 
+#: Decisions by query shape and algorithm, under the generations and settings
+#: they stand on (_decision_key); cleared past MAX_DECISIONS.
+_decisions: dict = {}
+MAX_DECISIONS = 4096
+
+
+def _decision_key(query: SearchQuery, algorithm: str) -> tuple:
+    """What a decision depends on: the query's shape (never its pointers),
+    the plugin asked for, the installed plugins (registry.generation: a
+    plugin taken out of service moves it too) and this device's measured
+    tables (as tuning/kinds.py's choose keys them)."""
+    return (query.dtype, query.n, query.m, query.rows, query.right, bool(query.sorter),
+            bool(query.query_order), algorithm, registry.generation, runtime.generation(),
+            settings.device_ordinal(), settings.cache_dir())
+
+
 def _choose(query: SearchQuery, algorithm: str) -> SearchDecision:
+    """The plugin that serves `query` (memoised per shape: a repeated call
+    asks no plugin again; the decision is shared, never changed)."""
+    key = _decision_key(query, algorithm)
+    decision = _decisions.get(key)
+    if decision is None:
+        decision = _decide(query, algorithm)
+        if len(_decisions) >= MAX_DECISIONS:
+            _decisions.clear()
+        _decisions[key] = decision
+    return decision
+
+
+def _decide(query: SearchQuery, algorithm: str) -> SearchDecision:
     plugins = registry.plugins(GROUP)
     if algorithm != "auto" and algorithm not in plugins:
         raise ValueError(f"no search plugin named {algorithm!r}; installed: "
                          f"{', '.join(sorted(plugins)) or 'none'} (or 'auto')")
-    decision = SearchDecision("", query, asked=algorithm)
+    decision = SearchDecision("", copy.copy(query), asked=algorithm)
     for name, plugin in sorted(plugins.items()):
         if algorithm != "auto" and name != algorithm:
             continue
@@ -250,7 +288,7 @@ def _same_dtype(call: _Call) -> None:
                     f"and v {v.dtype}; cast one of them")
 
 
-def _device(prepared, call: _Call, algorithm: str, stream):
+def _device(prepared, call: _Call, algorithm: str, stream, searches=None):
     _same_dtype(call)
     keys, queries, sorter = call.keys, call.queries, call.sorter
     operands = [x for x in (keys, queries, sorter) if x is not None]
@@ -261,16 +299,19 @@ def _device(prepared, call: _Call, algorithm: str, stream):
     try:
         out = Result(_like(first, total), np.int64, state, None, "searchsorted", ordering.caller)
         if total:
-            _run(prepared, call, algorithm, stream, state, out.ptr)
+            prepare = searches is not None and sorter is None and stream is None and call.n > 0
+            _run(prepared, call, algorithm, stream, state, out.ptr, searches if prepare else None)
         result = out.finish()
     finally:
         ordering.end()
     return result.reshape(() if call.scalar else call.v_shape)
 
 
-def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int) -> None:
-    from ..sdk.job import Job
-
+def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int,
+         searches=None) -> None:
+    """Choose a plugin and run it (the next one if it fails); with
+    `searches`, a replayable plugin's launches are recorded and the call's
+    shape prepared for its repeats (calls/search_prepared.py)."""
     query = call.query()
     query.a = call.keys.device_ptr(state) if call.keys.n else 0
     query.v = call.queries.device_ptr(state)
@@ -290,14 +331,21 @@ def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int) -> 
                                     stream=stream)
             held = Operand(order, "query order", "values")  # a host order: its upload
             query.query_order = held.device_ptr(state)
-        job = Job(plugin, state, dtype=query.dtype, n=query.rows * query.m, keys_in=query.a,
-                  keys_out=out_ptr, config=plugin.default_config(query.dtype))
+        job = SearchJob(plugin, state, query, plugin.default_config(query.dtype))
+        record = (searches is not None and not query.query_order
+                  and launchplan.replayable(type(plugin)))
+        if record:
+            job.recorder = launchplan.Recorder(job)
         try:
             with registry.guarded(plugin, "run", expected=RUN_ERRORS):
                 plugin.run(job, query)
-            break
         except PluginError:
             continue
         finally:
+            recorder, job.recorder = job.recorder, None
             job.finish()
+        if record:
+            searches.note(call.a_in, call.v_in, call.side, algorithm, call.keys, call.queries,
+                          state, plugin, job, recorder.outcome())
+        break
     del held

@@ -2,24 +2,29 @@
 
 axis=None flattens the input. Host inputs (NumPy, PyTorch CPU, lists) are
 NumPy's own np.unique. Device inputs (CuPy, PyTorch CUDA, pycuda) take one
-stable sort of (keys, positions) through the caller's `prepared` calls (so
-auto chooses the sort; positions int32 below 2^31 keys, else int64), then
-the kernels of kernels/unique.cu and the core's device scan: run starts
-flagged on the sorted keys, an inclusive scan of the flags numbers the runs,
-and one pass over the run starts writes the values (from the sorted keys),
-first indices and sorted run starts. The inverse (inverse[order[i]] = run of
-i) is, from INVERSE_SORT_MIN keys on, a second sort of (order, run ids) by
-order, whose values are the run ids in input order (csk_unique_inverse
-widens them): a radix sort's coalesced passes instead of one random 8-byte
-write per key (see inverse_by_sort). The one host wait reads the number of
-unique values.
+sort through the caller's `prepared` calls (so auto chooses it): of the
+keys alone for plain unique and return_counts (a repeated shape's sort is
+a prepared call), of (keys, positions) where first indices or the inverse
+need the order (positions int32 below 2^31 keys, else int64). Then the
+kernels of kernels/unique.cu, over tiles of the sorted keys: one pass
+counts the run starts of every tile, the core's device scan turns the
+counts into the tiles' offsets (and u, the number of unique values, read
+back: the one host wait), and one pass writes the values, first indices,
+sorted run starts (counts) and run ids or the inverse. The inverse
+(inverse[order[i]] = run of i) is, from INVERSE_SORT_MIN keys on, a second
+sort of (order, run ids) by order, whose values are the run ids in input
+order (csk_unique_inverse widens them): a radix sort's coalesced passes
+instead of one random 8-byte write per key (see inverse_by_sort).
 
 NumPy's rules kept: values sorted (NaNs last); -0.0 == +0.0 and the value
 kept is the first occurrence's (the stable sort puts it first, as NumPy's
-return_index path); equal_nan=True makes every NaN one value (counted
-together, the first NaN kept), False keeps each NaN; return_index gives
-first occurrences; return_inverse has the input's shape (axis=None);
-results are int64. With any return_* the result is a tuple.
+return_index path; after a keys-only sort, which may canonicalise zeros and
+NaNs, a pass finds the input's first zero and first NaN where such runs
+exist); equal_nan=True makes every NaN one value (counted together, the
+first NaN kept), False keeps each NaN (from the stable sort, so each keeps
+its bits); return_index gives first occurrences; return_inverse has the
+input's shape (axis=None); results are int64. With any return_* the result
+is a tuple.
 
 axis=0 of a 2-D array is unique rows (cudasortkit.calls.unique_rows); any
 other axis of a NumPy, CuPy or PyTorch array is moved first and the rows of
@@ -35,24 +40,31 @@ import numpy as np
 from ..build.corekernels import iota64
 from ..build.render import CORE_PACKAGE
 from ..dispatch.request import caller_ordering
-from ..dtypes import is_bfloat16
+from ..dtypes import KIND_FLOAT, is_bfloat16, key_kind
 from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..sdk.scan import DeviceScan
 from .axes import Rows, normalize_axis
+from .sort_prepared import adapter_for
 
 UNIQUE_BLOCK = 256
+#: Sorted keys a thread of csk_unique_tile_counts and csk_unique_write takes.
+UNIQUE_ITEMS = 8
+#: Keys a block of those takes: the tiles whose run starts are counted first.
+UNIQUE_TILE = UNIQUE_BLOCK * UNIQUE_ITEMS
 #: The macros kernels/unique.cu is built with.
-UNIQUE_CONFIG = {"block_size": UNIQUE_BLOCK}
+UNIQUE_CONFIG = {"block_size": UNIQUE_BLOCK, "items_per_thread": UNIQUE_ITEMS}
 #: Blocks per SM the grid-stride kernels launch at most.
 BLOCKS_PER_SM = 16
 #: From this many keys the inverse is a sort of (order, run ids) by order, not
 #: the scatter inverse[order[i]] = id. The scatter is one launch; the sort a few
-#: (onesweep: a count and 3 passes of 8 bytes a key at 2^24, fewer below)
-#: that only pay off once the scatter's random 8-byte writes reach DRAM
-#: (a 32-byte sector each): below 2^20 keys its 8 MB inverse stays in an
-#: H100's or H200's 50 MB L2, where the writes merge. (At 2^24 on an H200 the
-#: scatter's writes cost about 1.0 ms, the sort about 0.35 ms.)
-INVERSE_SORT_MIN = 1 << 20
+#: (onesweep: a count and 3 passes of 8 bytes a key at 2^24, fewer below),
+#: and through the general path tens of microseconds of host time, that only
+#: pay off once the scatter's random 8-byte writes reach DRAM (a 32-byte
+#: sector each): up to 2^22 keys its inverse (32 MB) stays in an H100's or
+#: H200's 50 MB L2, where the writes merge. (At 2^24 on an H200 the scatter's
+#: writes cost about 1.0 ms, the sort about 0.35 ms; 2^21 and 2^22 follow the
+#: L2 rule, not a measurement.)
+INVERSE_SORT_MIN = 1 << 23
 #: Below this many keys positions, flags, run ids and starts are 32-bit
 #: (int32 arrays: every library has them, and as keys of the inverse sort
 #: positions below 2^31 sort as unsigned words would).
@@ -105,7 +117,7 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
     ordering.begin()
     try:
         results = _unique_device(prepared, op, flags, bool(equal_nan), state, ordering.caller,
-                                 stream)
+                                 stream, rows.flat)
     finally:
         ordering.end()
     if flags[1]:
@@ -154,8 +166,10 @@ def _like(op: Operand, n: int) -> Operand:
     return like
 
 
-def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller: int, stream):
-    """(values, [index], [inverse 1-D], [counts]) of device keys `op`."""
+def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller: int, stream,
+                   flat=None):
+    """(values, [index], [inverse 1-D], [counts]) of device keys `op`
+    (`flat`: the caller's array it reads, for a prepared keys-only sort)."""
     from ..sdk.job import Job
 
     return_index, return_inverse, return_counts = flags
@@ -166,37 +180,52 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         empty += [Result(_like(op, 0), index64, state, None, "unique", caller).finish()
                   for f in flags if f]
         return tuple(empty)
-    # One stable sort of (keys, 0 1 2 ...), chosen by auto: the sorted keys
-    # (run starts found with coalesced reads) and the order; stable, so the
-    # first key of every run is its first occurrence.
     count_bytes = count_bytes_for(n)
     count_dtype = np.dtype(np.int32 if count_bytes == 4 else np.int64)  # kernels: unsigned
+    floats = key_kind(op.dtype) == KIND_FLOAT
+    by_order = needs_order(flags, floats, equal_nan)
     by_sort = return_inverse and inverse_by_sort(n)
-    positions = Result(_like(op, n), count_dtype, state, None, "unique positions", caller)
-    iota64(state, positions.ptr, n, owner="unique", index_bytes=count_bytes)
-    sorted_keys, order = prepared.run("pairs", op, Operand(positions.finish(), "positions",
-                                                           "values"),
-                                      False, True, "auto", stream=stream)
-    sorted_ptr = Operand(sorted_keys, "sorted keys").device_ptr(state)
-    order_ptr = Operand(order, "order", "values").device_ptr(state)
+    pointer = _pointers(op.library, state)
+    order = None
+    if by_order:
+        # One stable sort of (keys, 0 1 2 ...), chosen by auto: the sorted
+        # keys and the order; stable, so the first key of every run is its
+        # first occurrence.
+        positions = Result(_like(op, n), count_dtype, state, None, "unique positions", caller)
+        iota64(state, positions.ptr, n, owner="unique", index_bytes=count_bytes)
+        sorted_keys, order = prepared.run("pairs", op, Operand(positions.finish(), "positions",
+                                                               "values"),
+                                          False, True, "auto", stream=stream)
+    else:
+        sorted_keys = _sorted_keys(prepared, op, flat, stream)
+    sorted_ptr = pointer(sorted_keys, "sorted keys")
+    order_ptr = 0 if order is None else pointer(order, "order", "values")
     keys_ptr = op.device_ptr(state)
     defines = {"unique_count_bytes": count_bytes, "unique_bool": int(op.dtype == np.bool_)}
     job = Job(_Core(), state, dtype=op.key_dtype.name, n=n, keys_in=keys_ptr, keys_out=0,
               config=UNIQUE_CONFIG)
     try:
-        grid = min(job.blocks(n, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM)
-        parts = job.alloc_parts([("flags", n * count_bytes),
-                                 ("starts", n * count_bytes if return_counts else 8)])
-        # The run ids are an array of the caller's library when the inverse
-        # sort takes them as its values.
-        ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller)
-        job.launch(job.kernel("unique.cu", "csk_unique_flags", defines), grid, UNIQUE_BLOCK,
-                   sorted_ptr, n, int(equal_nan), parts["flags"])
-        scan = DeviceScan(job, n, count_bytes)
-        scan(parts["flags"], ids.ptr, inclusive=True)  # ids[i] - 1: the run of sorted key i
+        tiles = job.blocks(n, UNIQUE_TILE)
+        # Keys-only floats: zeros and NaNs take their bits from the input's
+        # first zero and NaN (specials: 2 x 8 bytes of first positions, then
+        # the word whose bits the tile counts clear for runs seen).
+        special = not by_order and floats
+        parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
+        first, specials = parts["special"], parts["special"] + 16
+        if special:
+            job.memset32(first, 0xFFFFFFFF, 5)
+        job.launch(job.kernel("unique.cu", "csk_unique_tile_counts", defines), tiles, UNIQUE_BLOCK,
+                   sorted_ptr, n, int(equal_nan), parts["tiles"], specials if special else 0)
+        if special:
+            job.launch(job.kernel("unique.cu", "csk_unique_first_special", defines), tiles,
+                       UNIQUE_BLOCK, keys_ptr, n, specials, first)
+        scan = DeviceScan(job, tiles, count_bytes)
+        scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
         total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
-        state.stream.synchronize()  # the one wait: the results' length
-        state.cuda.memcpy_dtoh(total, scan.total_ptr)
+        # the one wait: the results' length (a copy to pageable memory
+        # returns once done, after the work queued before it)
+        state.cuda.memcpy_dtoh_async(total, scan.total_ptr, state.stream)
+        state.stream.synchronize()
         u = int(total[0])
         values = Result(_like(op, u), op.dtype, state, None, "unique", caller)
         index = Result(_like(op, u), index64, state, None, "unique index", caller) \
@@ -205,31 +234,66 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             if return_inverse else None
         counts = Result(_like(op, u), index64, state, None, "unique counts", caller) \
             if return_counts else None
-        job.launch(job.kernel("unique.cu", "csk_unique_scatter", defines), grid, UNIQUE_BLOCK,
-                   keys_ptr, sorted_ptr, order_ptr, parts["flags"], ids.ptr, n, values.ptr,
-                   0 if index is None else index.ptr,
-                   0 if counts is None else parts["starts"],
+        starts = int(job.alloc(u * count_bytes)) if counts is not None else 0
+        # The run ids are an array of the caller's library when the inverse
+        # sort takes them as its values.
+        ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller) \
+            if by_sort else None
+        job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
+                   keys_ptr, sorted_ptr, order_ptr, first if special else 0, parts["tiles"], n,
+                   int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
+                   0 if ids is None else ids.ptr,
                    0 if inverse is None or by_sort else inverse.ptr)
+        grid = min(job.blocks(n, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM)
         if counts is not None:
             job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
                        min(job.blocks(u, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM),
-                       UNIQUE_BLOCK, parts["starts"], u, n, counts.ptr)
+                       UNIQUE_BLOCK, starts, u, n, counts.ptr)
         if by_sort:
-            # inverse[order[i]] = ids[i] - 1: sorting (order, ids) by order puts
+            # inverse[order[i]] = ids[i]: sorting (order, ids) by order puts
             # the ids in input order (order's keys are 0 .. n-1, so a radix
             # sort skips the digits above n's on the device).
             _, run_ids = prepared.run("pairs", Operand(order, "order"),
                                       Operand(ids.finish(), "run ids", "values"),
                                       False, True, "auto", stream=stream)
             job.launch(job.kernel("unique.cu", "csk_unique_inverse", defines), grid,
-                       UNIQUE_BLOCK, Operand(run_ids, "run ids", "values").device_ptr(state), n,
-                       inverse.ptr)
+                       UNIQUE_BLOCK, pointer(run_ids, "run ids", "values"), n, inverse.ptr)
             del run_ids  # alive until the work reading it is queued
     finally:
         job.finish()
     del ids
     del sorted_keys, order  # alive until the work reading them is queued
     return tuple(r.finish() for r in (values, index, inverse, counts) if r is not None)
+
+
+def needs_order(flags, floats: bool, equal_nan: bool) -> bool:
+    """Whether unique sorts (keys, positions) rather than the keys alone:
+    for first indices and the inverse, and for float keys without
+    equal_nan, whose every NaN is a value of its own (its bits the input's,
+    NaN by NaN in input order)."""
+    return bool(flags[0] or flags[1] or (floats and not equal_nan))
+
+
+def _pointers(library: str, state):
+    """pointer(array, what, role): the device address of a result array the
+    sort handed back (the adapter's direct read for CuPy and PyTorch)."""
+    adapter = adapter_for(library)
+    if adapter is not None:
+        return lambda array, what, role="keys": adapter.pointer(array)
+    return lambda array, what, role="keys": Operand(array, what, role).device_ptr(state)
+
+
+def _sorted_keys(prepared, op: Operand, flat, stream):
+    """The keys sorted alone (auto; unstable: equal keys are alike bit for
+    bit but for zeros and NaNs, which come from the input), through the
+    prepared call of a repeated shape where there is one."""
+    if flat is not None and stream is None:
+        call = prepared.find("sort", flat, False, False, "auto")
+        if call is not None:
+            return call(flat)[0]
+    keys, _ = prepared.run("sort", op, None, False, False, "auto", stream=stream,
+                           caller=flat if stream is None else None)
+    return keys
 
 
 # ----------------------------------------------------------------- axis=int

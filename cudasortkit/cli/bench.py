@@ -432,8 +432,12 @@ def build_parser(parser=None):
                         help="instead: sorts along the last axis of rows x cols arrays and a "
                              "ragged segmented sort, against CuPy and torch")
     parser.add_argument("--family", action="store_true",
-                        help="instead: the sort family against CuPy: lexsort, unique rows, "
-                             "unique and searchsorted of 2^24 keys")
+                        help="instead: the sort family against CuPy and PyTorch, bars "
+                             "marked: lexsort, unique rows, unique of 2^20..2^26 keys, "
+                             "searchsorted on the 2^10..2^24 grid, a 1,000-key host sort")
+    parser.add_argument("--family-cases", default=None, metavar="GROUP,...",
+                        help="with --family: the groups to run, of lexsort, unique_rows, unique, "
+                             "searchsorted, host (default: all)")
     parser.add_argument("--select", action="store_true",
                         help="instead: topk against torch.topk and argpartition against "
                              "cupy.argpartition at five shapes, each with the speedup it should "
@@ -515,7 +519,8 @@ def main(argv=None, args=None) -> int:
     if args.family:
         from . import bench_family
 
-        return bench_family.main(args.repeats)
+        groups = args.family_cases.split(",") if args.family_cases else None
+        return bench_family.main(args.repeats, groups)
     if args.host:
         from . import bench_host
 

@@ -88,13 +88,15 @@ def latency(sizes=tuple(range(10, 23, 2)), reps=200) -> list:
     return rows
 
 
-def host_tiny(n=1000, calls=20000) -> dict:
-    """A 1,000-key NumPy uint32 array: cudasortkit.sort's first call and its
-    per-call median against np.sort's (us), interleaved rounds."""
+def host_tiny(n=1000, calls=20000, dtype="uint32") -> dict:
+    """A 1,000-key NumPy array (uint32, or float32 normal): cudasortkit.sort's
+    first call and its per-call best round against np.sort's (us),
+    interleaved rounds."""
     from .. import api
 
     rng = np.random.default_rng(2)
-    a = rng.integers(0, 2**32, n, dtype=np.uint32)
+    a = (rng.integers(0, 2**32, n, dtype=np.uint32) if dtype == "uint32"
+         else rng.standard_normal(n).astype(dtype))
     t = time.perf_counter()
     api.sort(a)
     first = (time.perf_counter() - t) * 1e6

@@ -186,11 +186,18 @@ class Selector:
 
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else DefaultPolicy()
+        #: policy.generation, read by a call without a Python frame where the
+        #: policy offers one (`generation_reader`, as MeasuredPolicy does).
+        self._policy_generation = getattr(self.policy, "generation_reader", None) or \
+            (lambda: self.policy.generation)
         self._decisions: dict = {}
         #: (dtype.num, stable, bit length of n) -> np.sort kind, for plain
         #: ascending host sorts that auto gives a plugin declaring
         #: `host_sort_is_numpy`: api.sort sorts later ones with NumPy directly.
         self._host_shapes: dict = {}
+        #: The same for api.sort's plain calls alone, by (dtype.num, stable,
+        #: bit length of n): plain_host_sort's one lookup.
+        self._host_sorts: dict = {}
         self._host_generations = (None, None)
         #: Moves whenever memoised decisions are dropped wholesale: what was
         #: built on one of them (cudasortkit/calls/sort_prepared.py) checks it.
@@ -203,7 +210,7 @@ class Selector:
         memoised (options or a key_range given: they may change it)."""
         if request.options or request.key_range is not None:
             return None
-        return (algorithm, registry.generation, self.policy.generation, request.kind,
+        return (algorithm, registry.generation, self._policy_generation(), request.kind,
                 request.dtype, request.n.bit_length(), request.value_bytes, request.on_device,
                 request.stable, request.descending,
                 None if request.segments is None else request.segments.key)
@@ -214,6 +221,7 @@ class Selector:
         with self._lock:
             self._decisions.clear()
             self._host_shapes.clear()
+            self._host_sorts.clear()
             self.epoch += 1
 
     # -------------------------------------------------------------- choose
@@ -372,6 +380,19 @@ class Selector:
             return None
         return kind
 
+    def plain_host_sort(self, a, stable: bool):
+        """host_sort_kind(a.dtype, stable, a.size) for api.sort of a 1-D
+        NumPy array `a`, plain and ascending, except that NumPy's default
+        kind ("quicksort") comes back as "": api.sort's tiny-array path,
+        which sorts 1,000 keys in the time of NumPy's call, so every
+        bytecode counts (one lookup keyed by three ints; no keyword passed
+        to NumPy where its default serves)."""
+        kind = self._host_sorts.get((a.dtype.num, stable, a.size.bit_length()))
+        if kind is None or self._host_generations != (registry.generation,
+                                                      self._policy_generation()):
+            return None
+        return kind
+
     def host_sort_shape_known(self, dtype, stable: bool, n: int, op: str = "sort",
                               value_bytes: int = 0) -> bool:
         return self.host_sort_kind(dtype, stable, n, op, value_bytes) is not None
@@ -387,12 +408,16 @@ class Selector:
             with self._lock:
                 if self._host_generations != generations:
                     self._host_shapes.clear()
+                    self._host_sorts.clear()
                     self._host_generations = generations
                 # keyed by dtype.num: hashing a dtype costs more than NumPy's
                 # sort of a few keys; kinds of one num sort alike
+                kind = numpy_kind(dtype, request.stable) or "quicksort"  # NumPy's default
                 self._host_shapes[(request.kind, request.value_bytes, dtype.num, request.stable,
-                                   request.n.bit_length())] = \
-                    numpy_kind(dtype, request.stable) or "quicksort"  # NumPy's default
+                                   request.n.bit_length())] = kind
+                if request.kind == "sort":
+                    self._host_sorts[(dtype.num, request.stable, request.n.bit_length())] = \
+                        "" if kind == "quicksort" else kind
 
     # -------------------------------------------------------------- by name
     @staticmethod

@@ -16,6 +16,20 @@ from typing import ClassVar
 from ..dtypes import KEY_DTYPES
 from .declarations import (check_device, check_dtypes, check_implements, check_name,
                            check_subclass)
+from .job import Job
+
+
+#: The estimates' unit is one dependent global load of one query as the
+#: device streams many: about 7 ps on an H200 ("binary" searched 2^24
+#: float32 queries into 2^24 keys, 15 units a query, in 1.78 ms). A search
+#: of few queries is bound instead by its chain of dependent loads, each
+#: waiting a load's whole latency (about 0.5 us from L2 or DRAM): a plugin
+#: adds ROUND_UNITS for each load on its critical path, so that with few
+#: queries the shortest chain wins and with many the least traffic does.
+ROUND_UNITS = 70_000
+#: A launch that waits for the grid before it (a build pass, a sort of the
+#: queries first): about 2 us on the device between the two.
+LAUNCH_UNITS = 280_000
 
 
 @dataclass
@@ -51,6 +65,13 @@ class SearchPlugin:
     template_package: ClassVar[str] = "cudasortkit.kernels"
     #: Whether run() needs query.query_order (row 0's queries argsorted).
     needs_query_order: ClassVar[bool] = False
+    #: Whether run() issues the same work for the same query shape (dtype,
+    #: n, m, rows, side, sorter or not) whatever the data and addresses, so
+    #: that a repeated call replays its recorded launches
+    #: (cudasortkit/launch/plans.py) without calling run() again. Its
+    #: temporaries come from job.alloc and every pointer it launches with
+    #: is one of the query's or such a temporary.
+    replayable: ClassVar[bool] = False
     #: The macros the templates are built with.
     config: ClassVar[dict] = {"block_size": 256}
 
@@ -63,7 +84,9 @@ class SearchPlugin:
 
     def estimate(self, query: SearchQuery) -> float:
         """Declared cost of `query` (auto runs the lowest), counted in
-        dependent global loads of one query, so that plugins compare."""
+        dependent global loads of one query, so that plugins compare, with
+        ROUND_UNITS for every load of the critical path (and LAUNCH_UNITS
+        for every launch that waits for another)."""
         raise NotImplementedError
 
     def note(self, query: SearchQuery) -> str:
@@ -83,3 +106,21 @@ class SearchPlugin:
         if "block_size" not in cls.config:
             raise ValueError(f"{cls.name}: config must set block_size")
         check_implements(cls, SearchPlugin, "run", "estimate")
+
+
+class SearchJob(Job):
+    """The Job of one search: keys_in is a, keys_out the int64 result,
+    values_in v and values_out the sorter (0: none), so that a launch
+    plan's slots (cudasortkit/launch/plans.py) are the query's four arrays,
+    sized as the query's shape says."""
+
+    def __init__(self, plugin, state, query: SearchQuery, config):
+        super().__init__(plugin, state, dtype=query.dtype, n=query.rows * query.m,
+                         keys_in=query.a, keys_out=query.out, values_in=query.v,
+                         values_out=query.sorter, config=config)
+        self.a_keys = query.rows * query.n
+
+    def slot_bytes(self) -> tuple:
+        """a's bytes, the result's (int64), v's and the sorter's (int64)."""
+        return (self.a_keys * self.key_bytes, self.n * 8, self.n * self.key_bytes,
+                self.a_keys * 8 if self.values_out else 0)

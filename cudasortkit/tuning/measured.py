@@ -216,6 +216,10 @@ class MeasuredPolicy:
     def generation(self) -> int:
         return runtime.generation()
 
+    #: generation as a call without a Python frame (Selector reads it so on
+    #: its hottest paths).
+    generation_reader = staticmethod(runtime.generation)
+
     def choose(self, request, candidates: dict) -> Choice:
         # Rows are measured by row length (policy.measured_shape); ragged
         # segments go by the plugins' declarations.

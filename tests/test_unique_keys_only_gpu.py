@@ -1,0 +1,159 @@
+"""csk.unique of device arrays without the order (plain, and with
+return_counts alone): a keys-only sort, then kernels/unique.cu's tile
+counts, scan and write, against NumPy. Values equal bit for bit to the
+first occurrence (the input's first zero and first NaN where a sort may
+have canonicalised them), counts exactly NumPy's, at sizes around the tile
+(2048 keys), primes and 2^k +- 1, every key dtype and distribution, NaNs
+and zeros early, late and absent, equal_nan both ways, repeated calls of a
+shape (a prepared sort) on new data, CuPy and PyTorch. Every flag
+combination once more through the tiles. Result buffers are poisoned
+(conftest)."""
+import numpy as np
+import pytest
+
+import cudasortkit as csk
+from cudasortkit.dtypes import KEY_DTYPES
+from helpers import DISTRIBUTIONS, is_bf16, make_keys, to_device, to_numpy
+
+pytestmark = pytest.mark.gpu
+slow = pytest.mark.slow
+#: Around the tile (2048 keys), several tiles, primes, 2^k +- 1.
+SIZES = [1, 2, 3, 31, 2047, 2048, 2049, 4095, 4097, 7919, 65537, 104729, (1 << 20) - 1]
+FLAG_SETS = [(False, False, False), (False, False, True), (True, False, False),
+             (False, True, False), (True, True, True), (False, True, True)]
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(f"u{x.itemsize}") if x.dtype != np.bool_ else x
+
+
+def _expected(a: np.ndarray, flags, equal_nan: bool):
+    """np.unique of the flat keys with `flags`; values as the first
+    occurrences' own bits (bfloat16 through float32)."""
+    flat = a.reshape(-1)
+    ref = flat.astype(np.float32) if is_bf16(a.dtype) else flat
+    _, index, inverse, counts = np.unique(ref, True, True, True, equal_nan=equal_nan)
+    out = [flat[index]]
+    out += [x for x, f in zip((index, inverse.reshape(a.shape), counts), flags) if f]
+    return out
+
+
+def check(a: np.ndarray, device_a, flags=(False, False, False), equal_nan=True):
+    got = csk.unique(device_a, *flags, equal_nan=equal_nan)
+    got = [to_numpy(x) for x in (got if any(flags) else (got,))]
+    expected = _expected(a, flags, equal_nan)
+    assert len(got) == len(expected)
+    assert got[0].dtype == a.dtype and got[0].shape == expected[0].shape, "values"
+    bad = np.flatnonzero(_bits(got[0]) != _bits(expected[0]))
+    assert not len(bad), (f"n={a.size} flags={flags}: {len(bad)} values wrong, first at "
+                          f"{bad[0]}: {got[0][bad[0]]!r}, NumPy {expected[0][bad[0]]!r}")
+    for g, e in zip(got[1:], expected[1:]):
+        assert g.dtype == np.int64 and g.shape == e.shape and np.array_equal(g, e), flags
+
+
+def _special_floats(dtype, n, rng, where):
+    """Floats whose zeros (both signs) and NaNs (other payloads too) come
+    first, last, everywhere or nowhere."""
+    a = make_keys("uniform", dtype, n, rng)
+    a[(a == 0) | np.isnan(a.astype(np.float32))] = 1
+    specials = np.array([-0.0, 0.0, np.nan, -np.nan], np.float32).astype(a.dtype)
+    k = min(n, 6)
+    if where == "first":
+        a[:k] = specials[rng.integers(0, 4, k)]
+    elif where == "last":
+        a[n - k:] = specials[rng.integers(0, 4, k)]
+    elif where == "everywhere":
+        at = rng.integers(0, n, max(1, n // 10))
+        a[at] = specials[rng.integers(0, 4, len(at))]
+    if where != "nowhere" and not is_bf16(a.dtype):
+        bits = a.view(f"u{a.itemsize}")
+        odd = np.isnan(a) & (rng.random(n) < 0.5)
+        bits[odd] |= bits.dtype.type(1)  # NaNs of another payload
+    return a
+
+
+@pytest.mark.parametrize("dtype", [*KEY_DTYPES, "bool"])
+def test_plain_and_counts_every_dtype(dtype, rng):
+    for n in SIZES:
+        a = make_keys("special", dtype, n, rng) if dtype != "bool" else rng.random(n) < 0.5
+        for flags in ((False, False, False), (False, False, True)):
+            check(a, to_device(a), flags)
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype", ["int32", "float64", "uint8", "float32"])
+def test_plain_distributions(dist, dtype, rng):
+    for n in (2049, 100003):
+        a = make_keys(dist, dtype, n, rng)
+        for flags in FLAG_SETS:
+            check(a, to_device(a), flags)
+
+
+@pytest.mark.parametrize("where", ["first", "last", "everywhere", "nowhere"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_zeros_and_nans_take_the_first_occurrences_bits(dtype, where, rng):
+    for n in (1, 5, 2049, 70001):
+        a = _special_floats(dtype, n, rng, where)
+        for equal_nan in (True, False):
+            for flags in ((False, False, False), (False, False, True)):
+                check(a, to_device(a), flags, equal_nan)
+
+
+def test_minus_zero_first_then_plus():
+    cupy = pytest.importorskip("cupy")
+    for dtype in (np.float32, np.float64):
+        a = np.zeros(100001, dtype)
+        a[5000] = -0.0  # the first zero is +0.0: kept
+        assert not np.signbit(csk.unique(cupy.asarray(a)).get()[0])
+        a[0] = -0.0  # now the first is -0.0
+        got = csk.unique(cupy.asarray(a), return_counts=True)
+        assert np.signbit(got[0].get()[0]) and got[1].get().tolist() == [100001]
+
+
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_repeated_shapes_on_new_data(library, rng):
+    """The keys-only sort of a repeated shape is a prepared call: each call
+    on new keys is right, and so are the earlier results after it."""
+    if library == "cupy":
+        cupy = pytest.importorskip("cupy")
+        to = cupy.asarray
+    else:
+        torch = pytest.importorskip("torch")
+        to = lambda x: torch.from_numpy(x).cuda()  # noqa: E731
+    results = []
+    for i in range(5):
+        a = rng.integers(0, 1000 * (i + 1), 1 << 16).astype(np.int32)
+        for flags in ((False, False, False), (False, False, True)):
+            got = csk.unique(to(a), *flags)
+            results.append((a, flags, got))
+    for a, flags, got in results:
+        got = [to_numpy(x) for x in (got if any(flags) else (got,))]
+        for g, e in zip(got, _expected(a, flags, True)):
+            assert np.array_equal(g, e), flags
+
+
+def test_n_d_strided_and_stream(rng):
+    cupy = pytest.importorskip("cupy")
+    a = rng.integers(0, 300, size=(300, 70)).astype(np.int64)
+    d = cupy.asarray(a)
+    for flags in FLAG_SETS:
+        check(a, d, flags)
+        check(a[:, ::3].copy(), d[:, ::3], flags)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        got = csk.unique(d, return_counts=True, stream=s)
+    s.synchronize()
+    ev, ec = _expected(a, (False, False, True), True)
+    assert np.array_equal(got[0].get(), ev) and np.array_equal(got[1].get(), ec)
+
+
+@slow
+@pytest.mark.parametrize("n", [1 << 24, (1 << 26) + 1])
+@pytest.mark.parametrize("dtype", ["int32", "float64"])
+def test_benchmark_sizes(n, dtype, rng):
+    """What `bench --family` times: plain, and inverse with counts."""
+    a = make_keys("uniform", dtype, n, rng)
+    if dtype == "int32":
+        a %= 1 << 20
+    for flags in ((False, False, False), (False, True, True)):
+        check(a, to_device(a), flags)
