@@ -163,9 +163,7 @@ class CountingSort(SortPlugin):
             return int(info.min), int(info.max), False
         measured = request.keys_range() if request is not None else None
         if measured is None:
-            from cudasortkit.build.corekernels import key_minmax
-
-            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype, owner=self.name)
+            measured = job.keys_minmax()
         return int(measured[0]), int(measured[1]), False
 
     def _check_flag(self, job, flag, request_range):
