@@ -102,7 +102,7 @@ def cmd_info(args) -> int:
     can stand in for a machine)."""
     import numpy as np
 
-    from ..gpu import device
+    from ..gpu import device, libcuda
     from ..version import __version__
     from ..tuning.cache import cache_dir
 
@@ -137,7 +137,7 @@ def cmd_info(args) -> int:
                           if os.path.isfile(os.path.join(bindir, "nvcc")) else "")
                        + f"echo \"CUDA_ROOT = '{toolkit}'\" >> ~/.aksetup-defaults.py")
             missing.append((f"CUDA headers ({', '.join(absent)})", fix + " (README: The cuda extra)"))
-        problem = device.driver_library_problem()
+        problem = libcuda.library_problem()
         print(f"CUDA driver: {problem or 'ok'}")
         if problem:
             missing.append(("CUDA driver", "a machine with an NVIDIA GPU and its driver"))

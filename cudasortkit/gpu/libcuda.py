@@ -4,7 +4,8 @@ driver calls pycuda's build lacks or gets wrong: stream events
 (host/transfer.py), CUDA graphs (launch/graphs.py) and overlapped launches
 (build/compiler.py, build/template.py: pycuda launches no kernel with
 launch attributes and hands out no CUfunction, so such kernels are loaded
-here too).
+here too), and whether the driver runs at all (`library_problem`, for
+`python -m cudasortkit info`, also without pycuda).
 
 Rules it keeps: the library is loaded once per process, on first use
 (pycuda has loaded it already); a function is declared (argument and result
@@ -28,6 +29,8 @@ _text = ctypes.POINTER(ctypes.c_char_p)
 #: The driver functions cudasortkit calls, and their argument types (every
 #: one returns a CUresult, an int; 0 is CUDA_SUCCESS).
 SIGNATURES = {
+    "cuInit": (ctypes.c_uint,),
+    "cuDeviceGetCount": (ctypes.POINTER(ctypes.c_int),),
     "cuGetErrorName": (ctypes.c_int, _text),
     "cuGetErrorString": (ctypes.c_int, _text),
     "cuCtxGetCurrent": (_out,),
@@ -125,6 +128,8 @@ class Driver:
             raise CudaError("cudasortkit: " + self.describe(status, what), status)
 
 
+#: The CUDA driver's library (Linux), which the NVIDIA driver installs.
+DRIVER_LIBRARY = "libcuda.so.1"
 _driver = None  # Driver, made on first use
 _lock = threading.Lock()
 
@@ -135,8 +140,25 @@ def driver() -> Driver:
     if _driver is None:
         with _lock:
             if _driver is None:
-                _driver = Driver(ctypes.CDLL("libcuda.so.1"))
+                _driver = Driver(ctypes.CDLL(DRIVER_LIBRARY))
     return _driver
+
+
+def library_problem() -> str | None:
+    """Why the CUDA driver cannot run kernels here, asked of the library
+    directly (so also without pycuda): None when it loads, initialises and
+    sees a device."""
+    try:
+        lib = driver()
+    except OSError:
+        return f"{DRIVER_LIBRARY} not found: no NVIDIA driver is installed"
+    count = ctypes.c_int(0)
+    rc = lib.cuInit(0)
+    if rc == 0:
+        rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        return f"the CUDA driver could not start (CUresult {rc})"
+    return None if count.value else "the CUDA driver sees no device"
 
 
 def launch_overlapped(function: int, grid: tuple, block: tuple, shared: int, stream: int,
