@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from cudasortkit.dtypes import KIND_FLOAT, itemsize, key_kind
-from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable
 from cudasortkit.sdk.scan import DeviceScan
 from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
@@ -91,8 +91,7 @@ class CountingSort(SortPlugin):
         "slice_bins": Tunable(65536, (16384, 32768, 65536),
                               "packed 16-bit shared counters per histogram block (more bins: slices)"),
         "aggregate": Tunable(0, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
-        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
-                              "__match_any_sync, the rest with ballots (0: never)"),
+        "warp_match": WARP_MATCH,
         "scatter_block": Tunable(384, (256, 384, 512), "threads per block of the pairs/argsort passes"),
         "scatter_items": Tunable(16, (8, 12, 16, 20), "keys per thread in a pairs/argsort pass tile"),
     }
