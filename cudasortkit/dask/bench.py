@@ -1,9 +1,9 @@
 """Benchmark cudasortkit.dask on a Dask cluster of GPUs (or CPUs with --cpu).
 
-    python tools/dask_bench.py                      # LocalCUDACluster, one worker per GPU
-    python tools/dask_bench.py --size-log2 28 --small-log2 26 --phases
-    python tools/dask_bench.py --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
-    python tools/dask_bench.py --exchange nccl --size-log2 30,31,32 --small-log2 30 \
+    python -m cudasortkit.dask.bench                # LocalCUDACluster, one worker per GPU
+    python -m cudasortkit.dask.bench --size-log2 28 --small-log2 26 --phases
+    python -m cudasortkit.dask.bench --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
+    python -m cudasortkit.dask.bench --exchange nccl --size-log2 30,31,32 --small-log2 30 \
         --inputs few,lognormal,uniform --no-dataframe     # issue 27's bar, one line per case
 
 Inputs (uint32 keys, made on the workers from their global index, so any
