@@ -259,9 +259,12 @@ def main(argv=None) -> int:
     demo.set_defaults(func=cmd_demo)
     from . import bench
 
-    b = sub.add_parser("bench", help="time algorithms against CuPy and NumPy")
+    b = sub.add_parser("bench", help="time algorithms against CuPy and NumPy; profilers")
     bench.build_parser(b)
     b.set_defaults(func=lambda args: bench.main(args=args))
+    from . import bench_profilers
+
+    bench_profilers.add_tools(b)
     try:
         from . import tune
     except ImportError:
