@@ -23,9 +23,11 @@ comes back to the host.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
 from cudasortkit.sdk.job import Job
-from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.plugin import WARP_MATCH, Tunable
 from cudasortkit.sdk.scan import DeviceScan
 from cudasortkit.sdk.segmented import MODE_KEYS, MODE_PAIRS, SegmentedSortPlugin
 from cudasortkit.sdk.sweep import sweep_sort
@@ -80,8 +82,7 @@ class BlockRadixSort(SegmentedSortPlugin):
                               "(its window is half the tile)"),
         "tiles_up_to": Tunable(256, (0, 128, 256, 512, 1024),
                                "uniform rows up to this length go several to a block"),
-        "warp_match": Tunable(0, (0, 2, 4), "every k-th key finds its digit peers with "
-                              "__match_any_sync, the rest with ballots (0: never)"),
+        "warp_match": replace(WARP_MATCH, values=(0, 2, 4)),
         "array_block": Tunable(512, (256, 512, 1024), "threads per block for a 1-D array sorted "
                                "as one row (1024 with 16-bit digit counters; 512 x 8 and "
                                "1024 x 4 keys fit where they move alone)"),

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from cudasortkit.dtypes import KIND_FLOAT, itemsize, key_kind
-from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable
 from cudasortkit.sdk.scan import DeviceScan
 from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
@@ -100,8 +100,7 @@ class CountingSort(SortPlugin):
         "slice_bins": Tunable(65536, (16384, 32768, 65536),
                               "packed 16-bit shared counters per histogram block (more bins: slices)"),
         "aggregate": Tunable(0, (0, 1), "warp-aggregated histogram atomics (__match_any_sync)"),
-        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
-                              "__match_any_sync, the rest with ballots (0: never)"),
+        "warp_match": WARP_MATCH,
         "scatter_block": Tunable(384, (256, 384, 512), "threads per block of the pairs/argsort passes"),
         "scatter_items": Tunable(16, (8, 12, 16, 20), "keys per thread in a pairs/argsort pass tile"),
     }
@@ -188,9 +187,7 @@ class CountingSort(SortPlugin):
             return int(info.min), int(info.max), False
         measured = request.keys_range() if request is not None else None
         if measured is None:
-            from cudasortkit.build.corekernels import key_minmax
-
-            measured = key_minmax(job.state, job.keys_in, job.n, job.dtype, owner=self.name)
+            measured = job.keys_minmax()
         return int(measured[0]), int(measured[1]), False
 
     def _check_flag(self, job, flag, request_range):

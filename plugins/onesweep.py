@@ -15,7 +15,7 @@ position. See docs/algorithms/onesweep.md.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import SortPlugin, Tunable, row_up_to
+from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable, row_up_to
 from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
 
@@ -36,8 +36,7 @@ class OnesweepSort(SortPlugin):
                                     "(default 24 for keys only)"),
         "radix_bits": Tunable(8, (7, 8, 10, 11), "bits per digit pass (11: 3 passes for "
                               "32-bit keys, 6 for 64-bit; shared memory per block grows with it)"),
-        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
-                              "__match_any_sync, the rest with ballots (0: never)"),
+        "warp_match": WARP_MATCH,
         "early_counts": Tunable(1, (0, 1), "1: count digits with shared atomics first, publish the "
                                 "tile's counts before ranking and stage keys as they are ranked"),
         "min_blocks": Tunable(0, (0, 3, 4), "blocks per SM the pass's registers must leave room for "

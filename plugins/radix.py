@@ -18,7 +18,7 @@ from __future__ import annotations
 
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import SortPlugin, Tunable
+from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable
 
 #: Downsweep blocks that must fit on one SM together: a valid config's block
 #: takes at most this share of the SM's shared memory.
@@ -41,8 +41,7 @@ class RadixSort(SortPlugin):
         "digit_bits": Tunable(8, (4, 5, 6, 7, 8), "bits sorted per pass (2^bits buckets)"),
         "block_size": Tunable(512, (128, 256, 512), "threads per block"),
         "items_per_thread": Tunable(16, (4, 8, 12, 16, 20), "keys per thread in a tile"),
-        "warp_match": Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
-                              "__match_any_sync, the rest with ballots (0: never)"),
+        "warp_match": WARP_MATCH,
         "min_resident_threads": Tunable(0, (0, 512, 768, 1024),
                                         "scatter's register cap: threads kept resident per SM "
                                         "(0: 1024 for keys-only keys of <= 4 bytes, else 512)"),

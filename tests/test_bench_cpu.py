@@ -388,3 +388,45 @@ def test_pair_values_are_random_not_positions():
 def test_value_dtypes_and_no_calls_parse():
     args = bench.build_parser().parse_args(["--value-dtypes", "int32,int64", "--no-calls"])
     assert args.value_dtypes == "int32,int64" and args.no_calls is True
+
+# ------------------------------------------------- the profilers (bench TOOL)
+from cudasortkit.cli import main as cli_main  # noqa: E402
+from cudasortkit.gpu import device  # noqa: E402
+
+
+def _bench_parser():
+    import argparse
+
+    from cudasortkit.cli import bench_profilers
+
+    parser = argparse.ArgumentParser()
+    bench.build_parser(parser)
+    parser.set_defaults(func="table")
+    bench_profilers.add_tools(parser)
+    return parser
+
+
+def test_bench_without_a_tool_is_the_table_and_a_tool_runs_instead():
+    parser = _bench_parser()
+    args = parser.parse_args(["--sizes", "2^10", "--peers"])
+    assert (args.func, args.tool, args.sizes, args.peers) == ("table", None, "2^10", True)
+    args = parser.parse_args(["timeline", "--size", "2^20", "--algorithm", "onesweep"])
+    assert args.tool == "timeline" and args.func.__name__ == "timeline"
+    assert (args.size, args.algorithm, args.profile) == ("2^20", "onesweep", False)
+    for tool in ("profile", "first-call", "kernels"):
+        assert parser.parse_args([tool]).func.__name__ == tool.replace("-", "_").replace(
+            "profile", "profile_calls")
+
+
+def test_the_first_call_profile_runs_anywhere(capsys):
+    assert cli_main.main(["bench", "first-call", "--size", "100", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "first call on 100 NumPy uint32 keys:" in out and "cumulative" in out
+
+
+@pytest.mark.parametrize("tool", ["profile", "timeline", "kernels"])
+def test_a_gpu_profiler_without_a_gpu_says_what_is_missing(tool, monkeypatch):
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    monkeypatch.setattr(device, "unavailable_reason", lambda: "no device here")
+    with pytest.raises(SystemExit, match=f"^bench {tool} needs a GPU: no device here$"):
+        cli_main.main(["bench", tool])

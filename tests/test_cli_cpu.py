@@ -1,6 +1,6 @@
 """python -m cudasortkit (info, list, demo, its help and version, bench's
 and tune's help) as a new user meets it, CPU only: the machine (pycuda, nvcc, CUDA headers, driver, GPU)
-is stood in for by monkeypatching the probes cli.py and device.py use."""
+is stood in for by monkeypatching the probes cli.py, device.py and libcuda.py use."""
 import subprocess
 import sys
 
@@ -9,7 +9,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit import SortPlugin
 from cudasortkit.cli import main as cli
-from cudasortkit.gpu import device
+from cudasortkit.gpu import device, libcuda
 from cudasortkit.sdk import registry
 
 
@@ -28,7 +28,7 @@ def machine(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "_pycuda_version", lambda: None)
     monkeypatch.setattr(cli, "_find_nvcc", lambda: None)
     monkeypatch.setattr(cli, "_nvcc_version", lambda nvcc: "Build cuda_13.0")
-    monkeypatch.setattr(device, "driver_library_problem",
+    monkeypatch.setattr(libcuda, "library_problem",
                         lambda: "libcuda.so.1 not found: no NVIDIA driver is installed")
     monkeypatch.setattr(device, "unavailable_reason",
                         lambda: "pycuda is not installed (No module named 'pycuda'); install cudasortkit[cuda]")
@@ -125,8 +125,9 @@ def test_info_with_everything_there_has_nothing_missing(machine, monkeypatch, ca
 
 
 def test_driver_probe_names_a_missing_driver_library(monkeypatch):
-    monkeypatch.setattr(device, "DRIVER_LIBRARY", "libcudasortkit-no-such-driver.so.1")
-    assert device.driver_library_problem() == (
+    monkeypatch.setattr(libcuda, "_driver", None)  # (not loaded yet, as in a fresh process)
+    monkeypatch.setattr(libcuda, "DRIVER_LIBRARY", "libcudasortkit-no-such-driver.so.1")
+    assert libcuda.library_problem() == (
         "libcudasortkit-no-such-driver.so.1 not found: no NVIDIA driver is installed")
 
 

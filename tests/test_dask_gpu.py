@@ -1,6 +1,6 @@
 """cudasortkit.dask with CuPy chunks (the worker-side code on the GPU), run by
 Dask's synchronous scheduler: the cluster path is tests/test_dask_cpu.py's and
-tools/dask_bench.py's."""
+cudasortkit/dask/bench.py's (python -m cudasortkit.dask.bench)."""
 import numpy as np
 import pytest
 

@@ -1,6 +1,6 @@
 """The first call of a new size never builds kernels in the caller's path
 when a config that ran already can serve it (cudasortkit/launch/built.py),
-without a GPU: CuPy's stand-in (tools/cupy_standin.py) for the arrays, a
+without a GPU: CuPy's stand-in (tests/cupy_standin.py) for the arrays, a
 faked device, and a GPU plugin whose kernels "compile" (a stand-in for
 build/template.kernel that takes COMPILE_S per new config and records the
 thread) and whose size_config picks another config above BIG keys, as
@@ -32,8 +32,7 @@ from cudasortkit.sdk import registry
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
 from helpers import FakeState, fake_device
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tools"))
-import cupy_standin  # noqa: E402
+import cupy_standin  # noqa: E402  (tests/: beside this file)
 
 #: Seconds a stand-in compile of a new config takes.
 COMPILE_S = 0.3

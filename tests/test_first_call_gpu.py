@@ -3,7 +3,7 @@ building aside on, a call whose config has not run here runs one that has
 and builds its own in the background; every result is NumPy's, and once
 the build is done the call's own config runs and its repeats are prepared.
 (The time bar, 0.1 s for 3,000,000 float32 keys after a 2^24 sort in a
-fresh process, is tools/first_call_tune_check.py's.)"""
+fresh process, is tests/first_call_tune_check.py's.)"""
 import numpy as np
 import pytest
 

@@ -23,7 +23,7 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 #: checkout itself would reuse its build/ folder, whose stale files from an
 #: earlier build could hide a package missing from setup.cfg.
 _IGNORED = shutil.ignore_patterns(".git", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache",
-                                  ".hypothesis", ".gpu", "tests", "docs", "examples", "tools", ".ci")
+                                  ".hypothesis", ".gpu", "tests", "docs", "examples", ".ci")
 
 
 def IGNORED(folder, names):

@@ -140,3 +140,21 @@ def test_an_overlapped_launch_passes_geometry_stream_attribute_and_parameters(mo
     fake.fail["cuLaunchKernelEx"] = 700
     with pytest.raises(libcuda.CudaError, match="cuLaunchKernelEx failed with CUDA error 700"):
         libcuda.launch_overlapped(0xF00, (1,), (32,), 0, 0, b"\x00" * 8)
+
+
+@pytest.mark.parametrize("init, count, problem", [
+    (0, 2, None), (0, 0, "the CUDA driver sees no device"),
+    (100, 2, "the CUDA driver could not start (CUresult 100)")])
+def test_the_driver_probe_asks_the_one_binding(monkeypatch, init, count, problem):
+    """library_problem (`info`'s driver line): cuInit, then cuDeviceGetCount,
+    through the same Driver as every other call."""
+    class Probe:
+        def cuInit(self, flags):
+            return init
+
+        def cuDeviceGetCount(self, out):
+            out._obj.value = count
+            return 0
+
+    monkeypatch.setattr(libcuda, "_driver", libcuda.Driver(Probe()))
+    assert libcuda.library_problem() == problem

@@ -1006,7 +1006,7 @@ def test_a_prepared_call_out_of_memory_for_its_result_frees_unused_memory_and_tr
 
 
 def test_the_stand_in_run_of_the_repeated_call_path_works():
-    """tools/plan_call_cpu.py: PreparedCall, plan(a), plan(a, out=),
+    """tests/plan_call_cpu.py: PreparedCall, plan(a), plan(a, out=),
     csk.sort and csk.sort_by_key of stand-in CuPy arrays through
     LaunchPlan.run_on, each still
     on its prepared call afterwards (the tool times the host path; a change
@@ -1016,7 +1016,7 @@ def test_the_stand_in_run_of_the_repeated_call_path_works():
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, os.path.join(root, "tools", "plan_call_cpu.py"), "50"],
+    out = subprocess.run([sys.executable, os.path.join(root, "tests", "plan_call_cpu.py"), "50"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("us per call") == 6, out.stdout

@@ -18,12 +18,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_prepared_searches_replay_the_general_paths_launches():
-    """tools/search_call_cpu.py --check: over stand-ins for CuPy and the
+    """tests/search_call_cpu.py --check: over stand-ins for CuPy and the
     device, a repeated csk.searchsorted is prepared (calls/search_prepared.py)
     and replays the kernels, grids and arguments the general path launched,
     pointers moved to the call's arrays, for every plugin and both sides;
     new measurements send it back to the general path."""
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "search_call_cpu.py"),
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "search_call_cpu.py"),
                           "--check"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "checked 40 prepared searches" in out.stdout

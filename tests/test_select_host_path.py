@@ -2,7 +2,7 @@
 per request shape and made again when the registry, the measured tables or
 the keys' device change; explain still says why; default configs and
 kernels are looked up once; and the stand-in run of
-tools/select_call_cpu.py goes through every launch of the GPU plugins."""
+tests/select_call_cpu.py goes through every launch of the GPU plugins."""
 import importlib.util
 import os
 import subprocess
@@ -179,11 +179,11 @@ def test_kernels_are_looked_up_once_per_settings_and_cleared_with_the_cache(monk
 
 
 def test_the_stand_in_run_of_the_gpu_path_works():
-    """tools/select_call_cpu.py: csk.topk of stand-in CuPy arrays (and CUDA
+    """tests/select_call_cpu.py: csk.topk of stand-in CuPy arrays (and CUDA
     torch tensors, where PyTorch is installed) through radix_select's run(),
     every launch checked against its kernel's signature (read from the
     template)."""
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "select_call_cpu.py"), "14"],
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "select_call_cpu.py"), "14"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     libraries = 2 if importlib.util.find_spec("torch") else 1

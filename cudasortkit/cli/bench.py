@@ -502,12 +502,18 @@ def register_variant(spec: str) -> str:
     return name
 
 
-def main(argv=None, args=None) -> int:
-    args = args or build_parser().parse_args(argv)
+def require_gpu(what: str) -> None:
+    """SystemExit with one line saying what is missing (not a traceback)
+    unless a GPU can run kernels here."""
     from ..gpu.device import gpu_available, unavailable_reason
 
-    if not gpu_available():  # one line saying what is missing, not a traceback
-        raise SystemExit(f"bench needs a GPU: {unavailable_reason()}")
+    if not gpu_available():
+        raise SystemExit(f"{what} needs a GPU: {unavailable_reason()}")
+
+
+def main(argv=None, args=None) -> int:
+    args = args or build_parser().parse_args(argv)
+    require_gpu("bench")
     if getattr(args, "select", False):
         from . import bench_select
 

@@ -169,7 +169,7 @@ def cmd_info(args) -> int:
     can stand in for a machine)."""
     import numpy as np
 
-    from ..gpu import device
+    from ..gpu import device, libcuda
     from ..version import __version__
     from ..tuning.cache import cache_dir
 
@@ -203,7 +203,7 @@ def cmd_info(args) -> int:
         if absent:
             missing.append((f"CUDA headers ({', '.join(absent)})",
                             _headers_fix(dirs, runs) + " (README: The cuda extra)"))
-        problem = device.driver_library_problem()
+        problem = libcuda.library_problem()
         print(f"CUDA driver: {problem or 'ok'}")
         if problem:
             missing.append(("CUDA driver", "a machine with an NVIDIA GPU and its driver"))
@@ -332,9 +332,12 @@ def main(argv=None) -> int:
     demo.set_defaults(func=cmd_demo)
     from . import bench
 
-    b = sub.add_parser("bench", help="time algorithms against CuPy and NumPy")
+    b = sub.add_parser("bench", help="time algorithms against CuPy and NumPy; profilers")
     bench.build_parser(b)
     b.set_defaults(func=lambda args: bench.main(args=args))
+    from . import bench_profilers
+
+    bench_profilers.add_tools(b)
     try:
         from . import tune
     except ImportError:

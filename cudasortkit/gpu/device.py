@@ -73,29 +73,6 @@ def unavailable_reason() -> str | None:
         return str(exc)
 
 
-#: The CUDA driver's library (Linux), which the NVIDIA driver installs.
-DRIVER_LIBRARY = "libcuda.so.1"
-
-
-def driver_library_problem() -> str | None:
-    """Why the CUDA driver cannot run kernels here, asked of DRIVER_LIBRARY
-    directly (so also without pycuda): None when it loads, initialises and
-    sees a device. For `python -m cudasortkit info`."""
-    import ctypes
-
-    try:
-        lib = ctypes.CDLL(DRIVER_LIBRARY)
-    except OSError:
-        return f"{DRIVER_LIBRARY} not found: no NVIDIA driver is installed"
-    count = ctypes.c_int(0)
-    rc = lib.cuInit(0)
-    if rc == 0:
-        rc = lib.cuDeviceGetCount(ctypes.byref(count))
-    if rc != 0:
-        return f"the CUDA driver could not start (CUresult {rc})"
-    return None if count.value else "the CUDA driver sees no device"
-
-
 #: Registers are given to a warp in units of this many (every architecture
 #: since sm_50; the driver has no attribute for it).
 REGISTER_UNIT = 256

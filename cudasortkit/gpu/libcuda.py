@@ -37,6 +37,8 @@ class _IpcMemHandle(ctypes.Structure):
 #: The driver functions cudasortkit calls, and their argument types (every
 #: one returns a CUresult, an int; 0 is CUDA_SUCCESS).
 SIGNATURES = {
+    "cuInit": (ctypes.c_uint,),
+    "cuDeviceGetCount": (ctypes.POINTER(ctypes.c_int),),
     "cuGetErrorName": (ctypes.c_int, _text),
     "cuGetErrorString": (ctypes.c_int, _text),
     "cuCtxGetCurrent": (_out,),
@@ -140,6 +142,8 @@ class Driver:
             raise CudaError("cudasortkit: " + self.describe(status, what), status)
 
 
+#: The CUDA driver's library (Linux), which the NVIDIA driver installs.
+DRIVER_LIBRARY = "libcuda.so.1"
 _driver = None  # Driver, made on first use
 _lock = threading.Lock()
 
@@ -150,8 +154,25 @@ def driver() -> Driver:
     if _driver is None:
         with _lock:
             if _driver is None:
-                _driver = Driver(ctypes.CDLL("libcuda.so.1"))
+                _driver = Driver(ctypes.CDLL(DRIVER_LIBRARY))
     return _driver
+
+
+def library_problem() -> str | None:
+    """Why the CUDA driver cannot run kernels here, asked of the library
+    directly (so also without pycuda): None when it loads, initialises and
+    sees a device."""
+    try:
+        lib = driver()
+    except OSError:
+        return f"{DRIVER_LIBRARY} not found: no NVIDIA driver is installed"
+    count = ctypes.c_int(0)
+    rc = lib.cuInit(0)
+    if rc == 0:
+        rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        return f"the CUDA driver could not start (CUresult {rc})"
+    return None if count.value else "the CUDA driver sees no device"
 
 
 def launch_overlapped(function: int, grid: tuple, block: tuple, shared: int, stream: int,

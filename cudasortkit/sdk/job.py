@@ -17,6 +17,7 @@ from . import registry
 from ..dtypes import itemsize
 from ..errors import KernelError, describe
 from ..build import template as _template
+from ..build.corekernels import key_minmax
 from ..build.template import Kernel, kernel as template_kernel
 
 if TYPE_CHECKING:  # HostJob's annotations only
@@ -191,6 +192,12 @@ class Job:
             self.state.cuda.memset_d32_async(dst, value, count, self.stream)
             if self.recorder is not None:
                 self.recorder.memset32(dst, value, count)
+
+    def keys_minmax(self) -> tuple | None:
+        """(min, max) of the job's n integer input keys as Python ints, from
+        one reduction pass of the core's kernel on the device's stream (waits
+        for it); None when n == 0. Errors name this job's plugin."""
+        return key_minmax(self.state, self.keys_in, self.n, self.dtype, owner=self.plugin.name)
 
     def one_block(self, items_per_thread: int, bytes_per_key: int, largest: int) -> int | None:
         """The smallest power-of-two block size from the config's block_size

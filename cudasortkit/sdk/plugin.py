@@ -39,6 +39,13 @@ class Tunable:
             raise ValueError(f"default {self.default!r} is not among {self.values!r}")
 
 
+#: The knob of kernels/include/peers.cuh's digit ranking (WARP_MATCH), declared
+#: by every plugin whose kernels rank digits with it (one with other values:
+#: dataclasses.replace(WARP_MATCH, values=...)).
+WARP_MATCH = Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers with "
+                     "__match_any_sync, the rest with ballots (0: never)")
+
+
 #: What a Request asks for: keys only, int64 indices, or the caller's values.
 REQUEST_KINDS = ("sort", "argsort", "pairs")
 

@@ -18,7 +18,7 @@ machine: part b is timed alone).
     merge_sort and bitonic, uint32 and float32, 2^10..2^24, on b's table.
     Bar: auto <= 1.05x the best plugin of its cell.
 
-`python tools/first_call_tune_check.py [--skip-tune]`; exits 1 if a bar is
+`python tests/first_call_tune_check.py [--skip-tune]`; exits 1 if a bar is
 missed. About two to three minutes on an H200.
 """
 import json

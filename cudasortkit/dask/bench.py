@@ -1,9 +1,9 @@
 """Benchmark cudasortkit.dask on a Dask cluster of GPUs (or CPUs with --cpu).
 
-    python tools/dask_bench.py                      # LocalCUDACluster, one worker per GPU
-    python tools/dask_bench.py --size-log2 28 --small-log2 26 --phases
-    python tools/dask_bench.py --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
-    python tools/dask_bench.py --exchange nccl --size-log2 30,31,32 --small-log2 30 \
+    python -m cudasortkit.dask.bench                # LocalCUDACluster, one worker per GPU
+    python -m cudasortkit.dask.bench --size-log2 28 --small-log2 26 --phases
+    python -m cudasortkit.dask.bench --cpu --size-log2 16 --small-log2 14 --df-size-log2 14
+    python -m cudasortkit.dask.bench --exchange nccl --size-log2 30,31,32 --small-log2 30 \
         --inputs few,lognormal,uniform --no-dataframe     # one line per case
 
 Inputs (uint32 keys, made on the workers from their global index, so any
@@ -26,8 +26,8 @@ collective, 2^34, argsort 2^32 and 2^33, one GPU's sort, argsort and merge
 of the same keys, then 2^32 on the first two GPUs; every result checked on
 the workers; ROW lines as cases finish and a table at the end:
 
-    python tools/dask_bench.py --suite --repeats 3
-    python tools/dask_bench.py --suite --cpu --cases sort:14,argsort:13   # the same steps on CPU workers
+    python -m cudasortkit.dask.bench --suite --repeats 3
+    python -m cudasortkit.dask.bench --suite --cpu --cases sort:14,argsort:13   # the same steps on CPU workers
 
 --exchange nccl runs the collective sort (cudasortkit/dask/explicit.py) and
 prints one CASE line per input: Dask's transport and NCCL's, the sort's

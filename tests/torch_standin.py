@@ -1,5 +1,5 @@
 """Real CPU PyTorch made to pass for CUDA PyTorch, for timing cudasortkit's
-host (Python) path on a machine without a GPU (tools/select_call_cpu.py):
+host (Python) path on a machine without a GPU (tests/select_call_cpu.py):
 every tensor says `is_cuda` and is on device cuda:0 (its storage stays on
 the CPU: torch.empty, which takes device= and leaves it out, reshape,
 detach, stride, data_ptr are PyTorch's own), and the CUDA stream

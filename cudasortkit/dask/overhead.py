@@ -1,8 +1,8 @@
 """What Dask adds around the collective sort (exchange="nccl"), against
 Dask's own floor for the same messages.
 
-    python tools/dask_overhead.py --cpu              # in-process CPU LocalCluster, ranks as threads
-    python tools/dask_overhead.py --workers 2        # one nanny-worker per GPU, NCCL, CuPy chunks
+    python -m cudasortkit.dask.overhead --cpu              # in-process CPU LocalCluster, ranks as threads
+    python -m cudasortkit.dask.overhead --workers 2        # one nanny-worker per GPU, NCCL, CuPy chunks
 
 For each of --sorts sorts (after prepare and an untimed one), in ms:
 

@@ -2,7 +2,7 @@
 tensor, without a GPU: the real public call, selection choice, SelectJob
 and plugin run() over stand-ins for CuPy (its attributes, allocation and
 current stream) and for CUDA PyTorch (real CPU PyTorch whose tensors say
-is_cuda, its CUDA stream functions Python fakes: tools/torch_standin.py;
+is_cuda, its CUDA stream functions Python fakes: tests/torch_standin.py;
 skipped without torch),
 the device state (pool allocation, memsets, the stream join) and the
 kernels (each kernel's real signature from its template, so every
@@ -10,7 +10,7 @@ launch's argument count is still checked; the driver launch itself is a
 no-op). The measured tables are those of an empty cache directory.
 Absolute numbers are this machine's and the stand-ins' (CuPy's attributes
 are Cython, faster); compare before and after a change on one machine.
-`python tools/select_call_cpu.py [calls] [--profile]`"""
+`python tests/select_call_cpu.py [calls] [--profile]`"""
 import os
 import sys
 import tempfile
@@ -20,7 +20,7 @@ import types
 # this checkout's cudasortkit (and its entry points), not an installed one
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cupy_standin import host_us, install  # noqa: E402  (tools/: next to this script)
+from cupy_standin import host_us, install  # noqa: E402  (tests/: next to this script)
 
 ndarray = install()
 try:

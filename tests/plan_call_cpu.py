@@ -6,13 +6,13 @@ for CuPy (its attributes, allocation and stream query), the device state
 temporaries; the graph launch itself is left out). Absolute numbers are
 this machine's and the stand-ins' (CuPy's attributes are Cython, faster);
 compare before and after a change on one machine.
-`python tools/plan_call_cpu.py [calls]`"""
+`python tests/plan_call_cpu.py [calls]`"""
 import sys
 import types
 
 import numpy as np
 
-from cupy_standin import host_us, install  # noqa: E402  (tools/: next to this script)
+from cupy_standin import host_us, install  # noqa: E402  (tests/: next to this script)
 
 ndarray = install()
 

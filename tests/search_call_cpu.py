@@ -9,7 +9,7 @@ call's general path is timed too (the prepared searches forgotten before
 each call, so it runs, records and prepares again). Absolute numbers are this
 machine's and the stand-ins' (CuPy's attributes are Cython, faster);
 compare before and after a change on one machine.
-`python tools/search_call_cpu.py [calls] [--profile]`; with --check, the
+`python tests/search_call_cpu.py [calls] [--profile]`; with --check, the
 replayed launches are compared with the general path's instead (check()).
 """
 import os

@@ -1,5 +1,5 @@
 """A stand-in `cupy` module for timing cudasortkit's host (Python) path on a
-machine without a GPU (tools/plan_call_cpu.py, tools/select_call_cpu.py):
+machine without a GPU (tests/plan_call_cpu.py, tests/select_call_cpu.py):
 arrays with the attributes and __cuda_array_interface__ cudasortkit reads,
 cheap allocation, the current device and stream. `install()` registers it
 as sys.modules["cupy"] before cudasortkit is imported."""
@@ -29,7 +29,7 @@ class _Flags:
 
 class ndarray:
     def __init__(self, shape, dtype, ptr=None):
-        # kept cheap (CuPy's own allocation is not what the tools measure)
+        # kept cheap (CuPy's own allocation is not what the scripts measure)
         self.shape = shape if isinstance(shape, tuple) else (shape,)
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.size = math.prod(self.shape)
