@@ -302,7 +302,7 @@ def test_a_sort_by_key_plan_replays(rng):
     like_k = cupy.asarray(make_keys("uniform", "uint32", n, rng))
     like_v = cupy.empty(n, cupy.int64)
     p = csk.plan(like=like_k, op="sort_by_key", values_like=like_v)
-    assert "general path" not in p.path()
+    assert not p.path().startswith("general path")  # it replays from its second call
     for call in range(3):
         keys = make_keys("uniform", "uint32", n, rng)
         values = _values("int64", n, rng)

@@ -172,6 +172,7 @@ def test_first_run_measurement_fills_the_cache(tmp_cache, extra_plugins, monkeyp
     monkeypatch.setattr(measured, "FIRST_MEASURE_MS", 0.0)
     monkeypatch.setattr(measured, "MEASURE_OVERHEAD_MS", 0.0)
     monkeypatch.setattr(measured, "MEASURE_RUNS", 0)
+    monkeypatch.setattr(measured, "HOST_NS_PER_KEY", 0.0)
     rng = np.random.default_rng()
     a = rng.integers(0, 2**32, 5000, dtype=np.uint32)
     assert np.array_equal(csk.sort(_gpu(a), algorithm="bitonic").get(), np.sort(a))

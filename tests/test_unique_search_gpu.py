@@ -423,4 +423,4 @@ def test_searchsorted_tree_torch(dtype, rng):
     got = csk.searchsorted(da, dv, "right", algorithm="tree")
     assert isinstance(got, torch.Tensor) and got.is_cuda and got.dtype == torch.int64
     _check_tree(a, v, da, dv)
-    assert csk.explain_searchsorted(da, dv).plugin == "tree"
+    assert csk.explain_searchsorted(da, dv, algorithm="tree").plugin == "tree"
