@@ -12,15 +12,7 @@
 // Tunables: BLOCK_SIZE; SAMPLES (binary: keys of a one-row search cached in
 // shared memory, 0 for none); ITEMS_PER_THREAD (merge: merge-path steps per
 // thread).
-#include "search.cuh"  // csk_before
-
-__device__ __forceinline__ csk_bits_t csk_search_key(const csk_bits_t* __restrict__ a,
-                                                      const long long* __restrict__ sorter,
-                                                      long long row_base, long long k)
-{
-    const long long at = sorter ? sorter[row_base + k] : k;
-    return csk_to_ordered(a[row_base + at]);
-}
+#include "search.cuh"  // csk_before, csk_search_key
 
 // One thread per query. For one row (rows == 1) with SAMPLES > 0, every
 // block first caches the keys at SAMPLES evenly spaced positions p_s in

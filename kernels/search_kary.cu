@@ -36,14 +36,6 @@
 #define CSK_KARY_FULL 0xffffffffu
 #define CSK_KARY_GROUP_MASK (LANES == 32 ? CSK_KARY_FULL : (1u << (LANES & 31)) - 1u)
 
-__device__ __forceinline__ csk_bits_t csk_kary_key(const csk_bits_t* __restrict__ a,
-                                                    const long long* __restrict__ sorter,
-                                                    long long row_base, long long k)
-{
-    const long long at = sorter ? sorter[row_base + k] : k;
-    return csk_to_ordered(a[row_base + at]);
-}
-
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 csk_search_kary(const csk_bits_t* __restrict__ a, const long long* __restrict__ sorter,
                 long long n, const csk_bits_t* __restrict__ v, long long m, long long rows,
@@ -69,7 +61,7 @@ csk_search_kary(const csk_bits_t* __restrict__ a, const long long* __restrict__ 
             const long long len = hi - lo;
             bool before = false;
             if (live)
-                before = csk_before(csk_kary_key(a, sorter, row_base,
+                before = csk_before(csk_search_key(a, sorter, row_base,
                                                  lo + (member + 1) * len / (LANES + 1)),
                                     x, right);
             const int t = __popc(__ballot_sync(CSK_KARY_FULL, before) & group);
@@ -80,7 +72,7 @@ csk_search_kary(const csk_bits_t* __restrict__ a, const long long* __restrict__ 
             }
         }
         const bool before = active && member < hi - lo
-                            && csk_before(csk_kary_key(a, sorter, row_base, lo + member), x, right);
+                            && csk_before(csk_search_key(a, sorter, row_base, lo + member), x, right);
         const int c = __popc(__ballot_sync(CSK_KARY_FULL, before) & group);
         if (active && member == 0) out[q] = lo + c;
     }

@@ -268,3 +268,23 @@ def fake_device(tmp_path, monkeypatch, *also_gpu_available) -> FakeState:
     monkeypatch.setattr(device, "current_limits", lambda: state.limits)
     runtime.reset()
     return state
+
+
+def joiner_standin(own: int = 7, wait_for=None, signal=None):
+    """A device's stream Joiner (cudasortkit/gpu/streams.py) for CPU tests:
+    it joins callers' streams as the real one does, the driver's events
+    stood in for by wait_for(handles) and signal(handles)."""
+    import types
+
+    from cudasortkit.gpu.streams import LEGACY
+
+    wait_for = wait_for or (lambda handles: None)
+
+    def join_caller(caller):
+        if caller == LEGACY or caller == own:
+            return False
+        wait_for((caller,))
+        return True
+
+    return types.SimpleNamespace(own=own, join_caller=join_caller, wait_for=wait_for,
+                                 signal=signal or (lambda handles: None))

@@ -13,6 +13,7 @@ import types
 import numpy as np
 
 from cupy_standin import host_us, install  # noqa: E402  (tests/: next to this script)
+from helpers import joiner_standin  # noqa: E402
 
 ndarray = install()
 
@@ -34,7 +35,7 @@ class _State:
 
     def __init__(self):
         self.stream = types.SimpleNamespace(handle=7)
-        self.joiner = types.SimpleNamespace(own=7)
+        self.joiner = joiner_standin()
 
     def activate(self):
         return self

@@ -21,6 +21,7 @@ import types
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cupy_standin import host_us, install  # noqa: E402  (tests/: next to this script)
+from helpers import joiner_standin  # noqa: E402
 
 ndarray = install()
 try:
@@ -55,14 +56,6 @@ class _Cuda:
     memset_d8_async = memcpy_dtod_async = memset_d32_async
 
 
-class _Joiner:
-    def wait_for(self, streams):
-        pass
-
-    def signal(self, streams):
-        pass
-
-
 class _State:
     ordinal = 0
     name = "Stand-in GPU"
@@ -73,7 +66,7 @@ class _State:
 
     def __init__(self):
         self.stream = types.SimpleNamespace(handle=7, synchronize=lambda: None)
-        self.joiner = _Joiner()
+        self.joiner = joiner_standin()
 
     def activate(self):
         return self

@@ -30,7 +30,7 @@ from cudasortkit.launch import built
 from cudasortkit.sdk import job as sdk_job
 from cudasortkit.sdk import registry
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
-from helpers import FakeState, fake_device
+from helpers import FakeState, fake_device, joiner_standin
 
 import cupy_standin  # noqa: E402  (tests/: beside this file)
 
@@ -94,8 +94,7 @@ class _State(FakeState):
     """A device state that allocates addresses, copies nothing and orders nothing."""
 
     stream = types.SimpleNamespace(handle=7, synchronize=lambda: None)
-    joiner = types.SimpleNamespace(own=7, wait_for=lambda handles: None,
-                                   signal=lambda handles: None)
+    joiner = joiner_standin()
     free = 80 << 30
 
     def __init__(self):

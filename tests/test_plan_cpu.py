@@ -7,6 +7,7 @@ import cudasortkit as csk
 from cudasortkit.calls.sort_plan import Plan
 from cudasortkit.launch.plans import LaunchPlan as RealLaunchPlan
 from cudasortkit.calls import sort_kept as kept
+from helpers import joiner_standin
 
 
 class Device:
@@ -327,7 +328,7 @@ class _Pool:
         import types
 
         self.taken = self.freed = 0
-        self.joiner = types.SimpleNamespace(own=7)
+        self.joiner = joiner_standin()
 
     def activate(self):
         return self
@@ -452,7 +453,7 @@ def test_a_prepared_call_with_a_graph_launches_it_without_a_job_of_its_own(monke
         ordinal = 0
         stream = None
         total_memory = 80 << 30
-        joiner = types.SimpleNamespace(own=7)
+        joiner = joiner_standin()
 
         def activate(self):
             return self
@@ -516,8 +517,8 @@ def test_a_prepared_call_on_another_stream_launches_its_graph_on_ours_joined_to_
         ordinal = 0
         stream = None
         total_memory = 80 << 30
-        joiner = types.SimpleNamespace(own=7, wait_for=lambda h: joins.append(("wait", h)),
-                                       signal=lambda h: joins.append(("signal", h)))
+        joiner = joiner_standin(wait_for=lambda h: joins.append(("wait", h)),
+                                 signal=lambda h: joins.append(("signal", h)))
 
         def activate(self):
             return self
@@ -756,7 +757,7 @@ def _ahead_call(adapter, n=8, kind="sort"):
     from cudasortkit.sdk import registry
 
     state = _Pool()
-    state.joiner = types.SimpleNamespace(own=7, wait_for=lambda h: None, signal=lambda h: None)
+    state.joiner = joiner_standin()
     plugin = registry.plugins()["onesweep"]
     return prep.PreparedCall(adapter, state, plugin, plugin.default_config("float32"),
                              _PlanWithoutGraph((64,)), kind, np.dtype("float32"), "float32",

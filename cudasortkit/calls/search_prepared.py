@@ -75,9 +75,7 @@ class PreparedSearch:
         state = self.state.activate()
         adapter, kept = self.adapter, self.kept
         caller = adapter.stream(v)
-        joins = caller != LEGACY and caller != state.joiner.own
-        if joins:
-            state.joiner.wait_for((caller,))
+        joins = state.joiner.join_caller(caller)
         try:
             result = kept.made_ahead(caller)
             if result is None:

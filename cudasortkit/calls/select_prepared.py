@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from ..dtypes import INDEX_DTYPE, is_bfloat16
 from ..gpu.arrays import c_strides
-from ..gpu.streams import LEGACY
 from ..launch import plans as launchplan
 from ..launch.outputs import poison
 from ..sdk import registry
@@ -58,9 +57,7 @@ class PreparedSelect:
         state = self.state.activate()
         adapter = self.adapter
         caller = adapter.stream(a)
-        joins = caller != LEGACY and caller != state.joiner.own
-        if joins:
-            state.joiner.wait_for((caller,))
+        joins = state.joiner.join_caller(caller)
         try:
             values, indices = self.make_values(a), self.make_indices(a)
             values_out, indices_out = adapter.pointer(values), adapter.pointer(indices)

@@ -230,9 +230,7 @@ class PreparedCall:
         state = self.state.activate()
         adapter, kept = self.adapter, self.kept
         caller = adapter.stream(a)
-        joins = caller != LEGACY and caller != state.joiner.own
-        if joins:
-            state.joiner.wait_for((caller,))
+        joins = state.joiner.join_caller(caller)
         temporaries = None
         try:
             if keys_in is None:

@@ -75,3 +75,18 @@ def _device_memory(xp, nbytes: int):
 
         get_device(xp.cuda.Device().id).free_unused()
         return xp.cuda.Memory(nbytes)
+
+
+def receive_buffers(arenas: dict, send: dict, n: int, xp, push: bool, keep: bool) -> dict:
+    """Where a rank receives n elements of each of its send arrays (name ->
+    array): regions of its "recv" arena when senders copy into it (push),
+    else new arrays of the library's pool."""
+    if not push:
+        return {name: xp.empty(n, a.dtype) for name, a in send.items()}
+    sink = arenas.setdefault("recv", Arena()).take(
+        sum(aligned(n * a.dtype.itemsize) for a in send.values()), xp, keep=keep)
+    recv, at = {}, 0
+    for name, a in send.items():
+        recv[name] = sink.view(at, n, a.dtype)
+        at += aligned(n * a.dtype.itemsize)
+    return recv

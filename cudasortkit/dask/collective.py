@@ -45,7 +45,7 @@ import numpy as np
 from .. import api as csk
 from ..gpu.device import get_device
 from . import chunks, counting, layout, options
-from .buffers import Arena, aligned
+from .buffers import Arena, aligned, receive_buffers
 from .comm import CollectiveAborted, offsets
 from .cuts import Run, exact_cuts, worker_starts
 from .exchange import exchange
@@ -398,14 +398,7 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     push = transport == "ipc" and opts.direction == "push"
     nbytes = sum(a.dtype.itemsize for a in mine.send.values()) * n_in
     make_room(xp, 2 * nbytes)
-    if push:
-        sink = comm.arenas.setdefault("recv", Arena()).take(nbytes + len(mine.send) * 256, xp, keep=bool(opts.keep))
-        recv, at = {}, 0
-        for name, a in mine.send.items():
-            recv[name] = sink.view(at, n_in, a.dtype)
-            at += aligned(n_in * a.dtype.itemsize)
-    else:
-        recv = {name: xp.empty(n_in, a.dtype) for name, a in mine.send.items()}
+    recv = receive_buffers(comm.arenas, mine.send, n_in, xp, push, bool(opts.keep))
     timer.sub("exchange: buffers")
     exchange(comm, opts, plan, mine.send, recv, transport, timer if spec.timings else None)
     received_runs = []          # (keys, values or None, run start, in an arena) in the global run order

@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import api as csk
 from . import counting, layout
-from .buffers import Arena, aligned
+from .buffers import Arena, aligned, receive_buffers
 from .cuts import Run, exact_cuts
 from .exchange import exchange, finish_pull, pull_in_segments
 
@@ -237,15 +237,7 @@ def partition_on_rank(comm, spec, local, opts, xp, timer, counts, starts, transp
     send = {k: [parts.send[k], union[k]] for k in parts.send}
     pipelined = transport == "ipc" and opts.direction == "pull" and xp is not np
     push = transport == "ipc" and opts.direction == "push"
-    if push:
-        sink = comm.arenas.setdefault("recv", Arena()).take(
-            sum(aligned(n_out * a.dtype.itemsize) for a in parts.send.values()), xp, keep=bool(opts.keep))
-        recv, at = {}, 0
-        for name, a in parts.send.items():
-            recv[name] = sink.view(at, n_out, a.dtype)
-            at += aligned(n_out * a.dtype.itemsize)
-    else:
-        recv = {name: xp.empty(n_out, a.dtype) for name, a in parts.send.items()}
+    recv = receive_buffers(comm.arenas, parts.send, n_out, xp, push, bool(opts.keep))
     mine_segments = segments[comm.rank]
     events = None
     if pipelined:

@@ -144,6 +144,16 @@ class Joiner:
             self._event = event
         return self._event
 
+    def join_caller(self, caller: int) -> bool:
+        """A prepared call's start: our stream waits for the work queued on the
+        caller's stream (a handle) so far. Whether it had to (the legacy
+        default stream and our own need no join): then the call's end
+        signals the caller's stream back."""
+        if caller == LEGACY or caller == self.own:
+            return False
+        self._join((caller,), into_own=True)
+        return True
+
     def wait_for(self, handles) -> None:
         """Our stream's later work starts after the work queued on `handles` so far."""
         self._join(handles, into_own=True)
