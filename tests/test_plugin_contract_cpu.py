@@ -87,7 +87,7 @@ def test_check_plugin_compiles_every_rendering(name, plugin_class, no_gpu, monke
     from test_kernels_compile import variants
 
     cls = plugin_class(name)
-    covered = {(t, d, vb, tuple(sorted(c.items()))) for t, d, vb, c in variants(cls())}
+    covered = {(t, d, vb, tuple(sorted(c.items()))) for t, d, vb, c, _ in variants(cls())}
     compile_rendering, compiled = testing.compile_rendering, []
 
     def compile_uncovered(nvcc, template, dtype, vb, config, arch):

@@ -130,7 +130,7 @@ HAND_WRITTEN = {
     ("msd_local", "msd_local.cu"): {
         "onesweep_histogram": "PqQQQPPPPP",
         "onesweep_pass": "PPPPPPqQQiiiPPPPQ", "msd_plan": "PPqQPPPPP",
-        "msd_cuts": "PqQPqP", "msd_local_sort": "PQPP", "msd_fallback": "PPP",
+        "msd_cuts": "PqQPqP", "msd_local_sort": "PPPPQPPii", "msd_fallback": "PPP",
         "onesweep_pass_persistent": "PPPPPPqQQiiiPPPPQ"},
     ("onesweep", "onesweep.cu"): {
         "onesweep_histogram": "PqQQQPPPPP",
