@@ -193,12 +193,16 @@ TREE_VARIANTS = ({"block_size": 64, "fanout": 8, "top": 16},
 KARY_VARIANTS = ({"block_size": 128, "lanes": 4}, {"block_size": 64, "lanes": 8},
                  {"block_size": 256, "lanes": 16})
 VARIANTS = {"tree": TREE_VARIANTS, "kary": KARY_VARIANTS}
+#: The key dtypes the variants compile at (a word of each width, a float):
+#: the variants change the search's shape, not how keys are read.
+VARIANT_DTYPES = ("int8", "uint16", "float32", "float64")
 
 
 def _unique_search_cases(dtypes):
     """(label, template, dtype, 0, config) of unique.cu (both count widths)
     and of every search plugin's templates (search.cu, search_tree.cu) at
-    its config, the tree's and kary's VARIANTS too, for `dtypes`."""
+    its config, for `dtypes`; the tree's and kary's VARIANTS too, at those
+    of VARIANT_DTYPES."""
     from cudasortkit.calls.unique import UNIQUE_CONFIG
     from cudasortkit.sdk.search import SearchPlugin
 
@@ -214,7 +218,7 @@ def _unique_search_cases(dtypes):
                 yield (f"search {name} {template}",
                        KernelTemplate(template, plugin.template_package), dtype, 0,
                        plugin.default_config(dtype))
-                for variant in VARIANTS.get(name, ()):
+                for variant in VARIANTS.get(name, ()) if dtype in VARIANT_DTYPES else ():
                     yield (f"search {name} {template} {variant}",
                            KernelTemplate(template, plugin.template_package), dtype, 0,
                            {**plugin.default_config(dtype), **variant})
