@@ -98,3 +98,19 @@ def host_us(fn, calls: int, rounds: int = 7) -> float:
             fn()
         best.append((time.process_time() - t) * 1e6 / (calls // rounds))
     return min(best)
+
+
+def print_profile(fn, top: int, calls: int = 200) -> None:
+    """cProfile of `calls` calls of fn: Python function calls per call, and
+    the `top` entries by cumulative time."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    print(f"  {stats.total_calls // calls} Python function calls per call")
+    stats.sort_stats("cumulative").print_stats(top)

@@ -288,3 +288,45 @@ def joiner_standin(own: int = 7, wait_for=None, signal=None):
 
     return types.SimpleNamespace(own=own, join_caller=join_caller, wait_for=wait_for,
                                  signal=signal or (lambda handles: None))
+
+
+def sorted_keys(dist, dtype, n, rng) -> np.ndarray:
+    """make_keys(dist, dtype, n), sorted stably (bfloat16 through float32)."""
+    keys = make_keys(dist, dtype, n, rng)
+    order = np.argsort(keys.astype(np.float32) if is_bf16(keys.dtype) else keys, kind="stable")
+    return keys[order]
+
+
+def numpy_searchsorted(a, v, side, sorter=None) -> np.ndarray:
+    """numpy.searchsorted, bfloat16 through float32."""
+    if is_bf16(a.dtype):
+        a, v = a.astype(np.float32), v.astype(np.float32)
+    return np.searchsorted(a, v, side, sorter)
+
+
+def on_thread_ranks(size, body) -> list:
+    """body(comm, rank) on `size` threads joined by one of the collective
+    sort's ThreadComms (cudasortkit/dask/comm.py); their results, or the
+    first rank's error (the others then abort)."""
+    import threading
+
+    from cudasortkit.dask import comm
+
+    uid, out, errors = comm.new_id("threads"), [None] * size, []
+
+    def run(rank):
+        c = comm.ThreadComm(uid, size, rank)
+        try:
+            out[rank] = body(c, rank)
+        except BaseException as e:     # noqa: BLE001 - reported below
+            errors.append(e)
+            c.abort()
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out

@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import select_call_cpu as standins  # noqa: E402  (installs the CuPy stand-in first)
-from cupy_standin import host_us  # noqa: E402
+from cupy_standin import host_us, print_profile  # noqa: E402
 
 import numpy as np  # noqa: E402
 import cudasortkit as csk  # noqa: E402
@@ -58,7 +58,7 @@ def main(calls=2000, profile=False):
         print(f"searchsorted {m:>9,} into {n:>10,} ({plugin:6}) prepared "
               f"{host_us(fn, calls):6.1f} us per call (host only, stand-ins)")
         if profile:
-            _profile(fn)
+            print_profile(fn, 20)
     a, v = ndarray((1 << 20,), "float32"), ndarray((1 << 10,), "float32")
 
     def general():
@@ -68,7 +68,7 @@ def main(calls=2000, profile=False):
     print(f"searchsorted     1,024 into  1,048,576 general path       "
           f"{host_us(general, calls):6.1f} us per call (host only, stand-ins)")
     if profile:
-        _profile(general)
+        print_profile(general, 20)
 
 
 def check():
@@ -147,20 +147,6 @@ def check():
     else:
         raise AssertionError("algorithm=None of a prepared shape did not raise")
     print(f"checked {len(cases)} prepared searches against their general path")
-
-
-def _profile(fn):
-    import cProfile
-    import pstats
-
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(200):
-        fn()
-    prof.disable()
-    stats = pstats.Stats(prof)
-    print(f"  {stats.total_calls // 200} Python function calls per call")
-    stats.sort_stats("cumulative").print_stats(20)
 
 
 if __name__ == "__main__":

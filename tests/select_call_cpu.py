@@ -20,7 +20,7 @@ import types
 # this checkout's cudasortkit (and its entry points), not an installed one
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cupy_standin import host_us, install  # noqa: E402  (tests/: next to this script)
+from cupy_standin import host_us, install, print_profile  # noqa: E402  (tests/: next to this script)
 from helpers import joiner_standin  # noqa: E402
 
 ndarray = install()
@@ -134,17 +134,7 @@ def run_case(label, a, k, calls, profile):
         f"{label}: a repeat call is not prepared"
     print(f"{label:32} {host_us(fn, calls):7.1f} us per call (host only, stand-ins)")
     if profile:
-        import cProfile
-        import pstats
-
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(200):
-            fn()
-        prof.disable()
-        stats = pstats.Stats(prof)
-        print(f"  {stats.total_calls // 200} Python function calls per call")
-        stats.sort_stats("cumulative").print_stats(25)
+        print_profile(fn, 25)
 
 
 if __name__ == "__main__":

@@ -17,30 +17,10 @@ import dask  # noqa: E402
 import cudasortkit.dask as cskd  # noqa: E402
 from cudasortkit.dask import (buffers, collective, comm, counting, cuts, exchange, explicit, layout,  # noqa: E402
                               options, partition)
-from helpers import assert_keys_equal, make_keys, reference_argsort  # noqa: E402
+from helpers import assert_keys_equal, make_keys, on_thread_ranks, reference_argsort  # noqa: E402
 
 
 # ------------------------------------------------------- ranks as threads
-def on_ranks(size, body):
-    """body(comm, rank) on `size` threads joined by one ThreadComm; their results."""
-    uid, out, errors = comm.new_id("threads"), [None] * size, []
-
-    def run(rank):
-        c = comm.ThreadComm(uid, size, rank)
-        try:
-            out[rank] = body(c, rank)
-        except BaseException as e:     # noqa: BLE001 - reported below
-            errors.append(e)
-            c.abort()
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
 
 
 def test_thread_comm_allgather_and_alltoallv():
@@ -51,7 +31,7 @@ def test_thread_comm_allgather_and_alltoallv():
         recv = [[1, 2, 3][rank]] * 3
         return got, c.alltoallv(buf, starts, counts, recv), c.allreduce_sum(np.array([[rank, 1]]))
 
-    results = on_ranks(3, body)
+    results = on_thread_ranks(3, body)
     for rank, (got, recv, total) in enumerate(results):
         assert np.array_equal(got, [[0, 0], [1, 10], [2, 20]])
         assert total.dtype == np.int64 and np.array_equal(total, [[3, 3]])
@@ -76,7 +56,7 @@ def test_ordered_alltoallv_gives_runs_or_one_array_in_logical_order(members):
         joined = ordered.alltoallv(buf, pieces, recv, joined=True)
         return me, got, joined, joined is received[-1]
 
-    for me, got, joined, uncopied in on_ranks(3, body):
+    for me, got, joined, uncopied in on_thread_ranks(3, body):
         a, n = [0, 1, 3][me], [1, 2, 3][me]
         assert [list(r) for r in got] == [list(np.arange(a, a + n) + 100 * s) for s in range(3)]
         assert np.array_equal(joined, np.concatenate(got))
@@ -90,7 +70,7 @@ def test_a_failing_rank_releases_the_others():
         c.allgather(np.zeros(1))
 
     with pytest.raises(KeyError, match="rank 1 failed"):
-        on_ranks(3, body)
+        on_thread_ranks(3, body)
 
 
 # ------------------------------------------------------ the ordered words
@@ -169,7 +149,7 @@ def test_exact_cuts_take_the_first_t_of_the_global_order(dist, dtype, descending
     def body(c, rank):
         return cuts.exact_cuts(c, parts[rank], targets, len(a), stable, descending, a.dtype, np)
 
-    counts = on_ranks(3, body)
+    counts = on_thread_ranks(3, body)
     for j, t in enumerate(targets):
         assert sum(int(c[j].sum()) for c in counts) == t
         taken = np.concatenate([np.asarray(r.start + r.pos[:c[j, i]], np.int64)
@@ -594,8 +574,8 @@ def test_nccl_comm_moves_each_piece_to_its_peer(fake_cupy, dtype):
                     c.allreduce_sum(np.array([[rank, 1 << 40], [-rank, 5]], np.int64)))
         return run
 
-    expected = on_ranks(3, body(None))
-    got = on_ranks(3, body(lambda rank: comm.NcclComm((1, 2, 3), 3, rank)))
+    expected = on_thread_ranks(3, body(None))
+    got = on_thread_ranks(3, body(lambda rank: comm.NcclComm((1, 2, 3), 3, rank)))
     for (e_recv, e_all, e_sum), (g_recv, g_all, g_sum) in zip(expected, got):
         assert g_recv.dtype == np.dtype(dtype) and np.array_equal(g_recv, e_recv)
         assert np.array_equal(g_all, e_all)
@@ -614,7 +594,7 @@ def test_nccl_send_recv_matches_pieces_in_order_and_probes_ipc(fake_cupy):
         c.send_recv(sends, outs)
         return c.ipc_ready, [np.asarray(o).tolist() for _, o in outs]
 
-    for rank, (ready, got) in enumerate(on_ranks(3, run)):
+    for rank, (ready, got) in enumerate(on_thread_ranks(3, run)):
         assert ready is False      # the stand-in cupy has no device memory to map
         for (d, out) in zip((0, 1, 2, 1), got):
             src = (rank - d) % 3
@@ -814,7 +794,7 @@ def collective_sort(a, sizes, owners, op, desc, ranks, values=None, out_bounds=N
                                  None if values is None else [values[at[i]:at[i + 1]] for i in mine])
         return collective.sort_on_rank(c, spec, local), local.times
 
-    return on_ranks(ranks, body)
+    return on_thread_ranks(ranks, body)
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
@@ -856,7 +836,7 @@ def test_results_never_share_the_arena_with_the_next_sort(monkeypatch):
         def body(c, rank):
             local = collective.Local([a[4 * rank:4 * rank + 4]], [4 * rank], [rank], [4])
             return collective.sort_on_rank(ranks[rank], spec, local)
-        return on_ranks(2, body)
+        return on_thread_ranks(2, body)
 
     first = sort(np.array([3, 1, 2, 0, 7, 5, 6, 4], np.int64) * 1000)       # each rank keeps its own keys
     kept = [k.copy() for k, _ in first]

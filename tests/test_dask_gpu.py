@@ -9,7 +9,7 @@ da = pytest.importorskip("dask.array")
 import dask  # noqa: E402
 
 import cudasortkit.dask as cskd  # noqa: E402
-from helpers import assert_keys_equal, make_keys, reference_argsort  # noqa: E402
+from helpers import assert_keys_equal, make_keys, on_thread_ranks, reference_argsort  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -55,9 +55,7 @@ def test_cupy_chunks_on_local_schedulers_take_the_tasks_tree(rng):
 
 
 # -------------------------------------- the collective's parts on one GPU
-import threading  # noqa: E402
-
-from cudasortkit.dask import collective, comm, counting, cuts  # noqa: E402
+from cudasortkit.dask import collective, counting, cuts  # noqa: E402
 
 COUNT_DTYPES = ["bool", "uint8", "int16", "float16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
 
@@ -106,27 +104,6 @@ def test_bucket_ids_on_the_device_match_numpy(dtype, descending, rng):
         assert got.dtype == np.uint8 and np.array_equal(got.get(), expect), count
 
 
-def on_ranks(size, body):
-    """body(comm, rank) on `size` threads joined by one ThreadComm (ranks as
-    threads on this one GPU); their results."""
-    uid, out, errors = comm.new_id("threads"), [None] * size, []
-
-    def run(rank):
-        c = comm.ThreadComm(uid, size, rank)
-        try:
-            out[rank] = body(c, rank)
-        except BaseException as e:     # noqa: BLE001 - reported below
-            errors.append(e)
-            c.abort()
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
 
 
 @pytest.mark.parametrize("stable", [False, True])
@@ -152,7 +129,7 @@ def test_exact_cuts_on_the_device(dist, dtype, descending, stable, rng):
         runs = [cuts.Run(cupy.asarray(k), cupy.asarray(p), s) for k, p, s in parts[rank]]
         return cuts.exact_cuts(c, runs, targets, len(a), stable, descending, a.dtype, cupy)
 
-    counts = on_ranks(3, body)
+    counts = on_thread_ranks(3, body)
     for j, t in enumerate(targets):
         assert sum(int(c[j].sum()) for c in counts) == t
         taken = np.concatenate([np.asarray(s + p[:c[j, i]], np.int64)
@@ -206,7 +183,7 @@ def test_the_collective_on_threads_sorts_cupy_chunks_as_numpy(setting, dist, dty
             k, v = collective.sort_on_rank(c, spec, local)
             return None if k is None else k.get(), None if v is None else v.get()
 
-        out = on_ranks(3, body)
+        out = on_thread_ranks(3, body)
         if op == "argsort":
             assert np.array_equal(np.concatenate([v for _, v in out]), expected), op
         else:

@@ -13,7 +13,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit import api
 from cudasortkit.dtypes import KEY_DTYPES
-from helpers import is_bf16, make_keys, to_device, to_numpy
+from helpers import make_keys, numpy_searchsorted, sorted_keys, to_device, to_numpy
 
 pytestmark = pytest.mark.gpu
 slow = pytest.mark.slow
@@ -23,16 +23,8 @@ KARY_SIZES = [0, 1, 2, 3, 31, 32, 33, 34, 1088, 1089, 1090, 7919, 35937, 35938, 
 PLUGINS = ["auto", "binary", "tree", "kary"]
 
 
-def _sorted_keys(dist, dtype, n, rng):
-    keys = make_keys(dist, dtype, n, rng)
-    order = np.argsort(keys.astype(np.float32) if is_bf16(keys.dtype) else keys, kind="stable")
-    return keys[order]
 
 
-def _numpy_search(a, v, side, sorter=None):
-    if is_bf16(a.dtype):
-        a, v = a.astype(np.float32), v.astype(np.float32)
-    return np.searchsorted(a, v, side, sorter)
 
 
 def _queries(a, dtype, m, rng):
@@ -46,7 +38,7 @@ def _queries(a, dtype, m, rng):
 
 def _check(a, v, side, **kwargs):
     got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, **kwargs))
-    expected = _numpy_search(a, v, side, kwargs.get("sorter"))
+    expected = numpy_searchsorted(a, v, side, kwargs.get("sorter"))
     assert got.dtype == np.int64 and got.shape == v.shape
     bad = np.flatnonzero(got.reshape(-1) != expected.reshape(-1))
     assert not len(bad), (f"n={len(a)} side={side} {kwargs}: {len(bad)} wrong, first query "
@@ -58,7 +50,7 @@ def _check(a, v, side, **kwargs):
 @pytest.mark.parametrize("dtype", KEY_DTYPES)
 def test_kary_sizes_every_dtype(dtype, rng):
     for n in KARY_SIZES:
-        a = _sorted_keys("special", dtype, n, rng)
+        a = sorted_keys("special", dtype, n, rng)
         v = _queries(a, dtype, 2001, rng)
         for side in ("left", "right"):
             _check(a, v, side, algorithm="kary")
@@ -76,7 +68,7 @@ def test_kary_every_lane_count(lanes, dtype, rng, monkeypatch, request):
     api.searches.forget()
     request.addfinalizer(api.searches.forget)
     for n in (lanes - 1, lanes, lanes + 1, (lanes + 1) ** 2 + 1, 65537):
-        a = _sorted_keys("uniform", dtype, n, rng)
+        a = sorted_keys("uniform", dtype, n, rng)
         for m in (1, 37, 300007):
             v = _queries(a, dtype, m, rng)
             for side in ("left", "right"):

@@ -20,7 +20,8 @@ import pytest
 import cudasortkit as csk
 from cudasortkit import api
 from cudasortkit.dtypes import KEY_DTYPES
-from helpers import DISTRIBUTIONS, as_dtype, is_bf16, make_keys, to_device, to_numpy
+from helpers import (DISTRIBUTIONS, as_dtype, is_bf16, make_keys, numpy_searchsorted, sorted_keys,
+                     to_device, to_numpy)
 
 pytestmark = pytest.mark.gpu
 slow = pytest.mark.slow
@@ -248,16 +249,8 @@ def cupy_or_torch(module, a: np.ndarray):
 
 
 # ------------------------------------------------------------ searchsorted
-def _sorted_keys(dist, dtype, n, rng):
-    keys = make_keys(dist, dtype, n, rng)
-    order = np.argsort(keys.astype(np.float32) if is_bf16(keys.dtype) else keys, kind="stable")
-    return keys[order]
 
 
-def _numpy_search(a, v, side, sorter=None):
-    if is_bf16(a.dtype):
-        a, v = a.astype(np.float32), v.astype(np.float32)
-    return np.searchsorted(a, v, side, sorter)
 
 
 @pytest.mark.parametrize("algorithm", ["binary", "merge", "tree", "kary"])
@@ -265,20 +258,20 @@ def _numpy_search(a, v, side, sorter=None):
 @pytest.mark.parametrize("dtype", KEY_DTYPES)
 @pytest.mark.parametrize("n, m", [(0, 5), (1, 7), (5000, 1), (4099, 65537), (100003, 3001)])
 def test_searchsorted_every_dtype(n, m, dtype, side, algorithm, rng):
-    a = _sorted_keys("special", dtype, n, rng)
+    a = sorted_keys("special", dtype, n, rng)
     v = np.concatenate([make_keys("special", dtype, m, rng), a[: m // 2]])[:m]
     got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
-    assert got.dtype == np.int64 and np.array_equal(got, _numpy_search(a, v, side))
+    assert got.dtype == np.int64 and np.array_equal(got, numpy_searchsorted(a, v, side))
 
 
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
 def test_searchsorted_distributions(dist, rng):
-    a = _sorted_keys(dist, "float32", 70001, rng)
+    a = sorted_keys(dist, "float32", 70001, rng)
     v = make_keys(dist, "float32", 30011, rng)
     for algorithm in ("binary", "merge", "tree", "kary"):
         for side in ("left", "right"):
             got = to_numpy(csk.searchsorted(to_device(a), to_device(v), side, algorithm=algorithm))
-            assert np.array_equal(got, _numpy_search(a, v, side)), (algorithm, side)
+            assert np.array_equal(got, numpy_searchsorted(a, v, side)), (algorithm, side)
 
 
 def test_searchsorted_auto(rng):
@@ -353,7 +346,7 @@ def _tree_inputs(dtype, n, m, rng):
         a = np.sort(rng.random(n) < 0.5)
         v = rng.random(2 * m) < 0.5
         return a, v
-    a = _sorted_keys("special", dtype, n, rng)
+    a = sorted_keys("special", dtype, n, rng)
     v = make_keys("special", dtype, m, rng)
     return a, (np.concatenate([v, a[rng.integers(0, n, m)]]) if n else v)
 
@@ -362,7 +355,7 @@ def _check_tree(a, v, device_a, device_v):
     for side in ("left", "right"):
         got = to_numpy(csk.searchsorted(device_a, device_v, side, algorithm="tree"))
         assert got.dtype == np.int64 and got.shape == v.shape
-        expected = _numpy_search(a, v, side)
+        expected = numpy_searchsorted(a, v, side)
         bad = np.flatnonzero(got != expected)
         assert not len(bad), (f"n={len(a)} side={side}: {len(bad)} wrong, first at query "
                               f"{bad[0]}: {v[bad[0]]!r} -> {got[bad[0]]}, NumPy {expected[bad[0]]}")
