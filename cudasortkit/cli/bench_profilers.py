@@ -16,6 +16,8 @@ bench.py's.
 - kernels: the hot kernels launched twice each (a merge of two sorted
   arrays, onesweep and radix sorts), for Nsight Compute:
   ``ncu -k regex:onesweep python -m cudasortkit bench kernels``.
+- compare: two versions' ``bench --json`` tables, cell by cell, each run's
+  times over CuPy's in the same run (bench_compare.py; no GPU).
 
 The Dask scale-out has its own bench, which starts a cluster:
 ``python -m cudasortkit.dask.bench --help``.
@@ -28,6 +30,7 @@ import time
 import numpy as np
 
 from ..settings import parse_size
+from . import bench_compare
 from .bench import make_input, require_gpu
 
 #: Calls queued back to back per timed batch (timeline).
@@ -69,6 +72,7 @@ def add_tools(parser: argparse.ArgumentParser) -> None:
                                      "sorts of uint32 keys, twice each (the first compiles).")
     k.add_argument("--size", default="2^24")
     k.set_defaults(func=kernels)
+    bench_compare.add_tool(tools)
 
 
 def _gpu_with_cupy(what: str):
