@@ -65,7 +65,7 @@ def test_onesweep_keeps_its_defaults_where_nothing_was_measured():
     p = registry.plugins()["onesweep"]
     assert registry.default_config(p, "uint16", 0, 1 << 12) == p.default_config("uint16", 0)
     assert registry.default_config(p, "uint64", 0, (1 << 21) + 1) == p.default_config("uint64")
-    for dtype, vb in (("uint64", 4), ("uint32", 4), ("uint16", 8)):  # nothing to gather
+    for dtype, vb in (("uint64", 4), ("uint16", 8)):  # nothing to gather
         assert registry.default_config(p, dtype, vb, 1 << 24) == p.default_config(dtype, vb)
     assert registry.default_config(p, "uint32", 8, 1 << 24) == p.default_config("uint32", 8)
 
@@ -83,7 +83,26 @@ def test_onesweep_sorts_small_pairs_in_smaller_tiles_with_a_wide_look_back(dtype
         assert p.valid_config(c, dtype, vb, DeviceLimits.sm90())
     assert got[1 << 12] == got[1 << 17] == (384, 8, 4)
     assert got[(1 << 17) + 1] == got[1 << 19] == (384, 12, 4)
-    assert got[1 << 21] == (384, 16, 4) and got[(1 << 21) + 1] == (384, 16, 1)
+    block = 512 if (dtype, vb) == ("uint32", 4) else 384  # PAIR4_TILES
+    assert got[1 << 21] == (block, 16, 4) and got[(1 << 21) + 1] == (block, 16, 1)
+
+
+def test_onesweep_sorts_4_byte_pairs_past_small_ones_in_bigger_tiles():
+    from cudasortkit.gpu.device import DeviceLimits
+
+    p = registry.plugins()["onesweep"]
+    for dtype in ("uint32", "float32", "int32"):
+        got = {}
+        for n in (1 << 19, (1 << 19) + 1, 1 << 22, (1 << 22) + 1, 1 << 28):
+            c = registry.default_config(p, dtype, 4, n)
+            got[n] = (c["block_size"], c["items_per_thread"], c["min_blocks"])
+            assert p.valid_config(c, dtype, 4, DeviceLimits.sm90())
+        assert got[1 << 19] == (384, 12, 0)
+        assert got[(1 << 19) + 1] == got[1 << 22] == (512, 16, 0)
+        assert got[(1 << 22) + 1] == got[1 << 28] == (512, 20, 3)
+    # other widths keep the default tile
+    assert registry.default_config(p, "uint16", 4, 1 << 24)["block_size"] == 384
+    assert registry.default_config(p, "uint32", 8, 1 << 24)["block_size"] == 384
 
 
 def test_onesweep_gathers_8_byte_values_where_carrying_positions_pays():
@@ -177,3 +196,16 @@ def test_onesweep_stores_evict_last_only_past_the_l2():
         assert registry.default_config(p, dtype, 0, p.EVICT_LAST_ABOVE)["evict_last"] == 0
     assert registry.default_config(p, "uint32", 8, past)["evict_last"] == 0   # with values
     assert registry.default_config(p, "uint64", 0, past)["evict_last"] == 0   # not measured
+
+
+def test_counting_goes_first_for_many_byte_keys_alone():
+    from cudasortkit.sdk.plugin import Request
+
+    counting, onesweep = registry.plugins()["counting"], registry.plugins()["onesweep"]
+    prio = lambda p, dtype, n, vb=0: p.priority_for_request(  # noqa: E731
+        Request("sort" if vb == 0 else "pairs", dtype, n, value_bytes=vb))
+    for dtype in ("uint8", "int8"):
+        assert prio(counting, dtype, 1 << 16) > prio(onesweep, dtype, 1 << 16)
+        assert prio(counting, dtype, (1 << 18) + 1) < prio(onesweep, dtype, (1 << 18) + 1)
+        assert prio(counting, dtype, 1 << 20, 8) > prio(onesweep, dtype, 1 << 20, 8)  # pairs
+    assert prio(counting, "uint16", 1 << 20) > prio(onesweep, "uint16", 1 << 20)
