@@ -23,7 +23,8 @@
 //                            caller sorts (order[i], ids[i]) by order, so
 //                            position j holds the run of the key whose input
 //                            position is j, widened here to int64
-//   csk_unique_counts        counts[j] = start[j + 1] - start[j] (start[u] = n)
+//   csk_unique_counts        counts[j] = start[j + 1] - start[j] (start[u] = n), u
+//                            read from the scan's total on the device
 //
 // Equality is NumPy's: ordered words (keys.cuh) are equal, so -0.0 == +0.0;
 // every NaN has the ordered word all ones, so with equal_nan all NaNs are one
@@ -278,9 +279,10 @@ csk_unique_inverse(const csk_count_t* __restrict__ run_ids, long long n,
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-csk_unique_counts(const csk_count_t* __restrict__ starts, long long u, long long n,
-                  long long* __restrict__ counts)
+csk_unique_counts(const csk_count_t* __restrict__ starts, const csk_count_t* __restrict__ total,
+                  long long n, long long* __restrict__ counts)
 {
+    const long long u = (long long)*total;  // the scan's total: the runs
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     for (long long j = blockIdx.x * (long long)BLOCK_SIZE + threadIdx.x; j < u; j += stride)
         counts[j] = (j + 1 < u ? (long long)starts[j + 1] : n) - (long long)starts[j];

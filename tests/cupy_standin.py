@@ -53,6 +53,13 @@ class ndarray:
             shape = (self.size,)
         return ndarray(tuple(shape), self.dtype, self.data.ptr)
 
+    def __getitem__(self, key):  # a 1-D array's leading slice [:count]: a view
+        assert len(self.shape) == 1 and key.start is None and key.step is None
+        return ndarray((min(key.stop, self.size),), self.dtype, self.data.ptr)
+
+    def copy(self):
+        return ndarray(self.shape, self.dtype)
+
     @property
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),

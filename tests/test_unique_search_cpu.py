@@ -519,6 +519,9 @@ class _Device:
             def finish(self):
                 return self.value
 
+            def finish_first(self, count):
+                return self.value[:count]
+
         class Scan:
             def __init__(self, job, n, count_bytes):
                 self.dtype = np.dtype(f"u{count_bytes}")
@@ -594,6 +597,8 @@ class _Device:
     def find(self, *args):
         return None
 
+    find_pairs = find
+
     # the kernels of kernels/unique.cu
     def _starts(self, sorted_ptr, n, equal_nan):
         kind = _kind(self.key_dtype)
@@ -653,7 +658,8 @@ class _Device:
     def csk_unique_inverse(self, count, grid, run_ids, n, inverse):
         self.memory.view(inverse, np.int64)[:n] = self.memory.view(run_ids, count)[:n]
 
-    def csk_unique_counts(self, count, grid, starts, u, n, counts):
+    def csk_unique_counts(self, count, grid, starts, total, n, counts):
+        u = int(self.memory.view(total, count)[0])
         s = np.append(self.memory.view(starts, count)[:u].astype(np.int64), n)
         self.memory.view(counts, np.int64)[:u] = np.diff(s)
 
@@ -697,19 +703,22 @@ EMULATED_DTYPES = ["bool", "int8", "uint16", "int32", "int64", "float16", "bfloa
                    "float64"]
 
 
+@pytest.mark.parametrize("early", [True, False])
 @pytest.mark.parametrize("by_sort", [False, True])
 @pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("dtype", EMULATED_DTYPES)
 @pytest.mark.parametrize("equal_nan", [True, False])
-def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, monkeypatch):
+def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, early, monkeypatch):
     """_unique_device, with its kernels emulated in NumPy, gives np.unique's
     values (bit for bit the first occurrence: -0.0, NaN payloads), first
     indices, inverse and counts, through the inverse sort and the scatter,
-    with 32- and 64-bit positions; every result element written; one wait;
-    the inverse sort takes the first sort's order as its keys."""
+    with 32- and 64-bit positions, with results made n long before the wait
+    and cut (early) or made after it; every result element written; one
+    wait; the inverse sort takes the first sort's order as its keys."""
     from cudasortkit.calls import unique as u
 
     monkeypatch.setattr(u, "INVERSE_SORT_MIN", 1 if by_sort else 1 << 40)
+    monkeypatch.setattr(u, "EARLY_UP_TO", 1 << 40 if early else 0)
     if not narrow:  # 64-bit positions, counts and ids (n >= 2^31 on the device)
         monkeypatch.setattr(u, "NARROW_LIMIT", 1)
     rng = np.random.default_rng(7)

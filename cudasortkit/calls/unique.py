@@ -65,6 +65,13 @@ BLOCKS_PER_SM = 16
 #: writes cost about 1.0 ms, the sort about 0.35 ms; 2^21 and 2^22 follow the
 #: L2 rule, not a measurement.)
 INVERSE_SORT_MIN = 1 << 23
+#: Up to this many keys the results are made n long before the number of
+#: unique values u is known, and cut to u after the one wait (a view; a copy
+#: where u is under half of n), so that the wait comes after all the host's
+#: work (tens of microseconds, run while the GPU sorts). Beyond it the GPU's
+#: time dominates and the results are made once u is known (n long, they
+#: would hold up to three times n x 8 bytes at once).
+EARLY_UP_TO = 1 << 24
 #: Below this many keys positions, flags, run ids and starts are 32-bit
 #: (int32 arrays: every library has them, and as keys of the inverse sort
 #: positions below 2^31 sort as unsigned words would).
@@ -169,7 +176,7 @@ def _like(op: Operand, n: int) -> Operand:
 def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller: int, stream,
                    flat=None):
     """(values, [index], [inverse 1-D], [counts]) of device keys `op`
-    (`flat`: the caller's array it reads, for a prepared keys-only sort)."""
+    (`flat`: the caller's array it reads, for a prepared sort)."""
     from ..sdk.job import Job
 
     return_index, return_inverse, return_counts = flags
@@ -193,9 +200,8 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         # first occurrence.
         positions = Result(_like(op, n), count_dtype, state, None, "unique positions", caller)
         iota64(state, positions.ptr, n, owner="unique", index_bytes=count_bytes)
-        sorted_keys, order = prepared.run("pairs", op, Operand(positions.finish(), "positions",
-                                                               "values"),
-                                          False, True, "auto", stream=stream)
+        sorted_keys, order = _sorted_pairs(prepared, op, flat, positions.finish(), "positions",
+                                           stream)
     else:
         sorted_keys = _sorted_keys(prepared, op, flat, stream)
     sorted_ptr = pointer(sorted_keys, "sorted keys")
@@ -221,49 +227,63 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                        UNIQUE_BLOCK, keys_ptr, n, specials, first)
         scan = DeviceScan(job, tiles, count_bytes)
         scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
+
+        def write(length: int) -> tuple:
+            """The results, `length` long where u's are (u or n), and the
+            work that writes them queued: (values, index, inverse, counts)."""
+            values = Result(_like(op, length), op.dtype, state, None, "unique", caller)
+            index = Result(_like(op, length), index64, state, None, "unique index", caller) \
+                if return_index else None
+            inverse = Result(_like(op, n), index64, state, None, "unique inverse", caller) \
+                if return_inverse else None
+            counts = Result(_like(op, length), index64, state, None, "unique counts", caller) \
+                if return_counts else None
+            starts = int(job.alloc(length * count_bytes)) if counts is not None else 0
+            # The run ids are an array of the caller's library when the
+            # inverse sort takes them as its values.
+            ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller) \
+                if by_sort else None
+            job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
+                       keys_ptr, sorted_ptr, order_ptr, first if special else 0, parts["tiles"],
+                       n, int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
+                       0 if ids is None else ids.ptr,
+                       0 if inverse is None or by_sort else inverse.ptr)
+            cap = state.limits.sm_count * BLOCKS_PER_SM
+            if counts is not None:
+                job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
+                           min(job.blocks(length, UNIQUE_BLOCK), cap), UNIQUE_BLOCK, starts,
+                           scan.total_ptr, n, counts.ptr)
+            if by_sort:
+                # inverse[order[i]] = ids[i]: sorting (order, ids) by order
+                # puts the ids in input order (order's keys are 0 .. n-1, so
+                # a radix sort skips the digits above n's on the device).
+                _, run_ids = _sorted_pairs(prepared, Operand(order, "order"), order,
+                                           ids.finish(), "run ids", stream)
+                job.launch(job.kernel("unique.cu", "csk_unique_inverse", defines),
+                           min(job.blocks(n, UNIQUE_BLOCK), cap), UNIQUE_BLOCK,
+                           pointer(run_ids, "run ids", "values"), n, inverse.ptr)
+                del run_ids  # alive until the work reading it is queued
+            return values, index, inverse, counts
+
+        # Up to EARLY_UP_TO keys the results are made n long before u is
+        # known, so that all the work is queued before the one wait (the
+        # host's part then runs while the GPU sorts) and cut to u after it.
+        early = n <= EARLY_UP_TO
+        results = write(n) if early else None
         total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
         # the one wait: the results' length (a copy to pageable memory
         # returns once done, after the work queued before it)
         state.cuda.memcpy_dtoh_async(total, scan.total_ptr, state.stream)
         state.stream.synchronize()
         u = int(total[0])
-        values = Result(_like(op, u), op.dtype, state, None, "unique", caller)
-        index = Result(_like(op, u), index64, state, None, "unique index", caller) \
-            if return_index else None
-        inverse = Result(_like(op, n), index64, state, None, "unique inverse", caller) \
-            if return_inverse else None
-        counts = Result(_like(op, u), index64, state, None, "unique counts", caller) \
-            if return_counts else None
-        starts = int(job.alloc(u * count_bytes)) if counts is not None else 0
-        # The run ids are an array of the caller's library when the inverse
-        # sort takes them as its values.
-        ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller) \
-            if by_sort else None
-        job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
-                   keys_ptr, sorted_ptr, order_ptr, first if special else 0, parts["tiles"], n,
-                   int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
-                   0 if ids is None else ids.ptr,
-                   0 if inverse is None or by_sort else inverse.ptr)
-        grid = min(job.blocks(n, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM)
-        if counts is not None:
-            job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
-                       min(job.blocks(u, UNIQUE_BLOCK), state.limits.sm_count * BLOCKS_PER_SM),
-                       UNIQUE_BLOCK, starts, u, n, counts.ptr)
-        if by_sort:
-            # inverse[order[i]] = ids[i]: sorting (order, ids) by order puts
-            # the ids in input order (order's keys are 0 .. n-1, so a radix
-            # sort skips the digits above n's on the device).
-            _, run_ids = prepared.run("pairs", Operand(order, "order"),
-                                      Operand(ids.finish(), "run ids", "values"),
-                                      False, True, "auto", stream=stream)
-            job.launch(job.kernel("unique.cu", "csk_unique_inverse", defines), grid,
-                       UNIQUE_BLOCK, pointer(run_ids, "run ids", "values"), n, inverse.ptr)
-            del run_ids  # alive until the work reading it is queued
+        if not early:
+            results = write(u)
     finally:
         job.finish()
-    del ids
     del sorted_keys, order  # alive until the work reading them is queued
-    return tuple(r.finish() for r in (values, index, inverse, counts) if r is not None)
+    values, index, inverse, counts = results
+    return tuple(r.finish() if r is inverse else r.finish_first(u)
+                 for r in (values, index, inverse, counts) if r is not None)
 
 
 def needs_order(flags, floats: bool, equal_nan: bool) -> bool:
@@ -294,6 +314,19 @@ def _sorted_keys(prepared, op: Operand, flat, stream):
     keys, _ = prepared.run("sort", op, None, False, False, "auto", stream=stream,
                            caller=flat if stream is None else None)
     return keys
+
+
+def _sorted_pairs(prepared, op: Operand, flat, values, what: str, stream):
+    """(sorted keys, values in their order) of a stable sort of `op` (the
+    caller's array `flat`, or an array of ours) carrying `values` (an array
+    of op's library, `what`), through the prepared call of a repeated
+    shape where there is one."""
+    if flat is not None and stream is None:
+        call = prepared.find_pairs(flat, values, False, "auto")
+        if call is not None:
+            return call(flat, values=values)
+    return prepared.run("pairs", op, Operand(values, what, "values"), False, True, "auto",
+                        stream=stream, caller=flat if stream is None else None)
 
 
 # ----------------------------------------------------------------- axis=int

@@ -415,6 +415,7 @@ class Result:
         #: `own`: a result of like's own dtype (sorted keys): a host one comes
         #: back in the caller's byte order (Operand.wrap_own).
         self._own = own
+        self._library = like.library
         if out is not None:
             target = out if isinstance(out, Operand) else Operand(out, what, "out")
             check_out(target, self.n, self.dtype, what)
@@ -446,6 +447,20 @@ class Result:
 
         if POISON_BYTE is not None and self.n:
             state.cuda.memset_d8_async(self.ptr, POISON_BYTE, self.n * self.dtype.itemsize, state.stream)
+
+    def finish_first(self, count: int):
+        """finish() of a device result made before its length was known, n
+        long: its first `count` elements, a view, or a copy of them where
+        the view would hold more than twice their memory (after the work
+        that wrote them is done: the copy is queued in the caller's library
+        on its current stream)."""
+        value = self.finish()
+        if count == self.n:
+            return value
+        head = value[:count]
+        if 2 * count >= self.n:
+            return head
+        return head.clone() if self._library == "torch" else head.copy()
 
     def finish(self):
         """After the work is queued: host results are downloaded (waiting for
