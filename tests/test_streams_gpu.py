@@ -192,3 +192,26 @@ def test_merge_on_a_busy_stream(rng):
         m = csk.merge(xa, xb).copy()
     s.synchronize()
     assert_keys_equal(m, np.concatenate([a, b])[np.argsort(np.concatenate([a, b]), kind="stable")])
+
+
+@pytest.mark.parametrize("nbytes", [4, 8])
+def test_read_back_waits_for_the_copy_not_for_the_work_queued_after_it(nbytes):
+    """state.read_back: the word as the work queued before it leaves it;
+    the work then() queues lands after the copy (it does not change the
+    word read) and is still done in stream order."""
+    from cudasortkit.gpu.device import get_device
+
+    state = get_device().activate()
+    words = state.allocate(1 << 26)
+    value = (1 << (8 * nbytes - 1)) + 12345
+    host = np.array([value], np.uint32 if nbytes == 4 else np.uint64)
+    state.cuda.memcpy_htod_async(int(words), host, state.stream)
+    big = state.allocate(1 << 28)
+    got = state.read_back(int(words), nbytes, lambda: (
+        state.cuda.memset_d32_async(int(words), 7, 2, state.stream),
+        state.cuda.memset_d32_async(int(big), 0, 1 << 26, state.stream)))
+    assert got == value
+    state.stream.synchronize()
+    after = np.zeros(1, np.uint32)
+    state.cuda.memcpy_dtoh(after, int(words))
+    assert after[0] == 7

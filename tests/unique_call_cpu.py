@@ -40,7 +40,7 @@ def main(calls=1000, profile=False):
     install()
     standins._State.total_memory = 80 << 30
     standins._State.allocating = lambda self, make, *args: make(*args)
-    standins._Cuda.memcpy_dtoh_async = staticmethod(lambda *args: None)
+    standins._State.read_back = lambda self, ptr, nbytes, then=None: then and then() or 0
     for dtype, n, flags in CASES:
         a = standins.ndarray((n,), dtype)
         fn = lambda: csk.unique(a, **flags)  # noqa: E731

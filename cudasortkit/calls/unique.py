@@ -265,22 +265,18 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                 del run_ids  # alive until the work reading it is queued
             return values, index, inverse, counts
 
-        # Up to EARLY_UP_TO keys the results are made n long before u is
-        # known, so that all the work is queued before the one wait (the
-        # host's part then runs while the GPU sorts) and cut to u after it.
+        # The one wait: u, the results' length. Up to EARLY_UP_TO keys the
+        # results are made n long and their work queued while u is copied
+        # (the host's part runs while the GPU sorts; the wait is for the copy
+        # alone), then cut to u; beyond it they are made once u is known.
         early = n <= EARLY_UP_TO
-        results = write(n) if early else None
-        total = np.zeros(1, np.uint32 if count_bytes == 4 else np.uint64)
-        # the one wait: the results' length (a copy to pageable memory
-        # returns once done, after the work queued before it)
-        state.cuda.memcpy_dtoh_async(total, scan.total_ptr, state.stream)
-        state.stream.synchronize()
-        u = int(total[0])
-        if not early:
-            results = write(u)
+        made = []
+        u = state.read_back(scan.total_ptr, count_bytes,
+                            (lambda: made.append(write(n))) if early else None)
+        results = made[0] if early else write(u)
     finally:
         job.finish()
-    del sorted_keys, order  # alive until the work reading them is queued
+    sorted_keys = order = None  # alive until the work reading them is queued
     values, index, inverse, counts = results
     return tuple(r.finish() if r is inverse else r.finish_first(u)
                  for r in (values, index, inverse, counts) if r is not None)

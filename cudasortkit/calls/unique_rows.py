@@ -117,10 +117,7 @@ def compact_device(flat: Operand, order, shape, flags, state, caller,
                (compared.device_ptr(state), width, order_ptr, n, ends))
         scan = DeviceScan(job, n, 4)
         scan(ends, ends, inclusive=True)
-        total = np.zeros(1, np.uint32)
-        state.cuda.memcpy_dtoh_async(total, scan.total_ptr, state.stream)
-        state.stream.synchronize()
-        k = int(total[0])
+        k = state.read_back(scan.total_ptr, 4)
         firsts = int(job.alloc(8 * (k + 1)))
         inverse = _result(flat, n, np.int64, state, caller) if return_inverse else None
         launch(_Owner.name, state, flat.dtype, "csk_unique_scatter", n,

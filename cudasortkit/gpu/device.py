@@ -191,6 +191,10 @@ class DeviceState:
             self.pool = DeviceMemoryPool()
         finally:
             self.context.pop()
+        #: Pinned words and events of read_back, free for the next (one
+        #: each per read in flight: threads may read at once).
+        self._readbacks: list = []
+        self._readbacks_lock = threading.Lock()
 
     @property
     def arch(self) -> str:
@@ -228,6 +232,31 @@ class DeviceState:
             who = who() if callable(who) else who
             raise MemoryError(f"{who}: out of GPU memory allocating {nbytes:,} bytes on "
                               f"{self.name}") from exc
+
+    def read_back(self, ptr: int, nbytes: int, then=None) -> int:
+        """The unsigned word of `nbytes` (4 or 8) at device address `ptr`,
+        as the work queued so far on `stream` leaves it. The copy goes to a
+        pinned word with an event behind it; then() queues more work (not
+        waited for) while the copy runs, and the host then waits for the
+        copy alone. A copy to pageable memory would return only once done,
+        after then()'s host time instead of beside it."""
+        with self._readbacks_lock:
+            slot = self._readbacks.pop() if self._readbacks else None
+        if slot is None:
+            flags = self.cuda.event_flags.DISABLE_TIMING
+            slot = (self.cuda.pagelocked_empty(1, "u8"), self.cuda.Event(flags))
+        word, done = slot
+        try:
+            view = word.view("u4")[:1] if nbytes == 4 else word
+            self.cuda.memcpy_dtoh_async(view, ptr, self.stream)
+            done.record(self.stream)
+            if then is not None:
+                then()
+            done.synchronize()
+            return int(view[0])
+        finally:
+            with self._readbacks_lock:
+                self._readbacks.append(slot)
 
     def allocating(self, make, *args):
         """make(*args): an allocation by CuPy or PyTorch (a result array). If
