@@ -1,6 +1,8 @@
 """Test data of many distributions and the NumPy references results must match."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from cudasortkit.dtypes import KEY_DTYPES, numpy_dtype
@@ -330,3 +332,19 @@ def on_thread_ranks(size, body) -> list:
     if errors:
         raise errors[0]
     return out
+
+
+@contextlib.contextmanager
+def thread_cluster_client(n_workers: int):
+    """A distributed Client of a LocalCluster of `n_workers` thread workers
+    (one thread each, no dashboard), its start-up warnings silenced."""
+    import warnings
+
+    import distributed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with distributed.LocalCluster(processes=False, n_workers=n_workers, threads_per_worker=1,
+                                      dashboard_address=None) as cluster:
+            with distributed.Client(cluster) as client:
+                yield client

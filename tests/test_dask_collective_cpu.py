@@ -4,7 +4,6 @@ threads), and whole sorts through Dask with the in-process thread
 communicator on a LocalCluster(processes=False) with NumPy chunks: the same
 code as on GPU workers, NCCL swapped for threads."""
 import threading
-import warnings
 
 import numpy as np
 import pytest
@@ -17,7 +16,8 @@ import dask  # noqa: E402
 import cudasortkit.dask as cskd  # noqa: E402
 from cudasortkit.dask import (buffers, collective, comm, counting, cuts, exchange, explicit, layout,  # noqa: E402
                               options, partition)
-from helpers import assert_keys_equal, make_keys, on_thread_ranks, reference_argsort  # noqa: E402
+from helpers import (assert_keys_equal, make_keys, on_thread_ranks, reference_argsort,  # noqa: E402
+                     thread_cluster_client)
 
 
 # ------------------------------------------------------- ranks as threads
@@ -179,12 +179,8 @@ def test_worker_starts_split_output_chunks_by_the_ranks_key_counts():
 # ------------------------------------------- whole sorts through Dask, threads
 @pytest.fixture(scope="module")
 def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with distributed.LocalCluster(processes=False, n_workers=3, threads_per_worker=1,
-                                      dashboard_address=None) as cluster:
-            with distributed.Client(cluster) as c:
-                yield c
+    with thread_cluster_client(3) as c:
+        yield c
 
 
 def run(op, x, values=None, descending=False, out_chunks=None, timings=None):

@@ -17,7 +17,6 @@ NumPy on every local scheduler that shares memory (sync, threads) and on
 the processes scheduler's pickling of the tree's nodes.
 """
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ import dask  # noqa: E402
 
 import cudasortkit.dask as cskd  # noqa: E402
 from cudasortkit.dask import cluster, explicit, tree  # noqa: E402
-from helpers import assert_keys_equal, reference_argsort  # noqa: E402
+from helpers import assert_keys_equal, reference_argsort, thread_cluster_client  # noqa: E402
 
 
 def tasks(*results) -> int:
@@ -165,12 +164,8 @@ def test_the_tasks_exchange_refuses_p_times_q_pieces_only_with_a_client(monkeypa
 # ------------------------------------------------- a distributed client
 @pytest.fixture(scope="module")
 def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1,
-                                      dashboard_address=None) as c:
-            with distributed.Client(c) as client:
-                yield client
+    with thread_cluster_client(2) as c:
+        yield c
 
 
 def test_a_client_builds_at_most_10_tasks_a_chunk_at_1024_chunks(client):
