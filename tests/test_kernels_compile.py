@@ -25,10 +25,16 @@ from cudasortkit.dtypes import KEY_DTYPES as KEY_DTYPES_ALL
 pytestmark = pytest.mark.nvcc
 NVCC = shutil.which("nvcc")
 ARCHS = ("75", "90")
+#: Built to PTX only (every arch's source checked; sm_90's assembled).
+OLDEST_ARCH = "75"
 #: A swept config (one tunable moved off its default) is compiled for the
 #: device the sweep is valid on only; every dtype's default config, for
 #: every arch (the oldest CUDA 13 targets included). Half the nvcc time.
 SWEEP_ARCHS = ("90",)
+#: ...and assembled unoptimised: what a swept value can break is the source
+#: (nvcc's front end and PTX); ptxas still checks resources. Defaults are
+#: assembled as the library builds them (-O3). About 40% of their nvcc time.
+SWEEP_PTXAS = ("-Xptxas", "-O0")
 SWEEP_DTYPE = "uint32"
 #: Configs are swept where valid on an H100 (no device here to ask).
 LIMITS = DeviceLimits.sm90()
@@ -84,7 +90,11 @@ def compile_template(template, dtype, vb, config, label, archs=ARCHS):
             f.write(source)
         cmd = [NVCC, "--fatbin", *NVCC_OPTIONS, "-o", os.path.join(tmp, "kernel.fatbin"), path]
         for arch in archs:
-            cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+            # the oldest arch as PTX: its front end and intrinsics, not ptxas
+            code = f"compute_{arch}" if arch == OLDEST_ARCH else f"sm_{arch}"
+            cmd += ["-gencode", f"arch=compute_{arch},code={code}"]
+        if archs == SWEEP_ARCHS:
+            cmd += SWEEP_PTXAS
         for d in template.include_dirs:
             cmd += ["-I", d]
         result = subprocess.run(cmd, capture_output=True, text=True)
@@ -140,15 +150,21 @@ def _ptx_params(ptx: str, kernel: str) -> list:
     return [PTX_PARAM_BYTES[t] for t in re.findall(r"\.param\s+\.(\w+)", m.group(1))]
 
 
-def _compile_ptx(template, dtype, vb, config):
-    """nvcc for sm_90 (cubin, PTX kept): (returncode, message, PTX text)."""
+def _compile_ptx(template, dtype, vb, config, assemble=True):
+    """nvcc for sm_90 (cubin, PTX kept; assemble=False: the PTX alone, for
+    tests that read its parameters of renderings other tests assemble):
+    (returncode, message, PTX text)."""
     source = template.render(dtype, vb, config)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "kernel.cu")
         with open(path, "w") as f:
             f.write(source)
-        cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch=sm_90", "--keep", "--keep-dir", tmp,
-               "-o", os.path.join(tmp, "kernel.cubin"), path]
+        if assemble:
+            cmd = [NVCC, "--cubin", *NVCC_OPTIONS, "-arch=sm_90", "--keep", "--keep-dir", tmp,
+                   "-o", os.path.join(tmp, "kernel.cubin"), path]
+        else:
+            cmd = [NVCC, "--ptx", *NVCC_OPTIONS, "-arch=sm_90", "-o",
+                   os.path.join(tmp, "kernel.ptx"), path]
         for d in template.include_dirs:
             cmd += ["-I", d]
         result = subprocess.run(cmd, capture_output=True, text=True)
@@ -256,7 +272,7 @@ def test_argument_letters_match_the_compiled_parameters():
     parameters nvcc compiled it with (its PTX .entry)."""
     cases = list(_letter_cases())
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(lambda c: _compile_ptx(*c[1:]), cases))
+        results = list(pool.map(lambda c: _compile_ptx(*c[1:], assemble=False), cases))
     checked = 0
     for (label, template, dtype, vb, config), (rc, msg, ptx) in zip(cases, results):
         assert rc == 0, msg
@@ -463,7 +479,7 @@ def test_selection_launches_match_the_kernels(name):
                 tpl = KernelTemplate(template, plugin.template_package)
                 key = (template, dtype, tuple(sorted(config.items())))
                 if key not in compiled:
-                    compiled[key] = _compile_ptx(tpl, dtype, 0, config)
+                    compiled[key] = _compile_ptx(tpl, dtype, 0, config, assemble=False)
                 rc, msg, ptx = compiled[key]
                 assert rc == 0, msg
                 letters = tpl.signature(kernel, dtype, 0, config)
