@@ -157,3 +157,30 @@ def test_benchmark_sizes(n, dtype, rng):
         a %= 1 << 20
     for flags in ((False, False, False), (False, True, True)):
         check(a, to_device(a), flags)
+
+
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("distinct", [1000, 1 << 21])
+def test_results_made_before_u_is_known_are_cut_right(library, distinct, rng):
+    """Between EARLY_FROM and EARLY_UP_TO keys the results are made n long
+    and cut to u: a view where u is at least n/2, else a copy ordered after
+    the kernel writing them (results are poisoned under the tests: a copy
+    made before the kernel is done shows it); every flag, against NumPy,
+    twice (the second a prepared sort)."""
+    from cudasortkit.calls import unique as u
+
+    n = 1 << 22
+    assert u.EARLY_FROM < n <= u.EARLY_UP_TO
+    if library == "cupy":
+        cupy = pytest.importorskip("cupy")
+        to = cupy.asarray
+    else:
+        torch = pytest.importorskip("torch")
+        to = lambda x: torch.from_numpy(x).cuda()  # noqa: E731
+    for _ in range(2):
+        a = rng.integers(0, distinct, n).astype(np.int64)
+        for flags in FLAG_SETS:
+            got = csk.unique(to(a), *flags)
+            got = [to_numpy(x) for x in (got if any(flags) else (got,))]
+            for g, e in zip(got, _expected(a, flags, True)):
+                assert np.array_equal(g.reshape(-1), np.asarray(e).reshape(-1)), (distinct, flags)

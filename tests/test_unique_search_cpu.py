@@ -724,7 +724,7 @@ def test_unique_device_driver_emulated(dtype, by_sort, narrow, equal_nan, early,
     from cudasortkit.calls import unique as u
 
     monkeypatch.setattr(u, "INVERSE_SORT_MIN", 1 if by_sort else 1 << 40)
-    monkeypatch.setattr(u, "EARLY_UP_TO", 1 << 40 if early else 0)
+    monkeypatch.setattr(u, "EARLY_FROM", 0 if early else 1 << 40)
     if not narrow:  # 64-bit positions, counts and ids (n >= 2^31 on the device)
         monkeypatch.setattr(u, "NARROW_LIMIT", 1)
     rng = np.random.default_rng(7)

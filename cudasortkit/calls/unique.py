@@ -65,13 +65,16 @@ BLOCKS_PER_SM = 16
 #: writes cost about 1.0 ms, the sort about 0.35 ms; 2^21 and 2^22 follow the
 #: L2 rule, not a measurement.)
 INVERSE_SORT_MIN = 1 << 23
-#: Up to this many keys the results are made n long before the number of
-#: unique values u is known, and cut to u after the one wait (a view; a copy
-#: where u is under half of n), so that the wait comes after all the host's
-#: work (tens of microseconds, run while the GPU sorts). Beyond it the GPU's
-#: time dominates and the results are made once u is known (n long, they
-#: would hold up to three times n x 8 bytes at once).
-EARLY_UP_TO = 1 << 24
+#: From more than EARLY_FROM to EARLY_UP_TO keys the results are made n long
+#: before the number of unique values u is known, and cut to u after the one
+#: wait (a view; a copy where u is under half of n), so that their host work
+#: runs while the GPU sorts and the wait is for u alone. One H200 process,
+#: early over made-after-u times (int32 uniform and in [0, 2^20), normal
+#: float64; plain and with inverse and counts): 2^22 0.86-0.99 (1.25 where
+#: a copy was made, then on the caller's stream), 2^24 0.89-0.97; at 2^20
+#: 1.06-1.11, where the sort is shorter than the host's part. Beyond 2^24
+#: n-long results would hold up to three times n x 8 bytes at once.
+EARLY_FROM, EARLY_UP_TO = 1 << 20, 1 << 24
 #: Below this many keys positions, flags, run ids and starts are 32-bit
 #: (int32 arrays: every library has them, and as keys of the inverse sort
 #: positions below 2^31 sort as unsigned words would).
@@ -265,11 +268,11 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                 del run_ids  # alive until the work reading it is queued
             return values, index, inverse, counts
 
-        # The one wait: u, the results' length. Up to EARLY_UP_TO keys the
-        # results are made n long and their work queued while u is copied
+        # The one wait: u, the results' length. From EARLY_FROM to EARLY_UP_TO
+        # keys the results are made n long and their work queued while u is copied
         # (the host's part runs while the GPU sorts; the wait is for the copy
         # alone), then cut to u; beyond it they are made once u is known.
-        early = n <= EARLY_UP_TO
+        early = EARLY_FROM < n <= EARLY_UP_TO
         made = []
         u = state.read_back(scan.total_ptr, count_bytes,
                             (lambda: made.append(write(n))) if early else None)

@@ -7,6 +7,7 @@ into ``out``. The caller's input is never written unless it is also ``out``.
 """
 from __future__ import annotations
 
+import copy
 import numbers
 
 import numpy as np
@@ -415,7 +416,7 @@ class Result:
         #: `own`: a result of like's own dtype (sorted keys): a host one comes
         #: back in the caller's byte order (Operand.wrap_own).
         self._own = own
-        self._library = like.library
+        self._like, self._stream = like, stream  # finish_first's copy
         if out is not None:
             target = out if isinstance(out, Operand) else Operand(out, what, "out")
             check_out(target, self.n, self.dtype, what)
@@ -451,16 +452,21 @@ class Result:
     def finish_first(self, count: int):
         """finish() of a device result made before its length was known, n
         long: its first `count` elements, a view, or a copy of them where
-        the view would hold more than twice their memory (after the work
-        that wrote them is done: the copy is queued in the caller's library
-        on its current stream)."""
+        the view would hold more than twice their memory. The copy is a
+        result of its own, written on the state's stream after the work
+        queued there (the caller's stream joins it as it joins that work)."""
         value = self.finish()
         if count == self.n:
             return value
-        head = value[:count]
         if 2 * count >= self.n:
-            return head
-        return head.clone() if self._library == "torch" else head.copy()
+            return value[:count]
+        like = copy.copy(self._like)
+        like.n = count
+        head = Result(like, self.dtype, self.state, None, "result", self._stream)
+        if count:
+            self.state.cuda.memcpy_dtod_async(head.ptr, self.ptr, count * self.dtype.itemsize,
+                                              self.state.stream)
+        return head.finish()
 
     def finish(self):
         """After the work is queued: host results are downloaded (waiting for
