@@ -110,16 +110,19 @@ def test_minus_zero_first_then_plus():
         assert np.signbit(got[0].get()[0]) and got[1].get().tolist() == [100001]
 
 
+def _uploader(library: str):
+    """NumPy array -> a device array of `library` (cupy or torch)."""
+    if library == "cupy":
+        return pytest.importorskip("cupy").asarray
+    torch = pytest.importorskip("torch")
+    return lambda x: torch.from_numpy(x).cuda()
+
+
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 def test_repeated_shapes_on_new_data(library, rng):
     """The keys-only sort of a repeated shape is a prepared call: each call
     on new keys is right, and so are the earlier results after it."""
-    if library == "cupy":
-        cupy = pytest.importorskip("cupy")
-        to = cupy.asarray
-    else:
-        torch = pytest.importorskip("torch")
-        to = lambda x: torch.from_numpy(x).cuda()  # noqa: E731
+    to = _uploader(library)
     results = []
     for i in range(5):
         a = rng.integers(0, 1000 * (i + 1), 1 << 16).astype(np.int32)
@@ -171,12 +174,7 @@ def test_results_made_before_u_is_known_are_cut_right(library, distinct, rng):
 
     n = 1 << 22
     assert u.EARLY_FROM < n <= u.EARLY_UP_TO
-    if library == "cupy":
-        cupy = pytest.importorskip("cupy")
-        to = cupy.asarray
-    else:
-        torch = pytest.importorskip("torch")
-        to = lambda x: torch.from_numpy(x).cuda()  # noqa: E731
+    to = _uploader(library)
     for _ in range(2):
         a = rng.integers(0, distinct, n).astype(np.int64)
         for flags in FLAG_SETS:
