@@ -54,12 +54,40 @@ def sweep_dtype(plugin) -> str:
 PAIR_DTYPES = ("uint8", "int16", "float16", "bfloat16", "float64", "int64")
 
 
+def _closure_text(template: KernelTemplate) -> str:
+    """The template's text and that of every header it includes from its
+    include dirs, recursively."""
+    texts, todo, seen = [], [str(template.path)], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        with open(path) as f:
+            text = f.read()
+        texts.append(text)
+        for name in re.findall(r'#include\s+"([^"]+)"', text):
+            for d in [os.path.dirname(path), *template.include_dirs]:
+                if os.path.exists(os.path.join(d, name)):
+                    todo.append(os.path.join(d, name))
+                    break
+    return "\n".join(texts)
+
+
+def uses(template: KernelTemplate, tunable: str) -> bool:
+    """Whether the template's source (headers included) reads the tunable's
+    macro: a value swept in a template that never reads it renders the same
+    kernels, and is not compiled again."""
+    return re.search(r"\b" + tunable.upper() + r"\b", _closure_text(template)) is not None
+
+
 def variants(plugin):
     """(template, dtype, value_bytes, config, archs) to compile for one plugin."""
     base = plugin.default_config()
     swept = sweep_dtype(plugin)
     seen = set()
     for template in plugin.templates:
+        reads = KernelTemplate(template, plugin.template_package)
         for dtype in plugin.dtypes:
             yield template, dtype, 0, plugin.default_config(dtype, 0), ARCHS
             if plugin.pairs and (dtype == swept or dtype in PAIR_DTYPES):
@@ -67,6 +95,8 @@ def variants(plugin):
             if plugin.pairs and dtype == swept:
                 yield template, dtype, 4, plugin.default_config(dtype, 4), SWEEP_ARCHS
         for name, values in plugin.config_space().items():
+            if not uses(reads, name):
+                continue
             for value in values:
                 config = dict(base, **{name: value})
                 key = (template, tuple(sorted(config.items())))
@@ -383,9 +413,10 @@ def _select_variants(plugin):
     for template in plugin.templates:
         for dtype in plugin.dtypes:
             yield template, dtype, base, ARCHS
+        reads = KernelTemplate(template, plugin.template_package)
         for name, values in plugin.config_space().items():
             for value in values:
-                if value != base[name]:
+                if value != base[name] and uses(reads, name):
                     yield template, "uint32", dict(base, **{name: value}), SWEEP_ARCHS
 
 
