@@ -9,8 +9,11 @@ need the order (positions int32 below 2^31 keys, else int64). Then the
 kernels of kernels/unique.cu, over tiles of the sorted keys: one pass
 counts the run starts of every tile, the core's device scan turns the
 counts into the tiles' offsets (and u, the number of unique values, read
-back: the one host wait), and one pass writes the values, first indices,
-sorted run starts (counts) and run ids or the inverse. The inverse
+back: the one host wait, DeviceState.read_back), and one pass writes the
+values, first indices, sorted run starts (counts) and run ids or the
+inverse (queued during the read-back into results made n long and cut to
+u after it, between EARLY_FROM and EARLY_UP_TO keys). The (keys, positions)
+sort and the inverse's sort are prepared pair calls for a repeated shape. The inverse
 (inverse[order[i]] = run of i) is, from INVERSE_SORT_MIN keys on, a second
 sort of (order, run ids) by order, whose values are the run ids in input
 order (csk_unique_inverse widens them): a radix sort's coalesced passes
