@@ -12,12 +12,13 @@ counts into the tiles' offsets (and u, the number of unique values, read
 back: the one host wait, DeviceState.read_back), and one pass writes the
 values, first indices, sorted run starts (counts) and run ids or the
 inverse (queued during the read-back into results made n long and cut to
-u after it, between EARLY_FROM and EARLY_UP_TO keys). The (keys, positions)
-sort and the inverse's sort are prepared pair calls for a repeated shape. The inverse
-(inverse[order[i]] = run of i) is, from INVERSE_SORT_MIN keys on, a second
-sort of (order, run ids) by order, whose values are the run ids in input
-order (csk_unique_inverse widens them): a radix sort's coalesced passes
-instead of one random 8-byte write per key (see inverse_by_sort).
+u after it, between EARLY_FROM and EARLY_UP_TO keys). The (keys,
+positions) sort and the inverse's sort are prepared pair calls for a
+repeated shape. The inverse (inverse[order[i]] = run of i) is, from
+INVERSE_SORT_MIN keys on, a second sort of (order, run ids) by order, whose
+values are the run ids in input order (csk_unique_inverse widens them): a
+radix sort's coalesced passes instead of one random 8-byte write per key
+(see inverse_by_sort).
 
 NumPy's rules kept: values sorted (NaNs last); -0.0 == +0.0 and the value
 kept is the first occurrence's (the stable sort puts it first, as NumPy's
