@@ -135,9 +135,14 @@ def compile_template(template, dtype, vb, config, label, archs=ARCHS):
 @pytest.mark.parametrize("name", sorted(GPU_PLUGINS))
 def test_templates_compile(name):
     plugin = GPU_PLUGINS[name]
-    jobs = list(variants(plugin))
+    assert_all_compile(list(variants(plugin)), lambda v: compile_one(plugin, *v))
+
+
+def assert_all_compile(jobs, compile_job):
+    """compile_job(job) -> (returncode, message) for every job, on every
+    CPU at once; the first failures' messages if any fails."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(lambda v: compile_one(plugin, *v), jobs))
+        results = list(pool.map(compile_job, jobs))
     failures = [msg for rc, msg in results if rc != 0]
     assert not failures, f"{len(failures)} of {len(jobs)} variants failed:\n" + "\n".join(failures[:3])
 
@@ -424,13 +429,8 @@ def _select_variants(plugin):
 @pytest.mark.parametrize("name", sorted(SELECT_PLUGINS))
 def test_selection_templates_compile(name):
     plugin = SELECT_PLUGINS[name]
-    jobs = list(_select_variants(plugin))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(lambda v: compile_template(
-            KernelTemplate(v[0], plugin.template_package), v[1], 0, v[2],
-            f"{name} {v[0]}", v[3]), jobs))
-    failures = [msg for rc, msg in results if rc != 0]
-    assert not failures, f"{len(failures)} of {len(jobs)} variants failed:\n" + "\n".join(failures[:3])
+    assert_all_compile(list(_select_variants(plugin)), lambda v: compile_template(
+        KernelTemplate(v[0], plugin.template_package), v[1], 0, v[2], f"{name} {v[0]}", v[3]))
 
 
 class _SelectRecordingJob:

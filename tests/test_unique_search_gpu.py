@@ -20,7 +20,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit import api
 from cudasortkit.dtypes import KEY_DTYPES
-from helpers import (DISTRIBUTIONS, as_dtype, is_bf16, make_keys, numpy_searchsorted, sorted_keys,
+from helpers import (DISTRIBUTIONS, is_bf16, make_keys, numpy_searchsorted, sorted_keys,
                      to_device, to_numpy)
 
 pytestmark = pytest.mark.gpu
@@ -118,13 +118,18 @@ def test_unique_all_equal_and_single():
 def test_unique_stream(rng):
     cupy = pytest.importorskip("cupy")
     a = make_keys("uniform", "uint16", 100003, rng)
+    got, (ev, ei, einv, ec) = _unique_on_a_side_stream(cupy, a)
+    assert np.array_equal(got[0].get(), ev) and np.array_equal(got[3].get(), ec)
+
+
+def _unique_on_a_side_stream(cupy, a):
+    """csk.unique of `a` uploaded and sorted on a non-blocking CuPy stream
+    (stream=), every flag; and NumPy's."""
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
-        d = cupy.asarray(a)
-        got = csk.unique(d, *FLAGS, stream=s)
+        got = csk.unique(cupy.asarray(a), *FLAGS, stream=s)
     s.synchronize()
-    ev, ei, einv, ec = _numpy_unique(a, True)
-    assert np.array_equal(got[0].get(), ev) and np.array_equal(got[3].get(), ec)
+    return got, _numpy_unique(a, True)
 
 
 # The inverse: scattered below INVERSE_SORT_MIN keys, a sort of (order, run
@@ -173,12 +178,7 @@ def test_unique_inverse_paths_torch_stream_and_shape(where, rng):
     cupy = pytest.importorskip("cupy")
     rows = n // 1024
     b = make_keys("special", "float64", rows * 1024, rng).reshape(rows, 1024)
-    s = cupy.cuda.Stream(non_blocking=True)
-    with s:
-        d = cupy.asarray(b)
-        got = csk.unique(d, *FLAGS, stream=s)
-    s.synchronize()
-    ev, ei, einv, ec = _numpy_unique(b, True)
+    got, (ev, ei, einv, ec) = _unique_on_a_side_stream(cupy, b)
     assert got[2].shape == b.shape
     for g, e in zip(got, (ev, ei, einv, ec)):
         assert np.array_equal(_bits(g.get()), _bits(e))
