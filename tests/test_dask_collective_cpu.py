@@ -298,7 +298,7 @@ def test_workers_come_from_the_scheduler_not_the_clients_cached_identity(client,
     refresh can swap for one listing no workers (seen as a sort failing with
     no ranks, and would be a worker 'leaving' mid-sort): asked directly."""
     monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
-    assert len(explicit._workers(client)) == 3
+    assert len(explicit._members(client)) == 3
     s, = run("sort", da.from_array(np.arange(50)[::-1].copy(), chunks=7))
     check(s, np.arange(50), (7,) * 7 + (1,))
 

@@ -27,8 +27,7 @@ from ..gpu.arrays import c_strides
 from ..gpu.streams import LEGACY
 from ..launch import plans as launchplan
 from ..launch.outputs import poison
-from ..sdk import registry
-from ..tuning import runtime
+from .select_prepared import stamps
 from .sort_kept import kept_for
 from .sort_prepared import adapter_for
 
@@ -36,18 +35,12 @@ from .sort_prepared import adapter_for
 MAX_CALLS = 1024
 
 
-def stamps() -> tuple:
-    """What a prepared search's decision stands on: plugins (registry),
-    measurements (tuning tables) and recorded plans (kernels)."""
-    return registry.generation, runtime.generation(), launchplan.generation
-
-
 class PreparedSearch:
     """One exact call shape's search: its device, plugin, launch plan and
     the template job a replay is rebound from."""
 
     __slots__ = ("adapter", "state", "plugin", "plan", "job", "a_strides", "v_strides",
-                 "v_shape", "out_bytes", "stamps", "kept", "make_result")
+                 "out_bytes", "stamps", "kept", "make_result")
 
     def __init__(self, adapter, state, plugin, plan, job, a_shape, v_shape, itemsize: int,
                  out_count: int):
@@ -56,7 +49,6 @@ class PreparedSearch:
         self.job = job
         self.a_strides = c_strides(a_shape, itemsize)
         self.v_strides = c_strides(v_shape, itemsize)
-        self.v_shape = v_shape
         self.out_bytes = out_count * INDEX_DTYPE.itemsize
         self.stamps = stamps()
         self.kept = kept_for(state, plan, adapter, v_shape, INDEX_DTYPE, self.out_bytes)
@@ -111,8 +103,7 @@ class PreparedSearches:
         if type(a) not in self._types:
             return None
         try:
-            call = self._calls.get((type(a), type(v), a.dtype, v.dtype, a.shape, v.shape, side,
-                                    algorithm))
+            call = self._calls.get(self.key(a, v, side, algorithm))
         except (AttributeError, TypeError):  # v a number, a list; an unhashable side
             return None
         if call is None or call.stamps != stamps() or not call.ready(a, v):

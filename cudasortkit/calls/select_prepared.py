@@ -31,6 +31,8 @@ MAX_CALLS = 1024
 
 
 def stamps() -> tuple:
+    """What a prepared selection's or search's decision stands on: plugins
+    (registry), measurements (tuning tables) and recorded plans (kernels)."""
     return registry.generation, runtime.generation(), launchplan.generation
 
 

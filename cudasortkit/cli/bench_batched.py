@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gpu.timing import time_gpu
-from ..launch import built
+from .bench_family import warm_median_ms
 
 SHAPES = [(1, 1 << 24), (16, 1 << 20), (1000, 1000), (1 << 12, 4096), (1 << 14, 1024),
           (1 << 17, 128), (1 << 20, 16), (1 << 22, 2)]
@@ -21,12 +20,6 @@ def _keys(rng, dtype, shape):
     if dtype == "float32":
         return rng.standard_normal(shape, dtype=np.float32)
     return rng.integers(-(1 << 31), 1 << 31, shape, dtype=np.int64).astype(np.int32)
-
-
-def _ms(fn, repeats):
-    fn()
-    built.wait()  # a config its first call built aside (launch/built.py): time it, not its stand-in
-    return time_gpu(lambda i: fn(), repeats=repeats, warmup=2)["median_ms"]
 
 
 def shapes_table(repeats: int = 10, shapes=SHAPES, dtypes=DTYPES) -> list:
@@ -47,11 +40,11 @@ def shapes_table(repeats: int = 10, shapes=SHAPES, dtypes=DTYPES) -> list:
                                        np.argsort(host, axis=-1, kind="stable"))
             row = {"shape": f"{r}x{c}", "dtype": dtype, "ok": ok,
                    "algorithm": csk.explain(a).name,
-                   "csk_sort": _ms(lambda: csk.sort(a), repeats),
-                   "cupy_sort": _ms(lambda: cupy.sort(a, axis=-1), repeats),
-                   "torch_sort": _ms(lambda: torch.sort(t, dim=-1), repeats),
-                   "csk_argsort": _ms(lambda: csk.argsort(a, stable=True), repeats),
-                   "torch_argsort": _ms(lambda: torch.argsort(t, dim=-1, stable=True), repeats)}
+                   "csk_sort": warm_median_ms(lambda: csk.sort(a), repeats),
+                   "cupy_sort": warm_median_ms(lambda: cupy.sort(a, axis=-1), repeats),
+                   "torch_sort": warm_median_ms(lambda: torch.sort(t, dim=-1), repeats),
+                   "csk_argsort": warm_median_ms(lambda: csk.argsort(a, stable=True), repeats),
+                   "torch_argsort": warm_median_ms(lambda: torch.argsort(t, dim=-1, stable=True), repeats)}
             rows.append(row)
     return rows
 
@@ -94,9 +87,9 @@ def ragged_case(repeats: int = 10, seed: int = 0) -> dict:
     return {"case": f"ragged {len(lengths)} segments, {n:,} float32 keys",
             "ok": bool(np.array_equal(got, expected)),
             "algorithm": csk.explain(keys, offsets=offsets).name,
-            "csk_segmented_sort": _ms(lambda: csk.segmented_sort(keys, dev_offsets), repeats),
-            "csk_host_offsets": _ms(lambda: csk.segmented_sort(keys, offsets), repeats),
-            "cupy_packed_sort": _ms(lambda: cupy.sort(packed), repeats)}
+            "csk_segmented_sort": warm_median_ms(lambda: csk.segmented_sort(keys, dev_offsets), repeats),
+            "csk_host_offsets": warm_median_ms(lambda: csk.segmented_sort(keys, offsets), repeats),
+            "cupy_packed_sort": warm_median_ms(lambda: cupy.sort(packed), repeats)}
 
 
 def print_tables(rows, ragged) -> None:

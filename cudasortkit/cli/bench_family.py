@@ -46,9 +46,12 @@ UNIQUE_DTYPES = ("int32", "float64")
 ROUNDS = 3
 
 
-def _ms(fn, repeats):
+def warm_median_ms(fn, repeats):
+    """The median ms of fn() (CUDA events) after a first call and the wait
+    for any config that call built aside (launch/built.py): the config is
+    timed, not its stand-in."""
     fn()
-    built.wait()  # a config its first call built aside (launch/built.py): time it, not its stand-in
+    built.wait()
     return time_gpu(lambda i: fn(), repeats=repeats, warmup=2)["median_ms"]
 
 
@@ -103,8 +106,8 @@ def lexsort_rows(repeats: int = 10, n: int = LEXSORT_N) -> list:
             ok = bool(np.array_equal(csk.lexsort(keys).get(), np.lexsort(host)))
             row = {"case": f"lexsort {count} x {dtype} keys, {n:,}", "ok": ok}
             if ok:
-                row["csk_ms"] = _ms(lambda: csk.lexsort(keys), repeats)
-                row["cupy_ms"] = _ms(lambda: cupy.lexsort(stacked), repeats)
+                row["csk_ms"] = warm_median_ms(lambda: csk.lexsort(keys), repeats)
+                row["cupy_ms"] = warm_median_ms(lambda: cupy.lexsort(stacked), repeats)
             rows.append(row)
     return rows
 
@@ -123,7 +126,7 @@ def unique_rows_rows(repeats: int = 10, shape=ROWS) -> list:
     ok = all(np.array_equal(g.get(), w) for g, w in zip(got, want))
     row = {"case": f"unique rows {shape[0]:,} x {shape[1]} uint8, all flags", "ok": ok}
     if ok:
-        row["csk_ms"] = _ms(lambda: unique_rows(a, **flags), repeats)
+        row["csk_ms"] = warm_median_ms(lambda: unique_rows(a, **flags), repeats)
     return [row]
 
 

@@ -15,19 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gpu.timing import time_gpu
-from ..launch import built
+from .bench_family import warm_median_ms
 
 #: (what, shape, k or kth, bar): topk cases first, then argpartition.
 CASES = [("topk", (1, 1 << 23), 1000, 2.0), ("topk", (4096, 32000), 50, 1.5),
          ("topk", (1 << 16, 1024), 8, 1.5), ("topk", (1 << 24,), 1 << 20, 2.0),
          ("argpartition", (1 << 24,), 1 << 23, 3.0)]
-
-
-def _ms(fn, repeats):
-    fn()
-    built.wait()  # a config its first call built aside (launch/built.py): time it, not its stand-in
-    return time_gpu(lambda i: fn(), repeats=repeats, warmup=2)["median_ms"]
 
 
 def _check_topk(csk, torch, t, k) -> bool:
@@ -72,8 +65,8 @@ def table(repeats: int = 10, cases=CASES) -> list:
             ours = lambda: csk.argpartition(a, k)  # noqa: E731
             row["peer"] = "cupy.argpartition"
         if row["ok"]:
-            row["csk_ms"] = _ms(ours, repeats)
-            row["peer_ms"] = _ms(peer, repeats)
+            row["csk_ms"] = warm_median_ms(ours, repeats)
+            row["peer_ms"] = warm_median_ms(peer, repeats)
             row["speedup"] = row["peer_ms"] / row["csk_ms"]
             row["met"] = row["speedup"] >= bar
         rows.append(row)

@@ -50,6 +50,8 @@ import traceback
 
 import numpy as np
 
+from . import chunks
+
 #: The big uniform input last: the rest is reported even if it runs out of time.
 DISTS = ("few", "sorted", "lognormal", "uniform")
 SEED = 0x5EED
@@ -112,7 +114,7 @@ def keys_block(dist, xp_name, block_info=None):
 def summary(keys, step: int = 1 << 26) -> tuple:
     """(count, sorted?, first, last, sum, hash-sum) of one chunk, sums mod 2^64,
     made `step` keys at a time so the temporaries stay small."""
-    xp = array_module(type(keys).__module__.split(".")[0])
+    xp = chunks.array_module(keys)
     n = len(keys)
     if n == 0:
         return 0, True, None, None, 0, 0
@@ -138,7 +140,7 @@ def pair_summary(keys, values, step: int = 1 << 26) -> tuple:
     value order?, first value, last value) of one chunk of (keys, global
     indices): the pair hash mixes each key with its index, so the values
     must have moved with their keys; equal keys must keep index order."""
-    xp = array_module(type(keys).__module__.split(".")[0])
+    xp = chunks.array_module(keys)
     n = len(keys)
     if n == 0:
         return summary(keys) + (0, 0, 0, True, None, None)
@@ -155,7 +157,7 @@ def pair_summary(keys, values, step: int = 1 << 26) -> tuple:
 
 
 def chunk_hash(values) -> int:
-    xp = array_module(type(values).__module__.split(".")[0])
+    xp = chunks.array_module(values)
     return int(mix64(values.astype(xp.uint64)).sum(dtype=xp.uint64)) % (1 << 64) if len(values) else 0
 
 
@@ -237,7 +239,7 @@ def index_summary(index, dist: str, step: int = 1 << 26) -> tuple:
     sum, index hash-sum) of one chunk of an argsort of input `dist`: the
     keys at those indices are made again (a key is a function of its global
     index), so the chunk must order them, equal keys by index."""
-    xp = array_module(type(index).__module__.split(".")[0])
+    xp = chunks.array_module(index)
     n = len(index)
     if n == 0:
         return 0, True, None, None, None, None, 0, 0
@@ -428,7 +430,7 @@ class Bench:
         import dask.dataframe as dd
 
         x = self.keys(dist, n)
-        host = x.map_blocks(lambda b: b.get() if hasattr(b, "get") else b, dtype=x.dtype,
+        host = x.map_blocks(chunks.to_host, dtype=x.dtype,
                             meta=np.empty(0, x.dtype))
         df = dd.from_dask_array(host, columns="k")
         if not isinstance(df, dd.DataFrame):

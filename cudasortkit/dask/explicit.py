@@ -213,17 +213,6 @@ class WorkerLost(RuntimeError):
         self.worker = worker
 
 
-def _workers(client) -> dict:
-    """Every worker's info, asked of the scheduler itself: the client's own
-    scheduler_info() returns a cached identity that the client's periodic
-    refresh may replace, between the fetch and the return, with one that
-    lists no workers."""
-    try:
-        return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
-    except TypeError:   # older distributed: identity() lists all of them, no n_workers
-        return client.sync(client.scheduler.identity)["workers"]
-
-
 def _members(client) -> tuple:
     """((address, worker id), ...) of every worker, by address, from the
     scheduler: the id tells a worker restarted at the same address (its
@@ -584,6 +573,7 @@ def _submit(client, keys, values, token, names, cid, placed):
     futures, {field: slice futures}, timing futures, workers in logical
     rank order, the time.time() of the submission)."""
     from dask._task_spec import Task, TaskRef, parse_input
+    from dask.core import flatten
     from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
     from . import turns
@@ -591,7 +581,7 @@ def _submit(client, keys, values, token, names, cid, placed):
     order, mine, spec = placed["order"], placed["mine"], placed["spec"]
     futures = [keys.__dask_graph__()[k] for k in names]
     vfutures = None if values is None else [values.__dask_graph__()[k] for k in
-                                            _flatten(values.__dask_keys__())]
+                                            flatten(values.__dask_keys__())]
     sizes = [int(n) for n in keys.chunks[0]]
     begin = comm.offsets(sizes)
     out_bounds, declared, op, timed = spec.out_bounds, spec.declared, spec.op, spec.timings
@@ -624,12 +614,6 @@ def _submit(client, keys, values, token, names, cid, placed):
     got = dict(zip(wanted, client.get(graph, wanted, sync=False)))
     return ([got[k] for k in parts], {f: [got[k] for k in ks] for f, ks in slices.items()},
             [got[k] for k in times], order, submitted)
-
-
-def _flatten(keys):
-    from dask.core import flatten
-
-    return list(flatten(keys))
 
 
 def _result(keys, values, op: str, field: int, token: str, out_chunks, futures):

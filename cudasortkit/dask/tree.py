@@ -136,6 +136,6 @@ def merge(runs: Runs, descending: bool):
     held = np.flatnonzero(b > a)
     if not len(held):
         held = np.zeros(1, np.int64)     # empty: chunk 0's empty part gives the dtypes
-    pieces = [(runs.keys[c][a[c]:b[c]], None if runs.values is None else runs.values[c][a[c]:b[c]])
-              for c in held.tolist()]
+    pieces = [chunks.piece((runs.keys[c], None if runs.values is None else runs.values[c]),
+                           runs.table[c], 0) for c in held.tolist()]
     return chunks.merge(chunks.concatenate(pieces), descending)

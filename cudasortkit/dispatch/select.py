@@ -376,7 +376,7 @@ class Selector:
         itself (not bfloat16): api.sort, argsort and sort_by_key then call
         NumPy directly. None otherwise."""
         kind = self._host_shapes.get((op, value_bytes, dtype.num, stable, n.bit_length()))
-        if kind is None or self._host_generations != (registry.generation, self.policy.generation):
+        if kind is None or self._host_generations != (registry.generation, self._policy_generation()):
             return None
         return kind
 
@@ -403,7 +403,7 @@ class Selector:
                 and (request.kind != "argsort" or request.value_bytes == 8)
                 and not request.on_device and not request.descending
                 and request.key_range is None and not request.options and request.segments is None):
-            generations = (registry.generation, self.policy.generation)
+            generations = (registry.generation, self._policy_generation())
             dtype = np.dtype(request.dtype)
             with self._lock:
                 if self._host_generations != generations:

@@ -74,12 +74,6 @@ def note(job) -> None:
             _built.setdefault(key, {})[items] = (job.plugin, dict(job.config))
 
 
-def has_run(state, plugin, dtype: str, value_bytes: int, config) -> bool:
-    """Whether `config` (a full config) of `plugin` ran in this process."""
-    configs = _built.get((state.ordinal, type(plugin), dtype, value_bytes))
-    return configs is not None and _items(config) in configs
-
-
 def covers(plugin, request) -> bool:
     """Whether a call of `request` by `plugin` may stand in or be stood in
     for (see the module docstring): device keys of one array, no key_range

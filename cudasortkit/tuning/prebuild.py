@@ -203,9 +203,6 @@ class Prebuild:
 
         wait(self._futures.get(id(cell), ()))
 
-    def done(self) -> bool:
-        return all(f.done() for fs in self._futures.values() for f in fs)
-
     def close(self) -> None:
         """Stop: builds not started are dropped, the children end."""
         for futures_of_cell in self._futures.values():

@@ -162,7 +162,8 @@ class Case:
         if self.kind == "pairs":
             host = np.random.default_rng(self.n).permutation(self.n).astype(
                 VALUE_DTYPES[self.value_bytes])
-            self._value_positions = np.argsort(host)
+            self._value_positions = np.empty(self.n, np.intp)  # the inverse permutation
+            self._value_positions[host] = np.arange(self.n)
             self.values = _upload(state, host, self._bufs, f"tuner values, {self.n:,}")
         state.cuda.Context.synchronize()
         self._order = None
