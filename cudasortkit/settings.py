@@ -1,5 +1,6 @@
 """cudasortkit's settings: the one place that reads its environment
-variables, and the one parser of sizes (command-line sizes and byte counts).
+variables, the one parser of sizes (command-line sizes and byte counts),
+and the one way a command line declares an on/off switch (add_switch).
 
 Every CUDASORTKIT_* variable, its default, and when it is read (a function
 here, called by the module named, at that moment):
@@ -70,6 +71,19 @@ def parse_size(text, what: str = "size", positive: bool = False) -> int:
     if positive and value <= 0:
         raise ValueError(f"{what} must be a positive number of bytes, got {text!r}")
     return int(value)
+
+
+def add_switch(parser, flag: str, help: str | None = None, on: bool = False) -> None:
+    """Declare the on/off switch `flag` on the argparse `parser`. The rule
+    it keeps: a switch that is on by default (`on`) can always be turned
+    off, by its --no- form (BooleanOptionalAction); one that is off is
+    turned on by naming it (store_true)."""
+    import argparse  # (only the command lines need it: not loaded with the package)
+
+    if on:
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=True, help=help)
+    else:
+        parser.add_argument(flag, action="store_true", help=help)
 
 
 def _text(name: str) -> str:

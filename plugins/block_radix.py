@@ -93,9 +93,7 @@ class BlockRadixSort(SegmentedSortPlugin):
                                    "(fewer where it is narrower than twice as many keys)"),
         "network_unroll": Tunable(1, (0, 1), "the bitonic network's code: 0 a loop over its "
                                   "stages (a few KB), 1 every step unrolled (up to ~100 KB)"),
-        "row_network": Tunable(1024, (0, 512, 1024), "uniform rows of up to this many keys, "
-                               "sorted keys alone, go to a bitonic network of one warp each "
-                               "(0: never; argsort and pairs keep the radix sort)"),
+        "row_network": warp_rows.row_network((0, 512, 1024)),
     }
     templates = ("block_radix.cu", "block_bitonic.cu", warp_rows.TEMPLATE)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudasortkit.dtypes import KEY_DTYPES, is_bfloat16
-from cudasortkit.sdk.selection import SelectPlugin
+from cudasortkit.dtypes import is_bfloat16
+from cudasortkit.sdk.selection import GeneralSelectPlugin
 
 
 def selection_words(keys: np.ndarray, largest: bool) -> np.ndarray:
@@ -51,11 +51,9 @@ def selection_order(keys: np.ndarray, largest: bool, k: int | None = None) -> np
     return np.take_along_axis(chosen, ranked, -1).astype(np.int64, copy=False)
 
 
-class NumpySelect(SelectPlugin):
+class NumpySelect(GeneralSelectPlugin):
     name = "numpy_select"
     summary = "NumPy on the CPU: the k-th key by np.partition, then k keys sorted"
-    dtypes = KEY_DTYPES
-    ops = ("topk", "partition")
     device = "cpu"
     priority = 1000
 

@@ -43,9 +43,8 @@ from __future__ import annotations
 import functools
 import math
 
-from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
-from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
+from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, GeneralSelectPlugin
 
 #: topk of several rows of at most this many keys: one block per row (rs_stream_select).
 STREAM_ROW = 1 << 16
@@ -151,11 +150,9 @@ def digit_passes(key_bits: int, digit: int) -> list:
     return passes
 
 
-class RadixSelect(SelectPlugin):
+class RadixSelect(GeneralSelectPlugin):
     name = "radix_select"
     summary = "radix select: digit histograms narrow to the k-th key, then k keys sorted"
-    dtypes = KEY_DTYPES
-    ops = ("topk", "partition")
     priority = 100
     replayable = True
     #: one short row: sort_select (priority 500, one block's sort) wins below

@@ -38,9 +38,7 @@ class RowsSort(SegmentedSortPlugin):
         "block_size": Tunable(256, (128, 256, 512), "threads per block"),
         "min_tile": Tunable(2048, (1024, 2048, 4096),
                             "slots per block at least (short rows share a block)"),
-        "row_network": Tunable(1024, (0, 256, 1024), "uniform rows of up to this many keys of at "
-                               "most 4 bytes, sorted keys alone, go to a bitonic network of "
-                               "one warp each (0: never)"),
+        "row_network": warp_rows.row_network((0, 256, 1024)),
     }
     templates = ("rows.cu", warp_rows.TEMPLATE)
 

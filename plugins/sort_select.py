@@ -9,16 +9,13 @@ kth), every dtype, any rows; the fallback the faster plugins beat.
 """
 from __future__ import annotations
 
-from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.sdk.plugin import Tunable
-from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, SelectPlugin
+from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, GeneralSelectPlugin
 
 
-class SortSelect(SelectPlugin):
+class SortSelect(GeneralSelectPlugin):
     name = "sort_select"
     summary = "sort-then-slice: stable argsort of every row's selection words, first k kept"
-    dtypes = KEY_DTYPES
-    ops = ("topk", "partition")
     priority = 500
     tunables = {"block_size": Tunable(256, (128, 256, 512), "threads per block")}
     templates = ("select.cu",)

@@ -6,6 +6,8 @@ one write of the keys, no shared-memory passes: a row of 256 keys is 8
 words a lane."""
 from __future__ import annotations
 
+from cudasortkit.sdk.plugin import Tunable
+
 #: The widest network a warp holds (32 words a lane).
 WIDEST = 1024
 #: The narrowest (two words a lane).
@@ -22,6 +24,15 @@ def serves(row_len: int, limit: int, keys_only: bool, key_bytes: int = 4) -> boo
     be mostly padding: 2^24 keys in rows of 16 took 0.30 ms here against
     0.18 in rows.cu, H100)."""
     return keys_only and key_bytes <= 4 and NARROWEST // 2 < row_len <= min(limit, WIDEST)
+
+
+def row_network(values: tuple) -> Tunable:
+    """The `row_network` tunable, declared here for every plugin that hands
+    uniform rows to this network so that it means the same in each: the
+    limit `serves` reads (rows of up to that many keys come here, 0 never),
+    WIDEST by default; `values` are the limits the tuner tries."""
+    return Tunable(WIDEST, values, "uniform rows of up to this many keys of at most 4 bytes, "
+                   "sorted keys alone, go to a bitonic network of one warp each (0: never)")
 
 
 def width(row_len: int) -> int:

@@ -10,7 +10,7 @@ import cudasortkit as csk
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.errors import PluginError
 from cudasortkit.sdk import registry
-from cudasortkit.sdk.selection import SelectPlugin, SelectRequest
+from cudasortkit.sdk.selection import SELECT_OPS, GeneralSelectPlugin, SelectPlugin, SelectRequest
 
 from helpers import as_dtype, make_keys
 from select_reference import (assert_partition_values, assert_partitioned, assert_topk,
@@ -220,6 +220,14 @@ def test_declarations_are_checked():
         registry.check_class(NoRun, "cudasortkit.selection")
     with pytest.raises(TypeError, match="SelectPlugin"):
         registry.check_class(type("X", (), {}), "cudasortkit.selection")
+
+
+def test_the_plugins_for_every_request_take_their_declaration_from_the_sdk():
+    for name in ("numpy_select", "sort_select", "radix_select"):
+        cls = type(registry.plugins("cudasortkit.selection")[name])
+        assert issubclass(cls, GeneralSelectPlugin)
+        assert not {"dtypes", "ops"} & set(vars(cls)), "one declaration, in sdk/selection.py"
+        assert cls.dtypes == KEY_DTYPES and cls.ops == SELECT_OPS
 
 
 def test_a_plugin_returning_wrong_results_is_taken_out_of_service():

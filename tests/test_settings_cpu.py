@@ -1,5 +1,7 @@
 """cudasortkit/settings.py: the one reader of CUDASORTKIT_* environment
-variables and the one size parser (command-line sizes and byte counts)."""
+variables, the one size parser (command-line sizes and byte counts) and
+the command lines' switches."""
+import argparse
 import pathlib
 import re
 
@@ -27,6 +29,14 @@ def test_byte_counts_must_be_positive_and_errors_name_the_setting():
         settings.parse_size("0", settings.HOST_PIECE, positive=True)
     with pytest.raises(ValueError, match=r"CUDASORTKIT_PINNED_LIMIT: cannot read '2\^x'.*2\^24"):
         settings.parse_size("2^x", settings.PINNED_LIMIT, positive=True)
+
+
+def test_a_switch_on_by_default_can_be_turned_off():
+    parser = argparse.ArgumentParser()
+    settings.add_switch(parser, "--quick", "off unless named")
+    settings.add_switch(parser, "--check", "on unless --no-check", on=True)
+    assert vars(parser.parse_args([])) == {"quick": False, "check": True}
+    assert vars(parser.parse_args(["--quick", "--no-check"])) == {"quick": True, "check": False}
 
 
 def test_the_knobs_read_the_environment_when_asked(monkeypatch):

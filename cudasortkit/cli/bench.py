@@ -16,7 +16,7 @@ import numpy as np
 from .. import api
 from ..sdk import registry
 from ..dtypes import KEY_DTYPES, itemsize, numpy_dtype
-from ..settings import parse_size  # noqa: F401  (bench.parse_size, as before
+from ..settings import add_switch, parse_size  # noqa: F401  (bench.parse_size, as before
 from ..gpu.timing import rotated_rounds, time_gpu
 from ..launch import built
 
@@ -416,37 +416,35 @@ def build_parser(parser=None):
                         help="how many different random arrays each case makes; the timed calls "
                              "take them in turn, so no call finds the previous call's keys in "
                              "the GPU's cache (default: 3)")
-    parser.add_argument("--numpy", action="store_true",
-                        help="also time numpy.sort of the same keys on the host")
-    parser.add_argument("--no-check", action="store_true",
-                        help="time without first checking each result against NumPy")
+    add_switch(parser, "--numpy", "also time numpy.sort of the same keys on the host")
+    add_switch(parser, "--no-check", "time without first checking each result against NumPy")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=V,...",
                         help="also time a copy of plugin NAME with other tunable defaults, e.g. "
                              "onesweep:early_counts=1 (repeatable)")
     parser.add_argument("--json", default=None, metavar="FILE",
                         help="also write every row to this JSON file")
-    parser.add_argument("--latency", action="store_true",
-                        help="instead: the wall-clock time of one call, auto against CuPy and "
-                             "torch, at 2^10..2^22 keys")
-    parser.add_argument("--batched", action="store_true",
-                        help="instead: sorts along the last axis of rows x cols arrays and a "
-                             "ragged segmented sort, against CuPy and torch")
-    parser.add_argument("--family", action="store_true",
-                        help="instead: the sort family against CuPy and PyTorch, bars "
-                             "marked: lexsort, unique rows, unique of 2^20..2^26 keys, "
-                             "searchsorted on the 2^10..2^24 grid, a 1,000-key host sort")
+    add_switch(parser, "--latency",
+               "instead: the wall-clock time of one call, auto against CuPy and "
+               "torch, at 2^10..2^22 keys")
+    add_switch(parser, "--batched",
+               "instead: sorts along the last axis of rows x cols arrays and a "
+               "ragged segmented sort, against CuPy and torch")
+    add_switch(parser, "--family",
+               "instead: the sort family against CuPy and PyTorch, bars "
+               "marked: lexsort, unique rows, unique of 2^20..2^26 keys, "
+               "searchsorted on the 2^10..2^24 grid, a 1,000-key host sort")
     parser.add_argument("--family-cases", default=None, metavar="GROUP,...",
                         help="with --family: the groups to run, of lexsort, unique_rows, unique, "
                              "searchsorted, host (default: all)")
-    parser.add_argument("--select", action="store_true",
-                        help="instead: topk against torch.topk and argpartition against "
-                             "cupy.argpartition at five shapes, each with the speedup it should "
-                             "reach")
-    parser.add_argument("--host", action="store_true",
-                        help="instead: NumPy arrays in and out: in-core sizes against the CuPy "
-                             "round trip and numpy.sort, out-of-core sizes under a device memory "
-                             "cap, with the pinned bandwidth and host memory (--sizes then takes "
-                             "dtype:size[:cap],... for the in-core cases, --host-ooc the others)")
+    add_switch(parser, "--select",
+               "instead: topk against torch.topk and argpartition against "
+               "cupy.argpartition at five shapes, each with the speedup it should "
+               "reach")
+    add_switch(parser, "--host",
+               "instead: NumPy arrays in and out: in-core sizes against the CuPy "
+               "round trip and numpy.sort, out-of-core sizes under a device memory "
+               "cap, with the pinned bandwidth and host memory (--sizes then takes "
+               "dtype:size[:cap],... for the in-core cases, --host-ooc the others)")
     parser.add_argument("--host-ooc", default=None, metavar="[OP:]DTYPE:SIZE[:CAP],...",
                         help="with --host: the out-of-core cases, OP one of sort (default), "
                              "argsort, pairs (sort_by_key), inplace (sort with out=a) (default "
@@ -456,17 +454,16 @@ def build_parser(parser=None):
     parser.add_argument("--host-modes", default="auto", metavar="MODE,...",
                         help="with --host: the transfer modes cudasortkit is timed with (auto: "
                              "staged in core, registered out of core; staged; registered)")
-    parser.add_argument("--peers", action="store_true",
-                        help="also time NVIDIA's cuda.compute radix sort (cuda-cccl), prepared and "
-                             "one-shot, in each sort cell ('vs cub'), then the wall-clock time of "
-                             "one call of csk.sort, a csk.plan, both cuda.compute forms, "
-                             "cupy.sort and torch.sort at 2^10..2^20 keys")
-    parser.add_argument("--no-calls", action="store_true",
-                        help="with --peers: skip the table of one call's wall-clock time")
-    parser.add_argument("--cold", action="store_true",
-                        help="instead: sorts of 12 sizes from 1e4 to 6e7 float32 keys from an "
-                             "empty tuning cache, three rounds, each round's total and slowest "
-                             "call against CuPy")
+    add_switch(parser, "--peers",
+               "also time NVIDIA's cuda.compute radix sort (cuda-cccl), prepared and "
+               "one-shot, in each sort cell ('vs cub'), then the wall-clock time of "
+               "one call of csk.sort, a csk.plan, both cuda.compute forms, "
+               "cupy.sort and torch.sort at 2^10..2^20 keys")
+    add_switch(parser, "--no-calls", "with --peers: skip the table of one call's wall-clock time")
+    add_switch(parser, "--cold",
+               "instead: sorts of 12 sizes from 1e4 to 6e7 float32 keys from an "
+               "empty tuning cache, three rounds, each round's total and slowest "
+               "call against CuPy")
     return parser
 
 

@@ -1067,36 +1067,37 @@ def run_suite(args) -> None:
 
 
 def main(argv=None) -> None:
+    from cudasortkit.settings import add_switch
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpu", action="store_true", help="LocalCluster of 2 CPU processes, NumPy chunks")
+    add_switch(ap, "--cpu", "LocalCluster of 2 CPU processes, NumPy chunks")
     ap.add_argument("--size-log2", default="31",
                     help="uniform input size(s), comma-separated: 30,31,32 (default 31)")
     ap.add_argument("--small-log2", type=int, default=28, help="few/sorted/lognormal size (default 28)")
     ap.add_argument("--df-size-log2", type=int, default=24, help="dask.dataframe comparison size")
     ap.add_argument("--chunks-per-worker", type=int, default=2)
     ap.add_argument("--inputs", default=",".join(DISTS), help=f"comma-separated from {DISTS}")
-    ap.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True)
+    add_switch(ap, "--phases", on=True)
     ap.add_argument("--release-wait", type=float, default=0.0,
                     help="seconds each timed collective sort waits, untimed, for the workers to "
                          "release the previous results (default 0: back to back)")
-    ap.add_argument("--single", action=argparse.BooleanOptionalAction, default=True,
-                    help="compare with one worker's cudasortkit.sort")
-    ap.add_argument("--dataframe", action=argparse.BooleanOptionalAction, default=True)
+    add_switch(ap, "--single", "compare with one worker's cudasortkit.sort", on=True)
+    add_switch(ap, "--dataframe", on=True)
     ap.add_argument("--protocol", default="auto", choices=("auto", "tcp", "ucx"))
     ap.add_argument("--exchange", default="auto", choices=("auto", "nccl"),
                     help="nccl: the collective sort, one CASE line per input (see above)")
     ap.add_argument("--repeats", type=int, default=3, help="timed collective sorts per input (best)")
-    ap.add_argument("--prepare", action=argparse.BooleanOptionalAction, default=True,
-                    help="nccl: cudasortkit.dask.prepare (communicators, kernels) before the first sort")
+    add_switch(ap, "--prepare",
+               "nccl: cudasortkit.dask.prepare (communicators, kernels) before the first sort", on=True)
     ap.add_argument("--ops", default="sort",
                     help="nccl: comma-separated of sort, argsort, sort_by_key (int64 global indices as values)")
-    ap.add_argument("--suite", action="store_true",
-                    help="the scale-out bars in one run: --exchange-bench, then --cases on all visible GPUs "
-                         "(sort variants compared at the first sort case, argsort variants at the first "
-                         "argsort case), then sort 2^32 on the first two GPUs; a table at the end")
-    ap.add_argument("--exchange-bench", action=argparse.BooleanOptionalAction, default=True,
-                    help="--suite: the all-to-all microbench (NCCL under each NCCL_ENVS setting, the copy-engine "
-                         "variants) before the cluster starts")
+    add_switch(ap, "--suite",
+               "the scale-out bars in one run: --exchange-bench, then --cases on all visible GPUs "
+               "(sort variants compared at the first sort case, argsort variants at the first "
+               "argsort case), then sort 2^32 on the first two GPUs; a table at the end")
+    add_switch(ap, "--exchange-bench",
+               "--suite: the all-to-all microbench (NCCL under each NCCL_ENVS setting, the copy-engine "
+               "variants) before the cluster starts", on=True)
     ap.add_argument("--exchange-keys-log2", type=int, default=31, help="uint32 keys per GPU in the microbench")
     ap.add_argument("--nccl-env", default="auto", choices=("auto", *NCCL_ENVS),
                     help="--suite: the NCCL settings of the cluster (auto: the microbench's fastest)")
@@ -1105,10 +1106,8 @@ def main(argv=None) -> None:
                          "collective) or argsort")
     ap.add_argument("--variants", default="compare", choices=("compare", "defaults"),
                     help="--suite: compare SORT_VARIANTS / ARGSORT_VARIANTS at the first case of each op")
-    ap.add_argument("--merge-bench", action=argparse.BooleanOptionalAction, default=True,
-                    help="--suite: one GPU's merge GB/s")
-    ap.add_argument("--two-gpus", action=argparse.BooleanOptionalAction, default=True,
-                    help="--suite: also sort 2^32 keys on the first two GPUs")
+    add_switch(ap, "--merge-bench", "--suite: one GPU's merge GB/s", on=True)
+    add_switch(ap, "--two-gpus", "--suite: also sort 2^32 keys on the first two GPUs", on=True)
     ap.add_argument("--deadline", type=float, default=360.0,
                     help="--suite: seconds after which no further case starts (the table still prints)")
     ap.add_argument("--grace", type=float, default=90.0,

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
+from ..dtypes import KEY_DTYPES
 from .declarations import (check_device, check_dtypes, check_implements, check_name,
                            check_subclass, check_tunables)
 from .plugin import Tunable
@@ -165,6 +166,16 @@ class SelectPlugin:
                 raise ValueError(f"{cls.name}: priorities are (max_rows, max_row_len, max_k, "
                                  f"priority) tuples, got {rule!r}")
         check_implements(cls, SelectPlugin, "run")
+
+
+class GeneralSelectPlugin(SelectPlugin):
+    """A selection plugin that serves every request: every key dtype and
+    both ops (SELECT_OPS), declared once here. The rule it keeps: such a
+    plugin narrows nothing in its declarations; a request it cannot serve
+    after all it declines in unsupported(), with the reason."""
+
+    dtypes: ClassVar[tuple] = KEY_DTYPES
+    ops: ClassVar[tuple] = SELECT_OPS
 
 
 class HostSelectJob:
