@@ -42,32 +42,3 @@ csk_dask_count(const csk_bits_t* __restrict__ keys, const long long* __restrict_
     const long long count = a - first;
     out[q] = accumulate ? out[q] + count : count;
 }
-
-// Bucket of every key for the partition-first collective sort
-// (cudasortkit/dask/partition.py): the number of splitter words at or below
-// the key's ordered word (splitters ascending, at most 255 of them), so
-// bucket b holds the words in [splitters[b - 1], splitters[b]). One byte a
-// key; the splitters sit in shared memory, each key does a binary search.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-csk_dask_buckets(const csk_bits_t* __restrict__ keys, long long n,
-                 const unsigned long long* __restrict__ splitters, int count,
-                 unsigned long long mask64, unsigned char* __restrict__ out)
-{
-    __shared__ csk_bits_t words[256];
-    for (int i = threadIdx.x; i < count; i += BLOCK_SIZE) words[i] = (csk_bits_t)splitters[i];
-    __syncthreads();
-    const csk_bits_t mask = (csk_bits_t)mask64;
-    const long long stride = (long long)gridDim.x * BLOCK_SIZE;
-    for (long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x; i < n; i += stride) {
-        const csk_bits_t u = csk_encode(keys[i], mask);
-        int a = 0, b = count;
-        while (a < b) {
-            const int mid = (a + b) >> 1;
-            if (words[mid] <= u)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        out[i] = (unsigned char)a;
-    }
-}

@@ -868,6 +868,30 @@ def test_a_boundary_inside_a_bucket_of_equal_keys_splits_by_index(monkeypatch):
         assert np.array_equal(got, expected if op == "argsort" else a[expected])
 
 
+def test_splitters_bracket_every_receiver_boundary():
+    segments, brackets = partition.splitter_fractions([0, 30, 100], 100, 4, 1 << 16)
+    assert np.allclose(segments, [0.075, 0.15, 0.225, 0.475, 0.65, 0.825])
+    eps = partition.BRACKET_SIGMAS * 0.5 / 256
+    assert np.allclose(brackets, [0.3 - eps, 0.3, 0.3 + eps])
+    many, none = partition.splitter_fractions(np.linspace(0, 1000, 101), 1000, 2, 1 << 16)
+    assert len(none) == 0 and len(many) <= partition.MOST_SPLITTERS
+
+
+@pytest.mark.parametrize("values", [None, "positions", "int64", "int8"])
+def test_partition_lays_buckets_out_stably(values, rng):
+    keys = rng.integers(-50, 50, 1000).astype(np.int32)
+    splitters = counting.encode(np.array([-20, 0, 0, 33], np.int32), False)
+    out = np.empty_like(keys)
+    given = None if values in (None, "positions") else rng.integers(0, 100, 1000).astype(values)
+    vout = None if values is None else np.empty(1000, np.int64 if values == "positions" else values)
+    sizes = counting.partition(keys, splitters, False, out, values if values == "positions" else given, vout)
+    ids = counting.bucket_ids(keys, splitters, False)
+    order = np.argsort(ids, kind="stable")
+    assert np.array_equal(out, keys[order]) and np.array_equal(sizes, np.bincount(ids, minlength=5))
+    if values is not None:
+        assert np.array_equal(vout, order if values == "positions" else given[order])
+
+
 def test_bucket_ids_count_the_splitters_at_or_below():
     keys = np.array([5, -3, 7, 7, 100, -50], np.int64)
     splitters = counting.encode(np.array([-3, 7, 7, 50], np.int64), False)
@@ -882,6 +906,7 @@ def test_splitters_align_to_the_top_byte_where_they_stay_apart():
     crowded = np.arange(1, 200, dtype=np.uint64) * np.uint64(1000)      # all below the first top byte's end
     assert np.array_equal(partition.aligned_splitters(crowded, 32), crowded)
     assert np.array_equal(partition.aligned_splitters(crowded[:3].astype(np.uint64), 8), crowded[:3])
-    assert partition.bucket_count(options.Options(), 4, 2**33) == 256
-    assert partition.bucket_count(options.Options(), 4, 2**20) == 4
-    assert partition.bucket_count(options.Options(segments=8), 3, 10) == 24
+    assert partition.segments_per_receiver(options.Options(), 4, 2**33) == partition.SEGMENTS
+    assert partition.segments_per_receiver(options.Options(), 4, 2**20) == 1
+    assert partition.segments_per_receiver(options.Options(segments=8), 3, 10) == 8
+    assert partition.segments_per_receiver(options.Options(segments=200), 4, 2**33) == (256 - 9) // 4

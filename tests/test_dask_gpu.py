@@ -90,18 +90,32 @@ def test_count_words_on_the_device_matches_numpy(dtype, descending, rng):
 
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", COUNT_DTYPES)
-def test_bucket_ids_on_the_device_match_numpy(dtype, descending, rng):
-    """kernels/dask_counts.cu's csk_dask_buckets against the host's
-    searchsorted of the ordered words: 0, 1 and 255 splitters, repeated
-    splitter words, keys equal to splitters."""
+def test_partition_on_the_device_matches_numpy(dtype, descending, rng):
+    """kernels/dask_partition.cu against the host's stable argsort of the
+    bucket ids: 0, 1, 37 and 255 splitters (repeated words, keys equal to
+    splitters), keys alone, positions, 4- and 8-byte values and 1-byte ones
+    (moved by position); sizes around a round and a grid's ranges; the output
+    poisoned first."""
     cupy = cupy_module()
-    a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, 70_001, rng)
-    words = counting.encode(a, descending)
-    for count in (0, 1, 37, 255):
+    for n in (1, 2, 4095, 4097, 70_001, 1_000_003):
+        a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, n, rng)
+        words = counting.encode(a, descending)
+        count = int(rng.choice([0, 1, 37, 255]))
         splitters = np.sort(rng.choice(words, count)) if count else np.zeros(0, np.uint64)
-        expect = counting.bucket_ids(a, splitters, descending)
-        got = counting.bucket_ids(cupy.asarray(a), cupy.asarray(splitters), descending)
-        assert got.dtype == np.uint8 and np.array_equal(got.get(), expect), count
+        ids = counting.bucket_ids(a, splitters, descending)
+        order = np.argsort(ids, kind="stable")
+        for values in (None, "positions", np.int32, np.float64, np.int8):
+            given = None if values is None or isinstance(values, str) else rng.integers(0, 100, n).astype(values)
+            keys_out = cupy.asarray(a[::-1].copy())     # poisoned: the keys in another order
+            vdtype = np.uint32 if isinstance(values, str) else values
+            values_out = None if values is None else cupy.full(n, 77, vdtype)
+            sizes = counting.partition(cupy.asarray(a), cupy.asarray(splitters), descending, keys_out,
+                                       values if given is None else cupy.asarray(given), values_out)
+            assert np.array_equal(sizes.get(), np.bincount(ids, minlength=count + 1)), (n, count)
+            assert_keys_equal(keys_out.get(), a[order])
+            if values is not None:
+                expect = order if isinstance(values, str) else given[order]
+                assert np.array_equal(values_out.get(), expect.astype(vdtype)), (n, count, values)
 
 
 

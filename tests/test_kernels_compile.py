@@ -163,13 +163,19 @@ def test_dask_counts_compiles_for_every_key_dtype():
     pytest.importorskip("dask")
     from cudasortkit.dask.counting import COUNT_CONFIG, DASK_COUNTS
 
+    from cudasortkit.dask.counting import DASK_PARTITION, partition_config
+
     cases = [(DASK_COUNTS, d, 0, COUNT_CONFIG) for d in (*KEY_DTYPES_ALL, "uint8")]
+    cases += [(DASK_PARTITION, d, v, partition_config(2 if d == "bfloat16" else np.dtype(d).itemsize, v, s))
+              for d in (*KEY_DTYPES_ALL, "uint8") for v, s in ((0, 255), (4, 19), (8, 1))]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         results = list(pool.map(lambda c: _compile_ptx(*c), cases))
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, "\n".join(failures[:3])
-    assert all(set(re.findall(r"\.entry\s+(\w+)", ptx)) == {"csk_dask_count", "csk_dask_buckets"}
-               for _, _, ptx in results)
+    entries = [set(re.findall(r"\.entry\s+(\w+)", ptx)) for _, _, ptx in results]
+    assert all(e == {"csk_dask_count"} for e in entries[:len(KEY_DTYPES_ALL) + 1])
+    assert all(e == {"csk_dask_partition_counts", "csk_dask_partition_scatter"}
+               for e in entries[len(KEY_DTYPES_ALL) + 1:])
 
 
 # Argument letters against what nvcc made of each prototype.

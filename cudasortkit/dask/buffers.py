@@ -1,7 +1,8 @@
 """Arenas: device (or host) buffers a rank of the collective sort keeps
 between sorts, apart from the array libraries' pools: its sorted runs (the
 send arena, which the local sort writes straight into and the exchange reads
-from, shared with the peers when they copy from it) and, when senders copy
+from, shared with the peers when they copy from it), the chunks it joins
+for one local sort (the join arena, never shared) and, when senders copy
 into the receivers (exchange.py, direction=push), what it receives.
 
 An arena only grows. A rank keeps it between sorts unless memory is short

@@ -239,7 +239,7 @@ def local_sort(spec: Spec, local: Local, opts, arenas: dict, xp, timer) -> Sorte
     runs, at = [], 0
     for group in groups:
         m = int(sum(local.sizes[i] for i in group))
-        src = local.keys[group[0]] if len(group) == 1 else xp.concatenate([local.keys[i] for i in group])
+        src = local.keys[group[0]] if len(group) == 1 else joined([local.keys[i] for i in group], arenas, xp)
         timer.sub("local sort: concatenate")
         out = keys_all[at:at + m]
         pos = None
@@ -259,6 +259,19 @@ def local_sort(spec: Spec, local: Local, opts, arenas: dict, xp, timer) -> Sorte
     if values_all is not None:
         send["values"] = values_all
     return Sorted(runs, send, arena)
+
+
+def joined(arrays: list, arenas: dict, xp):
+    """The arrays one after another in the rank's "join" arena: kept between
+    sorts like the send arena (never shared with peers), so joining a rank's
+    chunks for one local sort allocates nothing and copies at memory speed."""
+    n, dtype = sum(len(a) for a in arrays), arrays[0].dtype
+    out = arenas.setdefault("join", Arena()).take(n * dtype.itemsize, xp).view(0, n, dtype)
+    at = 0
+    for a in arrays:
+        out[at:at + len(a)] = a
+        at += len(a)
+    return out
 
 
 def key_ends(runs, xp) -> tuple:
@@ -397,7 +410,7 @@ def sort_on_rank(comm, spec: Spec, local: Local):
     transport = transport_of(opts, comm)
     push = transport == "ipc" and opts.direction == "push"
     nbytes = sum(a.dtype.itemsize for a in mine.send.values()) * n_in
-    make_room(xp, 2 * nbytes)
+    make_room(xp, 2 * nbytes, comm.arenas.get("join"))
     recv = receive_buffers(comm.arenas, mine.send, n_in, xp, push, bool(opts.keep))
     timer.sub("exchange: buffers")
     exchange(comm, opts, plan, mine.send, recv, transport, timer if spec.timings else None)

@@ -23,6 +23,11 @@ from ..build.template import KernelTemplate
 DASK_COUNTS = KernelTemplate("dask_counts.cu")
 COUNT_BLOCK = 256
 COUNT_CONFIG = {"block_size": COUNT_BLOCK}
+DASK_PARTITION = KernelTemplate("dask_partition.cu")
+PARTITION_BLOCK = 256
+#: Blocks an SM of the partition kernels' grid (one wave: each block walks a
+#: contiguous range, so the scan's counts stay small).
+PARTITION_BLOCKS_PER_SM = 3
 
 
 def key_bits(dtype) -> int:
@@ -116,35 +121,96 @@ def _count_device(a, words, lo, hi, descending: bool, side: int, out):
     return out
 
 
-def bucket_ids(keys, splitters, descending: bool):
-    """uint8 bucket of every key: how many of the splitter words (uint64,
-    ascending, at most 255) are at or below the key's ordered word. CuPy
-    keys: one launch of kernels/dask_counts.cu's csk_dask_buckets."""
+def bucket_ids(keys, splitters, descending: bool) -> np.ndarray:
+    """Host keys' buckets (uint8): how many of the splitter words (uint64,
+    ascending, at most 255) are at or below each key's ordered word."""
+    return np.searchsorted(np.asarray(splitters, np.uint64), encode(keys, descending),
+                           side="right").astype(np.uint8)
+
+
+def partition_items(key_bytes: int, value_bytes: int) -> int:
+    """Keys a thread of kernels/dask_partition.cu holds per round: few enough
+    that three blocks fit an SM (registers: the round's keys, the next
+    round's, their buckets and ranks) and the round's stage fits 48 KiB."""
+    return 8 if key_bytes <= 4 and value_bytes <= 4 else 6
+
+
+def partition_config(key_bytes: int, value_bytes: int, splitters: int) -> dict:
+    """kernels/dask_partition.cu's configuration: block size, keys per thread
+    and round (partition_items), bits of the largest bucket number."""
+    return {"block_size": PARTITION_BLOCK, "items_per_thread": partition_items(key_bytes, value_bytes),
+            "bucket_bits": max(1, int(splitters).bit_length())}
+
+
+def partition(keys, splitters, descending: bool, keys_out, values=None, values_out=None):
+    """Lay `keys` out in `keys_out` bucket after bucket (bucket_ids' buckets,
+    len(splitters) + 1 of them), each bucket's keys in index order (stable),
+    and beside them in `values_out` the keys' `values` or, with values
+    "positions", their indices in `keys`. Returns the int64 size of every
+    bucket, an array of keys' library. NumPy: a stable argsort of the bucket
+    ids; CuPy: kernels/dask_partition.cu (two launches and a scan)."""
+    if len(splitters) > 255:
+        raise ValueError(f"cudasortkit.dask: {len(splitters)} splitters; at most 255 fit a byte's buckets")
+    buckets = len(splitters) + 1
     if type(keys).__module__.split(".")[0] != "cupy":
-        return np.searchsorted(np.asarray(splitters, np.uint64), encode(keys, descending),
-                               side="right").astype(np.uint8)
+        ids = bucket_ids(keys, splitters, descending)
+        order = np.argsort(ids, kind="stable")
+        keys_out[...] = keys[order]
+        if values is not None:
+            values_out[...] = order if isinstance(values, str) else values[order]
+        return np.bincount(ids, minlength=buckets).astype(np.int64)
+    return _partition_device(keys, splitters, descending, keys_out, values, values_out, buckets)
+
+
+def _partition_device(keys, splitters, descending, keys_out, values, values_out, buckets: int):
     import cupy
 
     from ..dispatch.request import caller_ordering
     from ..gpu.arrays import Operand
 
-    if len(splitters) > 255:
-        raise ValueError(f"cudasortkit.dask: {len(splitters)} splitters; at most 255 fit a byte's buckets")
-    out = cupy.empty(len(keys), np.uint8)
-    if not len(keys):
-        return out
-    words = cupy.ascontiguousarray(splitters, np.uint64)
+    n = len(keys)
+    if not n:
+        return cupy.zeros(buckets, np.int64)
+    positions = isinstance(values, str)
+    value_bytes = 0 if values is None else values_out.dtype.itemsize
+    if value_bytes not in (0, 4, 8):   # the kernel moves 4- and 8-byte values: others by their positions
+        order = cupy.empty(n, np.int64)
+        sizes = _partition_device(keys, splitters, descending, keys_out, "positions", order, buckets)
+        cupy.take(values, order, out=values_out)
+        return sizes
     dtype = "uint8" if keys.dtype.kind == "b" else keys.dtype.name
-    state, ordering = caller_ordering(None, [Operand(keys, "keys"), Operand(words, "splitters"),
-                                             Operand(out, "buckets", "out")])
+    config = partition_config(keys.dtype.itemsize, value_bytes, len(splitters))
+    words = cupy.ascontiguousarray(splitters, np.uint64)
+    operands = [Operand(keys, "keys"), Operand(keys_out, "keys_out", "out")]
+    if values is not None:
+        operands.append(Operand(values_out, "values_out", "out"))
+        if not positions:
+            operands.append(Operand(values, "values", "values"))
+    state, ordering = caller_ordering(None, operands)
     ordering.begin()
     try:
-        kernel = DASK_COUNTS.kernel(state, dtype, 0, COUNT_CONFIG, "csk_dask_buckets", owner="dask")
+        count_kernel = DASK_PARTITION.kernel(state, dtype, value_bytes, config, "csk_dask_partition_counts",
+                                             owner="dask")
+        scatter = DASK_PARTITION.kernel(state, dtype, value_bytes, config, "csk_dask_partition_scatter",
+                                        owner="dask")
+        round_keys = PARTITION_BLOCK * config["items_per_thread"]
+        grid = max(1, min(-(-n // round_keys), state.limits.sm_count * PARTITION_BLOCKS_PER_SM))
+        per = -(-n // grid)
+        grid = -(-n // per)
         mask = (1 << key_bits(keys.dtype)) - 1 if descending else 0
-        grid = max(1, min(-(-len(keys) // COUNT_BLOCK), state.limits.sm_count * 16))
-        kernel.launch(state, state.stream, (grid, 1), (COUNT_BLOCK, 1, 1),
-                      (int(keys.data.ptr), int(len(keys)), int(words.data.ptr), int(len(splitters)), int(mask),
-                       int(out.data.ptr)), owner="dask", dtype=dtype, config=COUNT_CONFIG)
+        counts = cupy.empty(buckets * grid, np.int64)
+        block = (PARTITION_BLOCK, 1, 1)
+        count_kernel.launch(state, state.stream, (grid, 1), block,
+                            (int(keys.data.ptr), n, per, int(words.data.ptr), len(splitters), mask,
+                             int(counts.data.ptr)), owner="dask", dtype=dtype, config=config)
+        with cupy.cuda.ExternalStream(state.stream.handle):
+            starts = cupy.cumsum(counts) - counts       # bucket-major: blocks in index order within a bucket
+            sizes = counts.reshape(buckets, grid).sum(axis=1)
+        mode = 0 if values is None else 1 if positions else 2
+        scatter.launch(state, state.stream, (grid, 1), block,
+                       (int(keys.data.ptr), int(values.data.ptr) if mode == 2 else 0, n, per, int(words.data.ptr),
+                        len(splitters), mask, int(starts.data.ptr), mode, int(keys_out.data.ptr),
+                        int(values_out.data.ptr) if mode else 0), owner="dask", dtype=dtype, config=config)
     finally:
         ordering.end()
-    return out
+    return sizes

@@ -7,16 +7,15 @@ checkpoint; the output is the same as the merge method's.
 
 1. splitters: every rank samples SAMPLES keys in all (each its share, in
    proportion to its keys), every rank gathers all samples' ordered words
-   and picks the same B - 1 splitter words (bucket_count: 256 buckets, or
-   fewer for few keys), so the buckets hold about equal counts; rounded to
-   the top byte's boundaries where that keeps them apart, so that a
-   receiver's radix sort of a bucket skips its top digit's pass.
-2. partition: each chunk's keys get their bucket (counting.bucket_ids), and
-   a stable sort by bucket (cudasortkit.sort_by_key with one-byte keys)
-   lays the chunk out in the rank's send arena bucket after bucket, each
-   bucket in index order: the keys; for argsort their positions in the
-   chunk; for sort_by_key the values. Every rank then knows every chunk's
-   bucket sizes (an allgather), so where every bucket lies in the output.
+   and picks the same splitter words from them (splitter_fractions): each
+   receiver's range cut into segments_per_receiver buckets of about equal
+   counts, and a bracket of narrow buckets around every receiver boundary,
+   so that the bucket the boundary falls in is small.
+2. partition: kernels/dask_partition.cu (counting.partition) lays each
+   chunk out in the rank's send arena bucket after bucket, each bucket in
+   index order: the keys; for argsort their positions in the chunk; for
+   sort_by_key the values. Every rank then knows every chunk's bucket sizes
+   (an allgather), so where every bucket lies in the output.
 3. split buckets: a bucket with a receiver boundary strictly inside is cut
    exactly: each rank sorts every chunk's elements of those buckets (stably)
    into the union arena, and cuts.exact_cuts over those runs places each
@@ -48,21 +47,51 @@ from .exchange import exchange, finish_pull, pull_in_segments
 
 #: Keys sampled over all ranks together for the splitters.
 SAMPLES = 1 << 16
-#: Buckets in all (options segments=0): 256, or fewer so that a bucket
-#: holds MIN_BUCKET keys (a receiver's sort of one costs a launch or two).
-BUCKETS = 256
+#: Buckets a receiver's range is cut into by default (options segments=0):
+#: its sorts start as soon as the first has landed, so the exchange hides
+#: under them; fewer where a bucket would hold less than MIN_BUCKET keys.
+SEGMENTS = 8
 MIN_BUCKET = 1 << 22
+#: Splitter words fit a byte's buckets: at most 255 of them.
+MOST_SPLITTERS = 255
+#: Each receiver boundary is bracketed by splitters this many standard
+#: deviations of a sampled quantile (sqrt(p (1 - p) / SAMPLES) at most
+#: 0.5 / sqrt(SAMPLES)) to each side, and one at the boundary's own quantile:
+#: the boundary then almost always falls inside a bucket of about 1% of the
+#: keys, the only elements that are sorted before the exchange to place it
+#: exactly (union_runs).
+BRACKET_SIGMAS = 4.0
 #: Splitters rounded to the top byte's boundaries (options align=1) where
-#: that keeps this share of them apart: then every bucket of a 256-bucket
-#: split of uniform keys holds one top byte, and the receivers' radix sorts
-#: skip that digit's pass.
+#: that keeps this share of them apart (the receivers' segments, never the
+#: brackets): buckets of uniform keys then start on a top digit.
 ALIGN_KEEP = 0.9
 
 
-def bucket_count(opts, ranks: int, total: int) -> int:
+def segments_per_receiver(opts, ranks: int, total: int) -> int:
+    """Buckets each receiver's range is cut into (besides the brackets)."""
     if opts.segments:
-        return max(1, min(BUCKETS, opts.segments * ranks))
-    return max(1, min(BUCKETS, max(ranks, total // MIN_BUCKET)))
+        want = opts.segments
+    else:
+        want = max(1, min(SEGMENTS, total // max(1, ranks * MIN_BUCKET)))
+    room = (MOST_SPLITTERS + 1 - 3 * (ranks - 1)) // ranks     # every bucket, brackets included, in 256
+    return max(1, min(want, room))
+
+
+def splitter_fractions(starts, total: int, per_receiver: int, samples: int) -> tuple:
+    """(segment fractions, bracket fractions) of the global order where the
+    splitters go: per receiver r, per_receiver - 1 evenly inside its range
+    [starts[r], starts[r+1]); per inner boundary, the boundary itself and
+    BRACKET_SIGMAS sample deviations to each side (no brackets where they
+    would not fit MOST_SPLITTERS: the segments' splitters alone)."""
+    f = np.asarray(starts, np.float64) / max(1, total)
+    segments = [f[r] + (f[r + 1] - f[r]) * k / per_receiver
+                for r in range(len(f) - 1) for k in range(1, per_receiver)]
+    inner = f[1:-1]
+    eps = BRACKET_SIGMAS * 0.5 / np.sqrt(max(1, samples))
+    brackets = [x for t in inner for x in (t - eps, t, t + eps)]
+    if len(segments) + len(brackets) > MOST_SPLITTERS:
+        return np.asarray(segments + list(inner), np.float64)[:MOST_SPLITTERS], np.zeros(0)
+    return np.asarray(segments, np.float64), np.clip(np.asarray(brackets, np.float64), 0.0, 1.0)
 
 
 def aligned_splitters(words: np.ndarray, bits: int) -> np.ndarray:
@@ -77,9 +106,10 @@ def aligned_splitters(words: np.ndarray, bits: int) -> np.ndarray:
     return rounded if len(rounded) >= ALIGN_KEEP * len(np.unique(words)) else words
 
 
-def splitter_words(comm, spec, local, total: int, buckets: int, xp, align: bool = True) -> np.ndarray:
-    """Step 1: the B - 1 splitter words every rank picks alike (aligned to
-    the top byte where that keeps them apart)."""
+def splitter_words(comm, spec, local, total: int, starts, per_receiver: int, xp, align: bool = True) -> np.ndarray:
+    """Step 1: the splitter words every rank picks alike, ascending and
+    distinct: the receivers' segments' (aligned to the top byte where that
+    keeps them apart) and the brackets around the receiver boundaries."""
     n = int(sum(local.sizes))
     want = 0 if not total else -(-SAMPLES * n // total)
     cap = SAMPLES + 64
@@ -98,11 +128,16 @@ def splitter_words(comm, spec, local, total: int, buckets: int, xp, align: bool 
     row = np.zeros(cap + 1, np.uint64)
     row[0], row[1:1 + len(words)] = len(words), words
     rows = comm.allgather(row)
-    every = np.sort(np.concatenate([r[1:1 + int(r[0])] for r in rows]))
+    every = np.concatenate([r[1:1 + int(r[0])] for r in rows])
     if not len(every):
         return np.zeros(0, np.uint64)
-    words = every[(len(every) * np.arange(1, buckets, dtype=np.int64)) // buckets]
-    return aligned_splitters(words, counting.key_bits(spec.dtype)) if align else words
+    segments, brackets = splitter_fractions(starts, total, per_receiver, len(every))
+    at = np.clip((np.concatenate([segments, brackets]) * len(every)).astype(np.int64), 0, len(every) - 1)
+    chosen = np.partition(every, np.unique(at))[at]     # those order statistics alone, not a whole sort
+    inside, around = chosen[:len(segments)], chosen[len(segments):]
+    if align:
+        inside = aligned_splitters(np.unique(inside), counting.key_bits(spec.dtype))
+    return np.unique(np.concatenate([inside, around]))
 
 
 @dataclass
@@ -122,45 +157,20 @@ def partition_chunks(spec, local, splitters, buckets: int, arenas: dict, opts, x
     keys_all = arena.view(0, n, spec.dtype)
     values_all = arena.view(kbytes, n, value_dtype) if value_dtype is not None else None
     words = xp.asarray(np.asarray(splitters, np.uint64))
-    probe = xp.arange(1, buckets, dtype=np.uint64)[None, :]     # bucket numbers 1 .. B - 1 as ids' words
-    below = xp.zeros((len(local.keys), buckets - 1), np.int64)  # per chunk: ids below each
-    positions = np.dtype(np.uint32 if max(local.sizes, default=0) < (1 << 32) - 1 else np.int64)
-    by_value = spec.dtype.itemsize in (4, 8) and spec.dtype.kind != "b"   # keys ride as sort_by_key's values
-    at = 0
+    sizes, at = [], 0
     for i, chunk in enumerate(local.keys):
         m = len(chunk)
-        ids = counting.bucket_ids(chunk, words, spec.descending)
-        ordered_ids = xp.empty(m, np.uint8)
-        scratch = xp.empty(m, np.uint8) if spec.op != "sort" else None   # the second sort's keys
-        out = keys_all[at:at + m]
-        order = None
-        span = (0, buckets - 1)     # the ids' range: no pass measures it
-        if by_value:
-            csk.sort_by_key(ids, chunk, out=ordered_ids, values_out=out, key_range=span)
-        else:   # 1- and 2-byte keys and bools: the stable order by bucket, then a gather
-            order = xp.empty(m, positions)
-            csk.sort_by_key(ids, xp.arange(m, dtype=positions), out=ordered_ids, values_out=order, key_range=span)
-            xp.take(chunk, order, out=out)
-        if spec.op == "argsort":
-            if order is None:
-                csk.sort_by_key(ids, xp.arange(m, dtype=value_dtype), out=scratch, values_out=values_all[at:at + m],
-                                key_range=span)
-            else:
-                values_all[at:at + m] = order
-        elif spec.op == "sort_by_key":
-            csk.sort_by_key(ids, local.values[i], out=scratch, values_out=values_all[at:at + m], key_range=span)
-        if buckets > 1:
-            counting.count_words(ordered_ids, probe, xp.zeros(1, np.int64), xp.full(1, m, np.int64), False, 0,
-                                 below[i:i + 1])
+        values = {"sort": None, "argsort": "positions", "sort_by_key": local.values[i] if local.values else None}
+        sizes.append(counting.partition(chunk, words, spec.descending, keys_all[at:at + m], values[spec.op],
+                                        values_all[at:at + m] if values_all is not None else None))
         at += m
-    below = below.get() if hasattr(below, "get") else below
-    edges = np.concatenate([np.zeros((len(local.keys), 1), np.int64), below,
-                            np.asarray(local.sizes, np.int64)[:, None]], axis=1)
+    sizes = xp.stack(sizes) if sizes else xp.zeros((0, buckets), np.int64)
+    sizes = sizes.get() if hasattr(sizes, "get") else sizes
     send = {"keys": keys_all}
     if values_all is not None:
         send["values"] = values_all
     timer.sub("local sort: buckets")
-    return Partitioned(send, np.diff(edges, axis=1), arena)
+    return Partitioned(send, np.asarray(sizes, np.int64), arena)
 
 
 def union_runs(spec, local, parts: Partitioned, split, arenas: dict, opts, xp, timer) -> tuple:
@@ -209,8 +219,8 @@ def partition_on_rank(comm, spec, local, opts, xp, timer, counts, starts, transp
     split buckets' cuts), "exchange" (over CUDA IPC only queued: its copies
     overlap the sorts), "merge" (the receivers' sorts)."""
     total = int(np.sum(counts))
-    buckets = bucket_count(opts, comm.size, total)
-    splitters = splitter_words(comm, spec, local, total, buckets, xp, bool(opts.align))
+    per_receiver = segments_per_receiver(opts, comm.size, total)
+    splitters = splitter_words(comm, spec, local, total, starts, per_receiver, xp, bool(opts.align))
     buckets = len(splitters) + 1
     timer.sub("local sort: sample")
     parts = partition_chunks(spec, local, splitters, buckets, comm.arenas, opts, xp, value_dtype, timer)
