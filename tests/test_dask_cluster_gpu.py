@@ -128,8 +128,17 @@ def test_a_lost_worker_gives_an_error_not_a_hang_and_the_next_sort_works():
             assert np.array_equal(cupy.asnumpy(cskd.sort(x).compute()), np.sort(a))
 
 
-def test_prepare_on_a_fresh_cluster_with_cached_kernels_takes_at_most_a_second():
+def test_prepare_on_a_fresh_cluster_compiles_nothing_when_the_kernels_are_cached():
+    """A second, fresh cluster's prepare reads every kernel from the disk
+    cache: no worker compiles one. Its time is printed; the target for it
+    lives in the Dask bench (cudasortkit/dask/bench.py prints prepare's
+    seconds), not in a timed test."""
     n = gpus()
+
+    def compiled() -> int:        # nested: sent to the workers by value
+        from cudasortkit.build import cubins
+
+        return cubins.counters()["compiled"]
 
     def kernel_cache() -> str:    # nested: sent to the workers by value
         """pycuda's disk cache directory in this process (pycuda.compiler's rule)."""
@@ -141,7 +150,7 @@ def test_prepare_on_a_fresh_cluster_with_cached_kernels_takes_at_most_a_second()
 
         return system.path.join(platformdirs.user_cache_dir("pycuda", "pycuda"), "compiler-cache-v1")
 
-    seconds = []
+    seconds, compiles = [], []
     for fresh in (0, 1):               # the first cluster fills the kernels' disk cache
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -152,6 +161,7 @@ def test_prepare_on_a_fresh_cluster_with_cached_kernels_takes_at_most_a_second()
                 t = time.perf_counter()
                 cskd.prepare(dtypes=("uint32",), ops=("sort", "argsort"))
                 seconds.append(time.perf_counter() - t)
+                compiles.append(sorted(client.run(compiled).values()))
                 t = time.perf_counter()
                 x = device_keys(np.arange(n * 2**20, dtype=np.uint32)[::-1].copy(), 2**19).persist()
                 distributed.wait(x)
@@ -160,8 +170,9 @@ def test_prepare_on_a_fresh_cluster_with_cached_kernels_takes_at_most_a_second()
                 print(f"PREPARE cluster {fresh}: {n} GPUs, prepare {seconds[-1]:.3f} s, "
                       f"first sort {time.perf_counter() - t:.3f} s, pycuda's disk cache on the workers: "
                       f"{sorted(set(client.run(kernel_cache).values()))}")
-    print(f"PREPARE fresh cluster, kernels cached: {seconds[1]:.3f} s (first cluster: {seconds[0]:.3f} s)")
-    assert seconds[1] <= 1.0
+    print(f"PREPARE fresh cluster, kernels cached: {seconds[1]:.3f} s (first cluster: {seconds[0]:.3f} s); "
+          f"modules compiled by prepare on each worker: {compiles}")
+    assert compiles[1] == [0] * n, compiles
 
 
 def test_cupy_chunks_through_p2p_and_auto_without_nccl(monkeypatch):

@@ -37,11 +37,13 @@ checkpoint compares their fingerprints and fails the sort if they differ).
                                      buckets of key ranges, the buckets move
                                      and receivers sort each as it lands
                                      (partition.py); auto: merge
-    segments   N                     partition: buckets per receiver (0:
-                                     partition.bucket_count's; 256 in all
-                                     at most)
-    align      0 | 1                 partition: splitters on the top byte's
-                                     boundaries where that keeps them apart
+    segments   N                     partition: buckets per receiver besides
+                                     the brackets around its boundaries (0:
+                                     partition.segments_per_receiver's, 8 for
+                                     large sorts; 256 buckets in all at most)
+    align      0 | 1                 partition: the receivers' bucket splitters
+                                     on the top byte's boundaries where that
+                                     keeps them apart
 
 Nothing here knows Dask; tests/test_dask_collective_cpu.py reads options.
 """
