@@ -24,6 +24,7 @@
 // ballots a warp casts per key); values are CSK_VALUE_BYTES wide (0: none).
 #include "keys.cuh"
 #include "peers.cuh"
+#include "scan.cuh"
 
 #define WARPS (BLOCK_SIZE / 32)
 #define ROUND (BLOCK_SIZE * ITEMS_PER_THREAD)
@@ -180,28 +181,9 @@ csk_dask_partition_scatter(const csk_bits_t* __restrict__ keys, const csk_value_
             start[b] = run;
         }
         __syncthreads();
-        if (warp == 0) {   // exclusive scan of the totals: each lane sums 8 buckets
-            unsigned mine[MAX_BUCKETS / 32], sum = 0;
-#pragma unroll
-            for (int j = 0; j < MAX_BUCKETS / 32; ++j) {
-                const int b = lane * (MAX_BUCKETS / 32) + j;
-                mine[j] = b < buckets ? start[b] : 0;
-                sum += mine[j];
-            }
-            unsigned inclusive = sum;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const unsigned up = __shfl_up_sync(0xffffffffu, inclusive, d);
-                if (lane >= d) inclusive += up;
-            }
-            unsigned at = inclusive - sum;
-#pragma unroll
-            for (int j = 0; j < MAX_BUCKETS / 32; ++j) {
-                const int b = lane * (MAX_BUCKETS / 32) + j;
-                if (b < buckets) start[b] = at;
-                at += mine[j];
-            }
-            if (lane == 31) start[buckets] = inclusive;
+        if (warp == 0) {   // the totals' exclusive scan: each bucket's first slot
+            const unsigned held = csk_warp_scan_entries<MAX_BUCKETS / 32>(start, buckets);
+            if (lane == 0) start[buckets] = held;
         }
         __syncthreads();
 #pragma unroll

@@ -46,6 +46,7 @@
 // compared by truth value; 0 otherwise.
 // Tunables: BLOCK_SIZE (a multiple of 32), ITEMS_PER_THREAD (at most 32).
 #include "keys.cuh"
+#include "scan.cuh"
 
 #if UNIQUE_COUNT_BYTES == 4
 typedef unsigned int csk_count_t;
@@ -220,28 +221,7 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
         if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
     }
     __syncthreads();
-    if (warp == 0) {  // exclusive scan of the entries, PER_LANE consecutive a lane
-        unsigned mine[PER_LANE], sum = 0;
-#pragma unroll
-        for (int k = 0; k < PER_LANE; ++k) {
-            const int e = lane * PER_LANE + k;
-            mine[k] = e < ENTRIES ? prefix[e] : 0u;
-            sum += mine[k];
-        }
-        unsigned inclusive = sum;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const unsigned up = __shfl_up_sync(CSK_UNIQUE_FULL, inclusive, d);
-            if (lane >= d) inclusive += up;
-        }
-        unsigned running = inclusive - sum;
-#pragma unroll
-        for (int k = 0; k < PER_LANE; ++k) {
-            const int e = lane * PER_LANE + k;
-            if (e < ENTRIES) prefix[e] = running;
-            running += mine[k];
-        }
-    }
+    if (warp == 0) csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
     __syncthreads();
     const long long offset = (long long)offsets[blockIdx.x];
     const unsigned below = (1u << lane) - 1u;  // the lanes before this one

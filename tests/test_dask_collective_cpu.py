@@ -402,10 +402,11 @@ def test_nccl_needs_a_distributed_client(monkeypatch):
 
     DeviceArray.__module__ = "cupy._core.core"
     x = SimpleNamespace(_meta=DeviceArray())
+    assert not cskd._on_host(x)
     monkeypatch.setattr(cluster, "default_client", lambda: None)
     with pytest.raises(ValueError, match="exchange='nccl' runs on Dask's distributed scheduler"):
-        cskd._exchange("nccl", x, 4)
-    assert cskd._exchange("auto", x, 4) == "tasks"
+        cskd._exchange("nccl", False, None, 4)
+    assert cskd._exchange("auto", False, None, 4) == "tasks"
 
 
 def test_prepare_makes_the_communicator_and_warms_ahead_of_the_first_sort(client):
@@ -605,11 +606,12 @@ def test_auto_picks_nccl_for_device_chunks_where_the_workers_have_it(client, mon
 
     DeviceArray.__module__ = "cupy._core.core"
     device, hosted = SimpleNamespace(_meta=DeviceArray()), SimpleNamespace(_meta=np.empty(0))
+    assert not cskd._on_host(device) and cskd._on_host(hosted)
     assert explicit.nccl_ready(client) is False          # CPU workers: no cupy.cuda.nccl
-    assert cskd._exchange("auto", device, 4) == "tasks"
+    assert cskd._exchange("auto", False, client, 4) == "tasks"
     monkeypatch.setattr(explicit, "nccl_ready", lambda c: True)
-    assert cskd._exchange("auto", device, 4) == "nccl"
-    assert cskd._exchange("auto", hosted, 400) == "p2p"
+    assert cskd._exchange("auto", False, client, 4) == "nccl"
+    assert cskd._exchange("auto", True, client, 400) == "p2p"
 
 
 @pytest.mark.parametrize("dtype, narrow", [("uint32", True), ("int16", True), ("float32", False)])

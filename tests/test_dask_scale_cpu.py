@@ -217,9 +217,10 @@ def test_device_chunks_without_nccl_take_p2p_from_many_pieces(client, monkeypatc
 
     monkeypatch.setattr(explicit, "nccl_ready", lambda c: False)
     device = SimpleNamespace(_meta=np.empty(0).view(DeviceArray))
-    assert cskd._exchange("auto", device, cskd.DEVICE_P2P_MIN_PIECES - 1) == "tasks"
-    assert cskd._exchange("auto", device, cskd.DEVICE_P2P_MIN_PIECES) == "p2p"
-    assert cskd._exchange("auto", device, 1024 * 1024) == "p2p"
+    assert not cskd._on_host(device)
+    assert cskd._exchange("auto", False, client, cskd.DEVICE_P2P_MIN_PIECES - 1) == "tasks"
+    assert cskd._exchange("auto", False, client, cskd.DEVICE_P2P_MIN_PIECES) == "p2p"
+    assert cskd._exchange("auto", False, client, 1024 * 1024) == "p2p"
 
 
 def test_p2p_moves_device_chunks_through_the_host_and_back(monkeypatch):

@@ -245,16 +245,17 @@ def _plan(x, descending, chunks, exchange, *names) -> SortPlan:
         raise ValueError(f"exchange={exchange!r}: exchange is one of {', '.join(map(repr, EXCHANGES))}")
     sizes = tuple(int(n) for n in x.chunks[0])
     out = sizes if chunks is None else _out_chunks(chunks, x)
-    exchange = _exchange(exchange, x, len(sizes) * len(out))
+    host, client = _on_host(x), cluster.default_client()
+    exchange = _exchange(exchange, host, client, len(sizes) * len(out))
     if exchange != "nccl":          # NCCL moves the data itself, whatever Dask talks
         cluster.check_transport(x)
     # Local schedulers hold every result in one process: the tree's tasks
     # take whole chunks at no cost there, where they would pull them across
     # a distributed cluster's network.
-    layout = "pieces" if cluster.has_distributed_client() else "tree"
+    layout = "pieces" if client is not None else "tree"
     return SortPlan(sizes, out, bool(descending),
                     tokenize(x.name, bool(descending), out, exchange, layout, *names),
-                    np.dtype(x.dtype), exchange, layout, "numpy" if _on_host(x) else "cupy")
+                    np.dtype(x.dtype), exchange, layout, "numpy" if host else "cupy")
 
 
 def _explicit():
@@ -270,11 +271,10 @@ def _on_host(x) -> bool:
     return type(x._meta).__module__.split(".")[0] != "cupy"
 
 
-def _exchange(requested: str, x, pieces: int) -> str:
-    """The exchange to use (the rule above EXCHANGES), or why it cannot be."""
-    host = _on_host(x)
+def _exchange(requested: str, host: bool, client, pieces: int) -> str:
+    """The exchange to use (the rule above EXCHANGES), or why it cannot be,
+    for chunks on the host or not and the distributed Client (or None)."""
     if requested == "auto":
-        client = cluster.default_client()
         if not host and client is not None and _explicit().nccl_ready(client):
             return "nccl"
         many = pieces >= (P2P_MIN_PIECES if host else DEVICE_P2P_MIN_PIECES)
@@ -284,14 +284,14 @@ def _exchange(requested: str, x, pieces: int) -> str:
         if host:
             raise ValueError("exchange='nccl' sorts device (CuPy) chunks among GPU workers; for NumPy "
                              "chunks use exchange='p2p' or 'tasks'")
-        if not cluster.has_distributed_client():
+        if client is None:
             raise ValueError("exchange='nccl' runs on Dask's distributed scheduler: make a "
                              "distributed.Client first (or use exchange='tasks')")
     elif requested == "p2p":
         if not p2p.available():
             raise ValueError("exchange='p2p' needs distributed's P2P shuffle engine as of distributed "
                              "2026.7 or later; use exchange='tasks'")
-    elif pieces > TASKS_MAX_PIECES and cluster.has_distributed_client():   # the pieces layout
+    elif pieces > TASKS_MAX_PIECES and client is not None:   # the pieces layout
         raise ValueError(f"{pieces} pieces (input x output chunks) are too many for the tasks exchange "
                          f"(at most {TASKS_MAX_PIECES}) on a distributed Client; use fewer, larger chunks, "
                          "exchange='p2p' or, for CuPy chunks on GPU workers, exchange='nccl'")

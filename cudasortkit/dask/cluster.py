@@ -43,10 +43,6 @@ def default_client():
         return None
 
 
-def has_distributed_client() -> bool:
-    return default_client() is not None
-
-
 def transport(client) -> str:
     """The scheduler's protocol, "tcp", "ucx", "inproc", ..."""
     return str(client.scheduler.address).split("://")[0]

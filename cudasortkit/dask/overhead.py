@@ -74,15 +74,9 @@ def main(argv=None) -> None:
                                            dashboard_address=None)
         transport, module = "threads", "numpy"
     else:
-        from distributed import Nanny, Scheduler, SpecCluster
+        from .bench import gpu_spec_cluster, visible_devices
 
-        import os
-
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")   # the GPUs this run may use, in order
-        ids = visible.split(",") if visible else [str(i) for i in range(args.workers)]
-        cluster = SpecCluster(workers={i: {"cls": Nanny, "options": {
-            "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": ids[i]}}} for i in range(args.workers)},
-            scheduler={"cls": Scheduler, "options": {"protocol": "tcp", "dashboard_address": None}})
+        cluster = gpu_spec_cluster("tcp", visible_devices()[:args.workers])
         transport, module = "nccl", "cupy"
     with cluster, distributed.Client(cluster) as client:
         client.wait_for_workers(args.workers)

@@ -6,6 +6,10 @@
 //   csk_warp_inclusive_scan(x) / csk_warp_exclusive_scan(x)
 //       one value per lane of a full warp, Kogge-Stone over shuffles
 //       (no shared memory, 5 steps).
+//   csk_warp_scan_entries<PER_LANE>(entries, count)
+//       one warp's exclusive scan, in place, of `count` (at most 32 *
+//       PER_LANE) values in shared memory: PER_LANE consecutive a lane, then
+//       a warp scan of the lanes' sums; returns the total to every lane.
 //   csk_block_exclusive_scan<T, BLOCK>(x, warp_sums, &total)
 //       one value per thread: warp scans, then a warp scan of the warp totals
 //       (warp_sums: BLOCK/32 + 1 T of shared memory). The fastest block scan.
@@ -40,6 +44,28 @@ template <typename T>
 __device__ __forceinline__ T csk_warp_exclusive_scan(T x)
 {
     return csk_warp_inclusive_scan(x) - x;
+}
+
+template <int PER_LANE, typename T>
+__device__ __forceinline__ T csk_warp_scan_entries(T* entries, int count)
+{
+    const unsigned lane = csk_lane_id();
+    T mine[PER_LANE], sum = 0;
+#pragma unroll
+    for (int k = 0; k < PER_LANE; ++k) {
+        const int e = (int)lane * PER_LANE + k;
+        mine[k] = e < count ? entries[e] : T(0);
+        sum += mine[k];
+    }
+    const T inclusive = csk_warp_inclusive_scan(sum);
+    T running = inclusive - sum;
+#pragma unroll
+    for (int k = 0; k < PER_LANE; ++k) {
+        const int e = (int)lane * PER_LANE + k;
+        if (e < count) entries[e] = running;
+        running += mine[k];
+    }
+    return __shfl_sync(0xffffffffu, inclusive, 31);
 }
 
 // Exclusive scan of one value per thread across the block; *total gets the
