@@ -32,34 +32,46 @@ def _runs(paths) -> list:
     return runs
 
 
-def compare(before, after, tolerance: float) -> tuple[list, int]:
+def spread(values) -> float:
+    """How far one version's runs of a cell lie apart: largest over smallest,
+    less 1 (nan for a single run)."""
+    values = list(values)
+    return max(values) / min(values) - 1 if len(values) > 1 else float("nan")
+
+
+def compare(before, after, tolerance: float) -> tuple[list, int, int]:
     """(lines of the table, cells whose time over CuPy's moved by more than
-    `tolerance`, as a fraction) of two versions' runs (lists of JSON paths)."""
+    `tolerance`, as a fraction, and how many of those moved by less than
+    the spread of either version's own runs of the cell) of two versions'
+    runs (lists of JSON paths)."""
     old, new = _runs(before), _runs(after)
     cells = [c for c in old[0] if c[-1] != "cupy" and all(c in r for r in old + new)]
     lines = [f"{'op':9} {'dtype':8} {'n':>10} {'algorithm':14} {'before ms':>10} {'after ms':>10} "
-             f"{'raw':>6} {'vs CuPy':>8}"]
-    moved = 0
+             f"{'raw':>6} {'vs CuPy':>8} {'spread':>7}"]
+    moved = within = 0
     for c in cells:
         b_ms = statistics.median(r[c][0] for r in old)
         a_ms = statistics.median(r[c][0] for r in new)
         ratio = statistics.median(r[c][1] for r in new) / statistics.median(r[c][1] for r in old)
+        noise = max(spread(r[c][1] for r in old), spread(r[c][1] for r in new))
         flag = ""
         if abs(ratio - 1) > tolerance:
             moved += 1
+            within += abs(ratio - 1) < noise
             flag = "  <- moved"
         op = c[0] if c[3] is None else f"{c[0]}/{c[3]}"
         lines.append(f"{op:9} {c[1]:8} {c[2]:>10} {c[4]:14} {b_ms:>10.3f} {a_ms:>10.3f} "
-                     f"{a_ms / b_ms:>6.3f} {ratio:>8.3f}{flag}")
-    return lines, moved
+                     f"{a_ms / b_ms:>6.3f} {ratio:>8.3f} {noise:>7.1%}{flag}")
+    return lines, moved, within
 
 
 def main(args) -> int:
-    lines, moved = compare(args.before, args.after, args.tolerance)
+    lines, moved, within = compare(args.before, args.after, args.tolerance)
     print("\n".join(lines))
     print(f"{moved} of {len(lines) - 1} cells moved by more than {args.tolerance:.0%} "
           f"(after over before, each run's time over CuPy's, median of "
-          f"{len(args.before)} and {len(args.after)} runs)")
+          f"{len(args.before)} and {len(args.after)} runs); {within} of them by less than the "
+          f"spread of one version's own runs (the spread column: largest over smallest, less 1)")
     return 1 if moved else 0
 
 
