@@ -16,7 +16,8 @@ class BinarySearch(SearchPlugin):
     summary = "a thread per query; the top of the search in shared memory"
     templates = ("search.cu",)
     config = {"block_size": 256, "samples": 1024, "items_per_thread": 1}
-    #: run() depends on the query's shape only: repeats replay its launches.
+    #: Repeats replay its launch: the grid comes from the query's shape and
+    #: the device alone.
     replayable = True
 
     def _levels(self, query: SearchQuery) -> float:

@@ -44,7 +44,9 @@ class TreeSearch(SearchPlugin):
     #: 3-4 blocks of 256 threads an SM, with 16 one or two) for one level
     #: less at 2^24 keys.
     config = {"block_size": 256, "fanout": 8, "top": 4096}
-    #: run() depends on the query's shape only: repeats replay its launches.
+    #: Repeats replay its launches: the levels, their buffer and both grids
+    #: come from the query's shape alone, and the build reads `a` again on
+    #: every call.
     replayable = True
 
     def unsupported(self, query: SearchQuery) -> str | None:
