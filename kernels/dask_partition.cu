@@ -2,6 +2,7 @@
 // sort (cudasortkit/dask/partition.py, cudasortkit/dask/counting.py).
 //
 // A key's bucket is the number of splitter words at or below its ordered word
+// (segments.cuh's csk_count_at_most_steps)
 // (keys.cuh's csk_encode with `mask`; splitters ascending, at most 255 of
 // them), so bucket b holds the words in [splitters[b - 1], splitters[b]).
 // The output holds bucket 0's keys, then bucket 1's, ..., each bucket's in
@@ -25,6 +26,7 @@
 #include "keys.cuh"
 #include "peers.cuh"
 #include "scan.cuh"
+#include "segments.cuh"
 
 #define WARPS (BLOCK_SIZE / 32)
 #define ROUND (BLOCK_SIZE * ITEMS_PER_THREAD)
@@ -36,20 +38,6 @@
 #define PARTITION_KEYS_ONLY 0
 #define PARTITION_POSITIONS 1   // the value is the key's index in the array
 #define PARTITION_VALUES 2      // the value is read beside the key
-
-// How many of the `count` ascending words are at or below `word`: a search
-// of BUCKET_BITS fixed steps (count < 2^BUCKET_BITS), without branches, so
-// the searches of a thread's items overlap.
-__device__ __forceinline__ int csk_bucket_of(csk_bits_t word, const csk_bits_t* words, int count)
-{
-    int at = 0;
-#pragma unroll
-    for (int step = 1 << (BUCKET_BITS - 1); step > 0; step >>= 1) {
-        const int probe = at + step;
-        at = probe <= count && words[probe - 1] <= word ? probe : at;
-    }
-    return at;
-}
 
 // keys[base + at + i * stride] for item i (at or past `end`: 0).
 __device__ __forceinline__ void csk_partition_load(const csk_bits_t* __restrict__ keys, long long base,
@@ -92,7 +80,8 @@ csk_dask_partition_counts(const csk_bits_t* __restrict__ keys, long long n, long
 #pragma unroll
         for (int i = 0; i < ITEMS_PER_THREAD; ++i) {
             const long long at = base + (long long)i * BLOCK_SIZE + threadIdx.x;
-            label[i] = at < end ? csk_bucket_of(csk_encode(k[i], mask), words, count) : NO_BUCKET;
+            label[i] = at < end ? csk_count_at_most_steps<BUCKET_BITS>(words, count, csk_encode(k[i], mask))
+                                 : NO_BUCKET;
         }
 #pragma unroll
         for (int i = 0; i < ITEMS_PER_THREAD; ++i) {
@@ -154,7 +143,8 @@ csk_dask_partition_scatter(const csk_bits_t* __restrict__ keys, const csk_value_
 #pragma unroll
         for (int i = 0; i < ITEMS_PER_THREAD; ++i) {   // every item's search first: they overlap
             const long long at = base + first + i * 32;
-            label[i] = at < end ? csk_bucket_of(csk_encode(k[i], mask), words, count) : NO_BUCKET;
+            label[i] = at < end ? csk_count_at_most_steps<BUCKET_BITS>(words, count, csk_encode(k[i], mask))
+                                 : NO_BUCKET;
         }
 #pragma unroll
         for (int i = 0; i < ITEMS_PER_THREAD; ++i) {

@@ -1,5 +1,6 @@
 // Segments, shared by the segmented kernels (rows.cu, block_radix.cu,
-// segmented.cu) and the host pipeline's buckets (hostpipe.cu): which
+// segmented.cu), the host pipeline's buckets (hostpipe.cu) and the Dask
+// sort's bucket partition (dask_partition.cu): which
 // segment a position belongs to, and the value a sorted key's slot gets.
 //
 // Value modes (the kernels' `mode`) are cudasortkit's: the render prelude
@@ -26,6 +27,21 @@ __device__ __forceinline__ Index csk_count_at_most(const T* __restrict__ a, Inde
         if (a[mid] <= x) lo = mid + 1; else hi = mid;
     }
     return lo;
+}
+
+// csk_count_at_most in STEPS fixed steps, without branches, for count <
+// 2^STEPS: a thread's several searches then overlap instead of each
+// waiting on its own loop.
+template <int STEPS, typename T>
+__device__ __forceinline__ int csk_count_at_most_steps(const T* a, int count, T x)
+{
+    int at = 0;
+#pragma unroll
+    for (int step = 1 << (STEPS - 1); step > 0; step >>= 1) {
+        const int probe = at + step;
+        at = probe <= count && a[probe - 1] <= x ? probe : at;
+    }
+    return at;
 }
 
 // The segment of position i, for segments starting at starts[0..count)
