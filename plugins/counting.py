@@ -82,9 +82,9 @@ class CountingSort(SortPlugin):
     #: 8- and 16-bit keys without a key_range: the same launches for the
     #: same shape (run() refuses the recording of any other run).
     replayable = True
-    #: First when nothing is measured: it declines floats and wide key ranges.
-    #: Up to 2^22 keys onesweep goes first (counting's range read and its
-    #: launches cost more there).
+    #: First when nothing is measured for 8- and 16-bit keys (it declines
+    #: floats); up to 2^22 keys onesweep goes first (counting's launches cost
+    #: more there). 32- and 64-bit keys: WIDE_KEYS_FROM.
     priority = 10
     priorities = ((1 << 22, 25),)
     #: 1-byte keys alone go to counting first from more keys than this (its
@@ -111,12 +111,41 @@ class CountingSort(SortPlugin):
     }
     templates = ("counting.cu", "counting_sweep.cu")
 
+    #: 32- and 64-bit keys go to counting first (with nothing measured) only
+    #: when sorted alone, from WIDE_KEYS_FROM keys, spanning more than 2^8
+    #: and at most 2^14 values (WIDE_KEYS_BINS); else behind onesweep
+    #: (WIDE_KEYS_PRIORITY). Counting reads their range and waits for it
+    #: (about 0.15 ms at every size), onesweep skips the digits every key
+    #: shares: one pass for 256 values, two up to 2^16. One H200 run, int32
+    #: keys in [0, 2^b), counting against onesweep, ms: at 2^26 keys, b = 8
+    #: 0.426 / 0.394, b = 10, 12, 14 0.436-0.536 / 0.624-0.631, b = 16-20
+    #: 0.79-1.65 / 0.66-0.92; at 2^22 and 2^24 onesweep was faster for every
+    #: b (2^24: 0.21-0.56 / 0.12-0.27), and for argsort in every cell.
+    WIDE_KEYS_FROM = 1 << 25
+    WIDE_KEYS_BINS = (1 << 8, 1 << 14)
+    WIDE_KEYS_PRIORITY = 25
+
     def priority_for_request(self, request) -> int:
-        """priority_for(n), and first for 1-byte keys alone past BYTE_KEYS_FROM."""
+        """priority_for(n); first for 1-byte keys alone past BYTE_KEYS_FROM;
+        32- and 64-bit keys as WIDE_KEYS_FROM says (their range was read once
+        for the request, by unsupported)."""
         if (request.value_bytes == 0 and itemsize(request.dtype) == 1
                 and request.n > self.BYTE_KEYS_FROM):
             return self.priority
+        if itemsize(request.dtype) >= 4:
+            return self.priority if self._wide_keys_first(request) else self.WIDE_KEYS_PRIORITY
         return self.priority_for(request.n)
+
+    def _wide_keys_first(self, request) -> bool:
+        """Whether 32/64-bit keys go to counting before onesweep."""
+        if request.needs_values or request.n < self.WIDE_KEYS_FROM:
+            return False
+        measured = request.keys_range()
+        clamped = None if measured is None else clamp_range(request.dtype, measured)
+        if clamped is None:
+            return False
+        fewest, most = self.WIDE_KEYS_BINS
+        return fewest < clamped[1] - clamped[0] + 1 <= most
 
     # ------------------------------------------------------------ support
     def unsupported(self, request):

@@ -111,6 +111,30 @@ def test_auto_prefers_counting():
     assert min(gpu, key=lambda p: p.priority_for(1 << 24)).name == "counting"
 
 
+def test_wide_keys_go_to_counting_first_only_alone_many_and_few_valued():
+    """32/64-bit keys: counting before onesweep only for keys alone, from
+    WIDE_KEYS_FROM keys, spanning (2^8, 2^14] values; never below 4 bytes."""
+    from cudasortkit.sdk import registry
+
+    onesweep = registry.plugins()["onesweep"]
+    n = CountingSort.WIDE_KEYS_FROM
+
+    def first(**kw):
+        req = request(**kw)
+        return PLUGIN.priority_for_request(req) < onesweep.priority_for_request(req)
+
+    assert first(dtype="int32", n=n, key_range=(0, 999))
+    assert first(dtype="uint64", n=n, key_range=(5, 5 + (1 << 14) - 1))
+    assert first(dtype="int32", n=n, probe=lambda: (-300, 300))
+    assert not first(dtype="int32", n=n, key_range=(0, 255))           # one onesweep pass
+    assert not first(dtype="int64", n=n, key_range=(0, 1 << 14))       # 2^14 + 1 values
+    assert not first(dtype="int32", n=n - 1, key_range=(0, 999))       # too few keys
+    assert not first(dtype="int32", n=n, key_range=(0, 999), kind="argsort", value_bytes=8)
+    assert not first(dtype="uint32", n=n, probe=lambda: None)          # range unknown
+    # 8- and 16-bit keys read no range
+    assert first(dtype="int16", n=1 << 24, probe=no_probe)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16",
                                    "uint32", "uint64"])
 def test_bin_layout_matches_ordered_words(dtype):

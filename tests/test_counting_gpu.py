@@ -239,11 +239,18 @@ def test_large(cupy, rng):
 
 
 def test_auto_picks_counting_when_it_applies(cupy, rng):
-    for dtype, a in (("uint8", rng.integers(0, 256, 1 << 23).astype(np.uint8)),
-                     ("int32", rng.integers(0, 1000, 1 << 23).astype(np.int32))):
-        request = make_request("sort", Operand(cupy.asarray(a)), None, False, False)
-        assert select.DefaultPolicy().choose(request, select.usable(request)).plugin.name == NAME, dtype
-        assert_keys_equal(csk.sort(cupy.asarray(a)), np.sort(a), f"auto {dtype}")
+    def chosen(a):
+        request = make_request("sort", Operand(a), None, False, False)
+        return select.DefaultPolicy().choose(request, select.usable(request)).plugin.name
+
+    a = rng.integers(0, 256, 1 << 23).astype(np.uint8)
+    assert chosen(cupy.asarray(a)) == NAME
+    assert_keys_equal(csk.sort(cupy.asarray(a)), np.sort(a), "auto uint8")
+    # 32-bit keys of 1,000 values: counting from WIDE_KEYS_FROM keys, onesweep below
+    wide = cupy.random.randint(0, 1000, (1 << 25) + 1, dtype=cupy.int32)
+    assert chosen(wide) == NAME
+    assert chosen(wide[: 1 << 24]) == "onesweep"
+    assert chosen(cupy.random.randint(0, 1 << 16, (1 << 25) + 1, dtype=cupy.int32)) == "onesweep"
     f = rng.random(1000).astype(np.float32)
     assert_keys_equal(csk.sort(cupy.asarray(f)), np.sort(f), "auto float32")
 
