@@ -14,6 +14,11 @@
 //   (the core's device scan: the tiles' exclusive offsets, and u the total)
 //   csk_unique_first_special the first input position of a zero and of a NaN
 //                            (keys-only calls with such runs)
+//   csk_unique_compact       keys-only integer (and bool) calls without an
+//                            inverse or first indices: the three steps above
+//                            and the values and run starts below in one pass
+//                            (tiles taken by ticket, offsets by look-back,
+//                            scan.cuh), u written to `total`
 //   csk_unique_write         per run start: the unique value, its first index
 //                            and its sorted start (counts); per key, where
 //                            asked: its run, at its sorted position (`ids`,
@@ -244,6 +249,59 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
         }
         if (ids) ids[i] = (csk_count_t)run;
         if (inverse) inverse[at] = run;
+    }
+}
+
+// One pass for integer and bool keys (no zeros or NaNs to take from the
+// input): each block takes the next tile by ticket (*ticket and the status
+// words zeroed by the caller), counts its run starts, finds the runs before
+// it by look-back and writes its values and (where asked) run starts; the
+// last tile writes u to *total.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal_nan,
+                   unsigned long long* status, unsigned* ticket,
+                   csk_bits_t* __restrict__ values, csk_count_t* __restrict__ starts,
+                   csk_count_t* __restrict__ total)
+{
+    constexpr int ENTRIES = ITEMS_PER_THREAD * CSK_UNIQUE_WARPS;
+    constexpr int PER_LANE = (ENTRIES + 31) / 32;
+    __shared__ unsigned prefix[ENTRIES];
+    __shared__ unsigned tile_number;
+    __shared__ unsigned long long runs_before;
+    if (threadIdx.x == 0) tile_number = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const unsigned tile = tile_number;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    csk_bits_t x[ITEMS_PER_THREAD];
+    const unsigned starts_here = csk_unique_starts(sorted, n, equal_nan, tile, x);
+    unsigned ballots[ITEMS_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts_here >> j & 1);
+        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const unsigned runs = csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
+        const unsigned long long before = csk_tile_look_back(status, tile, runs);
+        if (lane == 0) {
+            runs_before = before;
+            if (tile == gridDim.x - 1) *total = (csk_count_t)(before + runs);
+        }
+    }
+    __syncthreads();
+    const long long offset = (long long)runs_before;
+    const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        const long long i = (long long)tile * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
+        if (i >= n) break;
+        if (starts_here >> j & 1) {
+            const long long run = offset + prefix[j * CSK_UNIQUE_WARPS + warp]
+                                  + __popc(ballots[j] & below);
+            values[run] = x[j];
+            if (starts) starts[run] = (csk_count_t)i;
+        }
     }
 }
 

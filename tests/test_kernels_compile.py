@@ -295,7 +295,7 @@ def test_search_cases_cover_every_search_template():
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_unique_search_kernels_compile():
     """unique.cu and the search plugins' templates compile for sm_90 at every
-    key dtype (and bool's uint8); unique.cu holds the five kernels
+    key dtype (and bool's uint8); unique.cu holds the six kernels
     calls/unique.py launches, at both count widths."""
     cases = list(_unique_search_cases(KEY_DTYPES_ALL))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
@@ -303,7 +303,7 @@ def test_unique_search_kernels_compile():
     failures = [msg for rc, msg, _ in results if rc != 0]
     assert not failures, f"{len(failures)} of {len(cases)} failed:\n" + "\n".join(failures[:3])
     unique = {"csk_unique_tile_counts", "csk_unique_first_special", "csk_unique_write",
-              "csk_unique_inverse", "csk_unique_counts"}
+              "csk_unique_inverse", "csk_unique_counts", "csk_unique_compact"}
     for (label, *_), (_, _, ptx) in zip(cases, results):
         if label.startswith("core unique.cu"):
             assert set(re.findall(r"\.entry\s+(\w+)", ptx)) == unique, label

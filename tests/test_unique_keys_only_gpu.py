@@ -1,6 +1,7 @@
 """csk.unique of device arrays without the order (plain, and with
 return_counts alone): a keys-only sort, then kernels/unique.cu's tile
-counts, scan and write, against NumPy. Values equal bit for bit to the
+counts, scan and write (float keys) or its one look-back pass (integer and
+bool keys), against NumPy. Values equal bit for bit to the
 first occurrence (the input's first zero and first NaN where a sort may
 have canonicalised them), counts exactly NumPy's, at sizes around the tile
 (2048 keys), primes and 2^k +- 1, every key dtype and distribution, NaNs

@@ -372,7 +372,7 @@ def test_search_plugins_launch_with_their_kernels_arguments(name, n, launches):
 #: The arguments calls/unique.py launches each kernel of kernels/unique.cu
 #: with (the emulated driver below checks every launch against these).
 UNIQUE_ARITY = {"csk_unique_tile_counts": 5, "csk_unique_first_special": 4,
-                "csk_unique_write": 12, "csk_unique_inverse": 3, "csk_unique_counts": 4}
+                "csk_unique_write": 12, "csk_unique_inverse": 3, "csk_unique_counts": 4, "csk_unique_compact": 8}
 
 
 def test_unique_kernels_prototypes():
@@ -661,6 +661,21 @@ class _Device:
         if inverse:
             m.view(inverse, np.int64)[at] = run
 
+    def csk_unique_compact(self, count, grid, sorted_ptr, n, equal_nan, status, ticket, values,
+                           starts, total):
+        assert grid == -(-n // self.tile) and ticket == status + 8 * grid
+        m = self.memory
+        # the look-back's status words and the ticket start at zero
+        assert not m.view(status, np.uint64)[:grid + 1].any()
+        start = self._starts(sorted_ptr, n, equal_nan)
+        x = m.view(sorted_ptr, self.bits)[:n][start]
+        assert not _special(x, self.key_dtype).any(), "a float key in the one-pass kernel"
+        u = int(start.sum())
+        m.view(values, self.bits)[:u] = x
+        if starts:
+            m.view(starts, count)[:u] = np.flatnonzero(start)
+        m.view(total, count)[0] = u
+
     def csk_unique_inverse(self, count, grid, run_ids, n, inverse):
         self.memory.view(inverse, np.int64)[:n] = self.memory.view(run_ids, count)[:n]
 
@@ -785,6 +800,9 @@ def test_unique_device_keys_only_emulated(dtype, counts, narrow, equal_nan, monk
         by_order = floats and not equal_nan
         assert [s[0] for s in device.sorts] == ["pairs" if by_order else "sort"]
         assert ("csk_unique_first_special" in device.launches) == (floats and not by_order)
+        # integer and bool keys alone: one pass, no count, scan and write
+        assert ("csk_unique_compact" in device.launches) == (not floats)
+        assert ("csk_unique_write" in device.launches) == floats
 
 
 def test_unique_device_driver_emulated_flags(monkeypatch):

@@ -14,7 +14,11 @@ values, first indices, sorted run starts (counts) and run ids or the
 inverse (queued during the read-back into results made n long and cut to
 u after it, between EARLY_FROM and EARLY_UP_TO keys). The (keys,
 positions) sort and the inverse's sort are prepared pair calls for a
-repeated shape. The inverse (inverse[order[i]] = run of i) is, from
+repeated shape. Integer and bool keys sorted alone (no first indices, no
+inverse) take one pass instead of the count, scan and write:
+csk_unique_compact finds each tile's offset by look-back and writes the
+values (and the runs' starts) n long, cut to u after the wait. The inverse
+(inverse[order[i]] = run of i) is, from
 INVERSE_SORT_MIN keys on, a second sort of (order, run ids) by order, whose
 values are the run ids in input order (csk_unique_inverse widens them): a
 radix sort's coalesced passes instead of one random 8-byte write per key
@@ -219,21 +223,48 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
               config=UNIQUE_CONFIG)
     try:
         tiles = job.blocks(n, UNIQUE_TILE)
-        # Keys-only floats: zeros and NaNs take their bits from the input's
-        # first zero and NaN (specials: 2 x 8 bytes of first positions, then
-        # the word whose bits the tile counts clear for runs seen).
+        # Integer and bool keys sorted alone take one pass (csk_unique_compact);
+        # float keys sorted alone take their zeros' and NaNs' bits from the
+        # input (specials), the (keys, positions) sort's calls their order.
+        # (One H200, int32 keys in [0, 2^20): the one pass took 97 us at 2^24
+        # keys, 370 at 2^26, where the count, scan and write took about 120
+        # at 2^24: the look-back's pace over 2,048-key tiles bounds it.)
+        one_pass = not by_order and not floats
         special = not by_order and floats
-        parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
-        first, specials = parts["special"], parts["special"] + 16
-        if special:
-            job.memset32(first, 0xFFFFFFFF, 5)
-        job.launch(job.kernel("unique.cu", "csk_unique_tile_counts", defines), tiles, UNIQUE_BLOCK,
-                   sorted_ptr, n, int(equal_nan), parts["tiles"], specials if special else 0)
-        if special:
-            job.launch(job.kernel("unique.cu", "csk_unique_first_special", defines), tiles,
-                       UNIQUE_BLOCK, keys_ptr, n, specials, first)
-        scan = DeviceScan(job, tiles, count_bytes)
-        scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
+        if one_pass:
+            # the tiles' look-back status words, the tile ticket after them; u
+            parts = job.alloc_parts([("status", (tiles + 1) * 8), ("total", 8)])
+            status = parts["status"]
+            ticket = status + tiles * 8
+            job.memset32(status, 0, 2 * (tiles + 1))
+            total_ptr = parts["total"]
+        else:
+            # Keys-only floats: zeros and NaNs take their bits from the input's
+            # first zero and NaN (specials: 2 x 8 bytes of first positions, then
+            # the word whose bits the tile counts clear for runs seen).
+            parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
+            first, specials = parts["special"], parts["special"] + 16
+            if special:
+                job.memset32(first, 0xFFFFFFFF, 5)
+            job.launch(job.kernel("unique.cu", "csk_unique_tile_counts", defines), tiles,
+                       UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
+                       specials if special else 0)
+            if special:
+                job.launch(job.kernel("unique.cu", "csk_unique_first_special", defines), tiles,
+                           UNIQUE_BLOCK, keys_ptr, n, specials, first)
+            scan = DeviceScan(job, tiles, count_bytes)
+            scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
+            total_ptr = scan.total_ptr
+        cap = state.limits.sm_count * BLOCKS_PER_SM
+
+        def count_runs(starts: int, length: int):
+            """The counts result, `length` long, and its kernel queued: from
+            the runs' sorted starts and u on the device."""
+            counts = Result(_like(op, length), index64, state, None, "unique counts", caller)
+            job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
+                       min(job.blocks(length, UNIQUE_BLOCK), cap), UNIQUE_BLOCK, starts,
+                       total_ptr, n, counts.ptr)
+            return counts
 
         def write(length: int) -> tuple:
             """The results, `length` long where u's are (u or n), and the
@@ -243,9 +274,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                 if return_index else None
             inverse = Result(_like(op, n), index64, state, None, "unique inverse", caller) \
                 if return_inverse else None
-            counts = Result(_like(op, length), index64, state, None, "unique counts", caller) \
-                if return_counts else None
-            starts = int(job.alloc(length * count_bytes)) if counts is not None else 0
+            starts = int(job.alloc(length * count_bytes)) if return_counts else 0
             # The run ids are an array of the caller's library when the
             # inverse sort takes them as its values.
             ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller) \
@@ -255,11 +284,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                        n, int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
                        0 if ids is None else ids.ptr,
                        0 if inverse is None or by_sort else inverse.ptr)
-            cap = state.limits.sm_count * BLOCKS_PER_SM
-            if counts is not None:
-                job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
-                           min(job.blocks(length, UNIQUE_BLOCK), cap), UNIQUE_BLOCK, starts,
-                           scan.total_ptr, n, counts.ptr)
+            counts = count_runs(starts, length) if return_counts else None
             if by_sort:
                 # inverse[order[i]] = ids[i]: sorting (order, ids) by order
                 # puts the ids in input order (order's keys are 0 .. n-1, so
@@ -272,15 +297,27 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                 del run_ids  # alive until the work reading it is queued
             return values, index, inverse, counts
 
-        # The one wait: u, the results' length. From EARLY_FROM to EARLY_UP_TO
-        # keys the results are made n long and their work queued while u is copied
-        # (the host's part runs while the GPU sorts; the wait is for the copy
-        # alone), then cut to u; beyond it they are made once u is known.
-        early = EARLY_FROM < n <= EARLY_UP_TO
-        made = []
-        u = state.read_back(scan.total_ptr, count_bytes,
-                            (lambda: made.append(write(n))) if early else None)
-        results = made[0] if early else write(u)
+        if one_pass:
+            # The values (and the runs' starts) are written before u is known:
+            # n long, cut to u after the one wait; the counts, u long, after it.
+            values = Result(_like(op, n), op.dtype, state, None, "unique", caller)
+            starts = int(job.alloc(n * count_bytes)) if return_counts else 0
+            job.launch(job.kernel("unique.cu", "csk_unique_compact", defines), tiles,
+                       UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), status, ticket, values.ptr,
+                       starts, total_ptr)
+            u = state.read_back(total_ptr, count_bytes)
+            results = (values, None, None, count_runs(starts, u) if return_counts else None)
+        else:
+            # The one wait: u, the results' length. From EARLY_FROM to
+            # EARLY_UP_TO keys the results are made n long and their work
+            # queued while u is copied (the host's part runs while the GPU
+            # sorts; the wait is for the copy alone), then cut to u; beyond
+            # it they are made once u is known.
+            early = EARLY_FROM < n <= EARLY_UP_TO
+            made = []
+            u = state.read_back(total_ptr, count_bytes,
+                                (lambda: made.append(write(n))) if early else None)
+            results = made[0] if early else write(u)
     finally:
         job.finish()
     sorted_keys = order = None  # alive until the work reading them is queued

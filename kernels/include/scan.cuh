@@ -18,6 +18,11 @@
 //       (power of two) values held in shared memory at padded positions
 //       CSK_SCAN_PAD(i) (one spare slot every 32, against bank conflicts);
 //       the array needs CSK_SCAN_PADDED(N) slots.
+//   csk_tile_look_back(status, tile, aggregate)
+//       a single-pass chained scan over tiles (decoupled look-back): warp 0
+//       of tile `tile` publishes its aggregate, sums its predecessors'
+//       published values 32 at a time until one holds an inclusive prefix,
+//       publishes its own and returns its exclusive prefix.
 //
 // Block scans must be called by every thread of the block (they synchronize).
 #pragma once
@@ -128,3 +133,45 @@ __device__ __forceinline__ void csk_blelloch_scan(T* data, T* total)
     }
     __syncthreads();
 }
+
+// A tile's status word (csk_tile_look_back): 0 until published, then
+// CSK_TILE_AGGREGATE | the tile's own sum, then CSK_TILE_PREFIX | the sum of
+// every tile up to and including it. One 64-bit word, stored at once, so a
+// reader sees a flag and its value together. The caller zeroes the words
+// and hands out tile numbers in the order blocks start (an atomic ticket),
+// so every tile waited for is running or done.
+#define CSK_TILE_AGGREGATE (1ull << 62)
+#define CSK_TILE_PREFIX (2ull << 62)
+#define CSK_TILE_VALUE (CSK_TILE_AGGREGATE - 1ull)
+
+// Called by all 32 lanes of one warp of tile `tile`, with the tile's sum
+// (below 2^62) in every lane; returns the sum of tiles 0 .. tile-1 to every
+// lane.
+__device__ __forceinline__ unsigned long long
+csk_tile_look_back(unsigned long long* status, unsigned long long tile, unsigned long long aggregate)
+{
+    volatile unsigned long long* word = status;
+    const unsigned lane = csk_lane_id();
+    if (lane == 0)
+        word[tile] = (tile == 0 ? CSK_TILE_PREFIX : CSK_TILE_AGGREGATE) | aggregate;
+    unsigned long long before = 0;
+    long long last = (long long)tile - 1;  // the window: tiles last - 31 .. last
+    while (last >= 0) {
+        const long long at = last - (long long)lane;
+        unsigned long long s = at >= 0 ? word[at] : CSK_TILE_PREFIX;
+        while (__any_sync(0xffffffffu, s == 0))
+            if (s == 0) s = word[at];
+        // lanes up to the nearest inclusive prefix (the lowest lane holding one)
+        const unsigned prefixes = __ballot_sync(0xffffffffu, (s & CSK_TILE_PREFIX) != 0);
+        const unsigned stop = prefixes ? (unsigned)__ffs(prefixes) - 1u : 31u;
+        unsigned long long v = lane <= stop ? (s & CSK_TILE_VALUE) : 0ull;
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+        before += v;
+        if (prefixes) break;
+        last -= 32;
+    }
+    if (lane == 0 && tile > 0) word[tile] = CSK_TILE_PREFIX | (before + aggregate);
+    return before;
+}
+
