@@ -19,6 +19,7 @@ a's shape; its range is checked as NumPy does (one reduction, one wait).
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -334,15 +335,13 @@ def _run(prepared, call: _Call, algorithm: str, stream, state, out_ptr: int,
         job = SearchJob(plugin, state, query, plugin.default_config(query.dtype))
         record = (searches is not None and not query.query_order
                   and launchplan.replayable(type(plugin)))
-        if record:
-            job.recorder = launchplan.Recorder(job)
         try:
-            with registry.guarded(plugin, "run", expected=RUN_ERRORS):
+            with launchplan.recording(job) if record else nullcontext() as recorder, \
+                    registry.guarded(plugin, "run", expected=RUN_ERRORS):
                 plugin.run(job, query)
         except PluginError:
             continue
         finally:
-            recorder, job.recorder = job.recorder, None
             job.finish()
         if record:
             searches.note(call.a_in, call.v_in, call.side, algorithm, call.keys, call.queries,

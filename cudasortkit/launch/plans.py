@@ -19,6 +19,7 @@ arrays overlap) only keeps this call from being recorded.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..gpu import caches
@@ -151,12 +152,20 @@ def run(plugin, job, key=None):
     return plugin.run(job)
 
 
-def _record(plugin, job, key):
+@contextmanager
+def recording(job):
+    """A Recorder of the job's work in the with-block (job.recorder while it
+    runs); its outcome() is the LaunchPlan, or Unreplayable and why."""
     recorder = job.recorder = Recorder(job)
     try:
-        returned = plugin.run(job)
+        yield recorder
     finally:
         job.recorder = None
+
+
+def _record(plugin, job, key):
+    with recording(job) as recorder:
+        returned = plugin.run(job)
     outcome = recorder.outcome()
     # Only a run() that returns None, as the contract says, is ever replayed:
     # run_job refuses one that hands something back.
