@@ -153,10 +153,11 @@ def run(plugin, job, key=None):
 
 
 @contextmanager
-def recording(job):
-    """A Recorder of the job's work in the with-block (job.recorder while it
-    runs); its outcome() is the LaunchPlan, or Unreplayable and why."""
-    recorder = job.recorder = Recorder(job)
+def recording(job, recorder=None):
+    """A Recorder (`recorder`, else a new one) of the job's work in the
+    with-block: job.recorder while it runs; its outcome() is the
+    LaunchPlan, or Unreplayable and why."""
+    recorder = job.recorder = Recorder(job) if recorder is None else recorder
     try:
         yield recorder
     finally:

@@ -200,11 +200,8 @@ def run_job(plugin, config, request, state, n, keys_in, keys_out, values_in, val
             if recorder is None:
                 returned = launchplan.run(plugin, job)
             else:
-                job.recorder = recorder
-                try:
+                with launchplan.recording(job, recorder):
                     returned = plugin.run(job)
-                finally:
-                    job.recorder = None
         if returned is not None:  # its own arrays instead of job.keys_out: nothing to deliver
             raise registry.fault(plugin, f"run returned {type(returned).__name__}; a GPU plugin "
                                          "writes job.keys_out (and job.values_out) and returns None")
