@@ -7,6 +7,7 @@ import pytest
 import cudasortkit as csk
 from cudasortkit.dtypes import KEY_DTYPES
 from cudasortkit.calls.sort_merge import host_merge_order
+from cudasortkit.gpu.arrays import Operand
 from cudasortkit.sdk import registry
 from cudasortkit.sdk.plugin import SortPlugin, Tunable
 from helpers import DISTRIBUTIONS, make_keys, reference_argsort, reference_sort
@@ -117,6 +118,7 @@ def test_a_failing_merge_takes_its_plugin_out_of_service_and_the_next_one_merges
     class StubOperand:
         key_dtype = dtype = np.dtype(np.int32)
         on_device, ordinal = True, 0
+        sized = Operand.sized
 
         def __init__(self, what, ptr, n):
             self.what, self.ptr, self.n = what, ptr, n

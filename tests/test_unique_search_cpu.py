@@ -477,6 +477,7 @@ class _Device:
 
     def __init__(self, monkeypatch):
         from cudasortkit.calls import unique as u
+        from cudasortkit.gpu import arrays as gpu_arrays
         import cudasortkit.sdk.job as job_module
 
         self.memory, self.launches, self.sorts, self.waits = _Memory(), [], [], 0
@@ -508,6 +509,7 @@ class _Device:
 
         class Operand:
             library = "emulated"
+            sized = gpu_arrays.Operand.sized
 
             def __init__(self, a, what="a", role="keys"):
                 self.array, self.what, self.n, self.dtype = a, what, a.size, a.dtype

@@ -12,7 +12,6 @@ sort), all in the caller's stream.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 
 import numpy as np
@@ -426,6 +425,4 @@ def _empty(like: Operand, dtype, state, caller):
 def new_array(like: Operand, n: int, dtype, state, caller) -> Result:
     """A Result holding a new device array of n elements of `dtype`, of
     like's library, allocated in the caller's stream's order."""
-    sized = copy.copy(like)
-    sized.n = int(n)
-    return Result(sized, dtype, state, None, "result", caller)
+    return Result(like.sized(n), dtype, state, None, "result", caller)

@@ -265,12 +265,6 @@ def _decide(query: SearchQuery, algorithm: str) -> SearchDecision:
     return decision
 
 
-def _like(op: Operand, n: int) -> Operand:
-    like = copy.copy(op)
-    like.n = n
-    return like
-
-
 def _same_dtype(call: _Call) -> None:
     """On the device a and v share one dtype: a host v is cast to a's where
     every value survives the cast; anything else raises TypeError."""
@@ -298,7 +292,7 @@ def _device(prepared, call: _Call, algorithm: str, stream, searches=None):
     total = call.rows * call.m
     ordering.begin()
     try:
-        out = Result(_like(first, total), np.int64, state, None, "searchsorted", ordering.caller)
+        out = Result(first.sized(total), np.int64, state, None, "searchsorted", ordering.caller)
         if total:
             prepare = searches is not None and sorter is None and stream is None and call.n > 0
             _run(prepared, call, algorithm, stream, state, out.ptr, searches if prepare else None)

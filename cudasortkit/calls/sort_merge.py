@@ -17,7 +17,6 @@ concatenation [a..., b...].
 from __future__ import annotations
 
 import contextlib
-import copy
 
 import numpy as np
 
@@ -154,24 +153,17 @@ def _check_no_overlap(inputs, targets) -> None:
                 raise ValueError(f"{t.what} overlaps the input {x.what}; merge into a separate array")
 
 
-def _like(first: Operand, n: int) -> Operand:
-    """`first` with length n: the template Result uses for a merged output."""
-    like = copy.copy(first)
-    like.n = n
-    return like
-
-
 def _merge_host(a, b, av, bv, descending, out, values_out, state):
     pos = host_merge_order(a.host(state), b.host(state), descending)
     total = a.n + b.n
     keys = np.empty(total, a.dtype)
     keys[pos] = np.concatenate([a.host(state), b.host(state)])
-    k = deliver_host(_like(a, total), keys, out, "out", state)
+    k = deliver_host(a.sized(total), keys, out, "out", state)
     if av is None:
         return k, None
     values = np.empty(total, av.dtype)
     values[pos] = np.concatenate([av.host(state), bv.host(state)])
-    return k, deliver_host(_like(av, total), values, values_out, "values_out", state)
+    return k, deliver_host(av.sized(total), values, values_out, "values_out", state)
 
 
 def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
@@ -180,11 +172,11 @@ def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
     first = a if a.on_device or not b.on_device else b
     state = state or get_device(first.ordinal)
     total = a.n + b.n
-    key_result = Result(_like(first, total), a.dtype, state, out, "out", caller)
+    key_result = Result(first.sized(total), a.dtype, state, out, "out", caller)
     value_result = None
     if av is not None:
         vfirst = av if av.on_device or not bv.on_device else bv
-        value_result = Result(_like(vfirst, total), av.dtype, state, values_out, "values_out", caller)
+        value_result = Result(vfirst.sized(total), av.dtype, state, values_out, "values_out", caller)
     ptr = {x.what: x.device_ptr(state) if x.n else 0 for x in (a, b, av, bv) if x is not None}
     vb = 0 if av is None else av.dtype.itemsize
     while True:  # a plugin that fails is out of service (registry.guarded): take the next

@@ -41,7 +41,6 @@ NumPy (the NaNs of equal_nan=True are one value).
 """
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 
@@ -178,12 +177,6 @@ def _first_bits(flat: np.ndarray, values: np.ndarray, equal_nan: bool) -> None:
             nans[:1] if equal_nan else nans
 
 
-def _like(op: Operand, n: int) -> Operand:
-    like = copy.copy(op)
-    like.n = n
-    return like
-
-
 def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller: int, stream,
                    flat=None):
     """(values, [index], [inverse 1-D], [counts]) of device keys `op`
@@ -194,8 +187,8 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     n = op.n
     index64 = np.dtype(np.int64)
     if n == 0:
-        empty = [Result(_like(op, 0), op.dtype, state, None, "unique", caller).finish()]
-        empty += [Result(_like(op, 0), index64, state, None, "unique", caller).finish()
+        empty = [Result(op.sized(0), op.dtype, state, None, "unique", caller).finish()]
+        empty += [Result(op.sized(0), index64, state, None, "unique", caller).finish()
                   for f in flags if f]
         return tuple(empty)
     count_bytes = count_bytes_for(n)
@@ -209,7 +202,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         # One stable sort of (keys, 0 1 2 ...), chosen by auto: the sorted
         # keys and the order; stable, so the first key of every run is its
         # first occurrence.
-        positions = Result(_like(op, n), count_dtype, state, None, "unique positions", caller)
+        positions = Result(op.sized(n), count_dtype, state, None, "unique positions", caller)
         iota64(state, positions.ptr, n, owner="unique", index_bytes=count_bytes)
         sorted_keys, order = _sorted_pairs(prepared, op, flat, positions.finish(), "positions",
                                            stream)
@@ -260,7 +253,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         def count_runs(starts: int, length: int):
             """The counts result, `length` long, and its kernel queued: from
             the runs' sorted starts and u on the device."""
-            counts = Result(_like(op, length), index64, state, None, "unique counts", caller)
+            counts = Result(op.sized(length), index64, state, None, "unique counts", caller)
             job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
                        min(job.blocks(length, UNIQUE_BLOCK), cap), UNIQUE_BLOCK, starts,
                        total_ptr, n, counts.ptr)
@@ -269,15 +262,15 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         def write(length: int) -> tuple:
             """The results, `length` long where u's are (u or n), and the
             work that writes them queued: (values, index, inverse, counts)."""
-            values = Result(_like(op, length), op.dtype, state, None, "unique", caller)
-            index = Result(_like(op, length), index64, state, None, "unique index", caller) \
+            values = Result(op.sized(length), op.dtype, state, None, "unique", caller)
+            index = Result(op.sized(length), index64, state, None, "unique index", caller) \
                 if return_index else None
-            inverse = Result(_like(op, n), index64, state, None, "unique inverse", caller) \
+            inverse = Result(op.sized(n), index64, state, None, "unique inverse", caller) \
                 if return_inverse else None
             starts = int(job.alloc(length * count_bytes)) if return_counts else 0
             # The run ids are an array of the caller's library when the
             # inverse sort takes them as its values.
-            ids = Result(_like(op, n), count_dtype, state, None, "unique run ids", caller) \
+            ids = Result(op.sized(n), count_dtype, state, None, "unique run ids", caller) \
                 if by_sort else None
             job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
                        keys_ptr, sorted_ptr, order_ptr, first if special else 0, parts["tiles"],
@@ -300,7 +293,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         if one_pass:
             # The values (and the runs' starts) are written before u is known:
             # n long, cut to u after the one wait; the counts, u long, after it.
-            values = Result(_like(op, n), op.dtype, state, None, "unique", caller)
+            values = Result(op.sized(n), op.dtype, state, None, "unique", caller)
             starts = int(job.alloc(n * count_bytes)) if return_counts else 0
             job.launch(job.kernel("unique.cu", "csk_unique_compact", defines), tiles,
                        UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), status, ticket, values.ptr,

@@ -7,7 +7,6 @@ into ``out``. The caller's input is never written unless it is also ``out``.
 """
 from __future__ import annotations
 
-import copy
 import numbers
 
 import numpy as np
@@ -283,6 +282,15 @@ class Operand:
         raise ValueError(f"{self.what}: non-contiguous {type(a).__name__} is not supported; "
                          "pass a contiguous array")
 
+    def sized(self, n: int) -> "Operand":
+        """This operand's description with n elements: what a Result of
+        another length is made like. A shallow copy made directly (the
+        array is neither read nor copied)."""
+        like = object.__new__(type(self))
+        like.__dict__.update(self.__dict__)
+        like.n = int(n)
+        return like
+
     @property
     def is_copy(self) -> bool:
         """True when `array` is a contiguous copy, not the caller's memory."""
@@ -460,9 +468,7 @@ class Result:
             return value
         if 2 * count >= self.n:
             return value[:count]
-        like = copy.copy(self._like)
-        like.n = count
-        head = Result(like, self.dtype, self.state, None, "result", self._stream)
+        head = Result(self._like.sized(count), self.dtype, self.state, None, "result", self._stream)
         if count:
             self.state.cuda.memcpy_dtod_async(head.ptr, self.ptr, count * self.dtype.itemsize,
                                               self.state.stream)
