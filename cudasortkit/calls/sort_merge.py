@@ -27,7 +27,7 @@ from ..launch.run import deliver_host
 from ..sdk.plugin import RUN_ERRORS
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, numpy_to_torch_dtype, overlaps
-from ..dtypes import exact_common_dtype, key_dtype
+from ..dtypes import exact_common_dtype, key_dtype, key_name
 
 
 def merge(a, b, *, descending=False, out=None, stream=None):
@@ -182,7 +182,7 @@ def _merge_device(a, b, av, bv, descending, out, values_out, state, caller):
     while True:  # a plugin that fails is out of service (registry.guarded): take the next
         plugin, job = merging_plugin(), None
         try:
-            job = Job(plugin, state, dtype=a.key_dtype.name, n=total, keys_in=ptr[a.what],
+            job = Job(plugin, state, dtype=key_name(a.dtype), n=total, keys_in=ptr[a.what],
                       keys_out=key_result.ptr, values_in=ptr.get(av.what, 0) if av else 0,
                       values_out=value_result.ptr if value_result else 0, value_bytes=vb,
                       descending=descending)

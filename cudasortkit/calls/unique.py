@@ -47,7 +47,7 @@ import numpy as np
 from ..build.corekernels import iota64
 from ..build.render import CORE_PACKAGE
 from ..dispatch.request import caller_ordering
-from ..dtypes import KIND_FLOAT, is_bfloat16, key_kind
+from ..dtypes import KIND_FLOAT, is_bfloat16, key_kind, key_name
 from ..gpu.arrays import Operand, Result, library_of, shape_of
 from ..sdk.scan import DeviceScan
 from .axes import Rows, normalize_axis
@@ -212,7 +212,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     order_ptr = 0 if order is None else pointer(order, "order", "values")
     keys_ptr = op.device_ptr(state)
     defines = {"unique_count_bytes": count_bytes, "unique_bool": int(op.dtype == np.bool_)}
-    job = Job(_Core(), state, dtype=op.key_dtype.name, n=n, keys_in=keys_ptr, keys_out=0,
+    job = Job(_Core(), state, dtype=key_name(op.dtype), n=n, keys_in=keys_ptr, keys_out=0,
               config=UNIQUE_CONFIG)
     try:
         tiles = job.blocks(n, UNIQUE_TILE)
