@@ -41,7 +41,6 @@ NumPy (the NaNs of equal_nan=True are one value).
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..build.corekernels import iota64
