@@ -807,6 +807,30 @@ def test_unique_device_keys_only_emulated(dtype, counts, narrow, equal_nan, monk
         assert ("csk_unique_write" in device.launches) == floats
 
 
+@pytest.mark.parametrize("counts", [False, True])
+@pytest.mark.parametrize("dtype", ["int32", "bool", "uint64"])
+def test_unique_past_the_one_pass_counts_scans_and_writes(dtype, counts, monkeypatch):
+    """Integer keys of more than ONE_PASS_UP_TO keys take the count, scan
+    and write (u-long results made after the wait), with NumPy's results."""
+    from cudasortkit.calls import unique as u
+
+    rng = np.random.default_rng(12)
+    monkeypatch.setattr(u, "ONE_PASS_UP_TO", 2048)
+    for n in (2048, 2049, 7919):
+        a = _emulated_input(dtype, n, rng)
+        device = _Device(monkeypatch)
+        got = device.unique(a, True, (False, False, counts))
+        ev, ei, ec = np.unique(a, True, False, True)
+        bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
+        assert np.array_equal(got[0].view(bits), a[ei].view(bits)), (n, "values")
+        if counts:
+            assert np.array_equal(got[1], ec), n
+        one_pass = n <= 2048
+        assert ("csk_unique_compact" in device.launches) == one_pass, n
+        assert ("csk_unique_write" in device.launches) == (not one_pass), n
+        assert device.waits == 1
+
+
 def test_unique_device_driver_emulated_flags(monkeypatch):
     """Without return_inverse no inverse sort; without counts no counts
     kernel; without index or inverse (integer keys) no positions sorted."""

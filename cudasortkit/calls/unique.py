@@ -81,6 +81,11 @@ INVERSE_SORT_MIN = 1 << 23
 #: 1.06-1.11, where the sort is shorter than the host's part. Beyond 2^24
 #: n-long results would hold up to three times n x 8 bytes at once.
 EARLY_FROM, EARLY_UP_TO = 1 << 20, 1 << 24
+#: Integer and bool keys sorted alone take the one pass (csk_unique_compact)
+#: up to this many keys. It writes the values and the runs' starts before u
+#: is known, n long; beyond this that could hold up to 16 bytes a key beside
+#: the sort's buffers, so larger calls count, scan and write u-long results.
+ONE_PASS_UP_TO = 1 << 28
 #: Below this many keys positions, flags, run ids and starts are 32-bit
 #: (int32 arrays: every library has them, and as keys of the inverse sort
 #: positions below 2^31 sort as unsigned words would).
@@ -215,13 +220,14 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
               config=UNIQUE_CONFIG)
     try:
         tiles = job.blocks(n, UNIQUE_TILE)
-        # Integer and bool keys sorted alone take one pass (csk_unique_compact);
+        # Integer and bool keys sorted alone take one pass (csk_unique_compact,
+        # up to ONE_PASS_UP_TO keys);
         # float keys sorted alone take their zeros' and NaNs' bits from the
         # input (specials), the (keys, positions) sort's calls their order.
         # (One H200, int32 keys in [0, 2^20): the one pass took 97 us at 2^24
         # keys, 370 at 2^26, where the count, scan and write took about 120
         # at 2^24: the look-back's pace over 2,048-key tiles bounds it.)
-        one_pass = not by_order and not floats
+        one_pass = not by_order and not floats and n <= ONE_PASS_UP_TO
         special = not by_order and floats
         if one_pass:
             # the tiles' look-back status words, the tile ticket after them; u
