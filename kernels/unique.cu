@@ -131,6 +131,26 @@ __device__ __forceinline__ unsigned csk_unique_starts(const csk_bits_t* __restri
     return starts;
 }
 
+// A tile's keys (x) and which of this thread's items start a run (the bits
+// returned), each item's warp ballot of run starts, and per item and warp
+// the number of run starts, at prefix[j * WARPS + w] (position order: item,
+// then warp, then lane), for the caller's scan. Every lane of the block.
+__device__ __forceinline__ unsigned csk_unique_rank_tile(const csk_bits_t* __restrict__ sorted,
+                                                         long long n, int equal_nan, long long tile,
+                                                         csk_bits_t (&x)[ITEMS_PER_THREAD],
+                                                         unsigned (&ballots)[ITEMS_PER_THREAD],
+                                                         unsigned* prefix)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned starts = csk_unique_starts(sorted, n, equal_nan, tile, x);
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts >> j & 1);
+        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
+    }
+    return starts;
+}
+
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 csk_unique_tile_counts(const csk_bits_t* __restrict__ sorted, long long n, int equal_nan,
                        csk_count_t* __restrict__ tile_counts, unsigned* specials)
@@ -218,13 +238,8 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
     __shared__ unsigned prefix[ENTRIES];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     csk_bits_t x[ITEMS_PER_THREAD];
-    const unsigned starts_here = csk_unique_starts(sorted, n, equal_nan, blockIdx.x, x);
     unsigned ballots[ITEMS_PER_THREAD];
-#pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts_here >> j & 1);
-        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
-    }
+    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, blockIdx.x, x, ballots, prefix);
     __syncthreads();
     if (warp == 0) csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
     __syncthreads();
@@ -273,13 +288,8 @@ csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal
     const unsigned tile = tile_number;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     csk_bits_t x[ITEMS_PER_THREAD];
-    const unsigned starts_here = csk_unique_starts(sorted, n, equal_nan, tile, x);
     unsigned ballots[ITEMS_PER_THREAD];
-#pragma unroll
-    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts_here >> j & 1);
-        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
-    }
+    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, tile, x, ballots, prefix);
     __syncthreads();
     if (warp == 0) {
         const unsigned runs = csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
