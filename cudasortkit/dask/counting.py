@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..build.template import KernelTemplate
+from ..dtypes import key_name
 
 DASK_COUNTS = KernelTemplate("dask_counts.cu")
 COUNT_BLOCK = 256
@@ -104,7 +105,7 @@ def _count_device(a, words, lo, hi, descending: bool, side: int, out):
     words = cupy.ascontiguousarray(words, np.uint64).reshape(-1)
     lo = cupy.ascontiguousarray(lo, np.int64)
     hi = cupy.ascontiguousarray(hi, np.int64)
-    dtype = "uint8" if a.dtype.kind == "b" else a.dtype.name
+    dtype = key_name(a.dtype)
     operands = [Operand(x, what) for x, what in ((a, "keys"), (words, "words"), (lo, "lo"), (hi, "hi"))]
     state, ordering = caller_ordering(None, operands + [Operand(out.reshape(-1), "counts", "out")])
     ordering.begin()
@@ -178,7 +179,7 @@ def _partition_device(keys, splitters, descending, keys_out, values, values_out,
         sizes = _partition_device(keys, splitters, descending, keys_out, "positions", order, buckets)
         cupy.take(values, order, out=values_out)
         return sizes
-    dtype = "uint8" if keys.dtype.kind == "b" else keys.dtype.name
+    dtype = key_name(keys.dtype)
     config = partition_config(keys.dtype.itemsize, value_bytes, len(splitters))
     words = cupy.ascontiguousarray(splitters, np.uint64)
     operands = [Operand(keys, "keys"), Operand(keys_out, "keys_out", "out")]
