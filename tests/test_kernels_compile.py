@@ -258,21 +258,30 @@ VARIANTS = {"tree": TREE_VARIANTS, "kary": KARY_VARIANTS}
 VARIANT_DTYPES = ("int8", "uint16", "float32", "float64")
 
 
+#: Key dtypes unique.cu is also compiled for at COMPACT_CONFIG.
+COMPACT_DTYPES = ("uint8", "int16", "int32", "uint64")
+
+
 def _unique_search_cases(dtypes):
     """(label, template, dtype, 0, config) of unique.cu (both count widths)
     and of every search plugin's templates (search.cu, search_tree.cu) at
     its config, for `dtypes`; the tree's and kary's VARIANTS too, at those
     of VARIANT_DTYPES."""
-    from cudasortkit.calls.unique import UNIQUE_CONFIG
+    from cudasortkit.calls.unique import COMPACT_CONFIG, UNIQUE_CONFIG
     from cudasortkit.sdk.search import SearchPlugin
 
     for dtype in dtypes:
         for count_bytes in (4, 8):
             for bools in (0, 1) if dtype == "uint8" else (0,):  # bools sort as uint8
-                yield (f"core unique.cu ({count_bytes}-byte counts{', bools' if bools else ''})",
-                       KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes,
-                                                            "unique_bool": bools}),
-                       dtype, 0, UNIQUE_CONFIG)
+                # csk_unique_compact's own tiles, at one dtype of each width
+                configs = (UNIQUE_CONFIG, COMPACT_CONFIG) if dtype in COMPACT_DTYPES \
+                    else (UNIQUE_CONFIG,)
+                for config in configs:
+                    yield (f"core unique.cu ({count_bytes}-byte counts{', bools' if bools else ''}"
+                           f"{', compact tiles' if config is COMPACT_CONFIG else ''})",
+                           KernelTemplate("unique.cu", defines={"unique_count_bytes": count_bytes,
+                                                                "unique_bool": bools}),
+                           dtype, 0, config)
         for name, plugin in sorted(registry.plugins(SearchPlugin.entry_point_group).items()):
             for template in plugin.templates:
                 yield (f"search {name} {template}",

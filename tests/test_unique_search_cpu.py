@@ -559,8 +559,9 @@ class _Device:
             def memset32(self, dst, value, count):
                 device.memory.view(dst, np.uint32)[:count] = value
 
-            def kernel(self, template, name, defines):
+            def kernel(self, template, name, defines, config=None):
                 assert template == "unique.cu"
+                assert (config is not None) == (name == "csk_unique_compact"), name
                 return name, defines["unique_count_bytes"], defines["unique_bool"]
 
             def launch(self, kernel, grid, block, *args):
@@ -665,7 +666,9 @@ class _Device:
 
     def csk_unique_compact(self, count, grid, sorted_ptr, n, equal_nan, status, ticket, values,
                            starts, total):
-        assert grid == -(-n // self.tile) and ticket == status + 8 * grid
+        from cudasortkit.calls.unique import COMPACT_TILE
+
+        assert grid == -(-n // COMPACT_TILE) and ticket == status + 8 * grid
         m = self.memory
         # the look-back's status words and the ticket start at zero
         assert not m.view(status, np.uint64)[:grid + 1].any()

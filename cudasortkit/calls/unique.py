@@ -59,6 +59,12 @@ UNIQUE_ITEMS = 8
 UNIQUE_TILE = UNIQUE_BLOCK * UNIQUE_ITEMS
 #: The macros kernels/unique.cu is built with.
 UNIQUE_CONFIG = {"block_size": UNIQUE_BLOCK, "items_per_thread": UNIQUE_ITEMS}
+#: csk_unique_compact's tiles: bigger than the other kernels', since its
+#: look-back walks the tiles still running 32 at a time (one H200 run, int32,
+#: 2,048-key tiles: 97 us at 2^24 keys, 370 at 2^26, 181 GKeys/s: the
+#: look-back's pace, not memory's).
+COMPACT_CONFIG = {"block_size": 512, "items_per_thread": 16}
+COMPACT_TILE = COMPACT_CONFIG["block_size"] * COMPACT_CONFIG["items_per_thread"]
 #: Blocks per SM the grid-stride kernels launch at most.
 BLOCKS_PER_SM = 16
 #: From this many keys the inverse is a sort of (order, run ids) by order, not
@@ -224,13 +230,11 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         # up to ONE_PASS_UP_TO keys);
         # float keys sorted alone take their zeros' and NaNs' bits from the
         # input (specials), the (keys, positions) sort's calls their order.
-        # (One H200, int32 keys in [0, 2^20): the one pass took 97 us at 2^24
-        # keys, 370 at 2^26, where the count, scan and write took about 120
-        # at 2^24: the look-back's pace over 2,048-key tiles bounds it.)
         one_pass = not by_order and not floats and n <= ONE_PASS_UP_TO
         special = not by_order and floats
         if one_pass:
             # the tiles' look-back status words, the tile ticket after them; u
+            tiles = job.blocks(n, COMPACT_TILE)
             parts = job.alloc_parts([("status", (tiles + 1) * 8), ("total", 8)])
             status = parts["status"]
             ticket = status + tiles * 8
@@ -300,9 +304,9 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             # n long, cut to u after the one wait; the counts, u long, after it.
             values = Result(op.sized(n), op.dtype, state, None, "unique", caller)
             starts = int(job.alloc(n * count_bytes)) if return_counts else 0
-            job.launch(job.kernel("unique.cu", "csk_unique_compact", defines), tiles,
-                       UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), status, ticket, values.ptr,
-                       starts, total_ptr)
+            job.launch(job.kernel("unique.cu", "csk_unique_compact", defines, COMPACT_CONFIG),
+                       tiles, COMPACT_CONFIG["block_size"], sorted_ptr, n, int(equal_nan), status,
+                       ticket, values.ptr, starts, total_ptr)
             u = state.read_back(total_ptr, count_bytes)
             results = (values, None, None, count_runs(starts, u) if return_counts else None)
         else:
