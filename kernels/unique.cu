@@ -112,20 +112,43 @@ __device__ __forceinline__ csk_bits_t csk_unique_shfl_up(csk_bits_t x)
 }
 
 // This thread's keys of tile `tile` (x[j]: item j) and which of them start a
-// run (bit j). Every lane of the warp runs it (a shuffle brings the key
-// before each item; lane 0 reads its own).
+// run (bit j). Every thread of the block runs it (it synchronizes). All the
+// tile's loads are issued before any key is compared, so they are in flight
+// together: the key before each item comes by shuffle within a warp, from
+// `edges` (the tile's last lanes' keys, CSK_UNIQUE_EDGES of them in shared
+// memory, only read after the call) for a warp's lane 0, and from the tile
+// before for the tile's first key.
+#define CSK_UNIQUE_EDGES (ITEMS_PER_THREAD * CSK_UNIQUE_WARPS)
 __device__ __forceinline__ unsigned csk_unique_starts(const csk_bits_t* __restrict__ sorted,
                                                       long long n, int equal_nan, long long tile,
-                                                      csk_bits_t (&x)[ITEMS_PER_THREAD])
+                                                      csk_bits_t (&x)[ITEMS_PER_THREAD],
+                                                      csk_bits_t* edges)
 {
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long base = tile * CSK_UNIQUE_TILE + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+        const long long i = base + j * BLOCK_SIZE;
+        x[j] = i < n ? sorted[i] : (csk_bits_t)0;
+    }
+    const csk_bits_t tile_before = threadIdx.x == 0 && tile > 0 ? sorted[base - 1] : (csk_bits_t)0;
+    // position order is item, warp, lane: the key before lane 0 of warp w's
+    // item j is lane 31's of warp w - 1, item j (of the last warp, item
+    // j - 1, for warp 0)
+    if (lane == 31) {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) edges[j * CSK_UNIQUE_WARPS + warp] = x[j];
+    }
+    __syncthreads();
     unsigned starts = 0;
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const long long i = tile * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
-        x[j] = i < n ? sorted[i] : (csk_bits_t)0;
+        const long long i = base + j * BLOCK_SIZE;
         csk_bits_t before = csk_unique_shfl_up(x[j]);
-        if (lane == 0 && i > 0 && i < n) before = sorted[i - 1];
+        if (lane == 0)
+            before = warp > 0 ? edges[j * CSK_UNIQUE_WARPS + warp - 1]
+                   : j > 0    ? edges[j * CSK_UNIQUE_WARPS - 1]
+                              : tile_before;
         if (i < n && (i == 0 || !csk_unique_same(before, x[j], equal_nan))) starts |= 1u << j;
     }
     return starts;
@@ -139,10 +162,10 @@ __device__ __forceinline__ unsigned csk_unique_rank_tile(const csk_bits_t* __res
                                                          long long n, int equal_nan, long long tile,
                                                          csk_bits_t (&x)[ITEMS_PER_THREAD],
                                                          unsigned (&ballots)[ITEMS_PER_THREAD],
-                                                         unsigned* prefix)
+                                                         unsigned* prefix, csk_bits_t* edges)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned starts = csk_unique_starts(sorted, n, equal_nan, tile, x);
+    const unsigned starts = csk_unique_starts(sorted, n, equal_nan, tile, x, edges);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
         ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts >> j & 1);
@@ -156,10 +179,10 @@ csk_unique_tile_counts(const csk_bits_t* __restrict__ sorted, long long n, int e
                        csk_count_t* __restrict__ tile_counts, unsigned* specials)
 {
     __shared__ unsigned block_total, block_seen;
-    if (threadIdx.x == 0) block_total = block_seen = 0;
-    __syncthreads();
+    __shared__ csk_bits_t edges[CSK_UNIQUE_EDGES];
+    if (threadIdx.x == 0) block_total = block_seen = 0;  // csk_unique_starts synchronizes
     csk_bits_t x[ITEMS_PER_THREAD];
-    const unsigned starts = csk_unique_starts(sorted, n, equal_nan, blockIdx.x, x);
+    const unsigned starts = csk_unique_starts(sorted, n, equal_nan, blockIdx.x, x, edges);
     unsigned count = __popc(starts);
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) count += __shfl_xor_sync(CSK_UNIQUE_FULL, count, d);
@@ -236,10 +259,11 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
     constexpr int ENTRIES = ITEMS_PER_THREAD * CSK_UNIQUE_WARPS;
     constexpr int PER_LANE = (ENTRIES + 31) / 32;
     __shared__ unsigned prefix[ENTRIES];
+    __shared__ csk_bits_t edges[CSK_UNIQUE_EDGES];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     csk_bits_t x[ITEMS_PER_THREAD];
     unsigned ballots[ITEMS_PER_THREAD];
-    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, blockIdx.x, x, ballots, prefix);
+    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, blockIdx.x, x, ballots, prefix, edges);
     __syncthreads();
     if (warp == 0) csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
     __syncthreads();
@@ -281,6 +305,7 @@ csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal
     constexpr int ENTRIES = ITEMS_PER_THREAD * CSK_UNIQUE_WARPS;
     constexpr int PER_LANE = (ENTRIES + 31) / 32;
     __shared__ unsigned prefix[ENTRIES];
+    __shared__ csk_bits_t edges[CSK_UNIQUE_EDGES];
     __shared__ unsigned tile_number;
     __shared__ unsigned long long runs_before;
     if (threadIdx.x == 0) tile_number = atomicAdd(ticket, 1u);
@@ -289,7 +314,7 @@ csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     csk_bits_t x[ITEMS_PER_THREAD];
     unsigned ballots[ITEMS_PER_THREAD];
-    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, tile, x, ballots, prefix);
+    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, tile, x, ballots, prefix, edges);
     __syncthreads();
     if (warp == 0) {
         const unsigned runs = csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
