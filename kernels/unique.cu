@@ -49,7 +49,9 @@
 // int32 or int64, read as unsigned words: they are never negative).
 // UNIQUE_BOOL 1: the keys are bools (their bytes, uint8 to keys.cuh),
 // compared by truth value; 0 otherwise.
-// Tunables: BLOCK_SIZE (a multiple of 32), ITEMS_PER_THREAD (at most 32).
+// Tunables: BLOCK_SIZE (a multiple of 32), ITEMS_PER_THREAD (at most 32);
+// MIN_BLOCKS (csk_unique_compact: the blocks an SM should hold at once, so
+// its registers a thread; default 1, as the compiler picks).
 #include "keys.cuh"
 #include "scan.cuh"
 
@@ -64,6 +66,9 @@ typedef unsigned long long csk_count_t;
 #error "BLOCK_SIZE must be a multiple of 32 and ITEMS_PER_THREAD in 1..32"
 #endif
 
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
 #define CSK_UNIQUE_TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
 #define CSK_UNIQUE_WARPS (BLOCK_SIZE / 32)
 #define CSK_UNIQUE_FULL 0xffffffffu
@@ -155,21 +160,22 @@ __device__ __forceinline__ unsigned csk_unique_starts(const csk_bits_t* __restri
 }
 
 // A tile's keys (x) and which of this thread's items start a run (the bits
-// returned), each item's warp ballot of run starts, and per item and warp
-// the number of run starts, at prefix[j * WARPS + w] (position order: item,
-// then warp, then lane), for the caller's scan. Every lane of the block.
+// returned), and per item and warp the number of run starts, at
+// prefix[j * WARPS + w] (position order: item, then warp, then lane), for
+// the caller's scan. Every lane of the block. The callers take each item's
+// warp ballot again where they write (a vote, where holding them all would
+// cost ITEMS_PER_THREAD registers and so occupancy).
 __device__ __forceinline__ unsigned csk_unique_rank_tile(const csk_bits_t* __restrict__ sorted,
                                                          long long n, int equal_nan, long long tile,
                                                          csk_bits_t (&x)[ITEMS_PER_THREAD],
-                                                         unsigned (&ballots)[ITEMS_PER_THREAD],
                                                          unsigned* prefix, csk_bits_t* edges)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned starts = csk_unique_starts(sorted, n, equal_nan, tile, x, edges);
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        ballots[j] = __ballot_sync(CSK_UNIQUE_FULL, starts >> j & 1);
-        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballots[j]);
+        const unsigned ballot = __ballot_sync(CSK_UNIQUE_FULL, starts >> j & 1);
+        if (lane == 0) prefix[j * CSK_UNIQUE_WARPS + warp] = __popc(ballot);
     }
     return starts;
 }
@@ -262,8 +268,7 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
     __shared__ csk_bits_t edges[CSK_UNIQUE_EDGES];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     csk_bits_t x[ITEMS_PER_THREAD];
-    unsigned ballots[ITEMS_PER_THREAD];
-    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, blockIdx.x, x, ballots, prefix, edges);
+    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, blockIdx.x, x, prefix, edges);
     __syncthreads();
     if (warp == 0) csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
     __syncthreads();
@@ -271,12 +276,13 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
     const unsigned below = (1u << lane) - 1u;  // the lanes before this one
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const long long i = (long long)blockIdx.x * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
-        if (i >= n) break;
         const bool start = starts_here >> j & 1;
+        const unsigned ballot = __ballot_sync(CSK_UNIQUE_FULL, start);  // every lane, before the bound
+        const long long i = (long long)blockIdx.x * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
+        if (i >= n) continue;
         // the run of position i: the run starts at or before it, less one
         const long long run = offset + prefix[j * CSK_UNIQUE_WARPS + warp]
-                              + __popc(ballots[j] & below) + start - 1;
+                              + __popc(ballot & below) + start - 1;
         const long long at = order ? (long long)order[i] : 0;
         if (start) {
             csk_bits_t value = x[j];
@@ -296,7 +302,7 @@ csk_unique_write(const csk_bits_t* __restrict__ keys, const csk_bits_t* __restri
 // words zeroed by the caller), counts its run starts, finds the runs before
 // it by look-back and writes its values and (where asked) run starts; the
 // last tile writes u to *total.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, MIN_BLOCKS)
 csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal_nan,
                    unsigned long long* status, unsigned* ticket,
                    csk_bits_t* __restrict__ values, csk_count_t* __restrict__ starts,
@@ -313,8 +319,7 @@ csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal
     const unsigned tile = tile_number;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     csk_bits_t x[ITEMS_PER_THREAD];
-    unsigned ballots[ITEMS_PER_THREAD];
-    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, tile, x, ballots, prefix, edges);
+    const unsigned starts_here = csk_unique_rank_tile(sorted, n, equal_nan, tile, x, prefix, edges);
     __syncthreads();
     if (warp == 0) {
         const unsigned runs = csk_warp_scan_entries<PER_LANE>(prefix, ENTRIES);
@@ -329,11 +334,12 @@ csk_unique_compact(const csk_bits_t* __restrict__ sorted, long long n, int equal
     const unsigned below = (1u << lane) - 1u;
 #pragma unroll
     for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-        const long long i = (long long)tile * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
-        if (i >= n) break;
-        if (starts_here >> j & 1) {
+        const bool start = starts_here >> j & 1;  // never past n
+        const unsigned ballot = __ballot_sync(CSK_UNIQUE_FULL, start);
+        if (start) {
+            const long long i = (long long)tile * CSK_UNIQUE_TILE + j * BLOCK_SIZE + threadIdx.x;
             const long long run = offset + prefix[j * CSK_UNIQUE_WARPS + warp]
-                                  + __popc(ballots[j] & below);
+                                  + __popc(ballot & below);
             values[run] = x[j];
             if (starts) starts[run] = (csk_count_t)i;
         }
