@@ -496,8 +496,21 @@ class _Device:
             def memcpy_dtoh_async(self, host, ptr, stream):
                 host[...] = device.memory.view(ptr, host.dtype)[:host.size]
 
+            def memcpy_dtod_async(self, dst, src, nbytes, stream):
+                device.memory.view(dst, np.uint8)[:nbytes] = device.memory.view(src, np.uint8)[:nbytes]
+
+        class Joiner:
+            def join_caller(self, caller):
+                return False
+
         class State:
-            limits, stream, cuda = Limits(), Stream(), Cuda()
+            limits, stream, cuda, joiner = Limits(), Stream(), Cuda(), Joiner()
+
+            def activate(self):
+                return self
+
+            def allocating(self, make, *args):
+                return make(*args)
 
             def read_back(self, ptr, nbytes, then=None):
                 if then is not None:
@@ -573,6 +586,9 @@ class _Device:
 
             def finish(self):
                 pass
+
+            def rebound(self, keys_in, keys_out):
+                return self
 
         def iota64(state, ptr, n, owner="core", index_bytes=8):
             self.memory.view(ptr, np.dtype(f"i{index_bytes}"))[:n] = np.arange(n)
@@ -808,6 +824,88 @@ def test_unique_device_keys_only_emulated(dtype, counts, narrow, equal_nan, monk
         # integer and bool keys alone: one pass, no count, scan and write
         assert ("csk_unique_compact" in device.launches) == (not floats)
         assert ("csk_unique_write" in device.launches) == floats
+
+
+class _EmulatedAdapter:
+    """What a prepared unique asks of the caller's library (the adapters of
+    calls/sort_prepared.py), over _Memory: new arrays are poisoned."""
+
+    library = "emulated"
+
+    def __init__(self, device):
+        self.device = device
+
+    def stream(self, a):
+        return 1
+
+    def pointer(self, a):
+        return self.device.memory.add(a)
+
+    def maker(self, shape, dtype):
+        return lambda like: np.full(int(np.prod(shape)) * np.dtype(dtype).itemsize, _POISON,
+                                    np.uint8).view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64"])
+def test_prepared_unique_emulated(dtype, monkeypatch):
+    """A prepared unique (calls/unique_prepared.py): the keys' sort, then the
+    one pass with the kernel and job the first call made, values cut to u
+    (a view, or a copy where u is under half of n): np.unique's values,
+    one wait, no other kernel; the same object serves calls of other keys."""
+    from cudasortkit.calls import unique as u
+    from cudasortkit.calls.unique_prepared import PreparedUnique
+
+    rng = np.random.default_rng(13)
+    for n in (2, 7, 300, 2047, 2048, 2049, 5000):
+        device = _Device(monkeypatch)
+        device.key_dtype, device.bits = np.dtype(dtype), _bits_dtype(dtype)
+        job = u.unique_job(device.state, dtype, n)
+        kernel = u.compact_kernel(job, u.compact_defines(dtype, n))
+
+        def sort(a):
+            return device.run("sort", device.Operand(a), None, False, False, "auto")
+
+        call = PreparedUnique(sort, device.state, _EmulatedAdapter(device), job, kernel, dtype, n)
+        for narrow in (True, False):  # few values (a copy), then many (a view)
+            a = _emulated_input(dtype, n, rng)
+            if narrow and dtype != "bool":
+                a = (a % 3).astype(dtype)
+            device.waits, device.launches = 0, []
+            got = call(a, True)
+            ev, ei = np.unique(a, return_index=True)
+            bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
+            assert got.dtype == a.dtype and got.shape == ev.shape, (n, narrow)
+            assert np.array_equal(got.view(bits), a[ei].view(bits)), (n, narrow)
+            assert device.waits == 1 and device.launches == ["csk_unique_compact"]
+
+
+def test_prepared_unique_is_found_only_with_its_sort(monkeypatch):
+    """find() gives the prepared unique of the call's (type, dtype, shape)
+    only while the keys' prepared sort is the one it was made with (a sort
+    prepared anew, or none: the general path, which prepares it again)."""
+    from cudasortkit.calls import unique_prepared as p
+
+    a = np.zeros(16, np.int32)
+    made, other = object(), object()
+
+    class Call:
+        sort = made
+
+    class Prepared:
+        def __init__(self, sort):
+            self.sort = sort
+
+        def find(self, kind, keys, descending, stable, algorithm):
+            assert (kind, keys, descending, stable, algorithm) == ("sort", a, False, False, "auto")
+            return self.sort
+
+    monkeypatch.setattr(p, "_calls", {p._key(a): Call()})
+    monkeypatch.setattr(p, "_types", {np.ndarray})
+    assert p.find(Prepared(made), a) is p._calls[p._key(a)]
+    assert p.find(Prepared(other), a) is None
+    assert p.find(Prepared(None), a) is None
+    assert p.find(Prepared(made), a.astype(np.int64)) is None  # another dtype
+    assert p.find(Prepared(made), np.zeros(17, np.int32)) is None  # another length
 
 
 @pytest.mark.parametrize("counts", [False, True])
