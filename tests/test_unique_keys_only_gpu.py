@@ -186,13 +186,16 @@ def test_results_made_before_u_is_known_are_cut_right(library, distinct, rng):
 
 
 @pytest.mark.parametrize("library", ["cupy", "torch"])
-@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "int64", "float32",
+                                   "float64"])
 @pytest.mark.parametrize("n", [2, 2049, 104729, 1 << 20])
 def test_prepared_unique_repeats_on_new_data(library, dtype, n, rng):
-    """A plain unique repeated on one length of integer or bool keys is
-    prepared (calls/unique_prepared.py) where its sort is: every call on
-    new keys, few distinct (a copy of the values) and many (a view), is
-    NumPy's; the earlier results still are after the later calls."""
+    """A plain unique repeated on one length of integer, bool or float keys
+    is prepared (calls/unique_prepared.py) where its sort is: every call on
+    new keys, few distinct (a copy of the values) and many (a view), floats
+    with zeros of both signs and NaNs, is NumPy's (values the first
+    occurrences' bits); the earlier results still are after the later
+    calls."""
     from cudasortkit import api
     from cudasortkit.calls import unique_prepared
 
@@ -202,6 +205,8 @@ def test_prepared_unique_repeats_on_new_data(library, dtype, n, rng):
         a = make_keys("uniform", dtype, n, rng)
         if i % 2 and dtype != "bool":
             a = (a % 5).astype(dtype)
+        if dtype.startswith("float") and n > 2:
+            a[i::97], a[i + 5::101], a[i + 7::103] = np.nan, -0.0, 0.0
         d = to(a)
         results.append((a, csk.unique(d)))
         if i:

@@ -846,26 +846,33 @@ class _EmulatedAdapter:
                                     np.uint8).view(dtype).reshape(shape)
 
 
-@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64"])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64",
+                                   "float16", "float32", "float64"])
 def test_prepared_unique_emulated(dtype, monkeypatch):
-    """A prepared unique (calls/unique_prepared.py): the keys' sort, then the
-    one pass with the kernel and job the first call made, values cut to u
-    (a view, or a copy where u is under half of n): np.unique's values,
-    one wait, no other kernel; the same object serves calls of other keys."""
+    """A prepared unique (calls/unique_prepared.py): the keys' sort, then,
+    with the kernels and job the first call made, the one pass (integer and
+    bool keys) or the tile counts, first zero and NaN, scan and write
+    (floats: zeros and NaNs the input's first), values cut to u (a view,
+    or a copy where u is under half of n): np.unique's values bit for bit,
+    one wait; the same object serves calls of other keys."""
     from cudasortkit.calls import unique as u
     from cudasortkit.calls.unique_prepared import PreparedUnique
 
     rng = np.random.default_rng(13)
+    floats = dtype.startswith("float")
     for n in (2, 7, 300, 2047, 2048, 2049, 5000):
         device = _Device(monkeypatch)
         device.key_dtype, device.bits = np.dtype(dtype), _bits_dtype(dtype)
         job = u.unique_job(device.state, dtype, n)
-        kernel = u.compact_kernel(job, u.compact_defines(dtype, n))
+        defines = u.unique_defines(dtype, n)
+        kernels = ((u.tile_kernels(job, defines, True), job.kernel("unique.cu", "csk_unique_write",
+                                                                   defines))
+                   if floats else u.compact_kernel(job, defines))
 
         def sort(a):
             return device.run("sort", device.Operand(a), None, False, False, "auto")
 
-        call = PreparedUnique(sort, device.state, _EmulatedAdapter(device), job, kernel, dtype, n)
+        call = PreparedUnique(sort, device.state, _EmulatedAdapter(device), job, kernels, dtype, n)
         for narrow in (True, False):  # few values (a copy), then many (a view)
             a = _emulated_input(dtype, n, rng)
             if narrow and dtype != "bool":
@@ -876,7 +883,9 @@ def test_prepared_unique_emulated(dtype, monkeypatch):
             bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
             assert got.dtype == a.dtype and got.shape == ev.shape, (n, narrow)
             assert np.array_equal(got.view(bits), a[ei].view(bits)), (n, narrow)
-            assert device.waits == 1 and device.launches == ["csk_unique_compact"]
+            assert device.waits == 1
+            assert device.launches == (["csk_unique_tile_counts", "csk_unique_first_special",
+                                        "csk_unique_write"] if floats else ["csk_unique_compact"])
 
 
 def test_prepared_unique_is_found_only_with_its_sort(monkeypatch):

@@ -219,7 +219,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     sorted_ptr = pointer(sorted_keys, "sorted keys")
     order_ptr = 0 if order is None else pointer(order, "order", "values")
     keys_ptr = op.device_ptr(state)
-    defines = compact_defines(op.dtype, n)
+    defines = unique_defines(op.dtype, n)
     job = unique_job(state, op.dtype, n, keys_ptr)
     try:
         tiles = job.blocks(n, UNIQUE_TILE)
@@ -230,22 +230,8 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         one_pass = not by_order and not floats and n <= ONE_PASS_UP_TO
         special = not by_order and floats
         if not one_pass:
-            # Keys-only floats: zeros and NaNs take their bits from the input's
-            # first zero and NaN (specials: 2 x 8 bytes of first positions, then
-            # the word whose bits the tile counts clear for runs seen).
-            parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
-            first, specials = parts["special"], parts["special"] + 16
-            if special:
-                job.memset32(first, 0xFFFFFFFF, 5)
-            job.launch(job.kernel("unique.cu", "csk_unique_tile_counts", defines), tiles,
-                       UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
-                       specials if special else 0)
-            if special:
-                job.launch(job.kernel("unique.cu", "csk_unique_first_special", defines), tiles,
-                           UNIQUE_BLOCK, keys_ptr, n, specials, first)
-            scan = DeviceScan(job, tiles, count_bytes)
-            scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
-            total_ptr = scan.total_ptr
+            offsets, first, total_ptr = queue_offsets(job, tile_kernels(job, defines, special),
+                                                      sorted_ptr, keys_ptr, n, equal_nan)
         cap = state.limits.sm_count * BLOCKS_PER_SM
 
         def count_runs(starts: int, length: int):
@@ -271,7 +257,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             ids = Result(op.sized(n), count_dtype, state, None, "unique run ids", caller) \
                 if by_sort else None
             job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
-                       keys_ptr, sorted_ptr, order_ptr, first if special else 0, parts["tiles"],
+                       keys_ptr, sorted_ptr, order_ptr, first, offsets,
                        n, int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
                        0 if ids is None else ids.ptr,
                        0 if inverse is None or by_sort else inverse.ptr)
@@ -325,11 +311,45 @@ def unique_job(state, dtype, n: int, keys_in: int = 0):
                config=UNIQUE_CONFIG)
 
 
-def compact_defines(dtype, n: int) -> dict:
-    """The macros unique.cu is built with for n keys of `dtype` (besides
-    the config): its counts' width, and whether the keys are bools."""
+def unique_defines(dtype, n: int) -> dict:
+    """The macros every kernel of unique.cu is built with for n keys of
+    `dtype` (besides the config): its counts' width, and whether the keys
+    are bools."""
     return {"unique_count_bytes": count_bytes_for(n),
             "unique_bool": int(np.dtype(dtype) == np.bool_)}
+
+
+def tile_kernels(job, defines, special: bool) -> tuple:
+    """csk_unique_tile_counts, and csk_unique_first_special where `special`
+    (float keys sorted alone), else None: queue_offsets' kernels."""
+    counts = job.kernel("unique.cu", "csk_unique_tile_counts", defines)
+    return counts, job.kernel("unique.cu", "csk_unique_first_special", defines) if special else None
+
+
+def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_nan: bool) -> tuple:
+    """The runs before each UNIQUE_TILE tile of n sorted keys, queued on the
+    job's stream: the tiles' run starts counted (`kernels`: tile_kernels'),
+    then scanned into their offsets. Where the keys were sorted alone and
+    are floats (kernels[1] given), zeros and NaNs take their bits from the
+    input's first zero and first NaN: the tile counts clear the bits of a
+    word for the runs they see, and csk_unique_first_special finds those
+    runs' first positions in the input. Returns (offsets, first positions
+    or 0, the address of u, the scan's total) for csk_unique_write."""
+    tiles = job.blocks(n, UNIQUE_TILE)
+    count_bytes = count_bytes_for(n)
+    counts, first_special = kernels
+    # specials: 2 x 8 bytes of first positions, then the word of runs seen
+    parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
+    first, specials = (parts["special"], parts["special"] + 16) if first_special else (0, 0)
+    if first_special:
+        job.memset32(first, 0xFFFFFFFF, 5)
+    job.launch(counts, tiles, UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
+               specials)
+    if first_special:
+        job.launch(first_special, tiles, UNIQUE_BLOCK, keys_ptr, n, specials, first)
+    scan = DeviceScan(job, tiles, count_bytes)
+    scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
+    return parts["tiles"], first, scan.total_ptr
 
 
 def compact_kernel(job, defines):

@@ -2,15 +2,18 @@
 of one exact length, made again without the general path (calls/unique.py),
 as a repeated sort is (calls/sort_prepared.py).
 
-A plain call (no return_*, axis=None, no stream=) of a 1-D CuPy array or
-CUDA tensor of integer or bool keys, n from 2 to ONE_PASS_UP_TO, goes
-through the general path once; that path sorts the keys through the keys'
-prepared sort. The next call of the same (array type, dtype, length) finds
-that sort again (which checks what a repeated sort checks: its stamps, the
-array's layout and device) and, if it is the one this prepared unique was
-made with, runs it and then the one pass (calls/unique.queue_compact) with
-the kernel the first call compiled: the values made n long in the caller's
-library, cut to u after the one wait, as the general path does. Nothing
+A plain call (no return_*, axis=None, no stream=; floats with equal_nan)
+of a 1-D CuPy array or CUDA tensor of integer, bool or float keys, n from
+2 to ONE_PASS_UP_TO, goes through the general path once; that path sorts
+the keys through the keys' prepared sort. The next call of the same (array
+type, dtype, length) finds that sort again (which checks what a repeated
+sort checks: its stamps, the array's layout and device) and, if it is the
+one this prepared unique was made with, runs it and then, with the kernels
+the first call compiled, the general path's kernels for keys sorted alone:
+the one pass for integer and bool keys (calls/unique.queue_compact), the
+tile counts, scan and write for floats (queue_offsets, csk_unique_write).
+The values are made n long in the caller's library and cut to u after the
+one wait. Nothing
 else is read, checked or chosen again. Any other call, or a sort that is
 prepared anew (its decision moved), takes the general path, which prepares
 the unique again.
@@ -32,16 +35,19 @@ _calls: dict = {}  # (array type, dtype, shape) -> PreparedUnique
 class PreparedUnique:
     """One length's plain unique: the keys' prepared sort, then the one pass."""
 
-    __slots__ = ("sort", "state", "adapter", "job", "kernel", "dtype", "n", "count_bytes",
-                 "make_values")
+    __slots__ = ("sort", "state", "adapter", "job", "kernels", "floats", "tiles", "dtype", "n",
+                 "count_bytes", "make_values")
 
-    def __init__(self, sort, state, adapter, job, kernel, dtype, n: int):
+    def __init__(self, sort, state, adapter, job, kernels, dtype, n: int):
         """`sort`: the keys' prepared sort call; `job`: the Job unique's
-        kernels run under (rebound for each call); `kernel`: its
-        csk_unique_compact (calls/unique.compact_kernel)."""
+        kernels run under (rebound for each call); `kernels`: its
+        csk_unique_compact (calls/unique.compact_kernel) for integer and
+        bool keys, (tile_kernels', csk_unique_write) for floats."""
         self.sort, self.state, self.adapter = sort, state, adapter
-        self.job, self.kernel = job, kernel
+        self.job, self.kernels = job, kernels
         self.dtype, self.n = np.dtype(dtype), int(n)
+        self.floats = self.dtype.kind == "f"
+        self.tiles = job.blocks(self.n, uniques.UNIQUE_TILE)
         self.count_bytes = uniques.count_bytes_for(self.n)
         self.make_values = adapter.maker((self.n,), self.dtype)
 
@@ -52,13 +58,21 @@ class PreparedUnique:
         sorted_keys = self.sort(a)[0]  # held until the one pass has run (the wait below)
         caller = adapter.stream(a)
         joins = state.joiner.join_caller(caller)
-        job = self.job.rebound(0, 0)
+        keys_in, n = adapter.pointer(a), self.n
+        job = self.job.rebound(keys_in, 0)
         try:
             values = state.allocating(self.make_values, a)
             at = adapter.pointer(values)
-            poison(state, at, self.n * self.dtype.itemsize)
-            total = uniques.queue_compact(job, self.kernel, adapter.pointer(sorted_keys), self.n,
-                                          equal_nan, at, 0)
+            poison(state, at, n * self.dtype.itemsize)
+            sorted_at = adapter.pointer(sorted_keys)
+            if self.floats:
+                tile_kernels, write = self.kernels
+                offsets, first, total = uniques.queue_offsets(job, tile_kernels, sorted_at,
+                                                              keys_in, n, equal_nan)
+                job.launch(write, self.tiles, uniques.UNIQUE_BLOCK, keys_in, sorted_at, 0, first,
+                           offsets, n, int(equal_nan), at, 0, 0, 0, 0)
+            else:
+                total = uniques.queue_compact(job, self.kernels, sorted_at, n, equal_nan, at, 0)
             u = state.read_back(total, self.count_bytes)
             values = self._cut(values, at, u)
         finally:
@@ -90,7 +104,7 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
         and stream is None
     if plain:
         call = find(prepared, a)
-        if call is not None:
+        if call is not None and (equal_nan or not call.floats):
             return call(a, bool(equal_nan))
     result = uniques.unique(prepared, a, return_index, return_inverse, return_counts, axis,
                             equal_nan, stream)
@@ -122,15 +136,20 @@ def note(prepared, a) -> None:
         return
     dtype = torch_to_numpy_dtype(a.dtype) if adapter.library == "torch" else np.dtype(a.dtype)
     n = int(a.shape[0])
-    if dtype.kind not in "biu" or not 2 <= n <= uniques.ONE_PASS_UP_TO:
+    if dtype.kind not in "biuf" or not 2 <= n <= uniques.ONE_PASS_UP_TO:
         return
     sort = prepared.find("sort", a, False, False, "auto")
     if sort is None:
         return
     job = uniques.unique_job(sort.state, dtype, n)
-    kernel = uniques.compact_kernel(job, uniques.compact_defines(dtype, n))
+    defines = uniques.unique_defines(dtype, n)
+    if dtype.kind == "f":
+        kernels = (uniques.tile_kernels(job, defines, True),
+                   job.kernel("unique.cu", "csk_unique_write", defines))
+    else:
+        kernels = uniques.compact_kernel(job, defines)
     if len(_calls) >= MAX_CALLS:
         _calls.clear()
-    _calls[_key(a)] = PreparedUnique(sort, sort.state, adapter, job, kernel, dtype, n)
+    _calls[_key(a)] = PreparedUnique(sort, sort.state, adapter, job, kernels, dtype, n)
     _types.add(type(a))
 
