@@ -888,6 +888,61 @@ def test_prepared_unique_emulated(dtype, monkeypatch):
                                         "csk_unique_write"] if floats else ["csk_unique_compact"])
 
 
+def test_prepared_unique_is_made_only_for_what_it_serves(monkeypatch):
+    """note() prepares 1-D device keys of integer, bool or float dtypes of 2
+    to ONE_PASS_UP_TO keys whose sort is prepared, with the kernels of their
+    kind; nothing for host arrays, other shapes or sizes, or an unprepared
+    sort."""
+    from cudasortkit.calls import unique_prepared as p
+
+    class Adapter:
+        library = "cupy"
+
+        def maker(self, shape, dtype):
+            return None
+
+    class Sort:
+        state = object()
+
+    class Job:
+        def blocks(self, items, per_block):
+            return -(-items // per_block)
+
+        def kernel(self, template, name, defines, config=None):
+            return name
+
+    class Prepared:
+        sort = Sort()
+
+        def find(self, *args):
+            return self.sort
+
+    made = {}
+    monkeypatch.setattr(p, "_calls", made)
+    monkeypatch.setattr(p, "_types", set())
+    monkeypatch.setattr(p, "library_of", lambda a: "cupy" if a.dtype != np.uint32 else "numpy")
+    monkeypatch.setattr(p, "adapter_for", lambda library: Adapter() if library == "cupy" else None)
+    monkeypatch.setattr(p.uniques, "unique_job", lambda state, dtype, n: Job())
+    monkeypatch.setattr(p.uniques, "ONE_PASS_UP_TO", 100)
+    prepared = Prepared()
+    for a in (np.zeros(10, np.int16), np.zeros(2, np.bool_), np.zeros(100, np.float32)):
+        p.note(prepared, a)
+        call = made.pop(p._key(a))
+        floats = a.dtype.kind == "f"
+        assert call.floats == floats and call.n == a.size and call.sort is prepared.sort
+        assert call.kernels == ((("csk_unique_tile_counts", "csk_unique_first_special"),
+                                 "csk_unique_write") if floats else "csk_unique_compact")
+    for a in (np.zeros(10, np.uint32),       # a host array (numpy)
+              np.zeros((2, 5), np.int16),    # not 1-D
+              np.zeros(1, np.int16),         # fewer than 2 keys
+              np.zeros(101, np.int16),       # past ONE_PASS_UP_TO
+              np.zeros(10, np.complex64)):   # no unique.cu kernels for it
+        p.note(prepared, a)
+    prepared.sort = None                     # the sort is not prepared
+    p.note(prepared, np.zeros(10, np.int16))
+    assert not made
+
+
 def test_prepared_unique_is_found_only_with_its_sort(monkeypatch):
     """find() gives the prepared unique of the call's (type, dtype, shape)
     only while the keys' prepared sort is the one it was made with (a sort
