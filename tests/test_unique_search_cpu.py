@@ -876,7 +876,8 @@ def test_prepared_unique_emulated(dtype, monkeypatch):
         for narrow in (True, False):  # few values (a copy), then many (a view)
             a = _emulated_input(dtype, n, rng)
             if narrow and dtype != "bool":
-                a = (a % 3).astype(dtype)
+                with np.errstate(invalid="ignore"):  # NaN % 3 is NaN
+                    a = (a % 3).astype(dtype)
             device.waits, device.launches = 0, []
             got = call(a, True)
             ev, ei = np.unique(a, return_index=True)
