@@ -944,6 +944,41 @@ def test_prepared_unique_is_made_only_for_what_it_serves(monkeypatch):
     assert not made
 
 
+@pytest.mark.parametrize("floats", [False, True])
+def test_prepared_unique_serves_plain_calls_only(floats, monkeypatch):
+    """unique(): a plain call takes its prepared unique where one is found
+    (floats only with equal_nan); every other call the general path, and
+    only plain calls with equal_nan are noted for preparing."""
+    from cudasortkit.calls import unique_prepared as p
+
+    seen = []
+
+    class Call:
+        def __init__(self):
+            self.floats = floats
+
+        def __call__(self, a, equal_nan):
+            seen.append(("prepared", equal_nan))
+            return "prepared"
+
+    monkeypatch.setattr(p, "find", lambda prepared, a: Call())
+    monkeypatch.setattr(p, "note", lambda prepared, a: seen.append(("note",)))
+    monkeypatch.setattr(p.uniques, "unique", lambda *args: seen.append(("general",)) or "general")
+    a = np.zeros(4)
+    assert p.unique(None, a) == "prepared" and seen == [("prepared", True)]
+    for kwargs in ({"return_counts": True}, {"return_index": True}, {"return_inverse": True},
+                   {"axis": 0}, {"stream": 1}):
+        seen.clear()
+        assert p.unique(None, a, **kwargs) == "general" and seen == [("general",)], kwargs
+    seen.clear()
+    got = p.unique(None, a, equal_nan=False)
+    assert seen == ([("general",)] if floats else [("prepared", False)])
+    monkeypatch.setattr(p, "find", lambda prepared, a: None)
+    seen.clear()
+    assert p.unique(None, a) == "general" and seen == [("general",), ("note",)]
+    assert got == ("general" if floats else "prepared")
+
+
 def test_prepared_unique_is_found_only_with_its_sort(monkeypatch):
     """find() gives the prepared unique of the call's (type, dtype, shape)
     only while the keys' prepared sort is the one it was made with (a sort

@@ -1,11 +1,11 @@
-"""Prepared uniques: a repeated plain unique of integer or bool device keys
-of one exact length, made again without the general path (calls/unique.py),
-as a repeated sort is (calls/sort_prepared.py).
+"""Prepared uniques: a repeated plain unique of integer, bool or float
+device keys of one exact length, made again without the general path
+(calls/unique.py), as a repeated sort is (calls/sort_prepared.py).
 
-A plain call (no return_*, axis=None, no stream=; floats with equal_nan)
-of a 1-D CuPy array or CUDA tensor of integer, bool or float keys, n from
-2 to ONE_PASS_UP_TO, goes through the general path once; that path sorts
-the keys through the keys' prepared sort. The next call of the same (array
+A plain call (no return_*, axis=None, no stream=, equal_nan=True) of a 1-D
+CuPy array or CUDA tensor of integer, bool or float keys, n from 2 to
+ONE_PASS_UP_TO, goes through the general path once; that path sorts the
+keys through the keys' prepared sort. The next call of the same (array
 type, dtype, length) finds that sort again (which checks what a repeated
 sort checks: its stamps, the array's layout and device) and, if it is the
 one this prepared unique was made with, runs it and then, with the kernels
@@ -13,10 +13,9 @@ the first call compiled, the general path's kernels for keys sorted alone:
 the one pass for integer and bool keys (calls/unique.queue_compact), the
 tile counts, scan and write for floats (queue_offsets, csk_unique_write).
 The values are made n long in the caller's library and cut to u after the
-one wait. Nothing
-else is read, checked or chosen again. Any other call, or a sort that is
-prepared anew (its decision moved), takes the general path, which prepares
-the unique again.
+one wait. Nothing else is read, checked or chosen again. Any other call,
+or a sort that is prepared anew (its decision moved), takes the general
+path, which prepares the unique again.
 """
 from __future__ import annotations
 
@@ -108,7 +107,7 @@ def unique(prepared, a, return_index=False, return_inverse=False, return_counts=
             return call(a, bool(equal_nan))
     result = uniques.unique(prepared, a, return_index, return_inverse, return_counts, axis,
                             equal_nan, stream)
-    if plain:
+    if plain and equal_nan:  # (floats without it sort (keys, positions): not prepared here)
         note(prepared, a)
     return result
 
