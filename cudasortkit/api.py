@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .calls import axes, multikey, search, unique as uniques
+from .calls import axes, multikey, search, unique_prepared as uniques
 from .calls.sort_plan import Plan
 from .calls.sort_prepared import PreparedCalls
 from .calls.search_prepared import PreparedSearches

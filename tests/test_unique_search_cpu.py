@@ -496,8 +496,21 @@ class _Device:
             def memcpy_dtoh_async(self, host, ptr, stream):
                 host[...] = device.memory.view(ptr, host.dtype)[:host.size]
 
+            def memcpy_dtod_async(self, dst, src, nbytes, stream):
+                device.memory.view(dst, np.uint8)[:nbytes] = device.memory.view(src, np.uint8)[:nbytes]
+
+        class Joiner:
+            def join_caller(self, caller):
+                return False
+
         class State:
-            limits, stream, cuda = Limits(), Stream(), Cuda()
+            limits, stream, cuda, joiner = Limits(), Stream(), Cuda(), Joiner()
+
+            def activate(self):
+                return self
+
+            def allocating(self, make, *args):
+                return make(*args)
 
             def read_back(self, ptr, nbytes, then=None):
                 if then is not None:
@@ -573,6 +586,9 @@ class _Device:
 
             def finish(self):
                 pass
+
+            def rebound(self, keys_in, keys_out):
+                return self
 
         def iota64(state, ptr, n, owner="core", index_bytes=8):
             self.memory.view(ptr, np.dtype(f"i{index_bytes}"))[:n] = np.arange(n)
@@ -808,6 +824,188 @@ def test_unique_device_keys_only_emulated(dtype, counts, narrow, equal_nan, monk
         # integer and bool keys alone: one pass, no count, scan and write
         assert ("csk_unique_compact" in device.launches) == (not floats)
         assert ("csk_unique_write" in device.launches) == floats
+
+
+class _EmulatedAdapter:
+    """What a prepared unique asks of the caller's library (the adapters of
+    calls/sort_prepared.py), over _Memory: new arrays are poisoned."""
+
+    library = "emulated"
+
+    def __init__(self, device):
+        self.device = device
+
+    def stream(self, a):
+        return 1
+
+    def pointer(self, a):
+        return self.device.memory.add(a)
+
+    def maker(self, shape, dtype):
+        return lambda like: np.full(int(np.prod(shape)) * np.dtype(dtype).itemsize, _POISON,
+                                    np.uint8).view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64",
+                                   "float16", "float32", "float64"])
+def test_prepared_unique_emulated(dtype, monkeypatch):
+    """A prepared unique (calls/unique_prepared.py): the keys' sort, then,
+    with the kernels and job the first call made, the one pass (integer and
+    bool keys) or the tile counts, first zero and NaN, scan and write
+    (floats: zeros and NaNs the input's first), values cut to u (a view,
+    or a copy where u is under half of n): np.unique's values bit for bit,
+    one wait; the same object serves calls of other keys."""
+    from cudasortkit.calls import unique as u
+    from cudasortkit.calls.unique_prepared import PreparedUnique
+
+    rng = np.random.default_rng(13)
+    floats = dtype.startswith("float")
+    for n in (2, 7, 300, 2047, 2048, 2049, 5000):
+        device = _Device(monkeypatch)
+        device.key_dtype, device.bits = np.dtype(dtype), _bits_dtype(dtype)
+        job = u.unique_job(device.state, dtype, n)
+        defines = u.unique_defines(dtype, n)
+        kernels = ((u.tile_kernels(job, defines, True), job.kernel("unique.cu", "csk_unique_write",
+                                                                   defines))
+                   if floats else u.compact_kernel(job, defines))
+
+        def sort(a):
+            return device.run("sort", device.Operand(a), None, False, False, "auto")
+
+        call = PreparedUnique(sort, device.state, _EmulatedAdapter(device), job, kernels, dtype, n)
+        for narrow in (True, False):  # few values (a copy), then many (a view)
+            a = _emulated_input(dtype, n, rng)
+            if narrow and dtype != "bool":
+                with np.errstate(invalid="ignore"):  # NaN % 3 is NaN
+                    a = (a % 3).astype(dtype)
+            device.waits, device.launches = 0, []
+            got = call(a, True)
+            ev, ei = np.unique(a, return_index=True)
+            bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
+            assert got.dtype == a.dtype and got.shape == ev.shape, (n, narrow)
+            assert np.array_equal(got.view(bits), a[ei].view(bits)), (n, narrow)
+            assert device.waits == 1
+            assert device.launches == (["csk_unique_tile_counts", "csk_unique_first_special",
+                                        "csk_unique_write"] if floats else ["csk_unique_compact"])
+
+
+def test_prepared_unique_is_made_only_for_what_it_serves(monkeypatch):
+    """note() prepares 1-D device keys of integer, bool or float dtypes of 2
+    to ONE_PASS_UP_TO keys whose sort is prepared, with the kernels of their
+    kind; nothing for host arrays, other shapes or sizes, or an unprepared
+    sort."""
+    from cudasortkit.calls import unique_prepared as p
+
+    class Adapter:
+        library = "cupy"
+
+        def maker(self, shape, dtype):
+            return None
+
+    class Sort:
+        state = object()
+
+    class Job:
+        def blocks(self, items, per_block):
+            return -(-items // per_block)
+
+        def kernel(self, template, name, defines, config=None):
+            return name
+
+    class Prepared:
+        sort = Sort()
+
+        def find(self, *args):
+            return self.sort
+
+    made = {}
+    monkeypatch.setattr(p, "_calls", made)
+    monkeypatch.setattr(p, "_types", set())
+    monkeypatch.setattr(p, "library_of", lambda a: "cupy" if a.dtype != np.uint32 else "numpy")
+    monkeypatch.setattr(p, "adapter_for", lambda library: Adapter() if library == "cupy" else None)
+    monkeypatch.setattr(p.uniques, "unique_job", lambda state, dtype, n: Job())
+    monkeypatch.setattr(p.uniques, "ONE_PASS_UP_TO", 100)
+    prepared = Prepared()
+    for a in (np.zeros(10, np.int16), np.zeros(2, np.bool_), np.zeros(100, np.float32)):
+        p.note(prepared, a)
+        call = made.pop(p._key(a))
+        floats = a.dtype.kind == "f"
+        assert call.floats == floats and call.n == a.size and call.sort is prepared.sort
+        assert call.kernels == ((("csk_unique_tile_counts", "csk_unique_first_special"),
+                                 "csk_unique_write") if floats else "csk_unique_compact")
+    for a in (np.zeros(10, np.uint32),       # a host array (numpy)
+              np.zeros((2, 5), np.int16),    # not 1-D
+              np.zeros(1, np.int16),         # fewer than 2 keys
+              np.zeros(101, np.int16),       # past ONE_PASS_UP_TO
+              np.zeros(10, np.complex64)):   # no unique.cu kernels for it
+        p.note(prepared, a)
+    prepared.sort = None                     # the sort is not prepared
+    p.note(prepared, np.zeros(10, np.int16))
+    assert not made
+
+
+@pytest.mark.parametrize("floats", [False, True])
+def test_prepared_unique_serves_plain_calls_only(floats, monkeypatch):
+    """unique(): a plain call takes its prepared unique where one is found
+    (floats only with equal_nan); every other call the general path, and
+    only plain calls with equal_nan are noted for preparing."""
+    from cudasortkit.calls import unique_prepared as p
+
+    seen = []
+
+    class Call:
+        def __init__(self):
+            self.floats = floats
+
+        def __call__(self, a, equal_nan):
+            seen.append(("prepared", equal_nan))
+            return "prepared"
+
+    monkeypatch.setattr(p, "find", lambda prepared, a: Call())
+    monkeypatch.setattr(p, "note", lambda prepared, a: seen.append(("note",)))
+    monkeypatch.setattr(p.uniques, "unique", lambda *args: seen.append(("general",)) or "general")
+    a = np.zeros(4)
+    assert p.unique(None, a) == "prepared" and seen == [("prepared", True)]
+    for kwargs in ({"return_counts": True}, {"return_index": True}, {"return_inverse": True},
+                   {"axis": 0}, {"stream": 1}):
+        seen.clear()
+        assert p.unique(None, a, **kwargs) == "general" and seen == [("general",)], kwargs
+    seen.clear()
+    got = p.unique(None, a, equal_nan=False)
+    assert seen == ([("general",)] if floats else [("prepared", False)])
+    monkeypatch.setattr(p, "find", lambda prepared, a: None)
+    seen.clear()
+    assert p.unique(None, a) == "general" and seen == [("general",), ("note",)]
+    assert got == ("general" if floats else "prepared")
+
+
+def test_prepared_unique_is_found_only_with_its_sort(monkeypatch):
+    """find() gives the prepared unique of the call's (type, dtype, shape)
+    only while the keys' prepared sort is the one it was made with (a sort
+    prepared anew, or none: the general path, which prepares it again)."""
+    from cudasortkit.calls import unique_prepared as p
+
+    a = np.zeros(16, np.int32)
+    made, other = object(), object()
+
+    class Call:
+        sort = made
+
+    class Prepared:
+        def __init__(self, sort):
+            self.sort = sort
+
+        def find(self, kind, keys, descending, stable, algorithm):
+            assert (kind, keys, descending, stable, algorithm) == ("sort", a, False, False, "auto")
+            return self.sort
+
+    monkeypatch.setattr(p, "_calls", {p._key(a): Call()})
+    monkeypatch.setattr(p, "_types", {np.ndarray})
+    assert p.find(Prepared(made), a) is p._calls[p._key(a)]
+    assert p.find(Prepared(other), a) is None
+    assert p.find(Prepared(None), a) is None
+    assert p.find(Prepared(made), a.astype(np.int64)) is None  # another dtype
+    assert p.find(Prepared(made), np.zeros(17, np.int32)) is None  # another length
 
 
 @pytest.mark.parametrize("counts", [False, True])

@@ -4,7 +4,9 @@ public call over select_call_cpu.py's stand-ins for CuPy and the device
 length read back as 0). Plain unique of a repeated shape sorts through a
 prepared call; with flags, the (keys, positions) sort and the inverse's
 sort run too. Absolute numbers are this machine's and the stand-ins';
-compare before and after a change on one machine.
+compare before and after a change on one machine. First, a repeated plain
+call of int32 keys through its prepared unique (calls/unique_prepared.py:
+the prepared sort, then the one pass), beside the prepared sort alone.
 `python tests/unique_call_cpu.py [calls] [--profile]`
 """
 import os
@@ -52,6 +54,59 @@ def main(calls=1000, profile=False):
             print_profile(fn, 30)
 
 
+def prepared(calls=20000, profile=False):
+    """The prepared path over plan_call_cpu.py's stand-ins for a prepared
+    sort's state and launch plan (as after a first call on a GPU)."""
+    import numpy as np
+
+    import plan_call_cpu as plans
+    from cudasortkit import api
+    from cudasortkit.calls import sort_prepared, unique as uniques, unique_prepared
+    from cudasortkit.dispatch.select import _Memo
+
+    class State(plans._State):
+        cuda = standins._Cuda
+
+        def read_back(self, ptr, nbytes, then=None):
+            return 1 << 18  # u: a quarter of the keys (the values are copied)
+
+    class Kernel:  # the launch's own checks and driver call left out
+        def check(self, *args):
+            pass
+
+        def pack(self, args):
+            return b""
+
+        def launch_packed(self, *args, **kwargs):
+            pass
+
+    n, dtype = 1 << 20, np.dtype("int32")
+    a, state = standins.ndarray((n,), dtype), State()
+    adapter = sort_prepared.adapter_for("cupy")
+    plugin = api.registry.plugins()["onesweep"]
+    sort = sort_prepared.PreparedCall(adapter, state, plugin, {"block_size": 256},
+                                      plans._LaunchPlan(), "sort", dtype, "int32", (n,), n, 0,
+                                      False, _Memo(plugin, None), api.prepared.stamps())
+    api.prepared._types.add(type(a))
+    api.prepared._calls[("sort", type(a), dtype, (n,), False, False, "auto",
+                         sort_prepared.INDEX_DTYPE)] = sort
+    job = uniques.unique_job(state, dtype, n)
+    call = unique_prepared.PreparedUnique(sort, state, adapter, job, Kernel(), dtype, n)
+    unique_prepared._calls[unique_prepared._key(a)] = call
+    unique_prepared._types.add(type(a))
+    assert unique_prepared.find(api.prepared, a) is call
+    for name, fn in (("sort", lambda: csk.sort(a)), ("unique", lambda: csk.unique(a))):
+        fn()
+        print(f"{name:6} int32 {n:>10,} plain, prepared {host_us(fn, calls):7.1f} us per call "
+              f"(host only, stand-ins)")
+    if profile:
+        print_profile(lambda: csk.unique(a), 30)
+    unique_prepared._calls.clear()  # main() times the general path
+    api.prepared.forget()
+
+
 if __name__ == "__main__":
     args = [x for x in sys.argv[1:] if not x.startswith("--")]
+    install()
+    prepared(20 * int(args[0]) if args else 20000, "--profile" in sys.argv)
     main(int(args[0]) if args else 1000, "--profile" in sys.argv)

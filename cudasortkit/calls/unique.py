@@ -191,8 +191,6 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                    flat=None):
     """(values, [index], [inverse 1-D], [counts]) of device keys `op`
     (`flat`: the caller's array it reads, for a prepared sort)."""
-    from ..sdk.job import Job
-
     return_index, return_inverse, return_counts = flags
     n = op.n
     index64 = np.dtype(np.int64)
@@ -221,9 +219,8 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     sorted_ptr = pointer(sorted_keys, "sorted keys")
     order_ptr = 0 if order is None else pointer(order, "order", "values")
     keys_ptr = op.device_ptr(state)
-    defines = {"unique_count_bytes": count_bytes, "unique_bool": int(op.dtype == np.bool_)}
-    job = Job(_Core(), state, dtype=key_name(op.dtype), n=n, keys_in=keys_ptr, keys_out=0,
-              config=UNIQUE_CONFIG)
+    defines = unique_defines(op.dtype, n)
+    job = unique_job(state, op.dtype, n, keys_ptr)
     try:
         tiles = job.blocks(n, UNIQUE_TILE)
         # Integer and bool keys sorted alone take one pass (csk_unique_compact,
@@ -232,31 +229,9 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         # input (specials), the (keys, positions) sort's calls their order.
         one_pass = not by_order and not floats and n <= ONE_PASS_UP_TO
         special = not by_order and floats
-        if one_pass:
-            # the tiles' look-back status words, the tile ticket after them; u
-            tiles = job.blocks(n, COMPACT_TILE)
-            parts = job.alloc_parts([("status", (tiles + 1) * 8), ("total", 8)])
-            status = parts["status"]
-            ticket = status + tiles * 8
-            job.memset32(status, 0, 2 * (tiles + 1))
-            total_ptr = parts["total"]
-        else:
-            # Keys-only floats: zeros and NaNs take their bits from the input's
-            # first zero and NaN (specials: 2 x 8 bytes of first positions, then
-            # the word whose bits the tile counts clear for runs seen).
-            parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
-            first, specials = parts["special"], parts["special"] + 16
-            if special:
-                job.memset32(first, 0xFFFFFFFF, 5)
-            job.launch(job.kernel("unique.cu", "csk_unique_tile_counts", defines), tiles,
-                       UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
-                       specials if special else 0)
-            if special:
-                job.launch(job.kernel("unique.cu", "csk_unique_first_special", defines), tiles,
-                           UNIQUE_BLOCK, keys_ptr, n, specials, first)
-            scan = DeviceScan(job, tiles, count_bytes)
-            scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
-            total_ptr = scan.total_ptr
+        if not one_pass:
+            offsets, first, total_ptr = queue_offsets(job, tile_kernels(job, defines, special),
+                                                      sorted_ptr, keys_ptr, n, equal_nan)
         cap = state.limits.sm_count * BLOCKS_PER_SM
 
         def count_runs(starts: int, length: int):
@@ -282,7 +257,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             ids = Result(op.sized(n), count_dtype, state, None, "unique run ids", caller) \
                 if by_sort else None
             job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
-                       keys_ptr, sorted_ptr, order_ptr, first if special else 0, parts["tiles"],
+                       keys_ptr, sorted_ptr, order_ptr, first, offsets,
                        n, int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
                        0 if ids is None else ids.ptr,
                        0 if inverse is None or by_sort else inverse.ptr)
@@ -304,9 +279,8 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             # n long, cut to u after the one wait; the counts, u long, after it.
             values = Result(op.sized(n), op.dtype, state, None, "unique", caller)
             starts = int(job.alloc(n * count_bytes)) if return_counts else 0
-            job.launch(job.kernel("unique.cu", "csk_unique_compact", defines, COMPACT_CONFIG),
-                       tiles, COMPACT_CONFIG["block_size"], sorted_ptr, n, int(equal_nan), status,
-                       ticket, values.ptr, starts, total_ptr)
+            total_ptr = queue_compact(job, compact_kernel(job, defines), sorted_ptr, n, equal_nan,
+                                      values.ptr, starts)
             u = state.read_back(total_ptr, count_bytes)
             results = (values, None, None, count_runs(starts, u) if return_counts else None)
         else:
@@ -326,6 +300,77 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     values, index, inverse, counts = results
     return tuple(r.finish() if r is inverse else r.finish_first(u)
                  for r in (values, index, inverse, counts) if r is not None)
+
+
+def unique_job(state, dtype, n: int, keys_in: int = 0):
+    """The Job unique's kernels run under for n keys of `dtype` (errors name
+    "unique"; keys_in: the input keys, which float keys' specials read)."""
+    from ..sdk.job import Job
+
+    return Job(_Core(), state, dtype=key_name(dtype), n=n, keys_in=keys_in, keys_out=0,
+               config=UNIQUE_CONFIG)
+
+
+def unique_defines(dtype, n: int) -> dict:
+    """The macros every kernel of unique.cu is built with for n keys of
+    `dtype` (besides the config): its counts' width, and whether the keys
+    are bools."""
+    return {"unique_count_bytes": count_bytes_for(n),
+            "unique_bool": int(np.dtype(dtype) == np.bool_)}
+
+
+def tile_kernels(job, defines, special: bool) -> tuple:
+    """csk_unique_tile_counts, and csk_unique_first_special where `special`
+    (float keys sorted alone), else None: queue_offsets' kernels."""
+    counts = job.kernel("unique.cu", "csk_unique_tile_counts", defines)
+    return counts, job.kernel("unique.cu", "csk_unique_first_special", defines) if special else None
+
+
+def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_nan: bool) -> tuple:
+    """The runs before each UNIQUE_TILE tile of n sorted keys, queued on the
+    job's stream: the tiles' run starts counted (`kernels`: tile_kernels'),
+    then scanned into their offsets. Where the keys were sorted alone and
+    are floats (kernels[1] given), zeros and NaNs take their bits from the
+    input's first zero and first NaN: the tile counts clear the bits of a
+    word for the runs they see, and csk_unique_first_special finds those
+    runs' first positions in the input. Returns (offsets, first positions
+    or 0, the address of u, the scan's total) for csk_unique_write."""
+    tiles = job.blocks(n, UNIQUE_TILE)
+    count_bytes = count_bytes_for(n)
+    counts, first_special = kernels
+    # specials: 2 x 8 bytes of first positions, then the word of runs seen
+    parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
+    first, specials = (parts["special"], parts["special"] + 16) if first_special else (0, 0)
+    if first_special:
+        job.memset32(first, 0xFFFFFFFF, 5)
+    job.launch(counts, tiles, UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
+               specials)
+    if first_special:
+        job.launch(first_special, tiles, UNIQUE_BLOCK, keys_ptr, n, specials, first)
+    scan = DeviceScan(job, tiles, count_bytes)
+    scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
+    return parts["tiles"], first, scan.total_ptr
+
+
+def compact_kernel(job, defines):
+    """csk_unique_compact of the job's key dtype (COMPACT_CONFIG's tiles)."""
+    return job.kernel("unique.cu", "csk_unique_compact", defines, COMPACT_CONFIG)
+
+
+def queue_compact(job, kernel, sorted_ptr: int, n: int, equal_nan: bool, values_ptr: int,
+                  starts_ptr: int) -> int:
+    """The one pass over n sorted keys, queued on the job's stream: its
+    tiles' look-back status words and ticket (job temporaries, zeroed
+    first), then `kernel` (compact_kernel's) writing the values (and the
+    runs' starts, where starts_ptr is not 0) n long. Returns the address of
+    u, the number of unique values, once the pass has run."""
+    tiles = job.blocks(n, COMPACT_TILE)
+    parts = job.alloc_parts([("status", (tiles + 1) * 8), ("total", 8)])
+    status = parts["status"]
+    job.memset32(status, 0, 2 * (tiles + 1))  # the status words, then the ticket
+    job.launch(kernel, tiles, COMPACT_CONFIG["block_size"], sorted_ptr, n, int(equal_nan),
+               status, status + tiles * 8, values_ptr, starts_ptr, parts["total"])
+    return parts["total"]
 
 
 def needs_order(flags, floats: bool, equal_nan: bool) -> bool:
