@@ -16,6 +16,7 @@
 // Per-row state: prefix (the word's digits found so far) and remaining
 // (the target's rank among the words matching the prefix).
 #include "keys.cuh"
+#include "scan.cuh"
 
 #define RS_TILE (BLOCK_SIZE * ITEMS_PER_THREAD)
 // The widest digit (rs_stream_select's, and rs_hist's for few rows) and its bins.
@@ -900,21 +901,15 @@ rs_final(const csk_bits_t* __restrict__ keys, long long row_len, long long k,
         keys_out[row * k + j] = rk[i];
     }
 }
-// Decoupled look-back status of a tile (rs_filter_ordered): 0 (not yet),
-// RS_AGGREGATE | the tile's count, or RS_INCLUSIVE | the count of its tiles
-// and all before it.
-#define RS_AGGREGATE (1ull << 62)
-#define RS_INCLUSIVE (2ull << 62)
-#define RS_STATUS_VALUE (RS_AGGREGATE - 1)
-
 // rs_filter for one row, in index order: the words below T = thresh[0]
 // and their positions (32-bit) go to cand_words / cand_index[0, L) in the
 // order of the row (L counted by counts[0], written up to cap; counts[1]
 // counts the words equal to T), so a stable sort of the words keeps equal
 // ones by position. Each block takes the next tile (next_tile, zero on
 // entry) and places its keys after those of the tiles before it by a
-// decoupled look-back over status (zero on entry): a tile's predecessors
-// all started before it, so the look-back always ends.
+// decoupled look-back over status (zero on entry; scan.cuh's
+// csk_tile_look_back): a tile's predecessors all started before it, so
+// the look-back always ends.
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 rs_filter_ordered(const csk_bits_t* __restrict__ keys, long long row_len,
                   const unsigned long long* __restrict__ thresh,
@@ -965,22 +960,13 @@ rs_filter_ordered(const csk_bits_t* __restrict__ keys, long long row_len,
     long long total;
     const long long before = rs_block_exclusive(mine, s_warp, &total);
     if (e < ITEMS_PER_THREAD * WARPS) s_off[e] = (unsigned int)before;
-    if (threadIdx.x == 0) {
-        unsigned long long prefix = 0;
-        if (b > 0) {
-            atomicExch(status + b, RS_AGGREGATE | (unsigned long long)total);
-            for (long long p = b - 1;; ) {
-                const unsigned long long st = *(volatile unsigned long long*)(status + p);
-                if (st == 0) continue;  // tile p has not counted yet
-                prefix += st & RS_STATUS_VALUE;
-                if (st & RS_INCLUSIVE) break;
-                --p;
-            }
+    if (warp == 0) {
+        const unsigned long long prefix = csk_tile_look_back(status, b, (unsigned long long)total);
+        if (lane == 0) {
+            s_prefix = prefix;
+            if (total) atomicAdd(&counts[0], (unsigned long long)total);
+            if (s_equal) atomicAdd(&counts[1], (unsigned long long)s_equal);
         }
-        atomicExch(status + b, RS_INCLUSIVE | (prefix + (unsigned long long)total));
-        s_prefix = prefix;
-        if (total) atomicAdd(&counts[0], (unsigned long long)total);
-        if (s_equal) atomicAdd(&counts[1], (unsigned long long)s_equal);
     }
     __syncthreads();
     const unsigned int below_lane = (1u << lane) - 1u;
