@@ -190,51 +190,71 @@ def test_results_made_before_u_is_known_are_cut_right(library, distinct, rng):
                                    "float64"])
 @pytest.mark.parametrize("n", [2, 2049, 104729, 1 << 20])
 def test_prepared_unique_repeats_on_new_data(library, dtype, n, rng):
-    """A plain unique repeated on one length of integer, bool or float keys
-    is prepared (calls/unique_prepared.py) where its sort is: every call on
-    new keys, few distinct (a copy of the values) and many (a view), floats
-    with zeros of both signs and NaNs, is NumPy's (values the first
-    occurrences' bits); the earlier results still are after the later
-    calls."""
+    """A unique repeated on one length of integer, bool or float keys, with
+    each set of flags (and floats without equal_nan), is prepared
+    (calls/unique_prepared.py) where its sort is: every call on new keys,
+    few distinct (a copy of the cut results) and many (a view), floats with
+    zeros of both signs and NaNs, is NumPy's (values the first occurrences'
+    bits); the earlier results still are after the later calls."""
     from cudasortkit import api
-    from cudasortkit.calls import unique_prepared
+    from cudasortkit.calls import unique as u, unique_prepared
+    from cudasortkit.calls.sort_prepared import adapter_for
 
     to = _uploader(library)
-    results = []
-    for i in range(4):
-        a = make_keys("uniform", dtype, n, rng)
-        if i % 2 and dtype != "bool":
-            a = (a % 5).astype(dtype)
-        if dtype.startswith("float") and n > 2:
-            a[i::97], a[i + 5::101], a[i + 7::103] = np.nan, -0.0, 0.0
-        d = to(a)
-        results.append((a, csk.unique(d)))
-        if i:
-            prepared = unique_prepared.find(api.prepared, d) is not None
-            sorted_prepared = api.prepared.find("sort", d, False, False, "auto") is not None
-            assert prepared == sorted_prepared, (i, prepared, sorted_prepared)
-    for a, got in results:
-        check_values = _expected(a, (False, False, False), True)[0]
-        assert np.array_equal(_bits(to_numpy(got)), _bits(check_values))
-    if library == "cupy" and dtype == "int32" and n == 1 << 20:
-        assert unique_prepared.find(api.prepared, d) is not None, "2^20 int32 keys not prepared"
+    floats = dtype.startswith("float")
+    cases = [(flags, True) for flags in FLAG_SETS] + ([((False, False, False), False),
+                                                        ((False, True, True), False)]
+                                                       if floats else [])
+    for flags, equal_nan in cases:
+        results = []
+        for i in range(4):
+            a = make_keys("uniform", dtype, n, rng)
+            if i % 2 and dtype != "bool":
+                a = (a % 5).astype(dtype)
+            if floats and n > 2:
+                a[i::97], a[i + 5::101], a[i + 7::103] = np.nan, -0.0, 0.0
+            d = to(a)
+            got = csk.unique(d, *flags, equal_nan=equal_nan)
+            results.append((a, [to_numpy(x) for x in (got if any(flags) else (got,))]))
+            if i:
+                by_order = u.needs_order(flags, floats, equal_nan)
+                sort = (api.prepared.find("pairs", d, False, True, "auto",
+                                          adapter_for(library).index_dtype(4)) if by_order
+                        else api.prepared.find("sort", d, False, False, "auto"))
+                prepared = unique_prepared.find(api.prepared, d, flags, equal_nan) is not None
+                assert prepared == (sort is not None), (flags, equal_nan, i, prepared)
+        for a, got in results:
+            expected = _expected(a, flags, equal_nan)
+            assert len(got) == len(expected), flags
+            assert np.array_equal(_bits(got[0]), _bits(expected[0])), (flags, equal_nan)
+            for g, e in zip(got[1:], expected[1:]):
+                assert g.dtype == np.int64 and np.array_equal(g.reshape(-1), e.reshape(-1)), flags
+        if library == "cupy" and dtype == "int32" and n == 1 << 20:
+            assert unique_prepared.find(api.prepared, d, flags, equal_nan) is not None, \
+                f"2^20 int32 keys with {flags} not prepared"
 
 
 def test_prepared_unique_on_a_busy_stream(rng):
-    """A prepared unique on a CuPy stream of its own, right after work on
-    that stream rewrote the keys: it sees the new keys, and its result is
-    ready in that stream's order."""
+    """A prepared unique (plain, and with the inverse and counts) on a CuPy
+    stream of its own, right after work on that stream rewrote the keys: it
+    sees the new keys, and its results are ready in that stream's order."""
     cupy = pytest.importorskip("cupy")
     n = 1 << 20
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
         d = cupy.asarray(rng.integers(0, 1000, n).astype(np.int32))
-        csk.unique(d)
-        csk.unique(d)  # prepared from here on
-        for i in range(3):
-            big = cupy.arange(1 << 26, dtype=cupy.int64)   # keeps the stream busy
-            big.sum()
-            d[:] = cupy.arange(n, dtype=cupy.int32) % (7 + i)   # queued after it
-            got = csk.unique(d)
-            assert np.array_equal(got.get(), np.arange(7 + i)), i
+        for flags in ((False, False, False), (False, True, True)):
+            csk.unique(d, *flags)
+            csk.unique(d, *flags)  # prepared from here on
+            for i in range(3):
+                big = cupy.arange(1 << 26, dtype=cupy.int64)   # keeps the stream busy
+                big.sum()
+                d[:] = cupy.arange(n, dtype=cupy.int32) % (7 + i)   # queued after it
+                got = csk.unique(d, *flags)
+                values = got[0] if any(flags) else got
+                assert np.array_equal(values.get(), np.arange(7 + i)), (flags, i)
+                if any(flags):
+                    inverse, counts = (x.get() for x in got[1:])
+                    assert np.array_equal(inverse, np.arange(n) % (7 + i)), (flags, i)
+                    assert counts.sum() == n and counts.size == 7 + i, (flags, i)
     s.synchronize()

@@ -846,64 +846,125 @@ class _EmulatedAdapter:
                                     np.uint8).view(dtype).reshape(shape)
 
 
+#: Flags of the prepared uniques emulated: plain, counts alone, all three,
+#: the inverse alone.
+PREPARED_FLAGS = [(False, False, False), (False, False, True), (True, True, True),
+                  (False, True, False)]
+
+
+@pytest.mark.parametrize("equal_nan", [True, False])
+@pytest.mark.parametrize("flags", PREPARED_FLAGS)
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64",
                                    "float16", "float32", "float64"])
-def test_prepared_unique_emulated(dtype, monkeypatch):
-    """A prepared unique (calls/unique_prepared.py): the keys' sort, then,
+def test_prepared_unique_emulated(dtype, flags, equal_nan, monkeypatch):
+    """A prepared unique (calls/unique_prepared.py): the keys' sort (or the
+    (keys, positions) sort where the flags or NaNs need the order), then,
     with the kernels and job the first call made, the one pass (integer and
-    bool keys) or the tile counts, first zero and NaN, scan and write
-    (floats: zeros and NaNs the input's first), values cut to u (a view,
-    or a copy where u is under half of n): np.unique's values bit for bit,
-    one wait; the same object serves calls of other keys."""
+    bool keys sorted alone) or the tile counts, scan and write, and the
+    counts; results made n long and cut to u (a view, or a copy where u is
+    under half of n; the inverse n long): np.unique's results, values bit
+    for bit the first occurrences', one wait; the same object serves calls
+    of other keys."""
     from cudasortkit.calls import unique as u
     from cudasortkit.calls.unique_prepared import PreparedUnique
 
     rng = np.random.default_rng(13)
     floats = dtype.startswith("float")
+    by_order = u.needs_order(flags, floats, equal_nan)
     for n in (2, 7, 300, 2047, 2048, 2049, 5000):
         device = _Device(monkeypatch)
         device.key_dtype, device.bits = np.dtype(dtype), _bits_dtype(dtype)
         job = u.unique_job(device.state, dtype, n)
-        defines = u.unique_defines(dtype, n)
-        kernels = ((u.tile_kernels(job, defines, True), job.kernel("unique.cu", "csk_unique_write",
-                                                                   defines))
-                   if floats else u.compact_kernel(job, defines))
+        kernels = u.unique_kernels(job, dtype, n, flags, equal_nan)
+        positions = np.arange(n, dtype=np.int32) if by_order else None
 
-        def sort(a):
-            return device.run("sort", device.Operand(a), None, False, False, "auto")
+        def sort(a, values=None):
+            assert (values is None) == (not by_order)
+            return device.run("pairs" if by_order else "sort", device.Operand(a),
+                              None if values is None else device.Operand(values, "positions"),
+                              False, by_order, "auto")
 
-        call = PreparedUnique(sort, device.state, _EmulatedAdapter(device), job, kernels, dtype, n)
+        call = PreparedUnique(sort, device.state, _EmulatedAdapter(device), job, kernels, dtype, n,
+                              flags, equal_nan, positions)
         for narrow in (True, False):  # few values (a copy), then many (a view)
             a = _emulated_input(dtype, n, rng)
             if narrow and dtype != "bool":
                 with np.errstate(invalid="ignore"):  # NaN % 3 is NaN
                     a = (a % 3).astype(dtype)
             device.waits, device.launches = 0, []
-            got = call(a, True)
-            ev, ei = np.unique(a, return_index=True)
+            got = call(a)
+            got = got if any(flags) else (got,)
+            ev, ei, einv, ec = np.unique(a, True, True, True, equal_nan=equal_nan)
             bits = _bits_dtype(a.dtype) if dtype != "bool" else np.uint8
-            assert got.dtype == a.dtype and got.shape == ev.shape, (n, narrow)
-            assert np.array_equal(got.view(bits), a[ei].view(bits)), (n, narrow)
+            assert len(got) == 1 + sum(flags)
+            assert got[0].dtype == a.dtype and got[0].shape == ev.shape, (n, narrow)
+            assert np.array_equal(got[0].view(bits), a[ei].view(bits)), (n, narrow)
+            wanted = [r for f, r in zip(flags, (ei, einv, ec)) if f]
+            for g, e in zip(got[1:], wanted):
+                assert g.dtype == np.int64 and np.array_equal(g, e), (n, narrow)
             assert device.waits == 1
-            assert device.launches == (["csk_unique_tile_counts", "csk_unique_first_special",
-                                        "csk_unique_write"] if floats else ["csk_unique_compact"])
+            one_pass = not by_order and not floats
+            expected = (["csk_unique_compact"] if one_pass else
+                        ["csk_unique_tile_counts"]
+                        + ["csk_unique_first_special"] * (floats and not by_order)
+                        + ["csk_unique_write"])
+            assert device.launches == expected + ["csk_unique_counts"] * flags[2]
+            assert [s[0] for s in device.sorts][-1] == ("pairs" if by_order else "sort")
+
+
+class _NoteState:
+    """The state note() reads of a prepared sort (positions made on it)."""
+
+    ordinal = 0
+
+    class limits:
+        sm_count = 2
+
+    def __init__(self):
+        self.synchronized = 0
+        outer = self
+
+        class Stream:
+            def synchronize(self):
+                outer.synchronized += 1
+
+        self.stream = Stream()
+
+    def allocating(self, make, *args):
+        return make(*args)
+
+
+class _NoteAdapter:
+    library = "cupy"
+
+    @staticmethod
+    def maker(shape, dtype):
+        return lambda like: np.zeros(shape, dtype)
+
+    @staticmethod
+    def index_dtype(nbytes):
+        return np.dtype(f"i{nbytes}")
+
+    @staticmethod
+    def pointer(a):
+        return a.__array_interface__["data"][0]
 
 
 def test_prepared_unique_is_made_only_for_what_it_serves(monkeypatch):
-    """note() prepares 1-D device keys of integer, bool or float dtypes of 2
-    to ONE_PASS_UP_TO keys whose sort is prepared, with the kernels of their
-    kind; nothing for host arrays, other shapes or sizes, or an unprepared
-    sort."""
+    """note() prepares 1-D device keys of integer, bool or float dtypes
+    whose sort is prepared, with the kernels of their kind and flags: from
+    2 to ONE_PASS_UP_TO keys sorted alone, below INVERSE_SORT_MIN where
+    they sort (keys, positions); the positions are views of one array a
+    device and library keep, filled once and made again only longer;
+    nothing for host arrays, other shapes or sizes, or an unprepared sort."""
     from cudasortkit.calls import unique_prepared as p
 
-    class Adapter:
-        library = "cupy"
-
-        def maker(self, shape, dtype):
-            return None
+    state = _NoteState()
 
     class Sort:
-        state = object()
+        pass
+
+    Sort.state = state
 
     class Job:
         def blocks(self, items, per_block):
@@ -915,97 +976,132 @@ def test_prepared_unique_is_made_only_for_what_it_serves(monkeypatch):
     class Prepared:
         sort = Sort()
 
-        def find(self, *args):
+        def __init__(self):
+            self.asked = []
+
+        def find(self, kind, a, descending, stable, algorithm, index_dtype=None):
+            self.asked.append((kind, stable, index_dtype))
             return self.sort
 
+    filled = []
     made = {}
     monkeypatch.setattr(p, "_calls", made)
     monkeypatch.setattr(p, "_types", set())
+    monkeypatch.setattr(p, "_positions", {})
     monkeypatch.setattr(p, "library_of", lambda a: "cupy" if a.dtype != np.uint32 else "numpy")
-    monkeypatch.setattr(p, "adapter_for", lambda library: Adapter() if library == "cupy" else None)
+    monkeypatch.setattr(p, "adapter_for",
+                        lambda library: _NoteAdapter() if library == "cupy" else None)
     monkeypatch.setattr(p.uniques, "unique_job", lambda state, dtype, n: Job())
     monkeypatch.setattr(p.uniques, "ONE_PASS_UP_TO", 100)
+    monkeypatch.setattr(p.uniques, "INVERSE_SORT_MIN", 51)
+    monkeypatch.setattr(p, "iota64", lambda state, ptr, n, owner, index_bytes: filled.append(
+        (n, index_bytes)))
     prepared = Prepared()
-    for a in (np.zeros(10, np.int16), np.zeros(2, np.bool_), np.zeros(100, np.float32)):
-        p.note(prepared, a)
-        call = made.pop(p._key(a))
+    everything = (True, True, True)
+    for a, flags, equal_nan in ((np.zeros(10, np.int16), (False,) * 3, True),
+                                (np.zeros(2, np.bool_), (False, False, True), True),
+                                (np.zeros(100, np.float32), (False,) * 3, True),
+                                (np.zeros(30, np.int32), everything, True),
+                                (np.zeros(50, np.float64), (False,) * 3, False),
+                                (np.zeros(20, np.uint8), (False, True, False), True)):
+        prepared.asked.clear()
+        p.note(prepared, a, flags, equal_nan)
+        call = made.pop(p._key(a, flags, equal_nan))
         floats = a.dtype.kind == "f"
-        assert call.floats == floats and call.n == a.size and call.sort is prepared.sort
-        assert call.kernels == ((("csk_unique_tile_counts", "csk_unique_first_special"),
-                                 "csk_unique_write") if floats else "csk_unique_compact")
-    for a in (np.zeros(10, np.uint32),       # a host array (numpy)
-              np.zeros((2, 5), np.int16),    # not 1-D
-              np.zeros(1, np.int16),         # fewer than 2 keys
-              np.zeros(101, np.int16),       # past ONE_PASS_UP_TO
-              np.zeros(10, np.complex64)):   # no unique.cu kernels for it
-        p.note(prepared, a)
+        by_order = any(flags[:2]) or floats and not equal_nan
+        assert call.n == a.size and call.sort is prepared.sort and call.flags == flags
+        assert prepared.asked == [("pairs", True, np.dtype(np.int32)) if by_order
+                                  else ("sort", False, None)]
+        one_pass = not by_order and not floats
+        assert call.kernels.compact == ("csk_unique_compact" if one_pass else None)
+        assert call.kernels.tiles == (None if one_pass else (
+            "csk_unique_tile_counts", "csk_unique_first_special" if floats and not by_order
+            else None))
+        assert call.kernels.counts == ("csk_unique_counts" if flags[2] else None)
+        assert call.kernels.inverse is None
+        if by_order:
+            assert call.positions.dtype == np.int32 and call.positions.shape == (a.size,)
+        else:
+            assert call.positions is None
+    # positions: one array made for 30 keys, again for 50, a view for 20
+    assert filled == [(30, 4), (50, 4)] and state.synchronized == 2
+    for a, flags in ((np.zeros(10, np.uint32), (False,) * 3),       # a host array (numpy)
+                     (np.zeros((2, 5), np.int16), (False,) * 3),    # not 1-D
+                     (np.zeros(1, np.int16), (False,) * 3),         # fewer than 2 keys
+                     (np.zeros(101, np.int16), (False,) * 3),       # past ONE_PASS_UP_TO
+                     (np.zeros(51, np.int16), everything),          # from INVERSE_SORT_MIN
+                     (np.zeros(10, np.complex64), (False,) * 3)):   # no unique.cu kernels
+        p.note(prepared, a, flags, True)
     prepared.sort = None                     # the sort is not prepared
     p.note(prepared, np.zeros(10, np.int16))
+    p.note(prepared, np.zeros(10, np.int16), everything)
     assert not made
 
 
-@pytest.mark.parametrize("floats", [False, True])
-def test_prepared_unique_serves_plain_calls_only(floats, monkeypatch):
-    """unique(): a plain call takes its prepared unique where one is found
-    (floats only with equal_nan); every other call the general path, and
-    only plain calls with equal_nan are noted for preparing."""
+def test_prepared_unique_serves_direct_calls_only(monkeypatch):
+    """unique(): a call with axis=None and no stream= takes the prepared
+    unique of its flags and equal_nan where one is found; every other call
+    the general path, and only direct calls are noted for preparing."""
     from cudasortkit.calls import unique_prepared as p
 
     seen = []
-
-    class Call:
-        def __init__(self):
-            self.floats = floats
-
-        def __call__(self, a, equal_nan):
-            seen.append(("prepared", equal_nan))
-            return "prepared"
-
-    monkeypatch.setattr(p, "find", lambda prepared, a: Call())
-    monkeypatch.setattr(p, "note", lambda prepared, a: seen.append(("note",)))
+    monkeypatch.setattr(p, "find", lambda prepared, a, flags, equal_nan: (
+        lambda a: seen.append(("prepared", flags, equal_nan)) or "prepared"))
+    monkeypatch.setattr(p, "note", lambda prepared, a, flags, equal_nan: seen.append(
+        ("note", flags, equal_nan)))
     monkeypatch.setattr(p.uniques, "unique", lambda *args: seen.append(("general",)) or "general")
     a = np.zeros(4)
-    assert p.unique(None, a) == "prepared" and seen == [("prepared", True)]
-    for kwargs in ({"return_counts": True}, {"return_index": True}, {"return_inverse": True},
-                   {"axis": 0}, {"stream": 1}):
+    assert p.unique(None, a) == "prepared" and seen == [("prepared", (False,) * 3, True)]
+    seen.clear()
+    assert p.unique(None, a, True, False, True, equal_nan=False) == "prepared"
+    assert seen == [("prepared", (True, False, True), False)]
+    for kwargs in ({"axis": 0}, {"stream": 1}, {"return_counts": True, "axis": 0}):
         seen.clear()
         assert p.unique(None, a, **kwargs) == "general" and seen == [("general",)], kwargs
+    monkeypatch.setattr(p, "find", lambda prepared, a, flags, equal_nan: None)
     seen.clear()
-    got = p.unique(None, a, equal_nan=False)
-    assert seen == ([("general",)] if floats else [("prepared", False)])
-    monkeypatch.setattr(p, "find", lambda prepared, a: None)
-    seen.clear()
-    assert p.unique(None, a) == "general" and seen == [("general",), ("note",)]
-    assert got == ("general" if floats else "prepared")
+    assert p.unique(None, a, return_inverse=True) == "general"
+    assert seen == [("general",), ("note", (False, True, False), True)]
 
 
 def test_prepared_unique_is_found_only_with_its_sort(monkeypatch):
-    """find() gives the prepared unique of the call's (type, dtype, shape)
-    only while the keys' prepared sort is the one it was made with (a sort
-    prepared anew, or none: the general path, which prepares it again)."""
+    """find() gives the prepared unique of the call's (type, dtype, shape,
+    flags, equal_nan) only while its prepared sort (of the keys, or of
+    (keys, positions)) is the one it was made with (a sort prepared anew, or
+    none: the general path, which prepares it again)."""
     from cudasortkit.calls import unique_prepared as p
 
     a = np.zeros(16, np.int32)
     made, other = object(), object()
+    positions = np.arange(16, dtype=np.int32)
+    everything = (True, True, True)
 
     class Call:
-        sort = made
+        def __init__(self, positions):
+            self.sort, self.positions = made, positions
 
     class Prepared:
         def __init__(self, sort):
             self.sort = sort
 
-        def find(self, kind, keys, descending, stable, algorithm):
-            assert (kind, keys, descending, stable, algorithm) == ("sort", a, False, False, "auto")
+        def find(self, kind, keys, descending, stable, algorithm, index_dtype=None):
+            assert keys is a or keys.size != 16 or keys.dtype != np.int32
+            assert (kind, descending, stable, algorithm, index_dtype) in (
+                ("sort", False, False, "auto", None), ("pairs", False, True, "auto", np.int32))
             return self.sort
 
-    monkeypatch.setattr(p, "_calls", {p._key(a): Call()})
+    calls = {p._key(a, (False,) * 3, True): Call(None), p._key(a, everything, True):
+             Call(positions)}
+    monkeypatch.setattr(p, "_calls", calls)
     monkeypatch.setattr(p, "_types", {np.ndarray})
-    assert p.find(Prepared(made), a) is p._calls[p._key(a)]
-    assert p.find(Prepared(other), a) is None
-    assert p.find(Prepared(None), a) is None
-    assert p.find(Prepared(made), a.astype(np.int64)) is None  # another dtype
-    assert p.find(Prepared(made), np.zeros(17, np.int32)) is None  # another length
+    for flags in ((False,) * 3, everything):
+        assert p.find(Prepared(made), a, flags) is calls[p._key(a, flags, True)]
+        assert p.find(Prepared(other), a, flags) is None
+        assert p.find(Prepared(None), a, flags) is None
+        assert p.find(Prepared(made), a.astype(np.int64), flags) is None  # another dtype
+        assert p.find(Prepared(made), np.zeros(17, np.int32), flags) is None  # another length
+        assert p.find(Prepared(made), a, flags, False) is None  # another equal_nan
+    assert p.find(Prepared(made), a, (False, False, True)) is None  # other flags
 
 
 @pytest.mark.parametrize("counts", [False, True])

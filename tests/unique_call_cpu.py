@@ -91,8 +91,9 @@ def prepared(calls=20000, profile=False):
     api.prepared._calls[("sort", type(a), dtype, (n,), False, False, "auto",
                          sort_prepared.INDEX_DTYPE)] = sort
     job = uniques.unique_job(state, dtype, n)
-    call = unique_prepared.PreparedUnique(sort, state, adapter, job, Kernel(), dtype, n)
-    unique_prepared._calls[unique_prepared._key(a)] = call
+    kernels = uniques.UniqueKernels(Kernel(), None, None, None, None)  # the one pass
+    call = unique_prepared.PreparedUnique(sort, state, adapter, job, kernels, dtype, n)
+    unique_prepared._calls[unique_prepared._key(a, call.flags, True)] = call
     unique_prepared._types.add(type(a))
     assert unique_prepared.find(api.prepared, a) is call
     for name, fn in (("sort", lambda: csk.sort(a)), ("unique", lambda: csk.unique(a))):

@@ -112,6 +112,11 @@ class _CupyKeys:
         """make(v): a new array like the values `v` (maker's)."""
         return self.maker(shape, dtype)
 
+    @staticmethod
+    def index_dtype(nbytes: int):
+        """The index dtype of `nbytes` bytes (4: int32, 8: int64) as CuPy names it."""
+        return INDEX_DTYPES[nbytes]
+
 
 class _TorchKeys:
     """What a prepared call needs of a CUDA torch.Tensor (made once, as
@@ -160,6 +165,10 @@ class _TorchKeys:
         """make(v): a new contiguous tensor like the values `v` (contiguous,
         of the call's shape), in their own dtype."""
         return self._torch.empty_like
+
+    def index_dtype(self, nbytes: int):
+        """The index dtype of `nbytes` bytes (4: int32, 8: int64) as torch names it."""
+        return self._index_dtypes[INDEX_DTYPES[nbytes]]
 
 
 #: The array libraries whose calls are prepared, by Operand.library.

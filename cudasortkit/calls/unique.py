@@ -41,6 +41,8 @@ NumPy (the NaNs of equal_nan=True are one value).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..build.corekernels import iota64
@@ -201,8 +203,7 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
         return tuple(empty)
     count_bytes = count_bytes_for(n)
     count_dtype = np.dtype(np.int32 if count_bytes == 4 else np.int64)  # kernels: unsigned
-    floats = key_kind(op.dtype) == KIND_FLOAT
-    by_order = needs_order(flags, floats, equal_nan)
+    by_order = needs_order(flags, key_kind(op.dtype) == KIND_FLOAT, equal_nan)
     by_sort = return_inverse and inverse_by_sort(n)
     pointer = _pointers(op.library, state)
     order = None
@@ -219,28 +220,20 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
     sorted_ptr = pointer(sorted_keys, "sorted keys")
     order_ptr = 0 if order is None else pointer(order, "order", "values")
     keys_ptr = op.device_ptr(state)
-    defines = unique_defines(op.dtype, n)
     job = unique_job(state, op.dtype, n, keys_ptr)
     try:
+        kernels = unique_kernels(job, op.dtype, n, flags, equal_nan)
         tiles = job.blocks(n, UNIQUE_TILE)
-        # Integer and bool keys sorted alone take one pass (csk_unique_compact,
-        # up to ONE_PASS_UP_TO keys);
-        # float keys sorted alone take their zeros' and NaNs' bits from the
-        # input (specials), the (keys, positions) sort's calls their order.
-        one_pass = not by_order and not floats and n <= ONE_PASS_UP_TO
-        special = not by_order and floats
-        if not one_pass:
-            offsets, first, total_ptr = queue_offsets(job, tile_kernels(job, defines, special),
-                                                      sorted_ptr, keys_ptr, n, equal_nan)
-        cap = state.limits.sm_count * BLOCKS_PER_SM
+        if kernels.compact is None:
+            offsets, first, total_ptr = queue_offsets(job, kernels.tiles, sorted_ptr, keys_ptr, n,
+                                                      equal_nan)
+        cap = counts_grid_cap(state)
 
         def count_runs(starts: int, length: int):
             """The counts result, `length` long, and its kernel queued: from
             the runs' sorted starts and u on the device."""
             counts = Result(op.sized(length), index64, state, None, "unique counts", caller)
-            job.launch(job.kernel("unique.cu", "csk_unique_counts", defines),
-                       min(job.blocks(length, UNIQUE_BLOCK), cap), UNIQUE_BLOCK, starts,
-                       total_ptr, n, counts.ptr)
+            queue_counts(job, kernels.counts, cap, starts, total_ptr, n, length, counts.ptr)
             return counts
 
         def write(length: int) -> tuple:
@@ -256,11 +249,10 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
             # inverse sort takes them as its values.
             ids = Result(op.sized(n), count_dtype, state, None, "unique run ids", caller) \
                 if by_sort else None
-            job.launch(job.kernel("unique.cu", "csk_unique_write", defines), tiles, UNIQUE_BLOCK,
-                       keys_ptr, sorted_ptr, order_ptr, first, offsets,
-                       n, int(equal_nan), values.ptr, 0 if index is None else index.ptr, starts,
-                       0 if ids is None else ids.ptr,
-                       0 if inverse is None or by_sort else inverse.ptr)
+            queue_write(job, kernels.write, tiles, keys_ptr, sorted_ptr, order_ptr, first, offsets,
+                        n, equal_nan, values.ptr, 0 if index is None else index.ptr, starts,
+                        0 if ids is None else ids.ptr,
+                        0 if inverse is None or by_sort else inverse.ptr)
             counts = count_runs(starts, length) if return_counts else None
             if by_sort:
                 # inverse[order[i]] = ids[i]: sorting (order, ids) by order
@@ -268,19 +260,18 @@ def _unique_device(prepared, op: Operand, flags, equal_nan: bool, state, caller:
                 # a radix sort skips the digits above n's on the device).
                 _, run_ids = _sorted_pairs(prepared, Operand(order, "order"), order,
                                            ids.finish(), "run ids", stream)
-                job.launch(job.kernel("unique.cu", "csk_unique_inverse", defines),
-                           min(job.blocks(n, UNIQUE_BLOCK), cap), UNIQUE_BLOCK,
+                job.launch(kernels.inverse, min(job.blocks(n, UNIQUE_BLOCK), cap), UNIQUE_BLOCK,
                            pointer(run_ids, "run ids", "values"), n, inverse.ptr)
                 del run_ids  # alive until the work reading it is queued
             return values, index, inverse, counts
 
-        if one_pass:
+        if kernels.compact is not None:
             # The values (and the runs' starts) are written before u is known:
             # n long, cut to u after the one wait; the counts, u long, after it.
             values = Result(op.sized(n), op.dtype, state, None, "unique", caller)
             starts = int(job.alloc(n * count_bytes)) if return_counts else 0
-            total_ptr = queue_compact(job, compact_kernel(job, defines), sorted_ptr, n, equal_nan,
-                                      values.ptr, starts)
+            total_ptr = queue_compact(job, kernels.compact, sorted_ptr, n, equal_nan, values.ptr,
+                                      starts)
             u = state.read_back(total_ptr, count_bytes)
             results = (values, None, None, count_runs(starts, u) if return_counts else None)
         else:
@@ -319,16 +310,71 @@ def unique_defines(dtype, n: int) -> dict:
             "unique_bool": int(np.dtype(dtype) == np.bool_)}
 
 
-def tile_kernels(job, defines, special: bool) -> tuple:
-    """csk_unique_tile_counts, and csk_unique_first_special where `special`
-    (float keys sorted alone), else None: queue_offsets' kernels."""
-    counts = job.kernel("unique.cu", "csk_unique_tile_counts", defines)
-    return counts, job.kernel("unique.cu", "csk_unique_first_special", defines) if special else None
+class UniqueKernels(NamedTuple):
+    """The kernels of unique.cu one call runs (None: not run), chosen and
+    compiled by unique_kernels, once for a prepared unique."""
+
+    compact: object  # the one pass: integer and bool keys sorted alone
+    tiles: tuple     # queue_offsets' (tile counts, first zero and NaN or None)
+    write: object    # csk_unique_write, after queue_offsets
+    counts: object   # csk_unique_counts, for return_counts
+    inverse: object  # csk_unique_inverse, for the inverse by sort
+
+
+def unique_kernels(job, dtype, n: int, flags, equal_nan: bool) -> UniqueKernels:
+    """The kernels a unique of n keys of `dtype` with `flags` runs, of the
+    job's key dtype. Keys sorted alone (needs_order) take the one pass
+    where they are integers or bools, up to ONE_PASS_UP_TO keys; floats
+    sorted alone find their first zero and NaN in the input; everything
+    else counts the tiles' runs, scans and writes."""
+    defines = unique_defines(dtype, n)
+    floats = key_kind(dtype) == KIND_FLOAT
+    by_order = needs_order(flags, floats, equal_nan)
+
+    def kernel(name: str, wanted: bool = True):
+        return job.kernel("unique.cu", name, defines) if wanted else None
+
+    if not by_order and not floats and n <= ONE_PASS_UP_TO:
+        compact = job.kernel("unique.cu", "csk_unique_compact", defines, COMPACT_CONFIG)
+        tiles = write = None
+    else:
+        compact = None
+        tiles = (kernel("csk_unique_tile_counts"),
+                 kernel("csk_unique_first_special", floats and not by_order))
+        write = kernel("csk_unique_write")
+    return UniqueKernels(compact, tiles, write, kernel("csk_unique_counts", flags[2]),
+                         kernel("csk_unique_inverse", flags[1] and inverse_by_sort(n)))
+
+
+def counts_grid_cap(state) -> int:
+    """The most blocks csk_unique_counts and csk_unique_inverse launch
+    (grid-stride kernels): BLOCKS_PER_SM a streaming multiprocessor."""
+    return state.limits.sm_count * BLOCKS_PER_SM
+
+
+def queue_write(job, kernel, tiles: int, keys_ptr: int, sorted_ptr: int, order_ptr: int,
+                first: int, offsets: int, n: int, equal_nan: bool, values: int, index: int,
+                starts: int, ids: int, inverse: int) -> None:
+    """csk_unique_write (`kernel`) over the `tiles` of n sorted keys, after
+    queue_offsets (`first`, `offsets`): the values, and where their
+    addresses are not 0 the first indices, the runs' starts, the run ids
+    and the scattered inverse."""
+    job.launch(kernel, tiles, UNIQUE_BLOCK, keys_ptr, sorted_ptr, order_ptr, first, offsets, n,
+               int(equal_nan), values, index, starts, ids, inverse)
+
+
+def queue_counts(job, kernel, cap: int, starts: int, total_ptr: int, n: int, length: int,
+                 counts: int) -> None:
+    """csk_unique_counts (`kernel`): the u counts of n keys' runs from
+    their sorted starts, into `counts` (`length` long, u or more; u read on
+    the device at total_ptr), at most `cap` blocks."""
+    job.launch(kernel, min(job.blocks(length, UNIQUE_BLOCK), cap), UNIQUE_BLOCK, starts,
+               total_ptr, n, counts)
 
 
 def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_nan: bool) -> tuple:
     """The runs before each UNIQUE_TILE tile of n sorted keys, queued on the
-    job's stream: the tiles' run starts counted (`kernels`: tile_kernels'),
+    job's stream: the tiles' run starts counted (`kernels`: UniqueKernels.tiles),
     then scanned into their offsets. Where the keys were sorted alone and
     are floats (kernels[1] given), zeros and NaNs take their bits from the
     input's first zero and first NaN: the tile counts clear the bits of a
@@ -337,13 +383,13 @@ def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_na
     or 0, the address of u, the scan's total) for csk_unique_write."""
     tiles = job.blocks(n, UNIQUE_TILE)
     count_bytes = count_bytes_for(n)
-    counts, first_special = kernels
+    tile_counts, first_special = kernels
     # specials: 2 x 8 bytes of first positions, then the word of runs seen
     parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
     first, specials = (parts["special"], parts["special"] + 16) if first_special else (0, 0)
     if first_special:
         job.memset32(first, 0xFFFFFFFF, 5)
-    job.launch(counts, tiles, UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
+    job.launch(tile_counts, tiles, UNIQUE_BLOCK, sorted_ptr, n, int(equal_nan), parts["tiles"],
                specials)
     if first_special:
         job.launch(first_special, tiles, UNIQUE_BLOCK, keys_ptr, n, specials, first)
@@ -352,16 +398,11 @@ def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_na
     return parts["tiles"], first, scan.total_ptr
 
 
-def compact_kernel(job, defines):
-    """csk_unique_compact of the job's key dtype (COMPACT_CONFIG's tiles)."""
-    return job.kernel("unique.cu", "csk_unique_compact", defines, COMPACT_CONFIG)
-
-
 def queue_compact(job, kernel, sorted_ptr: int, n: int, equal_nan: bool, values_ptr: int,
                   starts_ptr: int) -> int:
     """The one pass over n sorted keys, queued on the job's stream: its
     tiles' look-back status words and ticket (job temporaries, zeroed
-    first), then `kernel` (compact_kernel's) writing the values (and the
+    first), then `kernel` (UniqueKernels.compact) writing the values (and the
     runs' starts, where starts_ptr is not 0) n long. Returns the address of
     u, the number of unique values, once the pass has run."""
     tiles = job.blocks(n, COMPACT_TILE)

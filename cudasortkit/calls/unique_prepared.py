@@ -1,26 +1,38 @@
-"""Prepared uniques: a repeated plain unique of integer, bool or float
-device keys of one exact length, made again without the general path
-(calls/unique.py), as a repeated sort is (calls/sort_prepared.py).
+"""Prepared uniques: a repeated unique of integer, bool or float device
+keys of one exact length and one set of flags, made again without the
+general path (calls/unique.py), as a repeated sort is
+(calls/sort_prepared.py).
 
-A plain call (no return_*, axis=None, no stream=, equal_nan=True) of a 1-D
-CuPy array or CUDA tensor of integer, bool or float keys, n from 2 to
-ONE_PASS_UP_TO, goes through the general path once; that path sorts the
-keys through the keys' prepared sort. The next call of the same (array
-type, dtype, length) finds that sort again (which checks what a repeated
-sort checks: its stamps, the array's layout and device) and, if it is the
-one this prepared unique was made with, runs it and then, with the kernels
-the first call compiled, the general path's kernels for keys sorted alone:
-the one pass for integer and bool keys (calls/unique.queue_compact), the
-tile counts, scan and write for floats (queue_offsets, csk_unique_write).
-The values are made n long in the caller's library and cut to u after the
-one wait. Nothing else is read, checked or chosen again. Any other call,
-or a sort that is prepared anew (its decision moved), takes the general
-path, which prepares the unique again.
+A call with axis=None and no stream= of a 1-D CuPy array or CUDA tensor of
+integer, bool or float keys goes through the general path once; that path
+sorts through a prepared sort: of the keys alone, or of (keys, positions)
+where the flags or NaNs need the order (unique.needs_order). The next call
+of the same (array type, dtype, length, flags, equal_nan) finds that sort
+again (which checks what a repeated sort checks: its stamps, the array's
+layout and device) and, if it is the one this prepared unique was made
+with, runs it and then, with the kernels the first call compiled
+(unique.unique_kernels), the general path's kernels: the one pass for
+integer and bool keys sorted alone (unique.queue_compact), else the tile
+counts, scan and write (queue_offsets, queue_write), and the counts
+(queue_counts). Every result is made n long in the caller's library
+before the one wait and cut to u after it (the inverse is n long). Nothing
+else is read, checked or chosen again. Any other call, or a sort that is
+prepared anew (its decision moved), takes the general path, which prepares
+the unique again.
+
+Calls sorted alone are prepared from 2 to ONE_PASS_UP_TO keys; calls that
+sort (keys, positions) below INVERSE_SORT_MIN keys, where the inverse is
+the one scatter and the n-long results (up to three of 8 bytes a key)
+stay under 200 MB. Beyond, the GPU's part dwarfs the general path's host
+time. Their positions 0, 1, 2, ... are views of one int32 array a device
+and library keep (made once, longer when a longer call is prepared):
+the (keys, positions) sort reads its values and never writes them.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..build.corekernels import iota64
 from ..gpu.arrays import library_of, torch_to_numpy_dtype
 from ..launch.outputs import poison
 from . import unique as uniques
@@ -28,98 +40,131 @@ from .sort_prepared import adapter_for
 
 #: Prepared uniques kept at most (dropped all together past it, as prepared sorts).
 MAX_CALLS = 1024
-_calls: dict = {}  # (array type, dtype, shape) -> PreparedUnique
+_calls: dict = {}  # (array type, dtype, shape, flags, equal_nan) -> PreparedUnique
+_positions: dict = {}  # (library, device ordinal) -> int32 array 0, 1, 2, ...
+#: The results' dtypes besides the values' (first indices, inverse, counts).
+INDEX_DTYPE = np.dtype(np.int64)
 
 
 class PreparedUnique:
-    """One length's plain unique: the keys' prepared sort, then the one pass."""
+    """One length's and flags' unique: the prepared sort, then unique.cu's kernels."""
 
-    __slots__ = ("sort", "state", "adapter", "job", "kernels", "floats", "tiles", "dtype", "n",
-                 "count_bytes", "make_values")
+    __slots__ = ("sort", "state", "adapter", "job", "kernels", "dtype", "n", "flags",
+                 "equal_nan", "positions", "tiles", "count_bytes", "cap", "makers", "widths")
 
-    def __init__(self, sort, state, adapter, job, kernels, dtype, n: int):
-        """`sort`: the keys' prepared sort call; `job`: the Job unique's
-        kernels run under (rebound for each call); `kernels`: its
-        csk_unique_compact (calls/unique.compact_kernel) for integer and
-        bool keys, (tile_kernels', csk_unique_write) for floats."""
+    def __init__(self, sort, state, adapter, job, kernels, dtype, n: int,
+                 flags=(False, False, False), equal_nan: bool = True, positions=None):
+        """`sort`: the prepared sort of the keys alone, or of (keys,
+        `positions`) where positions (n int32 0, 1, 2, ... of the caller's
+        library) are given; `job`: the Job unique's kernels run under
+        (rebound for each call); `kernels`: its unique.UniqueKernels."""
         self.sort, self.state, self.adapter = sort, state, adapter
-        self.job, self.kernels = job, kernels
+        self.job, self.kernels, self.positions = job, kernels, positions
         self.dtype, self.n = np.dtype(dtype), int(n)
-        self.floats = self.dtype.kind == "f"
+        self.flags, self.equal_nan = tuple(bool(f) for f in flags), bool(equal_nan)
         self.tiles = job.blocks(self.n, uniques.UNIQUE_TILE)
         self.count_bytes = uniques.count_bytes_for(self.n)
-        self.make_values = adapter.maker((self.n,), self.dtype)
+        self.cap = uniques.counts_grid_cap(state) if self.flags[2] else 0  # the counts kernel's
+        # values, first indices, inverse, counts: each made n long, or None
+        dtypes = (self.dtype, *(INDEX_DTYPE if f else None for f in self.flags))
+        self.makers = tuple(None if d is None else adapter.maker((self.n,), d) for d in dtypes)
+        self.widths = tuple(0 if d is None else d.itemsize for d in dtypes)
 
-    def __call__(self, a, equal_nan: bool):
-        """The sorted unique values of `a`, an array of the caller's library."""
+    def __call__(self, a):
+        """numpy.unique's result of `a` (an array of the caller's library):
+        the values, or the tuple of the values and the flags' results."""
         state = self.state.activate()
-        adapter = self.adapter
-        sorted_keys = self.sort(a)[0]  # held until the one pass has run (the wait below)
+        adapter, kernels, n = self.adapter, self.kernels, self.n
+        if self.positions is None:
+            sorted_keys, order = self.sort(a)[0], None
+        else:
+            sorted_keys, order = self.sort(a, values=self.positions)
+        # (both held until the kernels reading them have run: the wait below)
         caller = adapter.stream(a)
         joins = state.joiner.join_caller(caller)
-        keys_in, n = adapter.pointer(a), self.n
+        keys_in = adapter.pointer(a)
         job = self.job.rebound(keys_in, 0)
         try:
-            values = state.allocating(self.make_values, a)
-            at = adapter.pointer(values)
-            poison(state, at, n * self.dtype.itemsize)
+            results = [None if make is None else state.allocating(make, a) for make in self.makers]
+            at = [0 if r is None else adapter.pointer(r) for r in results]
+            for ptr, width in zip(at, self.widths):
+                poison(state, ptr, n * width)
+            values, index, inverse, counts = at
+            starts = int(job.alloc(n * self.count_bytes)) if counts else 0
             sorted_at = adapter.pointer(sorted_keys)
-            if self.floats:
-                tile_kernels, write = self.kernels
-                offsets, first, total = uniques.queue_offsets(job, tile_kernels, sorted_at,
-                                                              keys_in, n, equal_nan)
-                job.launch(write, self.tiles, uniques.UNIQUE_BLOCK, keys_in, sorted_at, 0, first,
-                           offsets, n, int(equal_nan), at, 0, 0, 0, 0)
+            if kernels.compact is not None:
+                total = uniques.queue_compact(job, kernels.compact, sorted_at, n, self.equal_nan,
+                                              values, starts)
             else:
-                total = uniques.queue_compact(job, self.kernels, sorted_at, n, equal_nan, at, 0)
+                order_at = 0 if order is None else adapter.pointer(order)
+                offsets, first, total = uniques.queue_offsets(job, kernels.tiles, sorted_at,
+                                                              keys_in, n, self.equal_nan)
+                uniques.queue_write(job, kernels.write, self.tiles, keys_in, sorted_at, order_at,
+                                    first, offsets, n, self.equal_nan, values, index, starts, 0,
+                                    inverse)
+            if counts:
+                uniques.queue_counts(job, kernels.counts, self.cap, starts, total, n, n, counts)
             u = state.read_back(total, self.count_bytes)
-            values = self._cut(values, at, u)
+            # the inverse stays n long; the rest is cut to u
+            results = [r if r is None or i == 2 else self._cut(r, at[i], u, i)
+                       for i, r in enumerate(results)]
         finally:
             job.finish()
             if joins:
                 state.joiner.signal((caller,))
-        return values
+        if not any(self.flags):
+            return results[0]
+        return tuple(r for r in results if r is not None)
 
-    def _cut(self, values, at: int, u: int):
-        """The first u values: the array, a view of it, or a copy where the
-        view would hold more than twice their memory (Result.finish_first's
-        rule), written on the device's stream."""
+    def _cut(self, result, at: int, u: int, which: int):
+        """The first u elements of results[which]: the array, a view of it,
+        or a copy where the view would hold more than twice their memory
+        (Result.finish_first's rule), written on the device's stream."""
         if u == self.n:
-            return values
+            return result
         if 2 * u >= self.n:
-            return values[:u]
+            return result[:u]
         state = self.state
-        head = state.allocating(self.adapter.maker((u,), self.dtype), values)
+        dtype = self.dtype if which == 0 else INDEX_DTYPE
+        head = state.allocating(self.adapter.maker((u,), dtype), result)
         if u:
-            state.cuda.memcpy_dtod_async(self.adapter.pointer(head), at,
-                                         u * self.dtype.itemsize, state.stream)
+            state.cuda.memcpy_dtod_async(self.adapter.pointer(head), at, u * dtype.itemsize,
+                                         state.stream)
         return head
 
 
 def unique(prepared, a, return_index=False, return_inverse=False, return_counts=False,
            axis=None, equal_nan=True, stream=None):
     """calls/unique.unique, through a prepared unique where one serves the call."""
-    plain = not (return_index or return_inverse or return_counts) and axis is None \
-        and stream is None
-    if plain:
-        call = find(prepared, a)
-        if call is not None and (equal_nan or not call.floats):
-            return call(a, bool(equal_nan))
+    flags = (bool(return_index), bool(return_inverse), bool(return_counts))
+    direct = axis is None and stream is None
+    if direct:
+        call = find(prepared, a, flags, equal_nan)
+        if call is not None:
+            return call(a)
     result = uniques.unique(prepared, a, return_index, return_inverse, return_counts, axis,
                             equal_nan, stream)
-    if plain and equal_nan:  # (floats without it sort (keys, positions): not prepared here)
-        note(prepared, a)
+    if direct:
+        note(prepared, a, flags, equal_nan)
     return result
 
 
-def _key(a):
-    return type(a), getattr(a, "dtype", None), getattr(a, "shape", None)
+def _key(a, flags, equal_nan):
+    return type(a), getattr(a, "dtype", None), getattr(a, "shape", None), flags, bool(equal_nan)
 
 
-def find(prepared, a):
-    """The prepared unique for this plain call of `a`, or None."""
-    call = _calls.get(_key(a)) if type(a) in _types else None
-    if call is None or prepared.find("sort", a, False, False, "auto") is not call.sort:
+def _sort_of(prepared, a, positions):
+    """The prepared sort a prepared unique of `a` runs: of the keys alone,
+    or of (keys, positions of `positions`' dtype); None where there is none."""
+    if positions is None:
+        return prepared.find("sort", a, False, False, "auto")
+    return prepared.find("pairs", a, False, True, "auto", positions.dtype)
+
+
+def find(prepared, a, flags=(False, False, False), equal_nan=True):
+    """The prepared unique for this call of `a`, or None."""
+    call = _calls.get(_key(a, flags, equal_nan)) if type(a) in _types else None
+    if call is None or _sort_of(prepared, a, call.positions) is not call.sort:
         return None
     return call
 
@@ -127,28 +172,44 @@ def find(prepared, a):
 _types: set = set()  # array types some prepared unique was made for
 
 
-def note(prepared, a) -> None:
-    """After the general path served a plain call of `a`: prepare its
-    length if it can be (see the module docstring)."""
+def note(prepared, a, flags=(False, False, False), equal_nan=True) -> None:
+    """After the general path served a call of `a` (axis=None, no
+    stream=): prepare its length and flags if they can be (see the module
+    docstring)."""
     adapter = adapter_for(library_of(a))
     if adapter is None or len(a.shape) != 1:
         return
     dtype = torch_to_numpy_dtype(a.dtype) if adapter.library == "torch" else np.dtype(a.dtype)
     n = int(a.shape[0])
-    if dtype.kind not in "biuf" or not 2 <= n <= uniques.ONE_PASS_UP_TO:
+    by_order = uniques.needs_order(flags, dtype.kind == "f", equal_nan)
+    up_to = uniques.INVERSE_SORT_MIN - 1 if by_order else uniques.ONE_PASS_UP_TO
+    if dtype.kind not in "biuf" or not 2 <= n <= up_to:
         return
-    sort = prepared.find("sort", a, False, False, "auto")
+    if by_order:
+        sort = prepared.find("pairs", a, False, True, "auto", adapter.index_dtype(4))
+        positions = None if sort is None else _positions_for(adapter, sort.state, a, n)
+    else:
+        sort, positions = prepared.find("sort", a, False, False, "auto"), None
     if sort is None:
         return
     job = uniques.unique_job(sort.state, dtype, n)
-    defines = uniques.unique_defines(dtype, n)
-    if dtype.kind == "f":
-        kernels = (uniques.tile_kernels(job, defines, True),
-                   job.kernel("unique.cu", "csk_unique_write", defines))
-    else:
-        kernels = uniques.compact_kernel(job, defines)
+    kernels = uniques.unique_kernels(job, dtype, n, flags, equal_nan)
     if len(_calls) >= MAX_CALLS:
         _calls.clear()
-    _calls[_key(a)] = PreparedUnique(sort, sort.state, adapter, job, kernels, dtype, n)
+    _calls[_key(a, flags, equal_nan)] = PreparedUnique(sort, sort.state, adapter, job, kernels,
+                                                       dtype, n, flags, equal_nan, positions)
     _types.add(type(a))
 
+
+def _positions_for(adapter, state, a, n: int):
+    """Positions 0 .. n-1 (int32, the caller's library) on the state's
+    device: a view of the array this device and library keep, made longer
+    (and filled, waited for once) where it is shorter than n."""
+    key = (adapter.library, state.ordinal)
+    kept = _positions.get(key)
+    if kept is None or kept.shape[0] < n:
+        kept = state.allocating(adapter.maker((n,), np.dtype(np.int32)), a)
+        iota64(state, adapter.pointer(kept), n, owner="unique", index_bytes=4)
+        state.stream.synchronize()  # ready before any stream's sort reads it
+        _positions[key] = kept
+    return kept[:n]
