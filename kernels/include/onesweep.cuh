@@ -58,7 +58,8 @@
 #ifndef PERSISTENT_PASS
 #define PERSISTENT_PASS 0
 #endif
-// Whether a pass stores its keys under an L2 evict-last policy (os_store_key).
+// Whether a pass stores its keys and carried values under an L2 evict-last
+// policy (os_store_kept).
 #ifndef EVICT_LAST
 #define EVICT_LAST 0
 #endif
@@ -230,28 +231,42 @@ __device__ __forceinline__ void os_shared_add(unsigned at, unsigned v)
     asm volatile("red.shared.add.u32 [%0], %1;" :: "r"(at), "r"(v) : "memory");
 }
 
-// A pass's key store. With EVICT_LAST, under an L2 evict-last policy: the
-// L2 then holds what a pass writes (the next pass's input, and the sectors
-// a tile writes part of, which the tile beside it completes) ahead of what
-// it reads once. Past the L2's size that made 4-byte sorts 3-5% faster on
-// an H100; within it, up to 20% slower (the evict-last lines crowd out the
-// status words and keys still to be read): plugins/onesweep.py's
-// size_config turns it on past EVICT_LAST_ABOVE keys. (sm_80 and newer:
-// the cache-hint forms need them; older devices store plainly.)
-__device__ __forceinline__ void os_store_key(csk_bits_t* at, csk_bits_t v)
+// A pass's store of what the next pass reads (keys, and the values carried
+// between passes). With EVICT_LAST, 4- and 8-byte words go under an L2
+// evict-last policy: the L2 then holds what a pass writes (the next pass's
+// input, and the sectors a tile writes part of, which the tile beside it
+// completes) ahead of what it reads once. Past the L2's size that made
+// 4-byte sorts 3-5% faster on an H100; within it, up to 20% slower (the
+// evict-last lines crowd out the status words and keys still to be read):
+// plugins/onesweep.py's size_config turns it on past EVICT_LAST_ABOVE keys.
+// Narrower words, and devices before sm_80 (the cache-hint forms need it),
+// store plainly.
+template <typename T>
+__device__ __forceinline__ void os_store_kept(T* at, T v) { *at = v; }
+
+__device__ __forceinline__ void os_store_kept(unsigned* at, unsigned v)
 {
-#if EVICT_LAST && CSK_KEY_BYTES >= 4 && __CUDA_ARCH__ >= 800
+#if EVICT_LAST && __CUDA_ARCH__ >= 800
     unsigned long long policy;
     asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-#if CSK_KEY_BYTES == 8
-    asm volatile("st.global.L2::cache_hint.b64 [%0], %1, %2;" :: "l"(at), "l"(v), "l"(policy) : "memory");
-#else
     asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" :: "l"(at), "r"(v), "l"(policy) : "memory");
-#endif
 #else
     *at = v;
 #endif
 }
+
+__device__ __forceinline__ void os_store_kept(unsigned long long* at, unsigned long long v)
+{
+#if EVICT_LAST && __CUDA_ARCH__ >= 800
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("st.global.L2::cache_hint.b64 [%0], %1, %2;" :: "l"(at), "l"(v), "l"(policy) : "memory");
+#else
+    *at = v;
+#endif
+}
+
+__device__ __forceinline__ void os_store_key(csk_bits_t* at, csk_bits_t v) { os_store_kept(at, v); }
 
 // Counts the digits of ITEMS sorted words w[] of one thread in its copy of
 // the counters (HIST_COPIES), which starts at shared byte address `mine`,
@@ -644,7 +659,7 @@ __device__ __forceinline__ void os_store_value(void* __restrict__ dst,
                                                bool last, csk_index_t g, os_carry_t v)
 {
     if (!last || (mode & OS_KEEP_CARRIED))
-        ((os_carry_t*)dst)[g] = v;
+        os_store_kept((os_carry_t*)dst + g, v);
     else if ((mode & OS_MODE_SOURCE) == OS_GATHER)
         ((csk_value_t*)dst)[g] = __ldg((const csk_value_t*)gather + v);
     else
