@@ -67,7 +67,9 @@ def test_onesweep_keeps_its_defaults_where_nothing_was_measured():
     assert registry.default_config(p, "uint64", 0, (1 << 21) + 1) == p.default_config("uint64")
     for dtype, vb in (("uint64", 4), ("uint16", 8)):  # nothing to gather
         assert registry.default_config(p, dtype, vb, 1 << 24) == p.default_config(dtype, vb)
-    assert registry.default_config(p, "uint32", 8, 1 << 24) == p.default_config("uint32", 8)
+    # uint32 with int64 values past GATHER_UP_TO: the default but for evict-last stores
+    assert registry.default_config(p, "uint32", 8, 1 << 24) == dict(p.default_config("uint32", 8),
+                                                                    evict_last=1)
 
 
 @pytest.mark.parametrize("dtype", ["uint32", "float64", "int16"])
@@ -194,8 +196,12 @@ def test_onesweep_stores_evict_last_only_past_the_l2():
     for dtype in ("uint32", "float32", "int32"):
         assert registry.default_config(p, dtype, 0, past)["evict_last"] == 1
         assert registry.default_config(p, dtype, 0, p.EVICT_LAST_ABOVE)["evict_last"] == 0
-    assert registry.default_config(p, "uint32", 8, past)["evict_last"] == 0   # with values
+    for value_bytes in (4, 8):   # pairs and argsorts of 4-byte keys too
+        assert registry.default_config(p, "uint32", value_bytes, past)["evict_last"] == 1
+        assert registry.default_config(p, "float32", value_bytes, p.EVICT_LAST_ABOVE)[
+            "evict_last"] == 0
     assert registry.default_config(p, "uint64", 0, past)["evict_last"] == 0   # not measured
+    assert registry.default_config(p, "uint64", 8, past)["evict_last"] == 0
 
 
 def test_counting_goes_first_for_many_byte_keys_alone():
