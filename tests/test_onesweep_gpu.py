@@ -297,6 +297,26 @@ def test_evict_last_stores_sort_alike(dtype, rng):
     assert_keys_equal(keys, np.sort(a), f"{dtype} keys alone, evict-last stores")
 
 
+@pytest.mark.parametrize("dtype", ["uint32", "float32"])
+def test_pairs_past_evict_last_above_store_evict_last_and_sort(dtype, rng):
+    """Pairs and argsorts of 4-byte keys past EVICT_LAST_ABOVE keys store
+    their keys and the values they carry evict-last by default: the keys,
+    the stable order of int32 values and the argsort are NumPy's; int64
+    values (carried, past GATHER_UP_TO) arrive with their keys."""
+    cupy = _cupy()
+    n = _plugin().EVICT_LAST_ABOVE + 5
+    for value_bytes in (4, 8):
+        assert registry.default_config(_plugin(), dtype, value_bytes, n)["evict_last"] == 1
+    a = make_keys("special", dtype, n, rng)
+    _check_exact(a, False, None, "pairs")
+    _check_exact(a, True, None, "argsort")
+    values = rng.integers(-(1 << 62), 1 << 62, n)
+    order = reference_argsort(a, False)
+    k, v = _run(cupy.asarray(a), None, "pairs", cupy.asarray(values))
+    assert_keys_equal(k, a[order], f"{dtype} keys with int64 values")
+    assert np.array_equal(v.get(), values[order]), f"{dtype} int64 values"
+
+
 def test_a_sort_past_evict_last_above_stores_evict_last_and_sorts(rng):
     cupy = _cupy()
     n = _plugin().EVICT_LAST_ABOVE + 5
