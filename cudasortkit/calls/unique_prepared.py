@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..build.corekernels import iota64
+from ..dtypes import INDEX_DTYPE
 from ..gpu.arrays import library_of, torch_to_numpy_dtype
 from ..launch.outputs import poison
 from . import unique as uniques
@@ -42,8 +43,6 @@ from .sort_prepared import adapter_for
 MAX_CALLS = 1024
 _calls: dict = {}  # (array type, dtype, shape, flags, equal_nan) -> PreparedUnique
 _positions: dict = {}  # (library, device ordinal) -> int32 array 0, 1, 2, ...
-#: The results' dtypes besides the values' (first indices, inverse, counts).
-INDEX_DTYPE = np.dtype(np.int64)
 
 
 class PreparedUnique:
@@ -65,7 +64,7 @@ class PreparedUnique:
         self.tiles = job.blocks(self.n, uniques.UNIQUE_TILE)
         self.count_bytes = uniques.count_bytes_for(self.n)
         self.cap = uniques.counts_grid_cap(state) if self.flags[2] else 0  # the counts kernel's
-        # values, first indices, inverse, counts: each made n long, or None
+        # values, first indices, inverse, counts (int64, NumPy's): each made n long, or None
         dtypes = (self.dtype, *(INDEX_DTYPE if f else None for f in self.flags))
         self.makers = tuple(None if d is None else adapter.maker((self.n,), d) for d in dtypes)
         self.widths = tuple(0 if d is None else d.itemsize for d in dtypes)
