@@ -144,17 +144,17 @@ class OnesweepSort(SortPlugin):
     GATHER_UP_TO = 1 << 22
 
     def size_config(self, config, dtype, value_bytes, n):
-        """For keys-only 4-byte sorts: smaller tiles for small ones
-        (SMALL_TILES), a wide look-back up to WIDE_LOOKBACK_UP_TO keys, and
-        evict-last stores past EVICT_LAST_ABOVE (with values too, for 4-byte
-        keys); for keys-only 8-byte sorts,
+        """For 4-byte keys, alone or with values: evict-last stores past
+        EVICT_LAST_ABOVE. For keys-only 4-byte sorts: smaller tiles for
+        small ones (SMALL_TILES) and a wide look-back up to
+        WIDE_LOOKBACK_UP_TO keys; for keys-only 8-byte sorts,
         smaller tiles with a wide look-back for small ones (SMALL_WIDE_TILES);
         with values, smaller tiles for small sorts (SMALL_PAIR_TILES), bigger
         ones for 4-byte keys and values past them (PAIR4_TILES), and 8-byte
         values gathered (GATHER_UP_TO)."""
+        if itemsize(dtype) == 4 and n > self.EVICT_LAST_ABOVE:
+            config = dict(config, evict_last=1)
         if value_bytes:
-            if itemsize(dtype) == 4 and n > self.EVICT_LAST_ABOVE:
-                config = dict(config, evict_last=1)
             if value_bytes == 8 and itemsize(dtype) >= 4:
                 config = dict(config, gather_values=int(itemsize(dtype) == 8
                                                         or n <= self.GATHER_UP_TO))
@@ -174,8 +174,6 @@ class OnesweepSort(SortPlugin):
                 return dict(config, block_size=row[1], items_per_thread=row[2],
                             lookback_window=4)
         if value_bytes == 0 and itemsize(dtype) == 4:
-            if n > self.EVICT_LAST_ABOVE:
-                config = dict(config, evict_last=1)
             if n <= self.WIDE_LOOKBACK_UP_TO:
                 config = dict(config, lookback_window=4)
             row = row_up_to(self.SMALL_TILES, n)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..build.corekernels import iota64
 from ..dtypes import INDEX_DTYPE
-from ..gpu.arrays import library_of, torch_to_numpy_dtype
+from ..gpu.arrays import cut_is_view, library_of, torch_to_numpy_dtype
 from ..launch.outputs import poison
 from . import unique as uniques
 from .sort_prepared import adapter_for
@@ -49,7 +49,7 @@ class PreparedUnique:
     """One length's and flags' unique: the prepared sort, then unique.cu's kernels."""
 
     __slots__ = ("sort", "state", "adapter", "job", "kernels", "dtype", "n", "flags",
-                 "equal_nan", "positions", "tiles", "count_bytes", "cap", "makers", "widths")
+                 "equal_nan", "positions", "tiles", "count_bytes", "cap", "dtypes", "makers")
 
     def __init__(self, sort, state, adapter, job, kernels, dtype, n: int,
                  flags=(False, False, False), equal_nan: bool = True, positions=None):
@@ -65,9 +65,9 @@ class PreparedUnique:
         self.count_bytes = uniques.count_bytes_for(self.n)
         self.cap = uniques.counts_grid_cap(state) if self.flags[2] else 0  # the counts kernel's
         # values, first indices, inverse, counts (int64, NumPy's): each made n long, or None
-        dtypes = (self.dtype, *(INDEX_DTYPE if f else None for f in self.flags))
-        self.makers = tuple(None if d is None else adapter.maker((self.n,), d) for d in dtypes)
-        self.widths = tuple(0 if d is None else d.itemsize for d in dtypes)
+        self.dtypes = (self.dtype, *(INDEX_DTYPE if f else None for f in self.flags))
+        self.makers = tuple(None if d is None else adapter.maker((self.n,), d)
+                            for d in self.dtypes)
 
     def __call__(self, a):
         """numpy.unique's result of `a` (an array of the caller's library):
@@ -86,8 +86,9 @@ class PreparedUnique:
         try:
             results = [None if make is None else state.allocating(make, a) for make in self.makers]
             at = [0 if r is None else adapter.pointer(r) for r in results]
-            for ptr, width in zip(at, self.widths):
-                poison(state, ptr, n * width)
+            for ptr, dtype in zip(at, self.dtypes):
+                if dtype is not None:
+                    poison(state, ptr, n * dtype.itemsize)
             values, index, inverse, counts = at
             starts = int(job.alloc(n * self.count_bytes)) if counts else 0
             sorted_at = adapter.pointer(sorted_keys)
@@ -105,7 +106,7 @@ class PreparedUnique:
                 uniques.queue_counts(job, kernels.counts, self.cap, starts, total, n, n, counts)
             u = state.read_back(total, self.count_bytes)
             # the inverse stays n long; the rest is cut to u
-            results = [r if r is None or i == 2 else self._cut(r, at[i], u, i)
+            results = [r if r is None or i == 2 else self._cut(r, at[i], u, self.dtypes[i])
                        for i, r in enumerate(results)]
         finally:
             job.finish()
@@ -115,16 +116,15 @@ class PreparedUnique:
             return results[0]
         return tuple(r for r in results if r is not None)
 
-    def _cut(self, result, at: int, u: int, which: int):
-        """The first u elements of results[which]: the array, a view of it,
-        or a copy where the view would hold more than twice their memory
-        (Result.finish_first's rule), written on the device's stream."""
+    def _cut(self, result, at: int, u: int, dtype):
+        """The first u elements of `result` (of `dtype`, at address `at`):
+        the array, a view of it, or a copy (gpu.arrays.cut_is_view, as
+        Result.finish_first), written on the device's stream."""
         if u == self.n:
             return result
-        if 2 * u >= self.n:
+        if cut_is_view(u, self.n):
             return result[:u]
         state = self.state
-        dtype = self.dtype if which == 0 else INDEX_DTYPE
         head = state.allocating(self.adapter.maker((u,), dtype), result)
         if u:
             state.cuda.memcpy_dtod_async(self.adapter.pointer(head), at, u * dtype.itemsize,

@@ -411,6 +411,13 @@ def check_out(target: Operand, n: int, dtype: np.dtype, what: str) -> None:
         raise ValueError(f"{what} must be writeable")
 
 
+def cut_is_view(count: int, n: int) -> bool:
+    """Whether the first `count` of a result made n long before its length
+    was known are handed out as a view of it (else as a copy): where the
+    view holds at most twice their memory."""
+    return 2 * count >= n
+
+
 class Result:
     """Where a GPU plugin writes one output, and how the caller gets it."""
 
@@ -466,7 +473,7 @@ class Result:
         value = self.finish()
         if count == self.n:
             return value
-        if 2 * count >= self.n:
+        if cut_is_view(count, self.n):
             return value[:count]
         head = Result(self._like.sized(count), self.dtype, self.state, None, "result", self._stream)
         if count:
