@@ -10,21 +10,22 @@ constant, or whose sample repeats a prefix (few distinct values), and any
 input where a group turns out too long for a chunk, are sorted by onesweep's
 eight passes instead, so no input costs much more than onesweep.
 
-With values the passes carry one 32-bit word a key (a 4-byte value, or the
-key's input position), and the local sort writes each key's value where the
-key goes: the index (argsort), the 4-byte value, or the 8-byte value read
-from the position (gathered once instead of moved by every pass): for
-uint64 keys with int64 values about 8 + 4 x 24 + 52 = 156 bytes a key
-against onesweep's 264. Stable: the passes are, and the local sort ranks
-equal keys by position, so argsort is NumPy's stable argsort and pairs
-follow it. See docs/algorithms/msd_local.md.
+With values the passes carry one word a key (argsort's 32-bit input
+position, or the value itself), and the local sort writes it where the key
+goes: for uint64 keys with int64 values 8 + 4 x 32 + 32 = 168 bytes a key
+against onesweep's 264. gather_values=1 carries 32-bit positions instead
+and reads each 8-byte value from its position in the local sort (156 bytes
+on paper), slower for the random reads (size_config). Stable: the passes
+are, and the local sort ranks equal keys by position, so argsort is NumPy's
+stable argsort and pairs follow it. See docs/algorithms/msd_local.md.
 """
 from __future__ import annotations
 
 from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.plugins.onesweep import OnesweepSort
-from cudasortkit.sdk.sweep import (GATHER, INDICES, KEEP_CARRIED, NARROW_POSITIONS, VALUES_GIVEN,
-                                   launch_histogram, launch_pass, status_word, sweep_defines)
+from cudasortkit.sdk.sweep import (KEEP_CARRIED, NARROW_POSITIONS, VALUES_GIVEN, carry_bytes,
+                                   launch_histogram, launch_pass, status_word, sweep_defines,
+                                   sweep_mode)
 
 #: Chunk stride and block size of msd_cuts and msd_local_sort, the first
 #: MSD pass (kernels/msd_local.cu: MSD_SPAN, MSD_LOCAL_BLOCK, MSD_FIRST),
@@ -35,9 +36,6 @@ MIN_KEYS = 1 << 22
 #: pays from fewer keys (not measured below 2^20: the sample's plan costs
 #: about 20 us, a pass of 2^20 keys with values about as much).
 MIN_PAIR_KEYS = 1 << 20
-#: Bytes a value takes between the passes (VALUE_CARRY): a position or a
-#: 4-byte value.
-CARRY = 4
 KERNELS = ("onesweep_histogram", "msd_plan", "onesweep_pass", "msd_cuts", "msd_local_sort",
            "msd_fallback", "onesweep_pass_persistent")
 
@@ -69,6 +67,18 @@ class MsdLocalSort(OnesweepSort):
             return self.priority if fits else 100
         return super().priority_for_request(request)
 
+    def size_config(self, config, dtype, value_bytes, n):
+        """onesweep's size rules; on the MSD route (MIN_PAIR_KEYS keys with
+        values) 8-byte values ride the passes as they are (gather_values=0):
+        at 2^24-2^26 uint64 keys with int64 values that took 1.08 / 4.06 ms
+        against 1.48 / 5.76 ms gathering them from 32-bit positions, whose
+        random 8-byte reads cost more than the four passes' wider words
+        (H200); the same at 2^20."""
+        config = super().size_config(config, dtype, value_bytes, n)
+        if value_bytes == 8 and MIN_PAIR_KEYS <= n:
+            config = dict(config, gather_values=0)
+        return config
+
     def run(self, job):
         smallest = MIN_PAIR_KEYS if job.value_bytes else MIN_KEYS
         if job.n < smallest or job.n >= NARROW_POSITIONS:  # by name: onesweep's sort
@@ -80,7 +90,13 @@ class MsdLocalSort(OnesweepSort):
         chunks = job.blocks(n, SPAN)
         half = job.blocks(n, g.tile) * digits * status_word(job)
         vb = job.value_bytes
-        carry = CARRY if vb else 0
+        # The value mode (sweep_mode): keys alone; argsort's positions made
+        # by the first pass (no keys written at the end); 8-byte values
+        # gathered from their positions (gather_values) or carried as they
+        # are; 4-byte values carried. A position is carried as 4 bytes.
+        argsort = vb > 0 and job.values_in == 0
+        mode = sweep_mode(job, gather=bool(job.config.get("gather_values", 0)))
+        carry = carry_bytes(job, mode)
         # Zeroed head: histogram, both sets of passes' tile counters, flags,
         # status half 0.
         at = job.alloc_parts([("hist", passes * digits * 8), ("counters", passes * 4),
@@ -89,17 +105,12 @@ class MsdLocalSort(OnesweepSort):
                               ("lsd", passes * 4), ("plan2", passes * 4),
                               ("cuts", (chunks + 1) * 8), ("keys", n * job.key_bytes),
                               ("values", n * carry), ("carried", n * carry)])
-        defines = sweep_defines(job, carry if vb else None)
+        defines = sweep_defines(job, carry)
         k = {name: job.kernel("msd_local.cu", name, defines=defines) for name in KERNELS}
         job.memset32(at["hist"], 0, (at["status"] + half - at["hist"]) // 4)
         launch_histogram(job, k["onesweep_histogram"], at["hist"], limit=(1 << 64) - 1)
         job.launch(k["msd_plan"], 1, g.block_size, job.keys_in, at["hist"], n, job.desc_mask,
                    at["offsets"], at["plan"], at["lsd"], at["plan2"], at["flags"])
-        # The value mode: keys alone; argsort's positions made by the first
-        # pass (no keys written at the end); 8-byte values gathered from
-        # their positions; 4-byte values carried.
-        argsort = vb > 0 and job.values_in == 0
-        mode = INDICES if argsort else GATHER if vb == 8 else VALUES_GIVEN
         # MSD passes: the carried words end in at["carried"], as they are.
         msd_values = (job.values_in, at["carried"], at["values"]) if vb else (0, 0, 0)
         for p in range(MSD_FIRST, passes):

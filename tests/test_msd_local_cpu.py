@@ -25,9 +25,9 @@ class RecordingJob:
     PASS_REGISTERS registers, so resident_blocks and check() are the real
     ones."""
 
-    def __init__(self, plugin, dtype, n, limits=None, value_bytes=0, values_in=0):
+    def __init__(self, plugin, dtype, n, limits=None, value_bytes=0, values_in=0, **settings):
         self.plugin, self.dtype, self.n = plugin, dtype, n
-        self.config = plugin.default_config(dtype, value_bytes)
+        self.config = dict(registry.default_config(plugin, dtype, value_bytes, n), **settings)
         self.key_bytes, self.value_bytes = 8, value_bytes
         self.keys_in, self.keys_out, self.values_in = 0x1000, 0x2000, values_in
         self.values_out = 0x3000 if value_bytes else 0
@@ -45,6 +45,7 @@ class RecordingJob:
 
     def alloc_parts(self, parts):
         self.parts = {name: 0x100000 * (i + 1) for i, (name, _) in enumerate(parts)}
+        self.sizes = dict(parts)
         return dict(self.parts)
 
     def memset32(self, dst, value, count):
@@ -59,9 +60,9 @@ class RecordingJob:
         self.launches.append((kernel.name, grid, block, args, shared))
 
 
-def _run(n, dtype="float64", limits=None, value_bytes=0, values_in=0):
+def _run(n, dtype="float64", limits=None, value_bytes=0, values_in=0, **settings):
     plugin = registry.plugins()["msd_local"]
-    job = RecordingJob(plugin, dtype, n, limits, value_bytes, values_in)
+    job = RecordingJob(plugin, dtype, n, limits, value_bytes, values_in, **settings)
     plugin.run(job)
     return job
 
@@ -147,19 +148,24 @@ from cudasortkit.sdk.sweep import GATHER, INDICES, KEEP_CARRIED, VALUES_GIVEN  #
 VALUES, MODE, WRITE_KEYS = slice(3, 6), 10, 11
 
 
-@pytest.mark.parametrize("vb, values_in, mode, carry", [
-    (8, 0, INDICES, {"value_carry": 4}),        # argsort, int64 indices
-    (4, 0, INDICES, {}),                        # argsort, int32 indices
-    (8, 0x4000, GATHER, {"value_carry": 4}),    # pairs of 8-byte values: gathered
-    (4, 0x4000, VALUES_GIVEN, {})])             # pairs of 4-byte values: carried
-def test_values_ride_as_one_32_bit_word(vb, values_in, mode, carry):
-    """The MSD passes carry one 32-bit word a key and keep it as it is in
-    the last (into `carried`); the local sort turns it into the value (the
-    mode without the flag); the LSD fallback carries the same words to
-    values_out. argsort writes no keys at the end (local sort, last LSD
-    pass); every kernel is built with the same defines."""
-    job = _run(1 << 21, "uint64", value_bytes=vb, values_in=values_in)
+@pytest.mark.parametrize("vb, values_in, gather, mode, carry", [
+    (8, 0, None, INDICES, {"value_carry": 4}),        # argsort, int64 indices
+    (4, 0, None, INDICES, {}),                        # argsort, int32 indices
+    (8, 0x4000, None, VALUES_GIVEN, {}),              # pairs of 8-byte values: carried
+    (8, 0x4000, 1, GATHER, {"value_carry": 4}),       # ... or gathered (gather_values=1)
+    (4, 0x4000, None, VALUES_GIVEN, {})])             # pairs of 4-byte values: carried
+def test_values_ride_as_one_word(vb, values_in, gather, mode, carry):
+    """The MSD passes carry one word a key (a 32-bit position, or the
+    value itself) and keep it as it is in the last (into `carried`); the
+    local sort turns it into the value (the mode without the flag); the LSD
+    fallback carries the same words to values_out. argsort writes no keys
+    at the end (local sort, last LSD pass); every kernel is built with the
+    same defines, and the temporaries hold a word a key."""
+    settings = {} if gather is None else {"gather_values": gather}
+    job = _run(1 << 21, "uint64", value_bytes=vb, values_in=values_in, **settings)
     parts = job.parts
+    word = carry.get("value_carry", vb)
+    assert job.sizes["carried"] == job.sizes["values"] == (1 << 21) * word
     msd = [args for name, _, _, args, _ in job.launches if name == "onesweep_pass"]
     lsd = [args for name, _, _, args, _ in job.launches if name == "onesweep_pass_persistent"]
     local = next(args for name, _, _, args, _ in job.launches if name == "msd_local_sort")

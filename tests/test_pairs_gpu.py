@@ -167,11 +167,22 @@ def _msd_inputs(rng):
 
 @pytest.mark.parametrize("vdt", ["int32", "float64"])
 def test_msd_local_pairs_on_every_route(vdt, rng):
-    """Pairs of 8-byte keys with 4-byte values (carried as they are) and
-    8-byte values (gathered from positions), stable, on every route."""
+    """Pairs of 8-byte keys with 4- and 8-byte values (carried as they
+    are by default), stable, on every route."""
     for route, keys in _msd_inputs(rng):
         for descending in (False, True):
             check_pairs(keys, _values(vdt, len(keys), rng), "msd_local", descending, what=route)
+
+
+@pytest.mark.parametrize("vdt", ["int64", "float64"])
+def test_msd_local_pairs_gathering_eight_byte_values_on_every_route(vdt, rng):
+    """gather_values=1: the passes carry 32-bit positions and the local
+    sort reads each 8-byte value from its position, stable, on every route."""
+    with _Config("msd_local", gather_values=1):
+        for route, keys in _msd_inputs(rng):
+            for descending in (False, True):
+                check_pairs(keys, _values(vdt, len(keys), rng), "msd_local", descending,
+                            what=f"{route} gathered")
 
 
 @pytest.mark.parametrize("index_dtype", [np.int64, np.int32])

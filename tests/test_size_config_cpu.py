@@ -125,6 +125,18 @@ def test_onesweep_gathers_8_byte_values_where_carrying_positions_pays():
     assert p.valid_config(config, "uint32", 8, DeviceLimits.sm90())
 
 
+def test_msd_local_carries_8_byte_values_on_its_route():
+    """msd_local: from MIN_PAIR_KEYS keys (its MSD route) 8-byte values ride
+    the passes as they are; below that it runs onesweep's passes, with
+    onesweep's rule (8-byte keys gather)."""
+    from cudasortkit.plugins.msd_local import MIN_PAIR_KEYS
+
+    p = registry.plugins()["msd_local"]
+    gather = lambda dtype, n: registry.default_config(p, dtype, 8, n)["gather_values"]  # noqa: E731
+    assert gather("uint64", MIN_PAIR_KEYS) == gather("float64", 1 << 26) == 0
+    assert gather("int64", MIN_PAIR_KEYS - 1) == 1
+
+
 @pytest.mark.parametrize("dtype", ["uint64", "float64", "int64"])
 def test_onesweep_sorts_small_8_byte_keys_alone_in_smaller_tiles(dtype):
     from cudasortkit.gpu.device import DeviceLimits
