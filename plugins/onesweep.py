@@ -30,27 +30,24 @@ class OnesweepSort(SortPlugin):
     #: Same launches for the same shape: geometry follows from n and config,
     #: skipped passes and buffer parity are decided on the device.
     replayable = True
+    #: What each knob does. Its default for a dtype, value width and size
+    #: is default_config's and size_config's (and a subclass's own rules).
     tunables = {
         "block_size": Tunable(384, (256, 384, 512), "threads per block"),
-        "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile "
-                                    "(default 24 for keys only)"),
-        "radix_bits": Tunable(8, (7, 8, 10, 11), "bits per digit pass (11: 3 passes for "
-                              "32-bit keys, 6 for 64-bit; shared memory per block grows with it)"),
+        "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile"),
+        "radix_bits": Tunable(8, (7, 8, 10, 11), "bits per digit pass (more: fewer passes, "
+                              "more shared memory a block)"),
         "warp_match": WARP_MATCH,
-        "early_counts": Tunable(1, (0, 1), "1: count digits with shared atomics first, publish the "
-                                "tile's counts before ranking and stage keys as they are ranked"),
-        "min_blocks": Tunable(0, (0, 3, 4), "blocks per SM the pass's registers must leave room for "
-                              "(0: 768 threads' worth; 3 x 512 or 4 x 384 threads: 40 registers)"),
-        "evict_last": Tunable(0, (0, 1), "1: a pass stores its keys and the values it carries "
-                              "under an L2 evict-last policy (default 1 for 4-byte keys past "
-                              "EVICT_LAST_ABOVE keys)"),
-        "lookback_window": Tunable(1, (1, 2, 4), "predecessors' status words a tile's look-back "
-                                   "loads at once (default 4 up to WIDE_LOOKBACK_UP_TO keys)"),
-        "gather_values": Tunable(0, (0, 1), "pairs with 8-byte values: 1 carries 32-bit "
-                                 "positions through the passes and the last pass reads each "
-                                 "key's value from its position (default 1 for 8-byte keys, "
-                                 "and for others up to GATHER_UP_TO keys; invalid without "
-                                 "8-byte values)"),
+        "early_counts": Tunable(1, (0, 1), "1: a tile counts its digits with shared atomics and "
+                                "publishes them before ranking its keys"),
+        "min_blocks": Tunable(0, (0, 3, 4), "blocks per SM the pass's registers leave room for "
+                              "(0: 768 threads' worth)"),
+        "evict_last": Tunable(0, (0, 1), "1: passes store keys and carried values under an L2 "
+                              "evict-last policy"),
+        "lookback_window": Tunable(1, (1, 2, 4), "predecessors' status words a tile's "
+                                   "look-back loads at once"),
+        "gather_values": Tunable(0, (0, 1), "8-byte values: 1 carries 32-bit positions and reads "
+                                 "each value from its position at the end"),
     }
     templates = ("onesweep.cu",)
 
