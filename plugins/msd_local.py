@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from cudasortkit.sdk.plugin import Tunable
 from cudasortkit.plugins.onesweep import OnesweepSort
-from cudasortkit.sdk.sweep import (KEEP_CARRIED, NARROW_POSITIONS, VALUES_GIVEN, carry_bytes,
-                                   launch_histogram, launch_pass, status_word, sweep_defines,
-                                   sweep_mode)
+from cudasortkit.sdk.sweep import (INDICES, KEEP_CARRIED, NARROW_POSITIONS, VALUES_GIVEN,
+                                   carry_bytes, launch_histogram, launch_pass, status_word,
+                                   sweep_defines, sweep_mode)
 
 #: Chunk stride and block size of msd_cuts and msd_local_sort, the first
 #: MSD pass (kernels/msd_local.cu: MSD_SPAN, MSD_LOCAL_BLOCK, MSD_FIRST),
@@ -94,8 +94,8 @@ class MsdLocalSort(OnesweepSort):
         # by the first pass (no keys written at the end); 8-byte values
         # gathered from their positions (gather_values) or carried as they
         # are; 4-byte values carried. A position is carried as 4 bytes.
-        argsort = vb > 0 and job.values_in == 0
         mode = sweep_mode(job, gather=bool(job.config.get("gather_values", 0)))
+        argsort = mode == INDICES
         carry = carry_bytes(job, mode)
         # Zeroed head: histogram, both sets of passes' tile counters, flags,
         # status half 0.
