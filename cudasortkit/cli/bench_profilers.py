@@ -18,6 +18,8 @@ bench.py's.
   ``ncu -k regex:onesweep python -m cudasortkit bench kernels``.
 - compare: two versions' ``bench --json`` tables, cell by cell, each run's
   times over CuPy's in the same run (bench_compare.py; no GPU).
+- versions: this version against another one's package in one process,
+  interleaved call batch by call batch (bench_versions.py).
 
 The Dask scale-out has its own bench, which starts a cluster:
 ``python -m cudasortkit.dask.bench --help``.
@@ -30,7 +32,7 @@ import time
 import numpy as np
 
 from ..settings import parse_size
-from . import bench_compare
+from . import bench_compare, bench_versions
 from .bench import make_input, require_gpu
 
 #: Calls queued back to back per timed batch (timeline).
@@ -73,6 +75,7 @@ def add_tools(parser: argparse.ArgumentParser) -> None:
     k.add_argument("--size", default="2^24")
     k.set_defaults(func=kernels)
     bench_compare.add_tool(tools)
+    bench_versions.add_tool(tools)
 
 
 def _gpu_with_cupy(what: str):
