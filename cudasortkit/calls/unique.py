@@ -380,7 +380,7 @@ def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_na
     input's first zero and first NaN: the tile counts clear the bits of a
     word for the runs they see, and csk_unique_first_special finds those
     runs' first positions in the input. Returns (offsets, first positions
-    or 0, the address of u, the scan's total) for csk_unique_write."""
+    or 0, the address of u: the scan's total) for csk_unique_write."""
     tiles = job.blocks(n, UNIQUE_TILE)
     count_bytes = count_bytes_for(n)
     tile_counts, first_special = kernels

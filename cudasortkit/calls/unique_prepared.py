@@ -42,6 +42,7 @@ from .sort_prepared import adapter_for
 #: Prepared uniques kept at most (dropped all together past it, as prepared sorts).
 MAX_CALLS = 1024
 _calls: dict = {}  # (array type, dtype, shape, flags, equal_nan) -> PreparedUnique
+_types: set = set()  # array types some prepared unique was made for
 _positions: dict = {}  # (library, device ordinal) -> int32 array 0, 1, 2, ...
 
 
@@ -166,9 +167,6 @@ def find(prepared, a, flags=(False, False, False), equal_nan=True):
     if call is None or _sort_of(prepared, a, call.positions) is not call.sort:
         return None
     return call
-
-
-_types: set = set()  # array types some prepared unique was made for
 
 
 def note(prepared, a, flags=(False, False, False), equal_nan=True) -> None:

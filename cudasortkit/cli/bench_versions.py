@@ -26,7 +26,9 @@ import tempfile
 
 import numpy as np
 
+from ..sdk import registry
 from ..settings import AUTOTUNE, BUILD_ASIDE, CACHE_DIR, parse_size
+from .bench import make_input, require_gpu
 
 PACKAGE = "cudasortkit"
 
@@ -42,11 +44,10 @@ class Version:
 
     def __init__(self, label: str, path: str | None = None, package: str = PACKAGE):
         self.label, self.path, self.package = label, path, package
+        self.modules = {}  # another version's, while it is not active
         if path is None:
-            self.modules = {}
             self.root = sys.modules[package]
             return
-        self.modules = {}
         with self.active():
             self.root = importlib.import_module(package)
         where = os.path.realpath(os.path.dirname(self.root.__file__))
@@ -75,8 +76,10 @@ class Version:
 
 
 def _timed(cupy, run, calls: int) -> list:
-    """ms of `calls` calls of run(i), i over the 3 inputs, by CUDA events
-    on the legacy default stream around each."""
+    """ms of `calls` calls of run(i), i over the 3 inputs, by CuPy's CUDA
+    events on the legacy default stream around each (not gpu.timing's
+    time_gpu: its device lookup would find the other version's modules
+    while that one is active)."""
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     times = []
     for k in range(calls):
@@ -92,8 +95,6 @@ def _cell(cupy, versions, names, dtype, n, rounds, calls, rng) -> tuple:
     """(rows, CuPy's median ms) of one (dtype, n): a row is (algorithm,
     {label: median ms}, quartiles of the rounds' this-over-other ratios).
     `versions`: (other, this)."""
-    from .bench import make_input
-
     hosts = [make_input(dtype, n, "uniform", rng) for _ in range(3)]
     devs = [cupy.asarray(h) for h in hosts]
     refs = [np.sort(h) for h in hosts]
@@ -138,9 +139,6 @@ def _cell(cupy, versions, names, dtype, n, rounds, calls, rng) -> tuple:
 
 
 def main(args) -> int:
-    from ..sdk import registry
-    from .bench import require_gpu
-
     require_gpu("bench versions")
     import cupy
 
