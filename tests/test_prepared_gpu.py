@@ -7,6 +7,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit import api
+from cudasortkit.calls.sort_kept import AHEAD_RESULT_BYTES
 from helpers import assert_valid_argsort
 
 pytestmark = pytest.mark.gpu
@@ -242,12 +243,12 @@ def test_calls_of_one_launch_plan_share_their_kept_temporaries_and_keep_order(n)
     assert by_name is not None and by_name.kept is chosen.kept
 
 
-@pytest.mark.parametrize("n", [4099, 200_003])
+@pytest.mark.parametrize("n", [4099, 300_007])
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_results_made_ahead_are_new_arrays_on_the_callers_stream(library, kind, n):
     """Prepared calls make their next result ahead (kept.AHEAD_RESULT_BYTES;
-    200,003 keys: a big result, made ahead beside the kept temporaries):
+    300,007 keys: a big result, made ahead beside the kept temporaries):
     calls alternating between a busy non-blocking stream and the default
     one, results kept alive and then written over, each one right, none
     sharing memory with another."""
@@ -310,14 +311,14 @@ def _sorter(cupy, kind):
     return (lambda x: csk.argsort(x, stable=True)), (lambda h: np.argsort(h, kind="stable"))
 
 
-@pytest.mark.parametrize("n", [1000, 4099, 200_003])
+@pytest.mark.parametrize("n", [1000, 4099, 300_007])
 @pytest.mark.parametrize("kind", ["sort", "argsort"])
 def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n):
     """A small CuPy result its caller dropped comes back as a later call's
     result on the same stream (calls/sort_kept.py): no array is made, and the
     work the caller queued on it before dropping it, behind a busy stream,
     still reads the old values; a call on another stream never gets it. A
-    big one (200,003 4-byte keys: past AHEAD_RESULT_BYTES) is made each
+    big one (300,007 4-byte keys: past AHEAD_RESULT_BYTES) is made each
     call."""
     from test_streams_gpu import spin
 
@@ -325,7 +326,7 @@ def test_a_dropped_cupy_result_is_taken_back_after_the_work_queued_on_it(kind, n
     rng = np.random.default_rng(n + len(kind))
     side = cupy.cuda.Stream(non_blocking=True)
     run, want = _sorter(cupy, kind)
-    big = n * (4 if kind == "sort" else 8) > 256 << 10
+    big = n * (4 if kind == "sort" else 8) > AHEAD_RESULT_BYTES
     for stream in (cupy.cuda.Stream.null, side):
         with stream:
             for _ in range(3):  # prepared, and results kept on this stream

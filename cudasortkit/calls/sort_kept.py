@@ -55,7 +55,11 @@ OWNED_TOTAL_SHARE = 1 / 128
 #: device's memory: such a result counts towards OWNED_TOTAL_SHARE with
 #: them. An array made ahead serves only a call on the stream it was made
 #: on (each library's pool orders the reuse of its blocks by stream).
-AHEAD_RESULT_BYTES = 256 << 10
+#: 1 MiB takes in the int64 results of 2^16-2^17 queries or indices, whose
+#: calls are host-bound (a searchsorted of 2^16 queries: 9 us of host time
+#: against 2-4 us on the GPU, H200), so a result taken back (RETURNED_KEPT)
+#: instead of allocated is time off the whole call.
+AHEAD_RESULT_BYTES = 1 << 20
 #: Where an array library says who holds a result (its adapter's `holders`:
 #: CuPy's), a call keeps the last RETURNED_KEPT small results it handed out
 #: (of at most AHEAD_RESULT_BYTES), and makes the next call's result ahead
