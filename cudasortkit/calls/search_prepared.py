@@ -56,10 +56,11 @@ class PreparedSearch:
         self.make_result = adapter.maker(v_shape, INDEX_DTYPE)
 
     def ready(self, a, v) -> bool:
-        """Whether a and v are contiguous on this call's device, which is current."""
+        """Whether a and v are contiguous on this call's device, which is
+        current (read once for both)."""
         adapter, ordinal = self.adapter, self.state.ordinal
-        return adapter.ready(a, ordinal, self.a_strides) and adapter.ready(v, ordinal,
-                                                                             self.v_strides)
+        return (adapter.placed(a, ordinal, self.a_strides)
+                and adapter.ready(v, ordinal, self.v_strides))
 
     def __call__(self, a, v):
         """The int64 insertion points of v in a, in the caller's library,

@@ -83,10 +83,15 @@ class _CupyKeys:
         return getrefcount(array), getrefcount(data), getrefcount(data.mem), getweakrefcount(array)
 
     def ready(self, a, ordinal, strides) -> bool:
-        """`strides`: the C-contiguous strides of the call's shape (bytes),
-        read before a.flags, which builds an object (~0.4 us)."""
-        return ((a.strides == strides or a.flags.c_contiguous) and a.data.device_id == ordinal
-                and self._device() == ordinal)
+        """placed(a, ...) on `ordinal`, which is the current device."""
+        return self.placed(a, ordinal, strides) and self._device() == ordinal
+
+    @staticmethod
+    def placed(a, ordinal, strides) -> bool:
+        """Whether `a` is C-contiguous on device `ordinal`. `strides`: the
+        C-contiguous strides of the call's shape (bytes), read before
+        a.flags, which builds an object (~0.4 us)."""
+        return (a.strides == strides or a.flags.c_contiguous) and a.data.device_id == ordinal
 
     def current(self, ordinal) -> bool:
         """Whether `ordinal` is CuPy's current device (ready() without the
@@ -133,6 +138,8 @@ class _TorchKeys:
     @staticmethod
     def ready(a, ordinal, strides) -> bool:
         return a.is_contiguous() and a.device.index == ordinal
+
+    placed = ready  # a tensor names its device: no current device to read
 
     @staticmethod
     def current(ordinal) -> bool:
