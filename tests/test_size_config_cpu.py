@@ -97,14 +97,17 @@ def test_onesweep_sorts_4_byte_pairs_past_small_ones_in_bigger_tiles():
         got = {}
         for n in (1 << 19, (1 << 19) + 1, 1 << 22, (1 << 22) + 1, 1 << 28):
             c = registry.default_config(p, dtype, 4, n)
-            got[n] = (c["block_size"], c["items_per_thread"], c["min_blocks"])
+            got[n] = (c["block_size"], c["items_per_thread"], c["min_blocks"],
+                      c["batch_values"])
             assert p.valid_config(c, dtype, 4, DeviceLimits.sm90())
-        assert got[1 << 19] == (384, 12, 0)
-        assert got[(1 << 19) + 1] == got[1 << 22] == (512, 16, 0)
-        assert got[(1 << 22) + 1] == got[1 << 28] == (512, 20, 3)
-    # other widths keep the default tile
-    assert registry.default_config(p, "uint16", 4, 1 << 24)["block_size"] == 384
-    assert registry.default_config(p, "uint32", 8, 1 << 24)["block_size"] == 384
+        assert got[1 << 19] == (384, 12, 0, 0)
+        assert got[(1 << 19) + 1] == got[1 << 22] == (512, 16, 0, 0)
+        assert got[(1 << 22) + 1] == got[1 << 28] == (512, 20, 0, 1)
+    # other widths keep the default tile, and load their values one by one
+    for dtype, vb in (("uint16", 4), ("uint32", 8)):
+        c = registry.default_config(p, dtype, vb, 1 << 24)
+        assert c["block_size"] == 384 and c["batch_values"] == 0
+    assert registry.default_config(p, "uint32", 0, 1 << 24)["batch_values"] == 0
 
 
 def test_onesweep_gathers_8_byte_values_where_carrying_positions_pays():

@@ -63,6 +63,12 @@
 #ifndef EVICT_LAST
 #define EVICT_LAST 0
 #endif
+// Whether a tile loads all its values into registers (whole warps without
+// bounds tests) before it stages them; else each value is loaded and staged
+// in turn under its own bounds test.
+#ifndef BATCH_VALUES
+#define BATCH_VALUES 0
+#endif
 // Predecessors' status words a digit's look-back loads at once (os_look_back).
 #ifndef LOOKBACK_WINDOW
 #define LOOKBACK_WINDOW 1
@@ -818,10 +824,30 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
 #if CSK_HAS_VALUES
         // Values after all keys are ranked: their loads have no ranking between
         // them, so they are all in flight at once.
+#if BATCH_VALUES
+        {
+            os_carry_t value[ITEMS_PER_THREAD];
+            const csk_index_t at = warp_base + lane;
+            if (whole_warp) {
+#pragma unroll
+                for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+                    value[j] = os_load_value(vsrc, value_mode, first, at + j * 32);
+            } else {
+#pragma unroll
+                for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+                    value[j] = j * 32 + lane < warp_keys ? os_load_value(vsrc, value_mode, first, at + j * 32)
+                                                         : (os_carry_t)0;
+            }
+#pragma unroll
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+                if (j * 32 + lane < warp_keys) values_s[pos[j]] = value[j];
+        }
+#else
 #pragma unroll
         for (int j = 0; j < ITEMS_PER_THREAD; ++j)
             if (j * 32 + lane < warp_keys)
                 values_s[pos[j]] = os_load_value(vsrc, value_mode, first, warp_base + j * 32 + lane);
+#endif
 #endif
 #pragma unroll
         for (int k = 0; k < OS_DIGITS_PER_THREAD; ++k)
