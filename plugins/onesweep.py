@@ -126,9 +126,9 @@ class OnesweepSort(SortPlugin):
     #: Pairs of 4-byte keys with 4-byte values (or 32-bit indices) of more
     #: keys than SMALL_PAIR_TILES covers: (max_keys, block_size,
     #: items_per_thread, min_blocks, batch_values) of bigger tiles, fewer and
-    #: longer runs of each digit a tile scatters; first match wins. Measured on an H200
-    #: (uint32 keys, int32 values, CUDA events, against the default 384 x 16;
-    #: two processes): 2^20 0.081-0.083 -> 0.076-0.077 ms (512 x 16), 2^22
+    #: longer runs of each digit a tile scatters; first match wins. Measured
+    #: on an H200 (uint32 keys, int32 values, CUDA events, against the
+    #: default 384 x 16; two processes): 2^20 0.081-0.083 -> 0.076-0.077 ms (512 x 16), 2^22
     #: 0.212 -> 0.209, 2^24 0.608-0.656 -> 0.573-0.615 (512 x 20, registers
     #: for 3 blocks an SM), 2^26 2.283 -> 2.027; float32 keys likewise
     #: within 1-2% of the best of nine tiles at each size. Past 2^22 keys the

@@ -56,9 +56,9 @@ OWNED_TOTAL_SHARE = 1 / 128
 #: them. An array made ahead serves only a call on the stream it was made
 #: on (each library's pool orders the reuse of its blocks by stream).
 #: 1 MiB takes in the int64 results of 2^16-2^17 queries or indices, whose
-#: calls are host-bound (a searchsorted of 2^16 queries: 9 us of host time
-#: against 2-4 us on the GPU, H200), so a result taken back (RETURNED_KEPT)
-#: instead of allocated is time off the whole call.
+#: calls are host-bound (a searchsorted of 2^16 queries took 9.3 us of host
+#: time a call, and no longer with its GPU work, H200), so a result taken
+#: back (RETURNED_KEPT) instead of allocated is time off the whole call.
 AHEAD_RESULT_BYTES = 1 << 20
 #: Where an array library says who holds a result (its adapter's `holders`:
 #: CuPy's), a call keeps the last RETURNED_KEPT small results it handed out

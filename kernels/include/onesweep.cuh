@@ -822,8 +822,9 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
         }
 #endif
 #if CSK_HAS_VALUES
-        // Values after all keys are ranked: their loads have no ranking between
-        // them, so they are all in flight at once.
+        // Values after all keys are ranked: no ranking stands between their
+        // loads. BATCH_VALUES takes them into registers first (a whole warp
+        // without bounds tests), so all of a thread's are in flight at once.
 #if BATCH_VALUES
         {
             os_carry_t value[ITEMS_PER_THREAD];
