@@ -1,4 +1,4 @@
-"""The plugin contract a third party writes against (issue 26, section 2):
+"""The plugin contract a third party writes against (docs/plugins.md):
 cudasortkit.testing.check_plugin on every built-in plugin and on the example
 plugin (examples/csk_ranksort, imported from its folder, not installed)."""
 import os

@@ -1,4 +1,4 @@
-"""Defects a new user hits (issue 13, section 4), CPU only: the CLI without a
+"""Defects a new user could hit, CPU only: the CLI without a
 GPU, broken plugins, corrupt tuning caches and explain's arguments."""
 import json
 import os

@@ -185,7 +185,7 @@ def test_merge_sort_sorts_small_8_byte_keys_alone_in_smaller_tiles(dtype):
 def test_auto_keeps_merge_sort_for_8_byte_keys_alone_up_to_2_16(monkeypatch):
     """Declared priorities (nothing measured): merge_sort up to 2^15 keys for
     every key type, and up to 2^16 for sorts of 8-byte keys alone; onesweep
-    past that (its 8-byte tiles of session 19 lead at 2^18: 0.078 against
+    past that (its small 8-byte tiles lead at 2^18: 0.078 against
     0.090 ms, H100)."""
     from cudasortkit.dispatch import select
     from cudasortkit.sdk.plugin import Request

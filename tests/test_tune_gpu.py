@@ -295,8 +295,8 @@ def test_a_plugin_that_writes_its_shared_input_is_named_and_the_input_restored(t
         runtime.reset()
 
 
-def test_auto_on_an_empty_cache_picks_the_issue_31_winners(tmp_cache):
-    """Issue 31's cells, fresh cache: uint16 2^26 -> counting (2.56x CuPy
+def test_auto_on_an_empty_cache_picks_the_measured_winners(tmp_cache):
+    """Cells where a first pick once lost, fresh cache: uint16 2^26 -> counting (2.56x CuPy
     where auto's pick ran 2.10x), uniform uint32/int32 2^24 -> onesweep
     (counting declines the spread keys)."""
     rng = np.random.default_rng(31)

@@ -419,7 +419,7 @@ def _measured_to(table, name, buckets, cfg):
 
 
 def test_extrapolated_estimates_do_not_overrule_the_declarations(fake_context):
-    """Issue 31: a bench with a fresh cache measured counting (uint16) and
+    """A bench with a fresh cache measured counting (uint16) and
     onesweep (32-bit keys) only below 2^24/2^26; linear extrapolation kept
     the smaller size's order and auto ran a slower plugin there. The plugin
     the declarations prefer keeps the call until it is measured at the size."""
