@@ -128,15 +128,15 @@ class OnesweepSort(SortPlugin):
     #: items_per_thread, min_blocks, batch_values) of bigger tiles, fewer and
     #: longer runs of each digit a tile scatters; first match wins. Measured
     #: on an H200 (uint32 keys, int32 values, CUDA events, against the
-    #: default 384 x 16; two processes): 2^20 0.081-0.083 -> 0.076-0.077 ms (512 x 16), 2^22
-    #: 0.212 -> 0.209, 2^24 0.608-0.656 -> 0.573-0.615 (512 x 20, registers
-    #: for 3 blocks an SM), 2^26 2.283 -> 2.027; float32 keys likewise
-    #: within 1-2% of the best of nine tiles at each size. Past 2^22 keys the
-    #: values load in a batch (registers for 2 blocks an SM: the batch
-    #: spills at 3's 40), one H200 run against that row's former min_blocks
-    #: 3: uint32 2^24 0.582 -> 0.555 ms, 2^26 1.987 -> 1.883; float32 0.593
-    #: -> 0.535, 1.987 -> 1.835 (min_blocks 0 alone: 0.566, 1.993, 0.555,
-    #: 1.964).
+    #: default 384 x 16; two processes): 2^20 0.081-0.083 -> 0.076-0.077 ms
+    #: (512 x 16), 2^22 0.212 -> 0.209, 2^24 0.608-0.656 -> 0.573-0.615
+    #: (512 x 20, registers for 3 blocks an SM), 2^26 2.283 -> 2.027; float32
+    #: keys likewise within 1-2% of the best of nine tiles at each size. Past
+    #: 2^22 keys the values load in a batch (registers for 2 blocks an SM:
+    #: the batch spills at 3's 40), one H200 run against that row's former
+    #: min_blocks 3: uint32 2^24 0.582 -> 0.555 ms, 2^26 1.987 -> 1.883;
+    #: float32 0.593 -> 0.535, 1.987 -> 1.835 (min_blocks 0 alone: 0.566,
+    #: 1.993, 0.555, 1.964).
     PAIR4_TILES = ((1 << 22, 512, 16, 0, 0), (1 << 40, 512, 20, 0, 1))
     #: Pairs with 8-byte values and keys of at most 4 bytes gather their
     #: values (`gather_values`) up to this many keys, where the values read
