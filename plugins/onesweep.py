@@ -48,8 +48,9 @@ class OnesweepSort(SortPlugin):
                                    "look-back loads at once"),
         "gather_values": Tunable(0, (0, 1), "8-byte values: 1 carries 32-bit positions and reads "
                                  "each value from its position at the end"),
-        "batch_values": Tunable(0, (0, 1), "1: a tile loads all its values into registers, "
-                                "whole warps without bounds tests, before staging them"),
+        "batch_values": Tunable(1, (0, 1), "1: a tile loads all its values into registers, "
+                                "whole warps without bounds tests, before staging them "
+                                "(0: loads and stages each in turn)"),
     }
     templates = ("onesweep.cu",)
 
@@ -125,19 +126,15 @@ class OnesweepSort(SortPlugin):
     SMALL_PAIR_TILES = ((1 << 17, 384, 8), (1 << 19, 384, 12))
     #: Pairs of 4-byte keys with 4-byte values (or 32-bit indices) of more
     #: keys than SMALL_PAIR_TILES covers: (max_keys, block_size,
-    #: items_per_thread, min_blocks, batch_values) of bigger tiles, fewer and
-    #: longer runs of each digit a tile scatters; first match wins. Measured
-    #: on an H200 (uint32 keys, int32 values, CUDA events, against the
-    #: default 384 x 16; two processes): 2^20 0.081-0.083 -> 0.076-0.077 ms
-    #: (512 x 16), 2^22 0.212 -> 0.209, 2^24 0.608-0.656 -> 0.573-0.615
-    #: (512 x 20, registers for 3 blocks an SM), 2^26 2.283 -> 2.027; float32
-    #: keys likewise within 1-2% of the best of nine tiles at each size. Past
-    #: 2^22 keys the values load in a batch (registers for 2 blocks an SM:
-    #: the batch spills at 3's 40), one H200 run against that row's former
-    #: min_blocks 3: uint32 2^24 0.582 -> 0.555 ms, 2^26 1.987 -> 1.883;
-    #: float32 0.593 -> 0.535, 1.987 -> 1.835 (min_blocks 0 alone: 0.566,
-    #: 1.993, 0.555, 1.964).
-    PAIR4_TILES = ((1 << 22, 512, 16, 0, 0), (1 << 40, 512, 20, 0, 1))
+    #: items_per_thread) of bigger tiles, fewer and longer runs of each digit
+    #: a tile scatters; first match wins. Measured on an H200 (uint32 keys,
+    #: int32 values, CUDA events, against the default 384 x 16; two
+    #: processes): 2^20 0.081-0.083 -> 0.076-0.077 ms (512 x 16), 2^22 0.212
+    #: -> 0.209, 2^24 0.608-0.656 -> 0.573-0.615 (512 x 20), 2^26 2.283 ->
+    #: 2.027; float32 keys likewise within 1-2% of the best of nine tiles at
+    #: each size. With values, min_blocks stays 0: a batch of values
+    #: (batch_values) spills at min_blocks 3's 40 registers.
+    PAIR4_TILES = ((1 << 22, 512, 16), (1 << 40, 512, 20))
     #: Pairs with 8-byte values and keys of at most 4 bytes gather their
     #: values (`gather_values`) up to this many keys, where the values read
     #: by the last pass (32 MiB at most) mostly come from the L2 cache;
@@ -169,8 +166,7 @@ class OnesweepSort(SortPlugin):
                 return dict(config, block_size=row[1], items_per_thread=row[2])
             if value_bytes == 4 and itemsize(dtype) == 4:
                 row = row_up_to(self.PAIR4_TILES, n)
-                config = dict(config, block_size=row[1], items_per_thread=row[2],
-                              min_blocks=row[3], batch_values=row[4])
+                config = dict(config, block_size=row[1], items_per_thread=row[2])
             return config
         if value_bytes == 0 and itemsize(dtype) == 8:
             row = row_up_to(self.SMALL_WIDE_TILES, n)

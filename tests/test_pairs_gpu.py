@@ -127,24 +127,25 @@ def test_gathered_values_follow_ties_and_skipped_passes(dist, rng):
                             what=dist)
 
 
+@pytest.mark.parametrize("batch", [0, 1])
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "uint64", "int16"])
-def test_onesweep_values_loaded_in_a_batch(dtype, rng):
-    """batch_values=1 (a tile's values in registers before they are
-    staged): 4- and 8-byte values (carried or gathered), argsort positions
-    of both index widths, at edge sizes and over many tiles whose last one
-    ends inside a warp, both orders; the same results as NumPy's stable
-    order."""
+def test_onesweep_values_loaded_in_a_batch_or_one_by_one(dtype, batch, rng):
+    """batch_values 1 (the default: a tile's values in registers before
+    they are staged) and 0 (each loaded and staged in turn): 4- and 8-byte
+    values (carried or gathered), argsort positions of both index widths,
+    at edge sizes and over many tiles whose last one ends inside a warp,
+    both orders; the same results as NumPy's stable order."""
     for gather in (0, 1):
-        with _Config("onesweep", batch_values=1, gather_values=gather):
+        with _Config("onesweep", batch_values=batch, gather_values=gather):
             for n in EDGE_SIZES:
                 keys = make_keys("special" if n % 2 else "uniform", dtype, n, rng)
                 for vdt in ("int32", "int64") if gather == 0 else ("float64",):
                     check_pairs(keys, _values(vdt, n, rng), "onesweep", bool(n % 3),
-                                what=f"batch_values=1 gather={gather}")
+                                what=f"batch_values={batch} gather={gather}")
                 if gather == 0:
                     for index_dtype in (np.int32, np.int64):
                         check_argsort(keys, "onesweep", bool(n % 2), index_dtype,
-                                      "batch_values=1")
+                                      f"batch_values={batch}")
 
 
 @pytest.mark.parametrize("dtype", ["uint32", "float64", "int8"])

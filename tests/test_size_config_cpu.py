@@ -100,14 +100,14 @@ def test_onesweep_sorts_4_byte_pairs_past_small_ones_in_bigger_tiles():
             got[n] = (c["block_size"], c["items_per_thread"], c["min_blocks"],
                       c["batch_values"])
             assert p.valid_config(c, dtype, 4, DeviceLimits.sm90())
-        assert got[1 << 19] == (384, 12, 0, 0)
-        assert got[(1 << 19) + 1] == got[1 << 22] == (512, 16, 0, 0)
+        assert got[1 << 19] == (384, 12, 0, 1)
+        assert got[(1 << 19) + 1] == got[1 << 22] == (512, 16, 0, 1)
         assert got[(1 << 22) + 1] == got[1 << 28] == (512, 20, 0, 1)
-    # other widths keep the default tile, and load their values one by one
-    for dtype, vb in (("uint16", 4), ("uint32", 8)):
+    # other widths keep the default tile; every sort with values loads them
+    # in a batch, with registers for 2 blocks an SM (no spills at min_blocks 0)
+    for dtype, vb in (("uint16", 4), ("uint32", 8), ("uint64", 4)):
         c = registry.default_config(p, dtype, vb, 1 << 24)
-        assert c["block_size"] == 384 and c["batch_values"] == 0
-    assert registry.default_config(p, "uint32", 0, 1 << 24)["batch_values"] == 0
+        assert (c["block_size"], c["min_blocks"], c["batch_values"]) == (384, 0, 1)
 
 
 def test_onesweep_gathers_8_byte_values_where_carrying_positions_pays():
