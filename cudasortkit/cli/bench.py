@@ -17,7 +17,7 @@ from .. import api
 from ..sdk import registry
 from ..dtypes import KEY_DTYPES, itemsize, numpy_dtype
 from ..settings import add_switch, parse_size  # noqa: F401  (bench.parse_size, as before
-from ..gpu.timing import rotated_rounds, time_gpu
+from ..gpu.timing import MAX_ROUND_REPEATS, MIN_ROUND_S, ROUNDS, rotated_rounds, time_gpu
 from ..launch import built
 
 OPS = ("sort", "argsort", "pairs", "merge")
@@ -55,12 +55,6 @@ def _check(op, got, ref) -> bool:
     return bool(np.array_equal(got, ref, equal_nan=got.dtype.kind == "f"))
 
 
-#: Interleaved timing rounds per case (bench_case).
-ROUNDS = 3
-#: Each round times an algorithm for at least this long (up to MAX_ROUND_REPEATS
-#: calls): a call of a few tens of microseconds needs hundreds of samples for
-#: a median that holds from run to run.
-MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
 #: Before the rounds, each algorithm runs on every input this many times, in
 #: turn with the others: so that no round times what only a first or second
 #: call of a shape or of a set of buffers does (compiles, allocations, and

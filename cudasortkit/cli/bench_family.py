@@ -16,9 +16,10 @@ CuPy and PyTorch in the same run, each cell's bar marked.
   HOST_BAR x NumPy's time).
 
 Device cells: medians of CUDA-event timings (cudasortkit/gpu/timing.py) of
-one call each, the contenders interleaved over ROUNDS rounds (gpu.timing's
-rotated_rounds) after warm-up; a call's window holds its host time, as a
-caller waits for it. Every contender's result (the peers' too) is checked
+one call each, the contenders interleaved over gpu.timing's ROUNDS rounds
+(rotated_rounds) after warm-up, a contender's round at least MIN_ROUND_S
+of calls (short calls are repeated more); a call's window holds its host
+time, as a caller waits for it. Every contender's result (the peers' too) is checked
 against NumPy before it is timed, and a contender whose result is wrong is
 reported as such, never timed. `--family-cases` picks the groups to run.
 """
@@ -28,7 +29,7 @@ import statistics
 
 import numpy as np
 
-from ..gpu.timing import rotated_rounds, time_gpu
+from ..gpu.timing import MAX_ROUND_REPEATS, MIN_ROUND_S, ROUNDS, rotated_rounds, time_gpu
 from ..launch import built
 
 LEXSORT_N = 1 << 24
@@ -42,8 +43,6 @@ SEARCH_DTYPES = ("float32", "int64")
 #: The unique sizes (log2) and dtypes.
 UNIQUE_LOGS = (20, 22, 24, 26)
 UNIQUE_DTYPES = ("int32", "float64")
-#: Interleaved rounds of a device cell.
-ROUNDS = 3
 
 
 def warm_median_ms(fn, repeats):
@@ -57,7 +56,8 @@ def warm_median_ms(fn, repeats):
 
 def race(contenders: dict, repeats: int, rounds: int = ROUNDS) -> dict:
     """{name: median ms} of one call of each contender (name -> fn), the
-    names interleaved over `rounds` rotated rounds of `repeats` calls each,
+    names interleaved over `rounds` rotated rounds of at least `repeats`
+    calls each (more where they take less than MIN_ROUND_S),
     every contender warmed up first (and the configs its first call built
     aside built: the calls' own, not their stand-ins)."""
     times = {name: [] for name in contenders}
@@ -68,7 +68,8 @@ def race(contenders: dict, repeats: int, rounds: int = ROUNDS) -> dict:
         for name in order:
             fn = contenders[name]
             times[name] += time_gpu(lambda i: fn(), repeats=repeats,
-                                    warmup=3 if r == 0 else 1)["times"]
+                                    warmup=3 if r == 0 else 1, min_time_s=MIN_ROUND_S,
+                                    max_repeats=MAX_ROUND_REPEATS)["times"]
     return {name: statistics.median(t) for name, t in times.items()}
 
 

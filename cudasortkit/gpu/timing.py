@@ -48,6 +48,14 @@ def time_gpu(run: Callable[[int], object], *, inputs: int = 1, warmup: int = 2,
             "max_ms": max(times), "repeats": len(times), "times": times}
 
 
+#: Interleaved timing rounds of a comparison (rotated_rounds). Each round
+#: times a contender for at least MIN_ROUND_S of GPU time, in at most
+#: MAX_ROUND_REPEATS calls: a call of a few tens of microseconds needs
+#: hundreds of samples for a median that holds from run to run.
+ROUNDS = 3
+MIN_ROUND_S, MAX_ROUND_REPEATS = 0.01, 300
+
+
 def rotated_rounds(names, rounds: int):
     """The order of each of `rounds` interleaved timing rounds: every name
     once a round, round r starting with the name r places along, through
