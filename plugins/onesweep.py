@@ -126,15 +126,20 @@ class OnesweepSort(SortPlugin):
     SMALL_PAIR_TILES = ((1 << 17, 384, 8), (1 << 19, 384, 12))
     #: Pairs of 4-byte keys with 4-byte values (or 32-bit indices) of more
     #: keys than SMALL_PAIR_TILES covers: (max_keys, block_size,
-    #: items_per_thread) of bigger tiles, fewer and longer runs of each digit
-    #: a tile scatters; first match wins. Measured on an H200 (uint32 keys,
-    #: int32 values, CUDA events, against the default 384 x 16; two
-    #: processes): 2^20 0.081-0.083 -> 0.076-0.077 ms (512 x 16), 2^22 0.212
-    #: -> 0.209, 2^24 0.608-0.656 -> 0.573-0.615 (512 x 20), 2^26 2.283 ->
-    #: 2.027; float32 keys likewise within 1-2% of the best of nine tiles at
-    #: each size. With values, min_blocks stays 0: a batch of values
-    #: (batch_values) spills at min_blocks 3's 40 registers.
-    PAIR4_TILES = ((1 << 22, 512, 16), (1 << 40, 512, 20))
+    #: items_per_thread, lookback_window past WIDE_LOOKBACK_UP_TO keys) of
+    #: bigger tiles, fewer and longer runs of each digit a tile scatters;
+    #: first match wins. Measured on an H200 (uint32 keys, int32 values, CUDA
+    #: events, against the default 384 x 16; two processes): 2^20
+    #: 0.081-0.083 -> 0.076-0.077 ms (512 x 16), 2^22 0.212 -> 0.209, 2^24
+    #: 0.608-0.656 -> 0.573-0.615 (512 x 20), 2^26 2.283 -> 2.027; float32
+    #: keys likewise within 1-2% of the best of nine tiles at each size. A
+    #: look-back window of 2, one H200 run (uint32 / float32, cuda.compute
+    #: prepared's time over ours, window 1 -> 2): 2^22 1.14 / 1.14x -> 1.17 /
+    #: 1.18x, 2^23 1.09 / 1.13x -> 1.14 / 1.16x; at 2^24, before values were
+    #: loaded in a batch, 1.02x -> 1.05x; beyond, not measured. With values,
+    #: min_blocks stays 0: a batch of values (batch_values) spills at
+    #: min_blocks 3's 40 registers.
+    PAIR4_TILES = ((1 << 22, 512, 16, 2), (1 << 24, 512, 20, 2), (1 << 40, 512, 20, 1))
     #: Pairs with 8-byte values and keys of at most 4 bytes gather their
     #: values (`gather_values`) up to this many keys, where the values read
     #: by the last pass (32 MiB at most) mostly come from the L2 cache;
@@ -167,6 +172,8 @@ class OnesweepSort(SortPlugin):
             if value_bytes == 4 and itemsize(dtype) == 4:
                 row = row_up_to(self.PAIR4_TILES, n)
                 config = dict(config, block_size=row[1], items_per_thread=row[2])
+                if n > self.WIDE_LOOKBACK_UP_TO:
+                    config["lookback_window"] = row[3]
             return config
         if value_bytes == 0 and itemsize(dtype) == 8:
             row = row_up_to(self.SMALL_WIDE_TILES, n)

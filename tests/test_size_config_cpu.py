@@ -85,8 +85,9 @@ def test_onesweep_sorts_small_pairs_in_smaller_tiles_with_a_wide_look_back(dtype
         assert p.valid_config(c, dtype, vb, DeviceLimits.sm90())
     assert got[1 << 12] == got[1 << 17] == (384, 8, 4)
     assert got[(1 << 17) + 1] == got[1 << 19] == (384, 12, 4)
-    block = 512 if (dtype, vb) == ("uint32", 4) else 384  # PAIR4_TILES
-    assert got[1 << 21] == (block, 16, 4) and got[(1 << 21) + 1] == (block, 16, 1)
+    pair4 = (dtype, vb) == ("uint32", 4)  # PAIR4_TILES: 512-thread tiles, a window of 2
+    assert got[1 << 21] == (512 if pair4 else 384, 16, 4)
+    assert got[(1 << 21) + 1] == ((512, 16, 2) if pair4 else (384, 16, 1))
 
 
 def test_onesweep_sorts_4_byte_pairs_past_small_ones_in_bigger_tiles():
@@ -95,14 +96,17 @@ def test_onesweep_sorts_4_byte_pairs_past_small_ones_in_bigger_tiles():
     p = registry.plugins()["onesweep"]
     for dtype in ("uint32", "float32", "int32"):
         got = {}
-        for n in (1 << 19, (1 << 19) + 1, 1 << 22, (1 << 22) + 1, 1 << 28):
+        for n in (1 << 19, (1 << 19) + 1, 1 << 21, (1 << 21) + 1, 1 << 22, (1 << 22) + 1,
+                  1 << 24, (1 << 24) + 1, 1 << 28):
             c = registry.default_config(p, dtype, 4, n)
             got[n] = (c["block_size"], c["items_per_thread"], c["min_blocks"],
-                      c["batch_values"])
+                      c["batch_values"], c["lookback_window"])
             assert p.valid_config(c, dtype, 4, DeviceLimits.sm90())
-        assert got[1 << 19] == (384, 12, 0, 1)
-        assert got[(1 << 19) + 1] == got[1 << 22] == (512, 16, 0, 1)
-        assert got[(1 << 22) + 1] == got[1 << 28] == (512, 20, 0, 1)
+        assert got[1 << 19] == (384, 12, 0, 1, 4)
+        assert got[(1 << 19) + 1] == got[1 << 21] == (512, 16, 0, 1, 4)
+        assert got[(1 << 21) + 1] == got[1 << 22] == (512, 16, 0, 1, 2)
+        assert got[(1 << 22) + 1] == got[1 << 24] == (512, 20, 0, 1, 2)
+        assert got[(1 << 24) + 1] == got[1 << 28] == (512, 20, 0, 1, 1)
     # other widths keep the default tile; every sort with values loads them
     # in a batch, with registers for 2 blocks an SM (no spills at min_blocks 0)
     for dtype, vb in (("uint16", 4), ("uint32", 8), ("uint64", 4)):
