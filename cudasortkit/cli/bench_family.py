@@ -19,9 +19,10 @@ Device cells: medians of CUDA-event timings (cudasortkit/gpu/timing.py) of
 one call each, the contenders interleaved over gpu.timing's ROUNDS rounds
 (rotated_rounds) after warm-up, a contender's round at least MIN_ROUND_S
 of calls (short calls are repeated more); a call's window holds its host
-time, as a caller waits for it. Every contender's result (the peers' too) is checked
-against NumPy before it is timed, and a contender whose result is wrong is
-reported as such, never timed. `--family-cases` picks the groups to run.
+time, as a caller waits for it. Every contender's result (the peers' too)
+is checked against NumPy before it is timed, and a contender whose result
+is wrong is reported as such, never timed. `--family-cases` picks the
+groups to run.
 """
 from __future__ import annotations
 
