@@ -8,8 +8,8 @@ live in this process side by side: each keeps its own set of
 ``cudasortkit.*`` modules, put into ``sys.modules`` while its calls run, so
 that what a call imports on its way is its own version's. Both sort the
 same inputs on the same device, in interleaved rounds (each round in
-another order) with CuPy's sort as a control; each version's results are
-checked against NumPy first. Tuning is off and the tuning cache is a new
+another order: gpu.timing's rotated_rounds) with CuPy's sort as a
+control; each version's results are checked against NumPy first. Tuning is off and the tuning cache is a new
 empty one, so both run their plugins' default configs.
 
 Separate processes differ by several percent whatever their code (the
@@ -26,6 +26,7 @@ import tempfile
 
 import numpy as np
 
+from ..gpu.timing import rotated_rounds
 from ..sdk import registry
 from ..settings import AUTOTUNE, BUILD_ASIDE, CACHE_DIR, parse_size
 from .bench import make_input, require_gpu
@@ -118,10 +119,8 @@ def _cell(cupy, versions, names, dtype, n, rounds, calls, rng) -> tuple:
                 print(f"  {dtype} {n} {name} ({v.label}): not timed, "
                       f"{'a wrong result' if ok is False else ok}", flush=True)
     samples = {key: [] for key in runners}
-    keys = list(runners)
-    for r in range(rounds):
-        order = keys[r % len(keys):] + keys[:r % len(keys)]
-        for key in (order if r % 2 == 0 else order[::-1]):
+    for order in rotated_rounds(runners, rounds):
+        for key in order:
             version, run = runners[key]
             with version.active() if version else contextlib.nullcontext():
                 samples[key].append(_timed(cupy, run, calls))
