@@ -231,6 +231,47 @@ def test_prepared_unique_repeats_on_new_data(library, dtype, n, rng, monkeypatch
             assert served, f"2^20 {dtype} keys with {flags}, equal_nan={equal_nan} not prepared"
 
 
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("n", [2049, 104729, 1 << 20])
+def test_prepared_unique_graphs_on_new_keys_in_one_array(library, dtype, n, rng):
+    """A prepared unique called again and again on one array whose keys
+    are rewritten in place, its results dropped after each call (so the
+    caller's pool hands their blocks back): its kernels after the sort run
+    as graphs of those addresses (captured on a second sighting, then
+    launched: launch/graphs.py) wherever it is prepared (int32 and float64
+    at 2^20 keys always are), and every call is NumPy's, with each set of
+    flags. A graph replaying the last call's keys or results, or
+    launched before the sort it follows, fails here (the results are
+    poisoned first: conftest)."""
+    from cudasortkit import api
+    from cudasortkit.calls import unique_prepared
+
+    to = _uploader(library)
+    floats = dtype.startswith("float")
+    for flags in FLAG_SETS:
+        d = to(make_keys("uniform", dtype, n, rng))
+        for i in range(8):
+            a = make_keys("uniform", dtype, n, rng)
+            if i % 3 == 1:
+                a = (a % (3 + i)).astype(dtype)
+            if floats:
+                a[i::97], a[i + 5::101] = np.nan, -0.0
+            d[...] = to(a)
+            got = csk.unique(d, *flags)
+            got = [to_numpy(x) for x in (got if any(flags) else (got,))]
+            expected = _expected(a, flags, True)
+            assert np.array_equal(_bits(got[0]), _bits(expected[0])), (flags, i)
+            for g, e in zip(got[1:], expected[1:]):
+                assert np.array_equal(g.reshape(-1), e.reshape(-1)), (flags, i)
+            del got
+        call = unique_prepared.find(api.prepared, d, flags, True)
+        if dtype in ("int32", "float64") and n == 1 << 20:
+            assert call is not None, f"2^20 {dtype} keys with {flags} not prepared"
+        if call is not None:
+            assert call.graphs.launches > 0 and call.graphs.off is None, (flags, call.graphs.off)
+
+
 def test_prepared_unique_on_a_busy_stream(rng):
     """A prepared unique (plain, and with the inverse and counts) on a CuPy
     stream of its own, right after work on that stream rewrote the keys: it

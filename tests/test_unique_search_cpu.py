@@ -544,9 +544,20 @@ class _Device:
                 return self.value[:count]
 
         class Scan:
-            def __init__(self, job, n, count_bytes):
+            """The scan's totals: one word, at the start of its buffer."""
+
+            @staticmethod
+            def buffer_bytes(n, count_bytes=4):
+                return count_bytes
+
+            @staticmethod
+            def total_offset(n, count_bytes=4):
+                return 0
+
+            def __init__(self, job, n, count_bytes, buffer=None):
                 self.dtype = np.dtype(f"u{count_bytes}")
-                self.total_ptr = device.memory.add(np.zeros(1, self.dtype))
+                self.total_ptr = (device.memory.add(np.zeros(1, self.dtype)) if buffer is None
+                                  else buffer)
 
             def __call__(self, src, dst, inclusive=False):
                 counts = device.memory.view(src, self.dtype)[:device.tiles].copy()
@@ -556,6 +567,8 @@ class _Device:
                 device.memory.view(self.total_ptr, self.dtype)[0] = sums[-1]
 
         class Job:
+            graphable = False  # no driver: a prepared unique issues its kernels
+
             def __init__(self, plugin, state, *, dtype, n, keys_in, keys_out, config):
                 self.dtype = dtype
 

@@ -372,20 +372,32 @@ def queue_counts(job, kernel, cap: int, starts: int, total_ptr: int, n: int, len
                total_ptr, n, counts)
 
 
-def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_nan: bool) -> tuple:
+def offsets_parts(n: int) -> list:
+    """The temporaries queue_offsets takes for n keys, as Job.alloc_parts
+    parts: the tiles' counts (then offsets), the specials (2 x 8 bytes of
+    first positions, then the word of runs seen) and the scan's level sums."""
+    tiles, count_bytes = -(-n // UNIQUE_TILE), count_bytes_for(n)
+    return [("tiles", tiles * count_bytes), ("special", 32),
+            ("scan", DeviceScan.buffer_bytes(tiles, count_bytes))]
+
+
+def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_nan: bool,
+                  parts: dict | None = None) -> tuple:
     """The runs before each UNIQUE_TILE tile of n sorted keys, queued on the
     job's stream: the tiles' run starts counted (`kernels`: UniqueKernels.tiles),
     then scanned into their offsets. Where the keys were sorted alone and
     are floats (kernels[1] given), zeros and NaNs take their bits from the
     input's first zero and first NaN: the tile counts clear the bits of a
     word for the runs they see, and csk_unique_first_special finds those
-    runs' first positions in the input. Returns (offsets, first positions
-    or 0, the address of u: the scan's total) for csk_unique_write."""
+    runs' first positions in the input. `parts`: offsets_parts(n)'s
+    temporaries, allocated by the caller (None: here). Returns (offsets,
+    first positions or 0, the address of u: the scan's total) for
+    csk_unique_write."""
     tiles = job.blocks(n, UNIQUE_TILE)
     count_bytes = count_bytes_for(n)
     tile_counts, first_special = kernels
-    # specials: 2 x 8 bytes of first positions, then the word of runs seen
-    parts = job.alloc_parts([("tiles", tiles * count_bytes), ("special", 32)])
+    if parts is None:
+        parts = job.alloc_parts(offsets_parts(n))
     first, specials = (parts["special"], parts["special"] + 16) if first_special else (0, 0)
     if first_special:
         job.memset32(first, 0xFFFFFFFF, 5)
@@ -393,20 +405,33 @@ def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_na
                specials)
     if first_special:
         job.launch(first_special, tiles, UNIQUE_BLOCK, keys_ptr, n, specials, first)
-    scan = DeviceScan(job, tiles, count_bytes)
+    scan = DeviceScan(job, tiles, count_bytes, buffer=parts["scan"])
     scan(parts["tiles"], parts["tiles"], inclusive=False)  # the tiles' offsets; u the total
     return parts["tiles"], first, scan.total_ptr
 
 
+def offsets_total(parts: dict, n: int) -> int:
+    """The address of u that queue_offsets of n keys on `parts` returns."""
+    return parts["scan"] + DeviceScan.total_offset(-(-n // UNIQUE_TILE), count_bytes_for(n))
+
+
+def compact_parts(n: int) -> list:
+    """The temporaries queue_compact takes for n keys, as Job.alloc_parts
+    parts: its tiles' look-back status words and ticket, and u."""
+    return [("status", (-(-n // COMPACT_TILE) + 1) * 8), ("total", 8)]
+
+
 def queue_compact(job, kernel, sorted_ptr: int, n: int, equal_nan: bool, values_ptr: int,
-                  starts_ptr: int) -> int:
+                  starts_ptr: int, parts: dict | None = None) -> int:
     """The one pass over n sorted keys, queued on the job's stream: its
-    tiles' look-back status words and ticket (job temporaries, zeroed
-    first), then `kernel` (UniqueKernels.compact) writing the values (and the
-    runs' starts, where starts_ptr is not 0) n long. Returns the address of
-    u, the number of unique values, once the pass has run."""
+    tiles' look-back status words and ticket (compact_parts(n), allocated
+    by the caller, else here; zeroed first), then `kernel`
+    (UniqueKernels.compact) writing the values (and the runs' starts, where
+    starts_ptr is not 0) n long. Returns the address of u, the number of
+    unique values, once the pass has run."""
     tiles = job.blocks(n, COMPACT_TILE)
-    parts = job.alloc_parts([("status", (tiles + 1) * 8), ("total", 8)])
+    if parts is None:
+        parts = job.alloc_parts(compact_parts(n))
     status = parts["status"]
     job.memset32(status, 0, 2 * (tiles + 1))  # the status words, then the ticket
     job.launch(kernel, tiles, COMPACT_CONFIG["block_size"], sorted_ptr, n, int(equal_nan),

@@ -14,9 +14,15 @@ with, runs it and then, with the kernels the first call compiled
 (unique.unique_kernels), the general path's kernels: the one pass for
 integer and bool keys sorted alone (unique.queue_compact), else the tile
 counts, scan and write (queue_offsets, queue_write), and the counts
-(queue_counts). Every result is made n long in the caller's library
-before the one wait and cut to u after it (the inverse is n long). Nothing
-else is read, checked or chosen again. Any other call, or a sort that is
+(queue_counts). Those kernels' launches are captured into a CUDA graph
+of the call's addresses (input, sorted keys, order, results and the one
+allocation of temporaries) on their second sighting, and a call on the
+same addresses again launches that graph: one driver call, where issuing
+them one by one left the GPU idle between them for the host's time (the
+rules of launch/graphs.py, whose PlanGraphs keeps them). Every result is
+made n long in the caller's library before the one wait and cut to u
+after it (the inverse is n long). Nothing else is read, checked or chosen
+again. Any other call, or a sort that is
 prepared anew (its decision moved), takes the general path, which prepares
 the unique again.
 
@@ -35,6 +41,7 @@ import numpy as np
 from ..build.corekernels import iota64
 from ..dtypes import INDEX_DTYPE
 from ..gpu.arrays import cut_is_view, library_of, torch_to_numpy_dtype
+from ..launch.graphs import PlanGraphs
 from ..launch.outputs import poison
 from . import unique as uniques
 from .sort_prepared import adapter_for
@@ -50,7 +57,8 @@ class PreparedUnique:
     """One length's and flags' unique: the prepared sort, then unique.cu's kernels."""
 
     __slots__ = ("sort", "state", "adapter", "job", "kernels", "dtype", "n", "flags",
-                 "equal_nan", "positions", "tiles", "count_bytes", "cap", "dtypes", "makers")
+                 "equal_nan", "positions", "tiles", "count_bytes", "cap", "dtypes", "makers",
+                 "parts", "graphs")
 
     def __init__(self, sort, state, adapter, job, kernels, dtype, n: int,
                  flags=(False, False, False), equal_nan: bool = True, positions=None):
@@ -69,12 +77,19 @@ class PreparedUnique:
         self.dtypes = (self.dtype, *(INDEX_DTYPE if f else None for f in self.flags))
         self.makers = tuple(None if d is None else adapter.maker((self.n,), d)
                             for d in self.dtypes)
+        # a call's temporaries, one allocation: the runs' starts (counts
+        # only), then the one pass's or the count-scan-write's parts
+        self.parts = ([("starts", self.n * self.count_bytes)] if self.flags[2] else []) + (
+            uniques.compact_parts(self.n) if kernels.compact is not None
+            else uniques.offsets_parts(self.n))
+        #: The graphs of the kernels after the sort, by the call's addresses.
+        self.graphs = PlanGraphs()
 
     def __call__(self, a):
         """numpy.unique's result of `a` (an array of the caller's library):
         the values, or the tuple of the values and the flags' results."""
         state = self.state.activate()
-        adapter, kernels, n = self.adapter, self.kernels, self.n
+        adapter, n = self.adapter, self.n
         if self.positions is None:
             sorted_keys, order = self.sort(a)[0], None
         else:
@@ -86,26 +101,23 @@ class PreparedUnique:
         job = self.job.rebound(keys_in, 0)
         try:
             results = [None if make is None else state.allocating(make, a) for make in self.makers]
-            at = [0 if r is None else adapter.pointer(r) for r in results]
+            at = tuple(0 if r is None else adapter.pointer(r) for r in results)
             for ptr, dtype in zip(at, self.dtypes):
                 if dtype is not None:
                     poison(state, ptr, n * dtype.itemsize)
-            values, index, inverse, counts = at
-            starts = int(job.alloc(n * self.count_bytes)) if counts else 0
-            sorted_at = adapter.pointer(sorted_keys)
-            if kernels.compact is not None:
-                total = uniques.queue_compact(job, kernels.compact, sorted_at, n, self.equal_nan,
-                                              values, starts)
-            else:
-                order_at = 0 if order is None else adapter.pointer(order)
-                offsets, first, total = uniques.queue_offsets(job, kernels.tiles, sorted_at,
-                                                              keys_in, n, self.equal_nan)
-                uniques.queue_write(job, kernels.write, self.tiles, keys_in, sorted_at, order_at,
-                                    first, offsets, n, self.equal_nan, values, index, starts, 0,
-                                    inverse)
-            if counts:
-                uniques.queue_counts(job, kernels.counts, self.cap, starts, total, n, n, counts)
-            u = state.read_back(total, self.count_bytes)
+            parts = job.alloc_parts(self.parts)
+            buffers = (keys_in, adapter.pointer(sorted_keys),
+                       0 if order is None else adapter.pointer(order), *at,
+                       parts.get("starts", 0))
+            # one graph launch where these addresses (and the temporaries')
+            # ran before, as a launch plan's replay (launch/graphs.py)
+            addresses = (*buffers, parts[self.parts[0][0]])
+            if not self.graphs.launch(addresses, job):
+                work = lambda: self._queue(job, buffers, parts)  # noqa: E731
+                if not (job.graphable and self.graphs.wants(addresses)
+                        and self.graphs.capture(addresses, job, work)):
+                    work()
+            u = state.read_back(self._total(parts), self.count_bytes)
             # the inverse stays n long; the rest is cut to u
             results = [r if r is None or i == 2 else self._cut(r, at[i], u, self.dtypes[i])
                        for i, r in enumerate(results)]
@@ -116,6 +128,31 @@ class PreparedUnique:
         if not any(self.flags):
             return results[0]
         return tuple(r for r in results if r is not None)
+
+    def _total(self, parts: dict) -> int:
+        """The address of u among a call's temporaries."""
+        if self.kernels.compact is not None:
+            return parts["total"]
+        return uniques.offsets_total(parts, self.n)
+
+    def _queue(self, job, buffers: tuple, parts: dict) -> None:
+        """Queue unique.cu's kernels on the job's stream for one call:
+        `buffers` (the input keys, sorted keys, order or 0, values, first
+        indices, inverse and counts or 0, the runs' starts), `parts` the
+        call's temporaries (self.parts). Only stream work: it may be
+        captured into the graph of these addresses."""
+        kernels, n, equal_nan = self.kernels, self.n, self.equal_nan
+        keys_in, sorted_at, order_at, values, index, inverse, counts, starts = buffers
+        if kernels.compact is not None:
+            total = uniques.queue_compact(job, kernels.compact, sorted_at, n, equal_nan, values,
+                                          starts, parts)
+        else:
+            offsets, first, total = uniques.queue_offsets(job, kernels.tiles, sorted_at, keys_in,
+                                                          n, equal_nan, parts)
+            uniques.queue_write(job, kernels.write, self.tiles, keys_in, sorted_at, order_at,
+                                first, offsets, n, equal_nan, values, index, starts, 0, inverse)
+        if counts:
+            uniques.queue_counts(job, kernels.counts, self.cap, starts, total, n, n, counts)
 
     def _cut(self, result, at: int, u: int, dtype):
         """The first u elements of `result` (of `dtype`, at address `at`):

@@ -10,6 +10,10 @@ plugin's run() like this::
     scan(src2_ptr, dst2_ptr, inclusive=True)    # reuse: no allocation per call
     scan.total_ptr                              # device address of the grand total
 
+`buffer=` gives the level sums a home the caller owns (an address of
+DeviceScan.buffer_bytes(n, count_bytes) bytes) instead of job.alloc: a
+caller that captures the scan into a CUDA graph allocates before capture.
+
 src and dst are device pointers (ints) to n unsigned counts of count_bytes
 each (4 or 8; sums wrap like numpy.cumsum of uint32 / uint64); src may equal
 dst (in place). Launches go on the job's stream through job.launch, and the
@@ -52,11 +56,25 @@ def scan_config(block_size: int = SCAN_BLOCK, items_per_thread: int = SCAN_ITEMS
     return {"block_size": int(block_size), "items_per_thread": int(items_per_thread)}
 
 
+def _tiles(length: int, tile: int) -> int:
+    """Tiles of `tile` counts over `length` counts (at least one)."""
+    return max(1, -(-length // tile))
+
+
+def _level_lengths(n: int, tile: int) -> list:
+    """The counts each level scans: n, then its tiles' totals, and so on
+    down to a level of one tile."""
+    lengths = [n]
+    while _tiles(lengths[-1], tile) > 1:
+        lengths.append(_tiles(lengths[-1], tile))
+    return lengths
+
+
 class DeviceScan:
     """Prefix sums of n counts on `job`'s stream; see the module docstring."""
 
     def __init__(self, job, n: int, count_bytes: int = 4, *, block_size: int = SCAN_BLOCK,
-                 items_per_thread: int = SCAN_ITEMS):
+                 items_per_thread: int = SCAN_ITEMS, buffer: int | None = None):
         n = int(n)
         if n < 0:
             raise ValueError(f"scan length must be >= 0, got {n}")
@@ -72,21 +90,31 @@ class DeviceScan:
                                       owner=owner)
         self._add = template.kernel(job.state, SCAN_DTYPE, 0, config, "csk_scan_add", owner=owner)
         # Level k scans `lengths[k]` values and writes tile totals to sums[k].
-        self.lengths = []
-        length = n
-        while True:
-            self.lengths.append(length)
-            tiles = max(1, job.blocks(length, self.tile))
-            if tiles == 1:
-                break
-            length = tiles
-        sums = [max(1, job.blocks(length, self.tile)) for length in self.lengths]
-        self._buffer = job.alloc(sum(sums) * self.count_bytes)
-        base = int(self._buffer)
+        self.lengths = _level_lengths(n, self.tile)
+        sums = [_tiles(length, self.tile) for length in self.lengths]
+        base = int(job.alloc(sum(sums) * self.count_bytes) if buffer is None else buffer)
         self._sums = []
         for count in sums:
             self._sums.append(base)
             base += count * self.count_bytes
+
+    @staticmethod
+    def buffer_bytes(n: int, count_bytes: int = 4, *, block_size: int = SCAN_BLOCK,
+                     items_per_thread: int = SCAN_ITEMS) -> int:
+        """The bytes of the level sums a scan of n counts needs: what
+        `buffer` must hold where the caller gives it."""
+        tile = int(block_size) * int(items_per_thread)
+        return sum(_tiles(length, tile) for length in _level_lengths(int(n), tile)) * count_bytes
+
+    @staticmethod
+    def total_offset(n: int, count_bytes: int = 4, *, block_size: int = SCAN_BLOCK,
+                     items_per_thread: int = SCAN_ITEMS) -> int:
+        """Where in the buffer the grand total of a scan of n counts lies
+        (total_ptr less the buffer's address): after every level's sums but
+        the last's."""
+        tile = int(block_size) * int(items_per_thread)
+        return sum(_tiles(length, tile) for length in _level_lengths(int(n), tile)[:-1]) \
+            * count_bytes
 
     @property
     def total_ptr(self) -> int:
