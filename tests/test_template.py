@@ -150,6 +150,23 @@ def test_core_scan_compiles_its_own_template_and_names_the_job_plugin(nvcc):
         scan(0x10000, 0x20000)
 
 
+@pytest.mark.parametrize("n", [1, 2047, 2048, 2049, 2048 * 2048, 2048 * 2048 + 1])
+@pytest.mark.parametrize("count_bytes", [4, 8])
+def test_scan_buffer_a_caller_owns_is_the_size_and_total_it_would_allocate(nvcc, n, count_bytes):
+    """DeviceScan.buffer_bytes and total_offset say what the scan would
+    allocate and where its total lies, so that a caller allocating the
+    buffer itself (buffer=, before a graph capture) gets the same scan."""
+    counting = registry.plugins()["counting"]
+    job = Job(counting, StubState(), dtype="int32", n=n, keys_in=0, keys_out=0)
+    sizes = []
+    job.alloc = lambda nbytes: sizes.append(nbytes) or 0x100000
+    own = DeviceScan(job, n, count_bytes)
+    assert sizes == [DeviceScan.buffer_bytes(n, count_bytes)]
+    assert own.total_ptr - 0x100000 == DeviceScan.total_offset(n, count_bytes)
+    given = DeviceScan(job, n, count_bytes, buffer=0x900000)
+    assert len(sizes) == 1 and given.total_ptr - 0x900000 == DeviceScan.total_offset(n, count_bytes)
+
+
 def _raise(*args, **kwargs):
     raise StubError("launch failed (stub)")
 
