@@ -655,6 +655,24 @@ __device__ __forceinline__ os_carry_t os_load_value(const void* __restrict__ src
     return ((const os_carry_t*)src)[i];
 }
 
+// A warp's items into item[]: a thread's item j is load(j * 32), counted
+// from its lane's first item (one j of a warp is 32 consecutive words: a
+// coalesced load). Whole warps load without bounds tests; the last tile's
+// last warps load their warp_keys items and set the rest to `past`.
+template <typename T, typename Load>
+__device__ __forceinline__ void os_load_warp(T (&item)[ITEMS_PER_THREAD], bool whole_warp,
+                                             int lane, int warp_keys, T past, Load load)
+{
+    if (whole_warp) {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j) item[j] = load(j * 32);
+    } else {
+#pragma unroll
+        for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+            item[j] = j * 32 + lane < warp_keys ? load(j * 32) : past;
+    }
+}
+
 // Value v of output position g: the carried word, except from the last pass
 // (unless OS_KEEP_CARRIED), which writes the caller's width: a given value or
 // a position as it is, or under OS_GATHER the value at that position of
@@ -763,14 +781,8 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
         const bool whole_warp = warp_keys >= WARP_ITEMS;
         const csk_bits_t* my_src = src + warp_base + lane;
         csk_bits_t key[ITEMS_PER_THREAD];
-        if (whole_warp) {
-#pragma unroll
-            for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = my_src[j * 32];
-        } else {
-#pragma unroll
-            for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-                key[j] = j * 32 + lane < warp_keys ? my_src[j * 32] : (csk_bits_t)0;
-        }
+        os_load_warp(key, whole_warp, lane, warp_keys, (csk_bits_t)0,
+                     [&](int at) { return my_src[at]; });
         if (first) {
 #pragma unroll
             for (int j = 0; j < ITEMS_PER_THREAD; ++j) key[j] = (csk_bits_t)(csk_encode(key[j], kmask) - kbase);
@@ -828,17 +840,9 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
 #if BATCH_VALUES
         {
             os_carry_t value[ITEMS_PER_THREAD];
-            const csk_index_t at = warp_base + lane;
-            if (whole_warp) {
-#pragma unroll
-                for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-                    value[j] = os_load_value(vsrc, value_mode, first, at + j * 32);
-            } else {
-#pragma unroll
-                for (int j = 0; j < ITEMS_PER_THREAD; ++j)
-                    value[j] = j * 32 + lane < warp_keys ? os_load_value(vsrc, value_mode, first, at + j * 32)
-                                                         : (os_carry_t)0;
-            }
+            const csk_index_t mine = warp_base + lane;
+            os_load_warp(value, whole_warp, lane, warp_keys, (os_carry_t)0,
+                         [&](int at) { return os_load_value(vsrc, value_mode, first, mine + at); });
 #pragma unroll
             for (int j = 0; j < ITEMS_PER_THREAD; ++j)
                 if (j * 32 + lane < warp_keys) values_s[pos[j]] = value[j];
