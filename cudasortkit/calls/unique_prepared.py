@@ -22,9 +22,8 @@ them one by one left the GPU idle between them for the host's time (the
 rules of launch/graphs.py, whose PlanGraphs keeps them). Every result is
 made n long in the caller's library before the one wait and cut to u
 after it (the inverse is n long). Nothing else is read, checked or chosen
-again. Any other call, or a sort that is
-prepared anew (its decision moved), takes the general path, which prepares
-the unique again.
+again. Any other call, or a sort that is prepared anew (its decision
+moved), takes the general path, which prepares the unique again.
 
 Calls sorted alone are prepared from 2 to ONE_PASS_UP_TO keys; calls that
 sort (keys, positions) below INVERSE_SORT_MIN keys, where the inverse is
@@ -109,8 +108,8 @@ class PreparedUnique:
             buffers = (keys_in, adapter.pointer(sorted_keys),
                        0 if order is None else adapter.pointer(order), *at,
                        parts.get("starts", 0))
-            # one graph launch where these addresses (and the temporaries')
-            # ran before, as a launch plan's replay (launch/graphs.py)
+            # one graph launch where these addresses (and the temporaries'
+            # base) ran before, as a launch plan's replay (launch/graphs.py)
             addresses = (*buffers, parts[self.parts[0][0]])
             if not self.graphs.launch(addresses, job):
                 work = lambda: self._queue(job, buffers, parts)  # noqa: E731
