@@ -410,9 +410,10 @@ def queue_offsets(job, kernels, sorted_ptr: int, keys_ptr: int, n: int, equal_na
     return parts["tiles"], first, scan.total_ptr
 
 
-def offsets_total(parts: dict, n: int) -> int:
-    """The address of u that queue_offsets of n keys on `parts` returns."""
-    return parts["scan"] + DeviceScan.total_offset(-(-n // UNIQUE_TILE), count_bytes_for(n))
+def offsets_total_at(n: int) -> tuple:
+    """Where queue_offsets of n keys leaves u among offsets_parts(n): (part,
+    byte offset in it), the scan's total."""
+    return "scan", DeviceScan.total_offset(-(-n // UNIQUE_TILE), count_bytes_for(n))
 
 
 def compact_parts(n: int) -> list:

@@ -57,7 +57,7 @@ class PreparedUnique:
 
     __slots__ = ("sort", "state", "adapter", "job", "kernels", "dtype", "n", "flags",
                  "equal_nan", "positions", "tiles", "count_bytes", "cap", "dtypes", "makers",
-                 "parts", "graphs")
+                 "parts", "total_at", "graphs")
 
     def __init__(self, sort, state, adapter, job, kernels, dtype, n: int,
                  flags=(False, False, False), equal_nan: bool = True, positions=None):
@@ -81,6 +81,9 @@ class PreparedUnique:
         self.parts = ([("starts", self.n * self.count_bytes)] if self.flags[2] else []) + (
             uniques.compact_parts(self.n) if kernels.compact is not None
             else uniques.offsets_parts(self.n))
+        #: Where u lies among them: (part, byte offset in it).
+        self.total_at = (("total", 0) if kernels.compact is not None
+                         else uniques.offsets_total_at(self.n))
         #: The graphs of the kernels after the sort, by the call's addresses.
         self.graphs = PlanGraphs()
 
@@ -116,7 +119,8 @@ class PreparedUnique:
                 if not (job.graphable and self.graphs.wants(addresses)
                         and self.graphs.capture(addresses, job, work)):
                     work()
-            u = state.read_back(self._total(parts), self.count_bytes)
+            part, offset = self.total_at
+            u = state.read_back(parts[part] + offset, self.count_bytes)
             # the inverse stays n long; the rest is cut to u
             results = [r if r is None or i == 2 else self._cut(r, at[i], u, self.dtypes[i])
                        for i, r in enumerate(results)]
@@ -127,12 +131,6 @@ class PreparedUnique:
         if not any(self.flags):
             return results[0]
         return tuple(r for r in results if r is not None)
-
-    def _total(self, parts: dict) -> int:
-        """The address of u among a call's temporaries."""
-        if self.kernels.compact is not None:
-            return parts["total"]
-        return uniques.offsets_total(parts, self.n)
 
     def _queue(self, job, buffers: tuple, parts: dict) -> None:
         """Queue unique.cu's kernels on the job's stream for one call:

@@ -9,8 +9,9 @@ live in this process side by side: each keeps its own set of
 that what a call imports on its way is its own version's. Both sort the
 same inputs on the same device, in interleaved rounds (each round in
 another order: gpu.timing's rotated_rounds) with CuPy's sort as a
-control; each version's results are checked against NumPy first. Tuning is off and the tuning cache is a new
-empty one, so both run their plugins' default configs.
+control; each version's results are checked against NumPy first. Tuning
+is off and the tuning cache is a new empty one, so both run their
+plugins' default configs.
 
 Separate processes differ by several percent whatever their code (the
 GPU's clocks, where the pools' buffers fall: ``bench compare`` reads such

@@ -56,18 +56,17 @@ def scan_config(block_size: int = SCAN_BLOCK, items_per_thread: int = SCAN_ITEMS
     return {"block_size": int(block_size), "items_per_thread": int(items_per_thread)}
 
 
-def _tiles(length: int, tile: int) -> int:
-    """Tiles of `tile` counts over `length` counts (at least one)."""
-    return max(1, -(-length // tile))
-
-
-def _level_lengths(n: int, tile: int) -> list:
-    """The counts each level scans: n, then its tiles' totals, and so on
-    down to a level of one tile."""
-    lengths = [n]
-    while _tiles(lengths[-1], tile) > 1:
-        lengths.append(_tiles(lengths[-1], tile))
-    return lengths
+def _levels(n: int, tile: int) -> list:
+    """(counts scanned, tile totals written) of each level: n counts, then
+    their tiles' totals, and so on down to a level of one tile."""
+    levels = []
+    length = n
+    while True:
+        tiles = max(1, -(-length // tile))
+        levels.append((length, tiles))
+        if tiles == 1:
+            return levels
+        length = tiles
 
 
 class DeviceScan:
@@ -90,8 +89,9 @@ class DeviceScan:
                                       owner=owner)
         self._add = template.kernel(job.state, SCAN_DTYPE, 0, config, "csk_scan_add", owner=owner)
         # Level k scans `lengths[k]` values and writes tile totals to sums[k].
-        self.lengths = _level_lengths(n, self.tile)
-        sums = [_tiles(length, self.tile) for length in self.lengths]
+        levels = _levels(n, self.tile)
+        self.lengths = [length for length, _ in levels]
+        sums = [tiles for _, tiles in levels]
         base = int(job.alloc(sum(sums) * self.count_bytes) if buffer is None else buffer)
         self._sums = []
         for count in sums:
@@ -103,8 +103,8 @@ class DeviceScan:
                      items_per_thread: int = SCAN_ITEMS) -> int:
         """The bytes of the level sums a scan of n counts needs: what
         `buffer` must hold where the caller gives it."""
-        tile = int(block_size) * int(items_per_thread)
-        return sum(_tiles(length, tile) for length in _level_lengths(int(n), tile)) * count_bytes
+        levels = _levels(int(n), int(block_size) * int(items_per_thread))
+        return sum(tiles for _, tiles in levels) * count_bytes
 
     @staticmethod
     def total_offset(n: int, count_bytes: int = 4, *, block_size: int = SCAN_BLOCK,
@@ -112,9 +112,8 @@ class DeviceScan:
         """Where in the buffer the grand total of a scan of n counts lies
         (total_ptr less the buffer's address): after every level's sums but
         the last's."""
-        tile = int(block_size) * int(items_per_thread)
-        return sum(_tiles(length, tile) for length in _level_lengths(int(n), tile)[:-1]) \
-            * count_bytes
+        levels = _levels(int(n), int(block_size) * int(items_per_thread))
+        return sum(tiles for _, tiles in levels[:-1]) * count_bytes
 
     @property
     def total_ptr(self) -> int:
