@@ -17,7 +17,6 @@ sort, which the public API runs (dispatch/execute.py).
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 
@@ -28,7 +27,7 @@ from ..gpu.arrays import Operand, c_strides, library_of, not_an_array, torch_to_
 from ..dtypes import INDEX_DTYPE
 from ..dispatch.request import caller_ordering
 from ..sdk.segments import Segments, check_offsets
-from ..gpu.streams import cupy_stream, handle_of
+from ..gpu.streams import library_stream
 
 try:
     _AxisError = np.exceptions.AxisError
@@ -131,15 +130,8 @@ class Rows:
     def stream_context(self):
         """The caller's stream= as the current stream of the array's library
         while its copies are issued (no stream given: the current one)."""
-        if self.stream is None or self.library not in ("cupy", "torch"):
-            return contextlib.nullcontext()
-        handle = handle_of(self.stream)
-        if self.library == "cupy":
-            return cupy_stream(handle)
-        import torch
-
-        device = self.original.device
-        return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
+        device = self.original.device if self.library == "torch" else None
+        return library_stream(self.library, self.stream, device)
 
     def _flatten(self, a):
         lib = self.library

@@ -11,7 +11,6 @@ sort), all in the caller's stream.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -21,7 +20,7 @@ from ..dispatch.execute import run
 from ..dispatch.request import caller_ordering, check_algorithm, make_request
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
-from ..gpu.streams import handle_of
+from ..gpu.streams import library_stream
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather, key_bits
 from ..sdk.plugin import RUN_ERRORS
@@ -299,20 +298,6 @@ def array_namespace(library: str):
     import cupy
 
     return cupy
-
-
-def library_stream(library: str, stream):
-    """A context running the library's work in `stream` (None: its current one)."""
-    if stream is None:
-        return contextlib.nullcontext()
-    handle = handle_of(stream)
-    if library == "torch":
-        import torch
-
-        return torch.cuda.stream(torch.cuda.ExternalStream(handle))
-    import cupy
-
-    return cupy.cuda.ExternalStream(handle)
 
 
 def _host_key(k) -> np.ndarray:

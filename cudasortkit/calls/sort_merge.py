@@ -16,8 +16,6 @@ concatenation [a..., b...].
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from .. import order
@@ -27,6 +25,7 @@ from ..launch.run import deliver_host
 from ..sdk.plugin import RUN_ERRORS
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, numpy_to_torch_dtype, overlaps
+from ..gpu.streams import library_stream
 from ..dtypes import exact_common_dtype, key_dtype, key_name
 
 
@@ -95,10 +94,8 @@ def _converted(op: Operand, dtype: np.dtype, stream) -> Operand:
     if op.dtype == dtype:
         return op
     if op.library in ("numpy", "torch-cpu", "cupy", "torch"):
-        from .multikey import library_stream
-
         array = op.array if op.library == "numpy" else op.original
-        with library_stream(op.library, stream) if op.on_device else contextlib.nullcontext():
+        with library_stream(op.library, stream):
             if op.library in ("numpy", "cupy"):
                 converted = array.astype(dtype)
             else:

@@ -25,10 +25,11 @@ import numpy as np
 from .. import order as host_order
 from ..dispatch.request import caller_ordering
 from ..gpu.arrays import Operand, Result, library_of
+from ..gpu.streams import library_stream
 from ..sdk.job import Job
 from ..sdk.multikey import device_ptr, launch
 from ..sdk.scan import DeviceScan
-from .multikey import (array_namespace, default_selector, library_stream, new_array, order_of,
+from .multikey import (array_namespace, default_selector, new_array, order_of,
                        through_cupy)
 
 _DEVICE = ("cupy", "torch", "gpuarray", "cai")

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..build.template import KernelTemplate
 from ..dtypes import key_name
+from ..gpu.streams import cupy_stream
 
 DASK_COUNTS = KernelTemplate("dask_counts.cu")
 COUNT_BLOCK = 256
@@ -204,7 +205,7 @@ def _partition_device(keys, splitters, descending, keys_out, values, values_out,
         count_kernel.launch(state, state.stream, (grid, 1), block,
                             (int(keys.data.ptr), n, per, int(words.data.ptr), len(splitters), mask,
                              int(counts.data.ptr)), owner="dask", dtype=dtype, config=config)
-        with cupy.cuda.ExternalStream(state.stream.handle):
+        with cupy_stream(state.stream.handle):
             starts = cupy.cumsum(counts) - counts       # bucket-major: blocks in index order within a bucket
             sizes = counts.reshape(buckets, grid).sum(axis=1)
         mode = 0 if values is None else 1 if positions else 2

@@ -21,6 +21,7 @@ stream is already ordered with it both ways.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 
@@ -81,6 +82,21 @@ def cupy_stream(handle: int):
     if hasattr(cupy.cuda.Stream, "from_external"):
         return cupy.cuda.Stream.from_external(StreamRef(handle))
     return cupy.cuda.ExternalStream(handle)
+
+
+def library_stream(library: str, stream, device=None):
+    """A context in which the array library's own operations ("cupy" or
+    "torch"; any other: none) are issued to `stream` (anything handle_of
+    takes; None: the library's current stream, left as it is). `device`: a
+    torch stream's device (None: torch's current device)."""
+    if stream is None or library not in ("cupy", "torch"):
+        return contextlib.nullcontext()
+    handle = handle_of(stream)
+    if library == "cupy":
+        return cupy_stream(handle)
+    import torch
+
+    return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
 
 
 def interface_stream(cai: dict) -> int | None:
