@@ -9,7 +9,7 @@ tile as one shared-memory launch.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES
-from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.plugin import Tunable, tile_tunables
 from cudasortkit.sdk.tiles import TiledSortPlugin
 
 GRID_CAP = 1 << 16  # global steps loop over comparators past this many blocks
@@ -29,8 +29,7 @@ class BitonicSort(TiledSortPlugin):
     #: Same launches for the same shape (the network follows from n and config).
     replayable = True
     tunables = {
-        "block_size": Tunable(256, (128, 256, 512, 1024), "threads per block"),
-        "items_per_thread": Tunable(8, (2, 4, 8, 16), "keys per thread in a tile"),
+        **tile_tunables((256, (128, 256, 512, 1024)), (8, (2, 4, 8, 16))),
         "one_launch": Tunable(1, (0, 1), "1: an input that one wider block (up to "
                               f"{ONE_LAUNCH_BLOCK} threads) holds is sorted in one launch"),
     }

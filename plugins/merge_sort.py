@@ -9,7 +9,7 @@ work in every step. The same kernels serve cudasortkit.merge (`merge` below).
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import Tunable, row_up_to
+from cudasortkit.sdk.plugin import Tunable, row_up_to, tile_tunables
 from cudasortkit.sdk.tiles import TiledSortPlugin
 
 TEMPLATE = "merge_sort.cu"
@@ -45,10 +45,10 @@ class MergeSort(TiledSortPlugin):
     #: Same launches for the same shape (pass count and grids follow from n and config).
     replayable = True
     tunables = {
-        "block_size": Tunable(256, (128, 256, 512), "threads per block (a power of two)"),
-        # Odd counts keep the thread-major shared-memory accesses (stride IPT)
-        # free of bank conflicts.
-        "items_per_thread": Tunable(15, (7, 8, 11, 15, 16), "keys each thread sorts and merges"),
+        # block_size: a power of two. items_per_thread: keys each thread sorts
+        # and merges; odd counts keep the thread-major shared-memory accesses
+        # (stride IPT) free of bank conflicts.
+        **tile_tunables((256, (128, 256, 512)), (15, (7, 8, 11, 15, 16))),
         "one_launch": Tunable(1, (0, 1), "1: an input that one wider block (up to "
                               f"{ONE_LAUNCH_BLOCK} threads) holds is sorted in one launch"),
     }

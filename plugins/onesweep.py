@@ -15,7 +15,7 @@ position. See docs/algorithms/onesweep.md.
 from __future__ import annotations
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable, row_up_to
+from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable, row_up_to, tile_tunables
 from cudasortkit.sdk.sweep import SweepGeometry, sweep_sort
 
 
@@ -33,8 +33,7 @@ class OnesweepSort(SortPlugin):
     #: What each knob does. Its default for a dtype, value width and size
     #: is default_config's and size_config's (and a subclass's own rules).
     tunables = {
-        "block_size": Tunable(384, (256, 384, 512), "threads per block"),
-        "items_per_thread": Tunable(16, (8, 12, 16, 20, 24), "keys per thread in a tile"),
+        **tile_tunables((384, (256, 384, 512)), (16, (8, 12, 16, 20, 24))),
         "radix_bits": Tunable(8, (7, 8, 10, 11), "bits per digit pass (more: fewer passes, "
                               "more shared memory a block)"),
         "warp_match": WARP_MATCH,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 
 from cudasortkit.dtypes import KEY_DTYPES, itemsize
-from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable
+from cudasortkit.sdk.plugin import WARP_MATCH, SortPlugin, Tunable, tile_tunables
 
 #: Downsweep blocks that must fit on one SM together: a valid config's block
 #: takes at most this share of the SM's shared memory.
@@ -39,8 +39,7 @@ class RadixSort(SortPlugin):
     replayable = True
     tunables = {
         "digit_bits": Tunable(8, (4, 5, 6, 7, 8), "bits sorted per pass (2^bits buckets)"),
-        "block_size": Tunable(512, (128, 256, 512), "threads per block"),
-        "items_per_thread": Tunable(16, (4, 8, 12, 16, 20), "keys per thread in a tile"),
+        **tile_tunables((512, (128, 256, 512)), (16, (4, 8, 12, 16, 20))),
         "warp_match": WARP_MATCH,
         "min_resident_threads": Tunable(0, (0, 512, 768, 1024),
                                         "scatter's register cap: threads kept resident per SM "

@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import math
 
-from cudasortkit.sdk.plugin import Tunable
+from cudasortkit.sdk.plugin import tile_tunables
 from cudasortkit.sdk.selection import MAX_GRID, WORD_DTYPES, GeneralSelectPlugin
 
 #: topk of several rows of at most this many keys: one block per row (rs_stream_select).
@@ -159,10 +159,7 @@ class RadixSelect(GeneralSelectPlugin):
     #: this one's 600 (its passes are launches); everything else takes the
     #: default 100 (several rows of at most STREAM_ROW keys: rs_stream_select).
     priorities = ((1, SHORT_ROW, None, 600),)
-    tunables = {
-        "block_size": Tunable(256, (128, 256, 512), "threads per block"),
-        "items_per_thread": Tunable(16, (4, 8, 16, 32), "keys per thread of a tile"),
-    }
+    tunables = tile_tunables((256, (128, 256, 512)), (16, (4, 8, 16, 32)))
     templates = ("radix_select.cu",)
 
     def unsupported(self, request):

@@ -46,6 +46,14 @@ WARP_MATCH = Tunable(0, (0, 1, 2, 3, 4), "every k-th key finds its digit peers w
                      "__match_any_sync, the rest with ballots (0: never)")
 
 
+def tile_tunables(block_size: tuple, items_per_thread: tuple) -> dict:
+    """The two knobs of a tile of BLOCK_SIZE x ITEMS_PER_THREAD keys, each a
+    (default, values) pair: ``{"block_size": ..., "items_per_thread": ...}``, in
+    that order, for a plugin's tunables (``{**tile_tunables(...), ...}``)."""
+    return {"block_size": Tunable(*block_size, "threads per block"),
+            "items_per_thread": Tunable(*items_per_thread, "keys per thread in a tile")}
+
+
 #: What a Request asks for: keys only, int64 indices, or the caller's values.
 REQUEST_KINDS = ("sort", "argsort", "pairs")
 
