@@ -29,8 +29,7 @@ from ..gpu.streams import library_stream
 from ..sdk.job import Job
 from ..sdk.multikey import device_ptr, launch
 from ..sdk.scan import DeviceScan
-from .multikey import (array_namespace, default_selector, new_array, order_of,
-                       through_cupy)
+from .multikey import array_namespace, default_selector, new_array, order_of, through_cupy
 
 _DEVICE = ("cupy", "torch", "gpuarray", "cai")
 
