@@ -74,8 +74,10 @@ def test_count_words_on_the_device_matches_numpy(dtype, descending, rng):
     a = make_keys("special" if dtype.startswith("float") else "few_unique", dtype, 5001, rng)
     a = a[reference_argsort(a, descending)]
     present = counting.encode(a[rng.integers(0, len(a), 30)], descending)
+    # uint64 throughout: a Python list here would promote the words to float64 and round them
     words = np.concatenate([present, rng.integers(0, counting.top(dtype), 8, dtype=np.uint64, endpoint=True),
-                            [0, counting.top(dtype)]]).astype(np.uint64).reshape(4, 10)
+                            np.array([0, counting.top(dtype)], np.uint64)]).reshape(4, 10)
+    assert words.dtype == np.uint64
     lo = np.array([0, 0, 17, 2500], np.int64)
     hi = np.array([len(a), 1, 4000, 2500], np.int64)
     for side in (0, 1):

@@ -298,7 +298,7 @@ def test_searchsorted_sorter_and_shapes(rng):
     with pytest.raises(ValueError, match="Sorter index out of range"):
         csk.searchsorted(cupy.asarray(a), cupy.asarray(v), sorter=cupy.asarray(s + 1))
     with pytest.raises(TypeError, match="one dtype"):
-        csk.searchsorted(cupy.asarray(a), cupy.asarray(v.astype(np.float32)))
+        csk.searchsorted(cupy.asarray(a), cupy.asarray(v).astype(cupy.float32))
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
