@@ -35,6 +35,8 @@ the (keys, positions) sort reads its values and never writes them.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..build.corekernels import iota64
@@ -115,7 +117,7 @@ class PreparedUnique:
             # base) ran before, as a launch plan's replay (launch/graphs.py)
             addresses = (*buffers, parts[self.parts[0][0]])
             if not self.graphs.launch(addresses, job):
-                work = lambda: self._queue(job, buffers, parts)  # noqa: E731
+                work = functools.partial(self._queue, job, buffers, parts)
                 if not (job.graphable and self.graphs.wants(addresses)
                         and self.graphs.capture(addresses, job, work)):
                     work()
