@@ -165,13 +165,19 @@ def test_benchmark_sizes(n, dtype, rng):
 
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 @pytest.mark.parametrize("distinct", [1000, 1 << 21])
-def test_results_made_before_u_is_known_are_cut_right(library, distinct, rng):
+@pytest.mark.parametrize("slack", [0, None])
+def test_results_made_before_u_is_known_are_cut_right(library, distinct, slack, rng, monkeypatch):
     """Between EARLY_FROM and EARLY_UP_TO keys the results are made n long
-    and cut to u: a view where u is at least n/2, else a copy ordered after
-    the kernel writing them (results are poisoned under the tests: a copy
-    made before the kernel is done shows it); every flag, against NumPy,
-    twice (the second a prepared sort)."""
+    and cut to u: a view where u is at least n/2 (or, with the default
+    slack, where the view holds at most 32 MiB more), else a copy ordered
+    after the kernel writing them (results are poisoned under the tests: a
+    copy made before the kernel is done shows it); every flag, against
+    NumPy, twice (the second a prepared sort)."""
     from cudasortkit.calls import unique as u
+    from cudasortkit.gpu import arrays
+
+    if slack is not None:  # 0: every cut below n/2 is a copy
+        monkeypatch.setattr(arrays, "VIEW_SLACK_BYTES", slack)
 
     n = 1 << 22
     assert u.EARLY_FROM < n <= u.EARLY_UP_TO
@@ -193,14 +199,17 @@ def test_prepared_unique_repeats_on_new_data(library, dtype, n, rng, monkeypatch
     """A unique repeated on one length of integer, bool or float keys, with
     each set of flags (and floats without equal_nan), is prepared
     (calls/unique_prepared.py) where its sort is: every call on new keys,
-    few distinct (a copy of the cut results) and many (a view), floats with
+    few distinct (a copy of the cut results: no slack allowed) and many (a
+    view), floats with
     zeros of both signs and NaNs, is NumPy's (values the first occurrences'
     bits); the earlier results still are after the later calls. The
     int32 and float64 calls of 2^20 keys take the prepared path. (Counted
     where it runs: a find() of our own would count as a call of the
     prepared sort, and move its next probe of the keys' range.)"""
     from cudasortkit.calls import unique_prepared
+    from cudasortkit.gpu import arrays
 
+    monkeypatch.setattr(arrays, "VIEW_SLACK_BYTES", 0)  # few distinct: copies, as above
     served = []
     run = unique_prepared.PreparedUnique.__call__
     monkeypatch.setattr(unique_prepared.PreparedUnique, "__call__",

@@ -875,11 +875,15 @@ def test_prepared_unique_emulated(dtype, flags, equal_nan, monkeypatch):
     with the kernels and job the first call made, the one pass (integer and
     bool keys sorted alone) or the tile counts, scan and write, and the
     counts; results made n long and cut to u (a view, or a copy where u is
-    under half of n; the inverse n long): np.unique's results, values bit
-    for bit the first occurrences', one wait; the same object serves calls
-    of other keys."""
+    under half of n: no slack is allowed here, so that these small calls
+    copy too; the inverse n long): np.unique's results, values bit for bit
+    the first occurrences', one wait; the same object serves calls of other
+    keys."""
     from cudasortkit.calls import unique as u
     from cudasortkit.calls.unique_prepared import PreparedUnique
+    from cudasortkit.gpu import arrays
+
+    monkeypatch.setattr(arrays, "VIEW_SLACK_BYTES", 0)
 
     rng = np.random.default_rng(13)
     floats = dtype.startswith("float")
@@ -1171,3 +1175,16 @@ def test_unique_needs_the_order_only_for_index_inverse_or_distinct_nans():
     assert needs_order((False, False, False), True, False)
     assert needs_order((True, False, False), False, True)
     assert needs_order((False, True, False), False, True)
+
+
+def test_a_cut_result_is_a_view_unless_it_would_hold_much_more():
+    """cut_is_view: a view where it holds at most twice the elements kept,
+    or at most VIEW_SLACK_BYTES past them; else a copy."""
+    from cudasortkit.gpu.arrays import VIEW_SLACK_BYTES, cut_is_view
+
+    assert cut_is_view(5, 10, 8) and cut_is_view(10, 10, 8) and cut_is_view(0, 0, 4)
+    slack_keys = VIEW_SLACK_BYTES // 4
+    assert cut_is_view(1, slack_keys + 1, 4)        # 32 MiB left unused: a view
+    assert not cut_is_view(1, slack_keys + 2, 4)    # one key more: a copy
+    assert cut_is_view(1 << 22, 1 << 24, 8) is False  # 96 MiB past a quarter
+    assert cut_is_view(1 << 23, 1 << 24, 8)           # half: a view

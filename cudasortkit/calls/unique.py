@@ -81,7 +81,7 @@ BLOCKS_PER_SM = 16
 INVERSE_SORT_MIN = 1 << 23
 #: From more than EARLY_FROM to EARLY_UP_TO keys the results are made n long
 #: before the number of unique values u is known, and cut to u after the one
-#: wait (a view; a copy where u is under half of n), so that their host work
+#: wait (a view, or a copy: gpu.arrays.cut_is_view), so that their host work
 #: runs while the GPU sorts and the wait is for u alone. One H200 process,
 #: early over made-after-u times (int32 uniform and in [0, 2^20), normal
 #: float64; plain and with inverse and counts): 2^22 0.86-0.99 (1.25 where

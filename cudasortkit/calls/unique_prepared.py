@@ -159,7 +159,7 @@ class PreparedUnique:
         Result.finish_first), written on the device's stream."""
         if u == self.n:
             return result
-        if cut_is_view(u, self.n):
+        if cut_is_view(u, self.n, dtype.itemsize):
             return result[:u]
         state = self.state
         head = state.allocating(self.adapter.maker((u,), dtype), result)
