@@ -1184,7 +1184,7 @@ def test_a_cut_result_is_a_view_unless_it_would_hold_much_more():
 
     assert cut_is_view(5, 10, 8) and cut_is_view(10, 10, 8) and cut_is_view(0, 0, 4)
     slack_keys = VIEW_SLACK_BYTES // 4
-    assert cut_is_view(1, slack_keys + 1, 4)        # 32 MiB left unused: a view
-    assert not cut_is_view(1, slack_keys + 2, 4)    # one key more: a copy
-    assert cut_is_view(1 << 22, 1 << 24, 8) is False  # 96 MiB past a quarter
-    assert cut_is_view(1 << 23, 1 << 24, 8)           # half: a view
+    assert cut_is_view(1, slack_keys + 1, 4)  # 32 MiB left unused: a view
+    assert not cut_is_view(1, slack_keys + 2, 4)  # one key more: a copy
+    assert not cut_is_view(1 << 22, 1 << 24, 8)  # a quarter, 96 MiB past it: a copy
+    assert cut_is_view(1 << 23, 1 << 24, 8)  # half: a view
