@@ -202,9 +202,8 @@ def test_prepared_unique_repeats_on_new_data(library, dtype, n, rng, monkeypatch
     few distinct (a copy of the cut results: no slack allowed) and many (a
     view), floats with zeros of both signs and NaNs, is NumPy's (values the
     first occurrences' bits); the earlier results still are after the later
-    calls. The
-    int32 and float64 calls of 2^20 keys take the prepared path. (Counted
-    where it runs: a find() of our own would count as a call of the
+    calls. The int32 and float64 calls of 2^20 keys take the prepared path.
+    (Counted where it runs: a find() of our own would count as a call of the
     prepared sort, and move its next probe of the keys' range.)"""
     from cudasortkit.calls import unique_prepared
     from cudasortkit.gpu import arrays
