@@ -24,6 +24,7 @@ from .dispatch.request import (INDEX_DTYPE, check_flags, check_index_dtype, chec
 from .dispatch.select import Selector
 from .dtypes import VALUE_KINDS
 from .gpu.arrays import Operand, check_outputs_apart
+from .gpu.device import keeps_current_device
 from .sdk import registry
 from .sdk.plugin import REQUEST_KINDS
 from .sdk.selection import SelectPlugin
@@ -45,6 +46,7 @@ SELECTION_GROUP = SelectPlugin.entry_point_group
 #: np.ndarray, one global lookup away (api.sort's tiny host arrays).
 _NDARRAY = np.ndarray
 
+@keeps_current_device
 def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False, order=None):
     """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
@@ -97,6 +99,7 @@ def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=Non
     return keys
 
 
+@keeps_current_device
 def argsort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", key_range=None,
             stream=None, progress=False, index_dtype=np.int64, order=None):
     """int64 indices that sort `a` along `axis` (per row, as numpy.argsort);
@@ -140,6 +143,7 @@ def argsort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", key_
     return order
 
 
+@keeps_current_device
 def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", out=None,
                 values_out=None, key_range=None, stream=None, progress=False):
     """(sorted keys, values in the same order) along `axis`; stable. Values
@@ -190,6 +194,7 @@ def sort_by_key(keys, values, *, axis=-1, descending=False, algorithm="auto", ou
                         stream, progress=progress, caller=keys)
 
 
+@keeps_current_device
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=None,
                    algorithm="auto", stream=None):
     """Every segment keys[offsets[s]:offsets[s+1]] sorted on its own (CUB-style
@@ -206,6 +211,7 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=None,
     return ks if kind == "sort" else (ks, vs)
 
 
+@keeps_current_device
 def segmented_argsort(keys, offsets, *, descending=False, stable=None, algorithm="auto",
                       stream=None):
     """int64 positions (in the whole of `keys`) that sort every segment of
@@ -219,6 +225,7 @@ def segmented_argsort(keys, offsets, *, descending=False, stable=None, algorithm
                         stream, segments)[1]
 
 
+@keeps_current_device
 def lexsort(keys, axis=-1, *, algorithm="auto", stream=None):
     """numpy.lexsort: int64 indices that sort by several keys, the LAST key
     primary, stable (NaNs last, -0.0 == +0.0). keys: a sequence of arrays of
@@ -243,6 +250,7 @@ def _structured(a, order, descending, out, key_range):
     return a
 
 
+@keeps_current_device
 def unique(a, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
            equal_nan=True, sorted=True, stream=None):
     """numpy.unique (NumPy 2.x): the sorted unique values of `a` (flattened
@@ -255,6 +263,7 @@ def unique(a, return_index=False, return_inverse=False, return_counts=False, axi
                           equal_nan, stream)
 
 
+@keeps_current_device
 def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=None):
     """numpy.searchsorted(a, v, side, sorter): int64 insertion points of v
     in sorted a; batched as torch.searchsorted when a is (..., n) and v
@@ -270,12 +279,14 @@ def searchsorted(a, v, side="left", sorter=None, *, algorithm="auto", stream=Non
     return search.searchsorted(prepared, a, v, side, sorter, algorithm, stream, searches)
 
 
+@keeps_current_device
 def explain_searchsorted(a, v, side="left", sorter=None, *, algorithm="auto"):
     """Which search plugin searchsorted(a, v, ...) runs on the device, and
     why (print it). Nothing is searched."""
     return search.explain(a, v, side, sorter, algorithm)
 
 
+@keeps_current_device
 def topk(a, k, *, axis=-1, largest=True, sorted=True, out=None, stream=None, algorithm="auto"):
     """(values, int64 indices) of the k largest (largest=False: smallest)
     keys along `axis`, as torch.topk(a, k, dim=axis) returns them: k along
@@ -285,6 +296,7 @@ def topk(a, k, *, axis=-1, largest=True, sorted=True, out=None, stream=None, alg
     return selections.topk(a, k, axis, largest, sorted, out, stream, algorithm)
 
 
+@keeps_current_device
 def partition(a, kth, *, axis=-1, stream=None, algorithm="auto"):
     """numpy.partition(a, kth, axis): a copy of `a` with the key at each
     kth position where a sort would put it, smaller-or-equal keys before
@@ -292,6 +304,7 @@ def partition(a, kth, *, axis=-1, stream=None, algorithm="auto"):
     return selections.partition(a, kth, axis, algorithm, stream, False)
 
 
+@keeps_current_device
 def argpartition(a, kth, *, axis=-1, stream=None, algorithm="auto"):
     """numpy.argpartition(a, kth, axis): int64 positions along `axis` that
     partition `a` (see partition)."""
@@ -354,6 +367,7 @@ def _along(kind, a, values, axis, descending, stable, algorithm, out, values_out
                       progress, index_dtype)
 
 
+@keeps_current_device
 def explain(a, *, kind: str = "sort", values=None, descending: bool = False, stable=None,
             algorithm: str = "auto", key_range=None, axis=-1, offsets=None, k=None, kth=None,
             largest=True, index_dtype=np.int64):

@@ -23,11 +23,11 @@ import operator
 import numpy as np
 
 from ..sdk import registry
-from ..gpu.arrays import Operand, c_strides, library_of, not_an_array, torch_to_numpy_dtype
+from ..gpu.arrays import (Operand, array_stream, c_strides, library_of, not_an_array,
+                          torch_to_numpy_dtype)
 from ..dtypes import INDEX_DTYPE
 from ..dispatch.request import caller_ordering
 from ..sdk.segments import Segments, check_offsets
-from ..gpu.streams import library_stream
 
 try:
     _AxisError = np.exceptions.AxisError
@@ -130,8 +130,7 @@ class Rows:
     def stream_context(self):
         """The caller's stream= as the current stream of the array's library
         while its copies are issued (no stream given: the current one)."""
-        device = self.original.device if self.library == "torch" else None
-        return library_stream(self.library, self.stream, device)
+        return array_stream(self.original, self.stream)
 
     def _flatten(self, a):
         lib = self.library

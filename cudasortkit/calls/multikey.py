@@ -19,7 +19,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from ..dispatch.execute import run
 from ..dispatch.request import caller_ordering, check_algorithm, make_request
 from ..errors import PluginError
-from ..gpu.arrays import Operand, Result, library_of, shape_of
+from ..gpu.arrays import Operand, Result, array_stream, library_of, shape_of
 from ..gpu.streams import library_stream
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather, key_bits
@@ -243,13 +243,13 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
             views, shape, axis, selector, algorithm, stream))
     if not shape:  # 0-d keys, one element each: its order is 0 (axis -1 or 0, as NumPy)
         normalize_axis_index(axis, 1)
-        with library_stream(library, stream):
+        with array_stream(keys[0], stream):
             xp = array_namespace(library)
             on = {"device": keys[0].device} if library == "torch" else {}
             return xp.zeros((), dtype=xp.int64, **on)
     ax = normalize_axis_index(axis, len(shape))
     length, n = shape[ax], math.prod(shape)
-    with library_stream(library, stream):
+    with array_stream(keys[0], stream):
         xp = array_namespace(library)
         on = {"device": keys[0].device} if library == "torch" else {}
         moved = [xp.moveaxis(k, ax, -1) for k in keys]
@@ -262,7 +262,7 @@ def _lexsort_along(keys, shape, axis, selector, algorithm, stream):
     names = ["the row number", *(f"keys[{i}]" for i in reversed(range(len(keys))))]
     order = order_of([row, *reversed(flat)], (False,) * (len(keys) + 1), selector, algorithm,
                      stream, names=names)
-    with library_stream(library, stream):
+    with array_stream(keys[0], stream):
         local = order - row.to(xp.int64) * length if library == "torch" else \
             order - row.astype(xp.int64) * length
         return xp.moveaxis(local.reshape(rows_shape), -1, ax)

@@ -30,7 +30,7 @@ from ..dispatch.request import caller_ordering, check_algorithm
 from ..dtypes import is_bfloat16, key_name
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, library_of, shape_of
-from ..gpu.device import gpu_available, unavailable_reason
+from ..gpu.device import active_ordinal, gpu_available, unavailable_reason
 from ..launch import plans as launchplan
 from ..sdk import registry
 from ..sdk.plugin import RUN_ERRORS
@@ -222,7 +222,7 @@ def _decision_key(query: SearchQuery, algorithm: str) -> tuple:
     tables (as tuning/kinds.py's choose keys them)."""
     return (query.dtype, query.n, query.m, query.rows, query.right, bool(query.sorter),
             bool(query.query_order), algorithm, registry.generation, runtime.generation(),
-            settings.device_ordinal(), settings.cache_dir())
+            active_ordinal(), settings.cache_dir())
 
 
 def _choose(query: SearchQuery, algorithm: str) -> SearchDecision:

@@ -25,10 +25,12 @@ from ..launch.run import deliver_host
 from ..sdk.plugin import RUN_ERRORS
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, numpy_to_torch_dtype, overlaps
+from ..gpu.device import keeps_current_device
 from ..gpu.streams import library_stream
 from ..dtypes import exact_common_dtype, key_dtype, key_name
 
 
+@keeps_current_device
 def merge(a, b, *, descending=False, out=None, stream=None):
     """Stable merge of the sorted 1-D arrays a and b: a 1-D array of len(a) +
     len(b) keys (or written into `out`); a's keys first on ties. Keys of
@@ -38,6 +40,7 @@ def merge(a, b, *, descending=False, out=None, stream=None):
     return keys
 
 
+@keeps_current_device
 def merge_by_key(a_keys, a_values, b_keys, b_values, *, descending=False, out=None,
                  values_out=None, stream=None):
     """(merged keys, values in the same order) of two sorted key-value arrays;
@@ -95,7 +98,7 @@ def _converted(op: Operand, dtype: np.dtype, stream) -> Operand:
         return op
     if op.library in ("numpy", "torch-cpu", "cupy", "torch"):
         array = op.array if op.library == "numpy" else op.original
-        with library_stream(op.library, stream):
+        with library_stream(op.library, stream, op.ordinal):
             if op.library in ("numpy", "cupy"):
                 converted = array.astype(dtype)
             else:

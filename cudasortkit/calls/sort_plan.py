@@ -27,6 +27,7 @@ from ..dispatch.request import check_flags, check_index_dtype, make_request
 from ..dtypes import INDEX_DTYPE
 from ..gpu.arrays import (Operand, c_strides, check_outputs_apart, library_of, memory_span,
                           numpy_to_torch_dtype, overlaps)
+from ..gpu.device import keeps_current_device
 from ..launch import plans as launchplan
 from ..sdk import registry
 from .axes import Along, normalize_axis, request_parts
@@ -214,6 +215,7 @@ class Plan:
                 raise error(f"{what}: this plan{role} was made for {field} {want}, got {have}; "
                             "make another with cudasortkit.plan(like=...)")
 
+    @keeps_current_device
     def __call__(self, a, values=None, *, out=None, values_out=None):
         """The sorted keys, argsort's indices, or (keys, values) for
         sort_by_key; in `out` (and `values_out`) when given."""

@@ -24,8 +24,7 @@ import numpy as np
 
 from .. import order as host_order
 from ..dispatch.request import caller_ordering
-from ..gpu.arrays import Operand, Result, library_of
-from ..gpu.streams import library_stream
+from ..gpu.arrays import Operand, Result, array_stream, library_of
 from ..sdk.job import Job
 from ..sdk.multikey import device_ptr, launch
 from ..sdk.scan import DeviceScan
@@ -77,7 +76,7 @@ def unique_rows(a, *, return_index=False, return_inverse=False, return_counts=Fa
         # NumPy orders and compares bool rows by truth value (a byte 2 equals
         # a 1): rows of their truth values (0/1 bytes, made in the caller's
         # stream) are ordered and compared; the unique rows are a's own bytes
-        with library_stream(library_of(a), stream):
+        with array_stream(a, stream):
             compared = rows.view(array_namespace(library_of(a)).uint8) != 0
         truth = Operand(compared.reshape(-1), "a")
     columns = [compared[:, j] for j in range(width)]

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..dtypes import (KEYS_RULE, VALUES_RULE, is_bfloat16, key_dtype, numpy_dtype,
                       unsupported_values, value_bytes)
-from .streams import LEGACY, cupy_stream, current_stream, interface_stream, torch_current_stream
+from .streams import (LEGACY, cupy_stream, current_stream, interface_stream, library_stream,
+                      torch_current_stream)
 
 #: Tests set this to fill fresh result buffers with a poison byte before any
 #: kernel writes them, so an element a plugin forgets to write shows up.
@@ -66,6 +67,23 @@ def library_of(a) -> str:
         return "other"
     _LIBRARY_OF_TYPE[type(a)] = library
     return library
+
+
+def ordinal_of(library: str, a) -> int | None:
+    """The device ordinal of a CuPy or PyTorch GPU array `a` of `library`
+    (library_of's name); None for any other."""
+    if library == "cupy":
+        return a.data.device_id
+    if library == "torch":
+        return a.device.index
+    return None
+
+
+def array_stream(a, stream):
+    """library_stream for `a`'s own library and device: the library's
+    operations on `a` issued to the caller's `stream` where `a` lives."""
+    library = library_of(a)
+    return library_stream(library, stream, ordinal_of(library, a))
 
 
 def _unsupported_kind(what: str, a) -> TypeError:
@@ -316,11 +334,7 @@ class Operand:
         return ordinal
 
     def _read_ordinal(self) -> int | None:
-        if self.library == "cupy":
-            return self.array.data.device_id
-        if self.library == "torch":
-            return self.array.device.index
-        return None
+        return ordinal_of(self.library, self.array)
 
     def current_stream(self) -> int:
         """The caller's current stream as this array's library sees it."""

@@ -8,6 +8,7 @@ device memory can be sorted in place with no copies.
 from __future__ import annotations
 
 import atexit
+import functools
 import sys
 import threading
 from dataclasses import dataclass
@@ -17,7 +18,18 @@ from .. import settings
 from .streams import Joiner
 
 _lock = threading.Lock()
-_thread = threading.local()
+
+
+class _ThreadState(threading.local):
+    """Per thread: the device whose context cudasortkit made current
+    (None: none), and what pops it when the thread ends. Class defaults, so
+    reading them on a thread that set nothing raises nothing (a caught
+    AttributeError costs half a microsecond)."""
+    ordinal: int | None = None
+    pop_at_exit = None
+
+
+_thread = _ThreadState()
 _devices: dict = {}
 _limits: dict = {}  # ordinal -> DeviceLimits
 
@@ -203,7 +215,7 @@ class DeviceState:
 
     def activate(self) -> "DeviceState":
         """Make this device's primary context current on the calling thread."""
-        current = getattr(_thread, "ordinal", None)
+        current = _thread.ordinal
         if current != self.ordinal:
             if current is not None:
                 self.cuda.Context.pop()
@@ -310,8 +322,11 @@ class _PopAtThreadExit:
 
     def __init__(self, cuda):
         self.cuda = cuda
+        self.armed = True
 
     def __del__(self):
+        if not self.armed:
+            return
         try:
             self.cuda.Context.pop()
         except Exception:  # nothing pushed any more, or CUDA already shut down
@@ -330,13 +345,73 @@ def get_device(ordinal: int | None = None) -> DeviceState:
     return state.activate()
 
 
+def active_ordinal() -> int:
+    """The device of the call this thread is making: every call makes its
+    arrays' device current (get_device) before it chooses a plugin, so the
+    device this thread activated last, else the default one. Choices read
+    that device's measurements; asking never changes the current context
+    (a call on device 1 that activated device 0 to read a table would load
+    and launch its kernels in the wrong context). A call on host arrays
+    chooses by the device this thread used last, the default one unless the
+    thread has called on another device's arrays."""
+    ordinal = _thread.ordinal
+    return default_ordinal() if ordinal is None else ordinal
+
+
+def active_device() -> DeviceState:
+    """get_device(active_ordinal()): the state of the call's device."""
+    return get_device(active_ordinal())
+
+
+def keeps_current_device(call):
+    """`call` (a public call) made to leave this thread's current CUDA
+    device as it found it: a call on another device's arrays makes that
+    device's context current for its work (get_device), and hands the
+    thread back the one it had before (hand_back) when it returns or
+    raises. Where the device does not change it costs two thread-local
+    reads."""
+    @functools.wraps(call)
+    def keeping(*args, **kwargs):
+        before = _thread.ordinal
+        try:
+            return call(*args, **kwargs)
+        finally:
+            if _thread.ordinal != before:
+                hand_back(before)
+    return keeping
+
+
+def hand_back(before: int | None) -> None:
+    """Make current again the device this thread had activated before a
+    call (`before`; None: none, so the context below cudasortkit's, the
+    caller's own, becomes current again). A thread whose first call was on
+    the default device keeps its context current, as it does between calls
+    on that device: the caller's current device is the default one unless
+    the caller chose another, and a push and a pop on every call would cost
+    microseconds."""
+    now = _thread.ordinal
+    if now is None or now == before:
+        return
+    if before is not None:
+        get_device(before)
+        return
+    if now == default_ordinal():
+        return
+    _driver().Context.pop()
+    _thread.ordinal = None
+    keeper = _thread.pop_at_exit
+    if keeper is not None:  # nothing of ours is left to pop at the thread's end
+        keeper.armed = False
+        _thread.pop_at_exit = None
+
+
 def _release_all() -> None:
     """At exit: free pooled memory and compiled modules while the context is
     still current, then pop it (pycuda aborts if a context is left pushed)."""
     caches.clear_all()
     for state in _devices.values():
         state.pool.stop_holding()
-    if getattr(_thread, "ordinal", None) is not None:
+    if _thread.ordinal is not None:
         _driver().Context.pop()
         _thread.ordinal = None
     from pycuda.tools import clear_context_caches

@@ -182,7 +182,7 @@ def choose(kind: Kind, shape: tuple, candidates: dict, declared: str, why: str) 
     if len(candidates) <= 1:
         return Pick(declared, why)
     from .. import settings
-    from ..gpu.device import gpu_available
+    from ..gpu.device import active_ordinal, gpu_available
     from ..sdk import registry
     from . import runtime
 
@@ -190,7 +190,7 @@ def choose(kind: Kind, shape: tuple, candidates: dict, declared: str, why: str) 
         return Pick(declared, f"nothing measured (no GPU here); declared: {why}")
     try:
         key = (kind.group, shape, tuple(sorted(candidates)), declared, why, runtime.generation(),
-               registry.generation, settings.device_ordinal(), settings.cache_dir())
+               registry.generation, active_ordinal(), settings.cache_dir())
         pick = _memo.get(key)
         if pick is None:
             ctx = runtime.context()

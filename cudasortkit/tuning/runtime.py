@@ -76,11 +76,12 @@ class Context:
 
 
 def context(state=None) -> Context:
-    """The tuning context of the current device and cache directory."""
+    """The tuning context of `state`'s device (None: the call's device,
+    gpu.device.active_device) and the cache directory."""
     from ..sdk import registry
-    from ..gpu.device import get_device
+    from ..gpu.device import active_device
 
-    state = state or get_device()
+    state = state or active_device()
     directory = cache.cache_dir()
     key = (directory, state.ordinal)
     with _lock:
