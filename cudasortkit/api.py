@@ -46,7 +46,6 @@ SELECTION_GROUP = SelectPlugin.entry_point_group
 #: np.ndarray, one global lookup away (api.sort's tiny host arrays).
 _NDARRAY = np.ndarray
 
-@keeps_current_device
 def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=None, key_range=None,
          stream=None, progress=False, order=None):
     """Sorted copy of `a` along `axis` (NumPy's meaning; None: flattened),
@@ -77,6 +76,13 @@ def sort(a, *, axis=-1, descending=False, stable=None, algorithm="auto", out=Non
             else:
                 result.sort()
             return result
+    return _sort(a, axis, descending, stable, algorithm, out, key_range, stream, progress, order)
+
+
+@keeps_current_device
+def _sort(a, axis, descending, stable, algorithm, out, key_range, stream, progress, order):
+    """sort() past its tiny-host-array path (which touches no GPU, so
+    keeps no device at no cost)."""
     if stable is None:
         stable = False
     if (axis == -1 and out is None and key_range is None and stream is None and order is None
