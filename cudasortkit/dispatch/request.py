@@ -147,6 +147,9 @@ def caller_ordering(stream, operands):
         # arrays': its results ask on theirs.
         current = all(x.library == "torch" for x in on_device)
         caller = first.current_stream()
+    if stream is not None:  # strided arrays' copies read them in the given stream's order
+        for x in on_device:
+            x.copy_in_order(caller)
     waits = [x.interface_stream for x in on_device if x.interface_stream is not None]
     return state, Ordering(state, caller, waits, current)
 

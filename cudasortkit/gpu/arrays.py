@@ -7,6 +7,7 @@ into ``out``. The caller's input is never written unless it is also ``out``.
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
@@ -84,6 +85,39 @@ def array_stream(a, stream):
     operations on `a` issued to the caller's `stream` where `a` lives."""
     library = library_of(a)
     return library_stream(library, stream, ordinal_of(library, a))
+
+
+def _cupy_stream_context(stream: int | None):
+    """CuPy's current stream made `stream` (a handle; LEGACY: the legacy
+    default stream) on the current device; None: left as it is."""
+    if stream is None:
+        return contextlib.nullcontext()
+    import cupy
+
+    return cupy.cuda.Stream.null if stream == LEGACY else cupy_stream(stream)
+
+
+def _torch_stream_context(stream: int | None, device):
+    """PyTorch's current stream made `stream` on `device`, as _cupy_stream_context."""
+    if stream is None:
+        return contextlib.nullcontext()
+    import torch
+
+    if stream == LEGACY:
+        return torch.cuda.stream(torch.cuda.default_stream(device))
+    return torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device))
+
+
+def _cupy_interface_stream(a, named: int) -> int:
+    """The stream CuPy array `a`'s interface means: CuPy names its current
+    stream on the current device, so for an array of another device, that
+    device's current stream (the one its work was queued on)."""
+    import cupy
+
+    device = a.data.device_id
+    if device == cupy.cuda.runtime.getDevice():
+        return named
+    return cupy.cuda.get_current_stream(device).ptr or LEGACY
 
 
 def _unsupported_kind(what: str, a) -> TypeError:
@@ -238,6 +272,8 @@ class Operand:
             # reused by _contiguous and device_ptr.
             self._cai = dict(a.__cuda_array_interface__)
             self.interface_stream = interface_stream(self._cai)
+            if library == "cupy" and self.interface_stream not in (None, LEGACY):
+                self.interface_stream = _cupy_interface_stream(a, self.interface_stream)
         self.on_device = self._cai is not None
         if self.on_device:
             shape = tuple(self._cai["shape"])
@@ -277,9 +313,13 @@ class Operand:
                 self.dtype.kind not in "biuf" or self.dtype.hasobject):
             raise _unsupported_dtype(what, self.dtype)
         self.n = int(shape[0])
-        self.array = self._contiguous(a)
-        self._upload = None
         self._ordinal = _UNREAD
+        self._upload = None
+        #: A strided CuPy or PyTorch array, copied contiguous on the array's
+        #: device and its library's current stream there (the caller's when
+        #: no stream= is given; with one, copy_in_order copies it again).
+        self.strided_source = None
+        self.array = self._contiguous(a)
 
     def _contiguous(self, a):
         if not self.on_device:
@@ -287,18 +327,36 @@ class Operand:
         strides = self._cai.get("strides")
         if strides is None or self.n <= 1 or strides[0] == self.dtype.itemsize:
             return a
+        if self.library not in ("cupy", "torch"):
+            raise ValueError(f"{self.what}: non-contiguous {type(a).__name__} is not supported; "
+                             "pass a contiguous array")
+        self.strided_source = a
+        return self._copy(a, None)
+
+    def _copy(self, a, stream: int | None):
+        """A contiguous copy of strided `a` made on its device, queued on
+        `stream` (a handle; None: the library's current stream there)."""
         if self.library == "cupy":
             import cupy
 
-            a = cupy.ascontiguousarray(a)
-            self._cai = dict(a.__cuda_array_interface__)
+            with cupy.cuda.Device(a.data.device_id), _cupy_stream_context(stream):
+                a = cupy.ascontiguousarray(a)
+                self._cai = dict(a.__cuda_array_interface__)
             return a
-        if self.library == "torch":
+        with _torch_stream_context(stream, a.device):
             a = a.contiguous()
-            self._cai = _torch_interface(a, self.what)
-            return a
-        raise ValueError(f"{self.what}: non-contiguous {type(a).__name__} is not supported; "
-                         "pass a contiguous array")
+        self._cai = _torch_interface(a, self.what)
+        return a
+
+    def copy_in_order(self, stream: int) -> None:
+        """Copy a strided array again, queued on `stream` (a handle: the
+        call's given stream, or cudasortkit's own once the call's ordering
+        has begun), so that the copy reads it in the caller's order (the
+        first copy ran on the library's current stream, which need not be
+        the caller's). Once; other arrays are left as they are."""
+        if self.strided_source is not None:
+            self.array = self._copy(self.strided_source, stream)
+            self.strided_source = None
 
     def sized(self, n: int) -> "Operand":
         """This operand's description with n elements: what a Result of
@@ -337,10 +395,11 @@ class Operand:
         return ordinal_of(self.library, self.array)
 
     def current_stream(self) -> int:
-        """The caller's current stream as this array's library sees it."""
+        """The caller's current stream as this array's library sees it, on
+        the array's device."""
         if self.library == "torch":
             return torch_current_stream(self.array.device)
-        return current_stream(self.library, None)
+        return current_stream(self.library, self.ordinal)
 
     @property
     def nbytes(self) -> int:

@@ -128,7 +128,9 @@ def current_stream(library: str, device) -> int:
     if library == "cupy":
         import cupy
 
-        return cupy.cuda.get_current_stream().ptr or LEGACY  # an address (never negative)
+        stream = cupy.cuda.get_current_stream() if device is None else \
+            cupy.cuda.get_current_stream(device)  # (device: an ordinal)
+        return stream.ptr or LEGACY  # an address (never negative)
     if library == "torch":
         return torch_current_stream(device)
     return LEGACY
