@@ -89,7 +89,7 @@ def install():
     cupy.ascontiguousarray = lambda a: a
     cupy.empty = ndarray
     cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
-                                      get_current_stream=lambda: stream, Device=_Device)
+                                      get_current_stream=lambda device_id=-1: stream, Device=_Device)
     sys.modules["cupy"] = cupy
     return ndarray
 

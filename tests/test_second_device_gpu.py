@@ -104,15 +104,36 @@ class Lane:
         with cupy.cuda.Device(OTHER), self.stream:
             return result.copy()
 
-    def call(self, fn, old: list, new: list):
+    def current_on_other(self, current: bool):
+        """Make the lane's stream the library's current stream on the other
+        GPU (current=False: its default stream again), GPU 0 staying current."""
+        if self.library == "torch":
+            import torch
+
+            torch.cuda.set_stream(self.stream if current else torch.cuda.default_stream(OTHER))
+            torch.cuda.set_device(0)  # (set_stream makes the stream's device current)
+        else:
+            cupy = _cupy()
+            with cupy.cuda.Device(OTHER):
+                (self.stream if current else cupy.cuda.Stream.null).use()
+
+    def call(self, fn, old: list, new: list, given: bool = True):
         """fn(*arrays, stream=the lane's stream) on arrays that held `old`
         and were overwritten with `new` on the stream; the results' copies
-        on the stream, as NumPy arrays after the stream finished."""
+        on the stream, as NumPy arrays after the stream finished. given=False:
+        fn(*arrays) with the lane's stream current on the arrays' GPU."""
         arrays = [self.upload(h) for h in old]
         sources = [self.upload(h) for h in new]
         for target, source in zip(arrays, sources):
             self.overwrite(target, source)
-        results = fn(*arrays, stream=self.handle)
+        if given:
+            results = fn(*arrays, stream=self.handle)
+        else:
+            self.current_on_other(True)
+            try:
+                results = fn(*arrays)
+            finally:
+                self.current_on_other(False)
         assert _cupy().cuda.runtime.getDevice() == 0, "the call left the current device changed"
         single = not isinstance(results, tuple)
         copies = [self.copy(r) for r in ((results,) if single else results)]
@@ -190,20 +211,39 @@ def test_unique(library, rng):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("library", [
-    pytest.param("cupy", marks=pytest.mark.xfail(
-        reason="on 2 x H200, CuPy bool rows on GPU 1 with GPU 0 current failed: "
-               "cuEventRecord on the caller's stream gave CUDA_ERROR_INVALID_HANDLE")),
-    "torch"])
-def test_unique_bool_rows(library, rng):
-    """Bool rows compare by truth value: the 0/1 rows are made with the
-    library's own operations, on the caller's stream, on the rows' GPU."""
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("dtype", [np.bool_, np.int32])
+def test_unique_rows(library, dtype, rng):
+    """Rows are sorted by their columns (strided views of the rows); bool
+    rows compare by truth value, 0/1 rows made with the library's own
+    operations on the caller's stream on the rows' GPU."""
     lane = Lane(library)
-    rows = rng.integers(0, 3, (N // 4, 4)).astype(bool)
+    rows = rng.integers(0, 3, (N // 4, 4)).astype(dtype)
     got = lane.call(lambda x, stream: csk.unique(x, axis=0, return_counts=True, stream=stream),
                     [np.zeros_like(rows)], [rows])
     for g, w in zip(got, np.unique(rows, axis=0, return_counts=True)):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_strided_keys(library, rng):
+    """A strided array's contiguous copy is made on its own GPU."""
+    lane = Lane(library)
+    old, new = _pair(rng)
+    got = lane.call(lambda x, stream: csk.sort(x[::3], stream=stream), [old], [new])
+    np.testing.assert_array_equal(got, np.sort(new[::3]))
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_no_stream_given(library, rng):
+    """Without stream=, the caller's stream is the library's current stream
+    on the arrays' GPU (not on the current GPU)."""
+    lane = Lane(library)
+    old, new = _pair(rng)
+    got = lane.call(csk.sort, [old], [new], given=False)
+    np.testing.assert_array_equal(got, np.sort(new))
+    got = lane.call(lambda x: csk.argsort(x, stable=True), [old], [new], given=False)
+    np.testing.assert_array_equal(got, np.argsort(new, kind="stable"))
 
 
 @pytest.mark.parametrize("library", LIBRARIES)

@@ -113,6 +113,31 @@ def test_explicit_stream_argument(kind, rng):
     assert_keys_equal(k2, np.sort(new))
 
 
+@pytest.mark.parametrize("call", ["sort", "argsort", "multikey sort_by_key"])
+def test_a_strided_array_is_read_in_the_given_streams_order(call, rng):
+    """Its contiguous copy is made after the work queued on stream= (not on
+    CuPy's current stream, which is not that one)."""
+    cupy, new, x, new_dev = _on_device(rng)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        spin()
+        x[...] = new_dev
+    view, keys = x[::3], new[::3]
+    if call == "sort":
+        got, want = csk.sort(view, stream=s), np.sort(keys)
+    elif call == "argsort":
+        got, want = csk.argsort(view, stable=True, stream=s), np.argsort(keys, kind="stable")
+    else:
+        values = cupy.arange(view.size, dtype=cupy.int64)
+        cupy.cuda.Device().synchronize()
+        got = csk.sort_by_key((view, view), values, stream=s)[1]
+        want = np.argsort(keys, kind="stable")
+    with s:
+        got = got.copy()
+    s.synchronize()
+    np.testing.assert_array_equal(got.get(), want)
+
+
 def test_interface_stream_field_is_honoured(rng):
     cupy, new, x, new_dev = _on_device(rng)
     s = cupy.cuda.Stream(non_blocking=True)
