@@ -390,8 +390,9 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
         if state is None:
             return (tuple(op.wrap_own(op.array[order]) for op in operands),
                     v.wrap_host(v.array[order]))
-        for op in (*operands, v):  # strided ones copied again after the caller's work
-            op.copy_in_order(int(state.stream.handle))
+        for op in (*operands, v):
+            if op.strided_source is not None:  # copied again after the caller's work
+                op.copy_in_order(int(state.stream.handle))
         job = MultikeyJob([v], (False,), v.n, state,
                           empty=lambda count, dtype: _empty(v, dtype, state, caller))
         # the keys as a one-key device sort returns them (canonical zeros and

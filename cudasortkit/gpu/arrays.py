@@ -7,7 +7,6 @@ into ``out``. The caller's input is never written unless it is also ``out``.
 """
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import numpy as np
@@ -85,27 +84,6 @@ def array_stream(a, stream):
     operations on `a` issued to the caller's `stream` where `a` lives."""
     library = library_of(a)
     return library_stream(library, stream, ordinal_of(library, a))
-
-
-def _cupy_stream_context(stream: int | None):
-    """CuPy's current stream made `stream` (a handle; LEGACY: the legacy
-    default stream) on the current device; None: left as it is."""
-    if stream is None:
-        return contextlib.nullcontext()
-    import cupy
-
-    return cupy.cuda.Stream.null if stream == LEGACY else cupy_stream(stream)
-
-
-def _torch_stream_context(stream: int | None, device):
-    """PyTorch's current stream made `stream` on `device`, as _cupy_stream_context."""
-    if stream is None:
-        return contextlib.nullcontext()
-    import torch
-
-    if stream == LEGACY:
-        return torch.cuda.stream(torch.cuda.default_stream(device))
-    return torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device))
 
 
 def _cupy_interface_stream(a, named: int) -> int:
@@ -339,11 +317,11 @@ class Operand:
         if self.library == "cupy":
             import cupy
 
-            with cupy.cuda.Device(a.data.device_id), _cupy_stream_context(stream):
+            with cupy.cuda.Device(a.data.device_id), library_stream("cupy", stream):
                 a = cupy.ascontiguousarray(a)
                 self._cai = dict(a.__cuda_array_interface__)
             return a
-        with _torch_stream_context(stream, a.device):
+        with library_stream("torch", stream, a.device.index):
             a = a.contiguous()
         self._cai = _torch_interface(a, self.what)
         return a

@@ -87,28 +87,31 @@ def cupy_stream(handle: int):
 def library_stream(library: str, stream, ordinal: int | None = None):
     """A context in which the array library's own operations ("cupy" or
     "torch"; any other: none) are issued to `stream` (anything handle_of
-    takes; None: the library's current stream, left as it is) on the device
-    of that ordinal, the array's (None: the current device). A stream is
-    one device's, so the library's current device becomes the array's while
-    it is current: the operations then run where the array lives, in the
-    caller's order."""
+    takes; LEGACY: the legacy default stream; None: the library's current
+    stream, left as it is) on the device of that ordinal, the array's
+    (None: the current device). A stream is one device's, so the library's
+    current device becomes the array's while it is current: the operations
+    then run where the array lives, in the caller's order."""
     if stream is None or library not in ("cupy", "torch"):
         return contextlib.nullcontext()
     handle = handle_of(stream)
     if library == "cupy":
-        return cupy_stream(handle) if ordinal is None else _cupy_device_stream(ordinal, handle)
+        return _cupy_device_stream(ordinal, handle)
     import torch
 
-    # torch.cuda.stream makes the stream's device current, as CuPy's Device above
-    return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=ordinal))
+    # torch.cuda.stream makes the stream's device current, as CuPy's Device below
+    return torch.cuda.stream(torch.cuda.default_stream(ordinal) if handle == LEGACY
+                             else torch.cuda.ExternalStream(handle, device=ordinal))
 
 
 @contextlib.contextmanager
-def _cupy_device_stream(ordinal: int, handle: int):
+def _cupy_device_stream(ordinal: int | None, handle: int):
     import cupy
 
-    with cupy.cuda.Device(ordinal), cupy_stream(handle):  # the stream is taken as that device's
-        yield
+    with cupy.cuda.Device(ordinal) if ordinal is not None else contextlib.nullcontext():
+        # (made inside: CuPy takes an external stream as the current device's)
+        with cupy.cuda.Stream.null if handle == LEGACY else cupy_stream(handle):
+            yield
 
 
 def interface_stream(cai: dict) -> int | None:
