@@ -368,8 +368,9 @@ def keeps_current_device(call):
     device as it found it: a call on another device's arrays makes that
     device's context current for its work (get_device), and hands the
     thread back the one it had before (hand_back) when it returns or
-    raises. Where the device does not change it costs two thread-local
-    reads."""
+    raises. It costs a call frame and two thread-local reads (0.3-0.5 us
+    on an H200 machine's CPU), so paths that touch no GPU (sort's tiny
+    host arrays) run before it."""
     @functools.wraps(call)
     def keeping(*args, **kwargs):
         before = _thread.ordinal
