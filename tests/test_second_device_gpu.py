@@ -1,12 +1,13 @@
-"""Arrays on a GPU other than the current one, with a stream of that GPU
-given as stream=: every call runs where its arrays live, starts after what
-the caller queued on that stream, and its results are written before what
-the caller queues there next (the array library's own reshapes and casts
-inside a call included). Each test keeps the stream busy, then overwrites
-the input on it, calls, and copies the results on it before any
-synchronisation, so a call that reads early or writes late, or works on
-the current GPU's stream, shows as wrong data; and each call leaves GPU 0
-current, as it found it. Needs two GPUs; skips with one."""
+"""Arrays on a GPU other than the current one, with a stream of that GPU given
+as stream= (or current there, where none is given): every call runs where
+its arrays live, starts after what the caller queued on that stream, and
+its results are written before what the caller queues there next (the array
+library's own reshapes and casts inside a call included). Each test keeps
+the stream busy, then overwrites the input on it, calls, and copies the
+results on it before any synchronisation, so a call that reads early or
+writes late, or works on the current GPU's stream, shows as wrong data; and
+each call leaves GPU 0 current, as it found it. Needs two GPUs; skips with
+one."""
 import numpy as np
 import pytest
 
