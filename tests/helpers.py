@@ -348,3 +348,21 @@ def thread_cluster_client(n_workers: int):
                                       dashboard_address=None) as cluster:
             with distributed.Client(cluster) as client:
                 yield client
+
+
+_spin_kernel = []
+
+
+def spin(ms: float) -> None:
+    """Keep CuPy's current stream (on the current device) busy for about
+    `ms` milliseconds: stream-ordering tests queue work behind it."""
+    import cupy
+
+    if not _spin_kernel:
+        _spin_kernel.append(cupy.RawKernel(r'''
+        extern "C" __global__ void spin(long long cycles) {
+            long long t0 = clock64();
+            while (clock64() - t0 < cycles) { }
+        }''', "spin"))
+    rate_khz = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["clockRate"]
+    _spin_kernel[0]((1,), (1,), (np.int64(ms * rate_khz),))

@@ -13,7 +13,7 @@ import pytest
 
 import cudasortkit as csk
 from cudasortkit.gpu.streams import cupy_stream
-from helpers import to_numpy
+from helpers import spin, to_numpy
 
 pytestmark = pytest.mark.gpu
 
@@ -30,22 +30,11 @@ def _cupy():
     return cupy
 
 
-_spin = {}
-
-
 def _busy(handle: int):
     """Keep stream `handle` of the other GPU busy for about SPIN_MS ms."""
     cupy = _cupy()
-    with cupy.cuda.Device(OTHER):
-        if "kernel" not in _spin:
-            _spin["kernel"] = cupy.RawKernel(r'''
-            extern "C" __global__ void spin(long long cycles) {
-                long long t0 = clock64();
-                while (clock64() - t0 < cycles) { }
-            }''', "spin")
-        rate_khz = cupy.cuda.runtime.getDeviceProperties(OTHER)["clockRate"]
-        with cupy_stream(handle):
-            _spin["kernel"]((1,), (1,), (np.int64(SPIN_MS * rate_khz),))
+    with cupy.cuda.Device(OTHER), cupy_stream(handle):
+        spin(SPIN_MS)
 
 
 class Lane:

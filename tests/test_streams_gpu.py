@@ -9,7 +9,8 @@ import pytest
 import cudasortkit as csk
 from cudasortkit.gpu.streams import cupy_stream
 from cudasortkit.sdk import registry
-from helpers import assert_keys_equal, assert_valid_argsort, reference_argsort, sorts_one_array
+from helpers import (assert_keys_equal, assert_valid_argsort, reference_argsort, sorts_one_array,
+                     spin as busy)
 
 pytestmark = pytest.mark.gpu
 
@@ -23,21 +24,10 @@ def _cupy():
     return pytest.importorskip("cupy")
 
 
-_spin_kernel = None
-
-
 def spin(ms=SPIN_MS):
     """Keep CuPy's current stream busy for about `ms` milliseconds."""
-    global _spin_kernel
-    cupy = _cupy()
-    if _spin_kernel is None:
-        _spin_kernel = cupy.RawKernel(r'''
-        extern "C" __global__ void spin(long long cycles) {
-            long long t0 = clock64();
-            while (clock64() - t0 < cycles) { }
-        }''', "spin")
-    rate_khz = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["clockRate"]
-    _spin_kernel((1,), (1,), (np.int64(ms * rate_khz),))
+    _cupy()
+    busy(ms)
 
 
 def _fresh(rng):

@@ -20,7 +20,7 @@ from ..dispatch.execute import run
 from ..dispatch.request import caller_ordering, check_algorithm, make_request
 from ..errors import PluginError
 from ..gpu.arrays import Operand, Result, array_stream, library_of, shape_of
-from ..gpu.streams import library_stream
+from ..gpu.streams import handle_of, library_stream
 from ..sdk import registry
 from ..sdk.multikey import MultikeyJob, MultikeyPlugin, gather, key_bits
 from ..sdk.plugin import RUN_ERRORS
@@ -385,14 +385,14 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
         raise ValueError(f"keys and values differ in length: {operands[0].n} != {v.n}")
     if v.on_device != operands[0].on_device:
         raise TypeError("keys and values must both be on the host or both on the device")
+    if stream is not None:  # strided ones copied again in the given stream's order
+        for op in (*operands, v):
+            op.copy_in_order(handle_of(stream))
 
     def take(order, state, caller):
         if state is None:
             return (tuple(op.wrap_own(op.array[order]) for op in operands),
                     v.wrap_host(v.array[order]))
-        for op in (*operands, v):
-            if op.strided_source is not None:  # copied again after the caller's work
-                op.copy_in_order(int(state.stream.handle))
         job = MultikeyJob([v], (False,), v.n, state,
                           empty=lambda count, dtype: _empty(v, dtype, state, caller))
         # the keys as a one-key device sort returns them (canonical zeros and

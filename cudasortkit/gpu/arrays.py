@@ -93,9 +93,7 @@ def _cupy_interface_stream(a, named: int) -> int:
     import cupy
 
     device = a.data.device_id
-    if device == cupy.cuda.runtime.getDevice():
-        return named
-    return cupy.cuda.get_current_stream(device).ptr or LEGACY
+    return named if device == cupy.cuda.runtime.getDevice() else current_stream("cupy", device)
 
 
 def _unsupported_kind(what: str, a) -> TypeError:
@@ -327,11 +325,10 @@ class Operand:
         return a
 
     def copy_in_order(self, stream: int) -> None:
-        """Copy a strided array again, queued on `stream` (a handle: the
-        call's given stream, or cudasortkit's own once the call's ordering
-        has begun), so that the copy reads it in the caller's order (the
-        first copy ran on the library's current stream, which need not be
-        the caller's). Once; other arrays are left as they are."""
+        """Copy a strided array again, queued on `stream` (the call's given
+        stream=, a handle), so that the copy reads it in the caller's order
+        (the first copy ran on the library's current stream, which need not
+        be that one). Once; other arrays are left as they are."""
         if self.strided_source is not None:
             self.array = self._copy(self.strided_source, stream)
             self.strided_source = None
