@@ -345,6 +345,7 @@ def algorithms() -> list:
     return rows
 
 
+@keeps_current_device
 def plan(*, like, op="sort", axis=-1, descending=False, stable=None, algorithm="auto",
          index_dtype=np.int64, values_like=None):
     """A reusable sort of device arrays like `like` (cudasortkit.calls.sort_plan.Plan).

@@ -247,3 +247,21 @@ def test_searchsorted_and_topk(library, rng):
     old, new = _pair(rng)
     values, _ = lane.call(lambda x, stream: csk.topk(x, 100, stream=stream), [old], [new])
     np.testing.assert_array_equal(values, np.sort(new)[::-1][:100])
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_plan_and_explain(library, rng):
+    """A plan made like, and an explanation of, arrays on the other GPU
+    choose on that GPU and leave GPU 0 current; the plan's calls (no
+    stream=: the lane's stream current there) sort in the stream's order."""
+    cupy = _cupy()
+    lane = Lane(library)
+    old, new = _pair(rng)
+    like = lane.upload(new)
+    sorter = csk.plan(like=like)
+    assert cupy.cuda.runtime.getDevice() == 0, "plan() left the current device changed"
+    assert str(csk.explain(like)).startswith("auto -> ")
+    assert cupy.cuda.runtime.getDevice() == 0, "explain() left the current device changed"
+    for _ in range(2):  # the first call records, the second may replay
+        got = lane.call(sorter, [old], [new], given=False)
+        np.testing.assert_array_equal(got, np.sort(new))

@@ -26,6 +26,7 @@ from ..sdk import registry
 from ..gpu.arrays import (Operand, array_stream, c_strides, library_of, not_an_array,
                           torch_to_numpy_dtype)
 from ..dtypes import INDEX_DTYPE
+from ..gpu.device import get_device, gpu_available
 from ..dispatch.request import caller_ordering
 from ..sdk.segments import Segments, check_offsets
 
@@ -355,6 +356,8 @@ def request_parts(a, axis, values=None, offsets=None, algorithm="auto", kind="so
     vals = None if values is None else \
         Operand(Rows(values, axis, "values", None, role="values").flat, "values", "values")
     keys = Operand(rows.flat, "a")
+    if keys.on_device and gpu_available():
+        get_device(keys.ordinal)   # choices read the keys' device, as a call does
     if offsets is None:
         return keys, vals, rows.segments(algorithm)
     host, lengths = check_offsets(offsets, keys.n)
