@@ -47,6 +47,9 @@ class OnesweepSort(SortPlugin):
                                    "look-back loads at once"),
         "gather_values": Tunable(0, (0, 1), "8-byte values: 1 carries 32-bit positions and reads "
                                  "each value from its position at the end"),
+        "unordered_first": Tunable(0, (0, 1), "keys alone: 1 ranks the first pass's keys by "
+                                   "shared atomics, in any order (the input's order carries "
+                                   "nothing the sorted keys show)"),
         "batch_values": Tunable(1, (0, 1), "1: a tile loads all its values into registers, "
                                 "whole warps without bounds tests, before staging them "
                                 "(0: loads and stages each in turn)"),
@@ -57,13 +60,15 @@ class OnesweepSort(SortPlugin):
         """Keys only: 24 keys a thread (bigger tiles, fewer look-backs); with
         values 16, since a bigger tile's staging area leaves too few blocks
         per SM. Keys of at most 4 bytes alone: 512 x 20 tiles, registers
-        capped for 3 blocks an SM (40) and every 4th key ranked by
-        __match_any_sync. docs/algorithms/onesweep.md has the measurements."""
+        capped for 3 blocks an SM (40), every 4th key ranked by
+        __match_any_sync and the first pass ranked in any order
+        (unordered_first). docs/algorithms/onesweep.md has the measurements."""
         config = super().default_config(dtype, value_bytes)
         if dtype is not None and value_bytes == 0:
             config["items_per_thread"] = 24
             if itemsize(dtype) <= 4:
-                config.update(block_size=512, items_per_thread=20, min_blocks=3, warp_match=4)
+                config.update(block_size=512, items_per_thread=20, min_blocks=3, warp_match=4,
+                              unordered_first=1)
         return config
 
     #: Keys-only 4-byte sorts of at most max_keys keys: (block_size,

@@ -80,6 +80,36 @@ def test_tile_boundaries(dtype, early_counts, rng):
         _check_exact(make_keys("uniform", dtype, n, rng), descending=bool(n % 2), config=config)
 
 
+@pytest.mark.parametrize("dtype", ["uint32", "float32", "int16", "uint8", "uint64"])
+def test_unordered_first_pass(dtype, rng):
+    """Keys alone whose first pass ranks in any order (unordered_first, the
+    default for keys of at most 4 bytes alone): every tile-boundary size,
+    both directions, uniform and special keys; one sort in which some tiles'
+    first digit is crowded (those rank in order) and the others' is not; and
+    keys whose first pass is skipped (the next pass is the first to run)."""
+    cupy = _cupy()
+    if np.dtype(dtype).itemsize <= 4:
+        assert _plugin().default_config(np.dtype(dtype), 0)["unordered_first"] == 1
+    config = dict(_plugin().default_config(np.dtype(dtype), 0), unordered_first=1)
+
+    def check(a, descending, what):
+        keys, _ = _run(cupy.asarray(a), config, descending=descending)
+        assert_keys_equal(keys, reference_sort(a, descending), f"{dtype} {what} desc={descending}")
+
+    for n in _boundary_sizes(config):
+        check(make_keys("uniform" if n % 3 else "special", dtype, n, rng), bool(n % 2), f"n={n}")
+    tile = config["block_size"] * config["items_per_thread"]
+    a = make_keys("uniform", dtype, 9 * tile + 5, rng)
+    words = a.view(f"u{a.itemsize}")
+    for t in range(1, 9, 2):  # odd tiles: 90% of the keys share the first digit
+        part = words[t * tile:(t + 1) * tile]
+        part[rng.random(part.size) < 0.9] &= ~np.array(0xFF, words.dtype)
+    for descending in (False, True):
+        check(a, descending, "crowded and uniform tiles")
+    words[:] &= ~np.array(0xFF, words.dtype)  # the first digit the same everywhere
+    check(a, False, "first pass skipped")
+
+
 @slow
 def test_many_tiles(rng):
     cupy = _cupy()

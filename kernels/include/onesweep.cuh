@@ -63,6 +63,21 @@
 #ifndef EVICT_LAST
 #define EVICT_LAST 0
 #endif
+// UNORDERED_FIRST 1: keys alone, the first active pass ranks a digit's keys
+// in whatever order shared atomics hand out positions. The pass reads the
+// caller's order, which the sorted keys do not depend on (equal words are
+// alike); later passes must keep the order the earlier ones made, and rank
+// stably. Values and indices would show the order: never with CSK_HAS_VALUES.
+#ifndef UNORDERED_FIRST
+#define UNORDERED_FIRST 0
+#endif
+// Where a digit holds more than OS_CROWDED of a tile's keys, the tile ranks
+// in order all the same (UNORDERED_FIRST): the atomics of one digit's keys
+// in a warp queue behind each other.
+#define OS_CROWDED (TILE / OS_CROWDED_SHARE)
+#ifndef OS_CROWDED_SHARE
+#define OS_CROWDED_SHARE 8
+#endif
 // Whether a tile loads all its values into registers (whole warps without
 // bounds tests) before it stages them; else each value is loaded and staged
 // in turn under its own bounds test.
@@ -499,6 +514,16 @@ __device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bi
     return rank;
 }
 
+// A tile position for a key of digit d from the warp's counters at shared
+// byte address `words` (already tile positions: early counts): the counter's
+// old value, bumped by one atomically, in no particular order among the
+// warp's keys of d (UNORDERED_FIRST).
+__device__ __forceinline__ unsigned os_rank_unordered(unsigned* words, unsigned d)
+{
+    const unsigned half = OS_LANE_BITS * (d % OS_PACK);
+    return (atomicAdd(words + d / OS_PACK, 1u << half) >> half) & OS_LANE_MASK;
+}
+
 // Digit k (< OS_DIGITS_PER_THREAD) of thread t: counter k % OS_PACK of word
 // (k / OS_PACK) * BLOCK_SIZE + t; digits >= RADIX_DIGITS are not owned.
 __device__ __forceinline__ int os_owned_digit(int k)
@@ -518,14 +543,16 @@ __device__ __forceinline__ unsigned os_lane(unsigned word, int h)
 // counter into the tile position of warp w's first key of that digit.
 // counts[j] / starts[j]: the tile's count and first tile position of the
 // digits of the thread's word j, packed like the counters. Called by
-// all threads; ends synchronized.
-__device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned* scan_scratch,
+// all threads; ends synchronized. Returns whether a digit holds more than
+// OS_CROWDED of the tile's keys (the same answer in every thread).
+__device__ __forceinline__ bool os_publish_counts(unsigned* warp_words, unsigned* scan_scratch,
                                                   os_status_t* my_status, unsigned tile,
                                                   unsigned (&counts)[OS_WORDS_PER_THREAD],
                                                   unsigned (&starts)[OS_WORDS_PER_THREAD])
 {
     const int t = threadIdx.x;
     unsigned mine = 0;  // keys of the thread's digits, in ownership order
+    bool crowded = false;
 #pragma unroll
     for (int j = 0; j < OS_WORDS_PER_THREAD; ++j) {
         const int word = j * BLOCK_SIZE + t;
@@ -548,6 +575,7 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
         for (int h = 0; h < OS_PACK; ++h) {
             starts[j] |= mine << (OS_LANE_BITS * h);
             mine += os_lane(packed, h);
+            crowded |= os_lane(packed, h) > OS_CROWDED;
         }
     }
     unsigned tile_keys;
@@ -561,7 +589,7 @@ __device__ __forceinline__ void os_publish_counts(unsigned* warp_words, unsigned
             for (int w = 0; w < WARPS; ++w) warp_words[w * OS_WORDS + word] += starts[j];
         }
     }
-    __syncthreads();
+    return __syncthreads_or(crowded);
 }
 
 // Decoupled look-back for each owned digit: add the predecessors' counts,
@@ -809,14 +837,23 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
         for (int j = 0; j < ITEMS_PER_THREAD; ++j) os_count_digit(my_words_at, os_digit(key[j], shift), 1u);
         os_uncount_past_n(my_words_at, shift, warp_keys, lane);
         __syncthreads();
-        os_publish_counts(warp_words, scan_scratch, my_status, tile, counts, starts);
+        const bool crowded = os_publish_counts(warp_words, scan_scratch, my_status, tile, counts,
+                                               starts);
         // Look back now, before ranking (as CUB's onesweep does): our inclusive
         // prefix is out a whole ranking earlier, so successors walk back less.
         os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
+        if (UNORDERED_FIRST && !CSK_HAS_VALUES && first && !crowded) {
+            // Keys past n were taken off the counts: they are not ranked.
 #pragma unroll
-        for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
-            pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
-            if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j)
+                if (whole_warp || j * 32 + lane < warp_keys)
+                    keys_s[os_rank_unordered(my_words, os_digit(key[j], shift))] = key[j];
+        } else {
+#pragma unroll
+            for (int j = 0; j < ITEMS_PER_THREAD; ++j) {
+                pos[j] = os_rank_item(my_counts, key[j], shift, lane, j);
+                if (OS_RUNS_IN_DIGIT_ORDER || j * 32 + lane < warp_keys) keys_s[pos[j]] = key[j];
+            }
         }
 #else
         // Rank first (the warps' counters start at 0), then publish the counts
