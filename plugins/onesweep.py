@@ -47,9 +47,9 @@ class OnesweepSort(SortPlugin):
                                    "look-back loads at once"),
         "gather_values": Tunable(0, (0, 1), "8-byte values: 1 carries 32-bit positions and reads "
                                  "each value from its position at the end"),
-        "unordered_first": Tunable(0, (0, 1), "keys alone: 1 ranks the first pass's keys by "
-                                   "shared atomics, in any order (the input's order carries "
-                                   "nothing the sorted keys show)"),
+        "unordered_first": Tunable(0, (0, 1), "keys alone, with early_counts: 1 ranks the "
+                                   "first pass's keys by shared atomics, in any order (the "
+                                   "input's order carries nothing the sorted keys show)"),
         "batch_values": Tunable(1, (0, 1), "1: a tile loads all its values into registers, "
                                 "whole warps without bounds tests, before staging them "
                                 "(0: loads and stages each in turn)"),
