@@ -12,7 +12,7 @@
 // Macros: BLOCK_SIZE threads (whole warps), ITEMS_PER_THREAD keys per thread,
 // RADIX_BITS bits per digit (up to 11: 3 passes for 32-bit keys, 11/11/10,
 // and 6 for 64-bit keys; the top pass gets the bits left over), WARP_MATCH
-// (peers.cuh), EARLY_COUNTS, LOOKBACK_WINDOW (1 if undefined), VALUE_CARRY
+// (peers.cuh), EARLY_COUNTS, UNORDERED_FIRST, LOOKBACK_WINDOW (1 if undefined), VALUE_CARRY
 // (bytes a value takes between passes and in shared memory: 4 or 8, at most
 // CSK_VALUE_BYTES; CSK_VALUE_BYTES if undefined). A thread owns
 // OS_DIGITS_PER_THREAD digits (more than one when there are more digits than
