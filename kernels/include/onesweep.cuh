@@ -514,16 +514,6 @@ __device__ __forceinline__ unsigned os_rank_item(os_counter_t* my_counts, csk_bi
     return rank;
 }
 
-// A tile position for a key of digit d from the warp's counters at shared
-// byte address `words` (already tile positions: early counts): the counter's
-// old value, bumped by one atomically, in no particular order among the
-// warp's keys of d (UNORDERED_FIRST).
-__device__ __forceinline__ unsigned os_rank_unordered(unsigned* words, unsigned d)
-{
-    const unsigned half = OS_LANE_BITS * (d % OS_PACK);
-    return (atomicAdd(words + d / OS_PACK, 1u << half) >> half) & OS_LANE_MASK;
-}
-
 // Digit k (< OS_DIGITS_PER_THREAD) of thread t: counter k % OS_PACK of word
 // (k / OS_PACK) * BLOCK_SIZE + t; digits >= RADIX_DIGITS are not owned.
 __device__ __forceinline__ int os_owned_digit(int k)
@@ -535,6 +525,16 @@ __device__ __forceinline__ int os_owned_digit(int k)
 __device__ __forceinline__ unsigned os_lane(unsigned word, int h)
 {
     return (word >> (OS_LANE_BITS * h)) & OS_LANE_MASK;
+}
+
+// A tile position for a key of digit d from the warp's counters `words`
+// (already tile positions: early counts): the counter's old value, bumped
+// by one atomically, in no particular order among the warp's keys of d
+// (UNORDERED_FIRST).
+__device__ __forceinline__ unsigned os_rank_unordered(unsigned* words, unsigned d)
+{
+    return os_lane(atomicAdd(words + d / OS_PACK, 1u << (OS_LANE_BITS * (d % OS_PACK))),
+                   d % OS_PACK);
 }
 
 // From each warp's digit counts (warp_words[w][word], OS_PACK counts a
