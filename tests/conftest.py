@@ -95,8 +95,11 @@ def _poison_results(request, monkeypatch):
 
 @pytest.fixture
 def rng(request):
-    """Fresh random data each run; the seed is in the test's output on failure."""
-    seed = int(np.random.SeedSequence().entropy % (1 << 63))
+    """Fresh random data each run; the seed is in the test's output on
+    failure, and CSK_TEST_SEED=<seed> gives a run that seed again (to
+    reproduce a failure: run the one test with it)."""
+    seed = os.environ.get("CSK_TEST_SEED")
+    seed = int(seed) if seed else int(np.random.SeedSequence().entropy % (1 << 63))
     print(f"rng seed {seed} for {request.node.nodeid}")
     return np.random.default_rng(seed)
 
