@@ -4,5 +4,5 @@
 //
 // Tunables: BLOCK_SIZE threads (>= 2^RADIX_BITS), ITEMS_PER_THREAD keys per
 // thread, RADIX_BITS bits per digit, WARP_MATCH (peers.cuh), EARLY_COUNTS, MIN_BLOCKS,
-// LOOKBACK_WINDOW, UNORDERED_FIRST.
+// LOOKBACK_WINDOW, UNORDERED_FIRST, UNORDERED_LATER.
 #include "onesweep.cuh"

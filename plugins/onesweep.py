@@ -50,6 +50,10 @@ class OnesweepSort(SortPlugin):
         "unordered_first": Tunable(0, (0, 1), "keys alone, with early_counts: 1 ranks the "
                                    "first pass's keys by shared atomics, in any order (the "
                                    "input's order carries nothing the sorted keys show)"),
+        "unordered_later": Tunable(0, (0, 1), "keys alone, with early_counts: 1 also ranks "
+                                   "in any order, in later passes, each warp whose keys agree "
+                                   "on every digit below the pass's (passes leave them sorted "
+                                   "by those digits)"),
         "batch_values": Tunable(1, (0, 1), "1: a tile loads all its values into registers, "
                                 "whole warps without bounds tests, before staging them "
                                 "(0: loads and stages each in turn)"),
@@ -61,14 +65,16 @@ class OnesweepSort(SortPlugin):
         values 16, since a bigger tile's staging area leaves too few blocks
         per SM. Keys of at most 4 bytes alone: 512 x 20 tiles, registers
         capped for 3 blocks an SM (40), every 4th key ranked by
-        __match_any_sync and the first pass ranked in any order
-        (unordered_first). docs/algorithms/onesweep.md has the measurements."""
+        __match_any_sync, the first pass ranked in any order
+        (unordered_first), and so each later pass's warps whose keys agree
+        on every lower digit (unordered_later). docs/algorithms/onesweep.md
+        has the measurements."""
         config = super().default_config(dtype, value_bytes)
         if dtype is not None and value_bytes == 0:
             config["items_per_thread"] = 24
             if itemsize(dtype) <= 4:
                 config.update(block_size=512, items_per_thread=20, min_blocks=3, warp_match=4,
-                              unordered_first=1)
+                              unordered_first=1, unordered_later=1)
         return config
 
     #: Keys-only 4-byte sorts of at most max_keys keys: (block_size,

@@ -110,6 +110,45 @@ def test_unordered_first_pass(dtype, rng):
     check(a, False, "first pass skipped")
 
 
+@pytest.mark.parametrize("dtype", ["uint32", "float32", "int16", "uint64"])
+@pytest.mark.parametrize("first", quick([0, 1], 1))
+def test_unordered_later_passes(dtype, first, rng):
+    """Keys alone whose later passes rank in any order each warp whose keys
+    agree on every lower digit (unordered_later): every tile-boundary size,
+    both directions; keys whose lower digits take a few values (long runs
+    of equal lower digits, so most warps of the later passes agree) or
+    none alike (no warp does); runs that start and end inside warps; and
+    sorted, reversed and few-valued inputs. With and without the first
+    pass in any order."""
+    cupy = _cupy()
+    if np.dtype(dtype).itemsize <= 4:
+        assert _plugin().default_config(np.dtype(dtype), 0)["unordered_later"] == 1
+    config = dict(_plugin().default_config(np.dtype(dtype), 0), unordered_later=1,
+                  unordered_first=first)
+
+    def check(a, descending, what):
+        keys, _ = _run(cupy.asarray(a), config, descending=descending)
+        assert_keys_equal(keys, reference_sort(a, descending), f"{dtype} {what} desc={descending}")
+
+    for n in _boundary_sizes(config):
+        check(make_keys("uniform" if n % 3 else "special", dtype, n, rng), bool(n % 2), f"n={n}")
+    tile = config["block_size"] * config["items_per_thread"]
+    n = 21 * tile + 333
+    a = make_keys("uniform", dtype, n, rng)
+    words = a.view(f"u{a.itemsize}")
+    low = np.array([0, 0x1234, 0xFFFF, 0x00FF], dtype=np.uint64).astype(words.dtype)
+    for kinds in (1, 2, 3, 4):  # the low 16 bits take `kinds` values
+        words[:] = (words & ~np.array(0xFFFF, words.dtype)) | rng.choice(low[:kinds], n)
+        for descending in (False, True):
+            check(a, descending, f"{kinds} low patterns")
+    words[:] = (words & ~np.array(0xFF, words.dtype)) | (np.arange(n) % 7).astype(words.dtype)
+    check(a, False, "7 low patterns, interleaved")
+    for what, b in (("sorted", np.sort(a)), ("reversed", np.sort(a)[::-1].copy()),
+                    ("few values", rng.choice(a[:5], n))):
+        check(b, False, what)
+        check(b, True, what)
+
+
 @slow
 def test_many_tiles(rng):
     cupy = _cupy()

@@ -12,9 +12,10 @@
 // Macros: BLOCK_SIZE threads (whole warps), ITEMS_PER_THREAD keys per thread,
 // RADIX_BITS bits per digit (up to 11: 3 passes for 32-bit keys, 11/11/10,
 // and 6 for 64-bit keys; the top pass gets the bits left over), WARP_MATCH
-// (peers.cuh), EARLY_COUNTS, UNORDERED_FIRST, LOOKBACK_WINDOW (1 if undefined), VALUE_CARRY
-// (bytes a value takes between passes and in shared memory: 4 or 8, at most
-// CSK_VALUE_BYTES; CSK_VALUE_BYTES if undefined). A thread owns
+// (peers.cuh), EARLY_COUNTS, UNORDERED_FIRST, UNORDERED_LATER, LOOKBACK_WINDOW
+// (1 if undefined), VALUE_CARRY (bytes a value takes between passes and in
+// shared memory: 4 or 8, at most CSK_VALUE_BYTES; CSK_VALUE_BYTES if
+// undefined). A thread owns
 // OS_DIGITS_PER_THREAD digits (more than one when there are more digits than
 // threads).
 // Define WIDE_STATUS=1 (the drivers do, for n >= 2^30) for 64-bit tile status
@@ -71,9 +72,19 @@
 #ifndef UNORDERED_FIRST
 #define UNORDERED_FIRST 0
 #endif
+// UNORDERED_LATER 1: keys alone, a later pass also ranks in any order each
+// whole warp whose keys agree on every bit below the pass's digit. A pass
+// reads keys sorted by those bits (the passes before it sorted them), so
+// the warp's first and last keys agreeing means all of its keys do; keys
+// alike below the digit and alike in it differ, if at all, only above it,
+// where the later passes order them: their order among themselves is not
+// seen. Never with CSK_HAS_VALUES, as UNORDERED_FIRST.
+#ifndef UNORDERED_LATER
+#define UNORDERED_LATER 0
+#endif
 // Where a digit holds more than OS_CROWDED of a tile's keys, the tile ranks
-// in order all the same (UNORDERED_FIRST): the atomics of one digit's keys
-// in a warp queue behind each other.
+// in order all the same (UNORDERED_FIRST, UNORDERED_LATER): the atomics of
+// one digit's keys in a warp queue behind each other.
 #define OS_CROWDED (TILE / OS_CROWDED_SHARE)
 #ifndef OS_CROWDED_SHARE
 #define OS_CROWDED_SHARE 8
@@ -537,6 +548,27 @@ __device__ __forceinline__ unsigned os_rank_unordered(unsigned* words, unsigned 
                    d % OS_PACK);
 }
 
+// Whether this warp's keys may be ranked in any order in this pass: the
+// first active pass under UNORDERED_FIRST; a later one under
+// UNORDERED_LATER where the warp is whole and its first key (item 0 of lane
+// 0) and last key (the last item of lane 31) agree on every bit below
+// `shift`. The same answer in every lane.
+__device__ __forceinline__ bool os_any_order(const csk_bits_t (&key)[ITEMS_PER_THREAD], bool first,
+                                             bool whole_warp, int shift)
+{
+    if (first) return UNORDERED_FIRST;
+#if UNORDERED_LATER
+    if (!whole_warp) return false;
+    const unsigned long long head = __shfl_sync(0xffffffffu, (unsigned long long)key[0], 0);
+    const unsigned long long tail =
+        __shfl_sync(0xffffffffu, (unsigned long long)key[ITEMS_PER_THREAD - 1], 31);
+    return ((head ^ tail) & ((1ull << shift) - 1)) == 0;
+#else
+    (void)key, (void)whole_warp, (void)shift;
+    return false;
+#endif
+}
+
 // From each warp's digit counts (warp_words[w][word], OS_PACK counts a
 // word): publish the tile's per-digit count (flag AGGREGATE, or PREFIX for
 // tile 0) so that successors can look back past this tile, and turn each
@@ -842,7 +874,7 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
         // Look back now, before ranking (as CUB's onesweep does): our inclusive
         // prefix is out a whole ranking earlier, so successors walk back less.
         os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
-        if (UNORDERED_FIRST && !CSK_HAS_VALUES && first && !crowded) {
+        if (!CSK_HAS_VALUES && os_any_order(key, first, whole_warp, shift) && !crowded) {
             // Keys past n were taken off the counts: they are not ranked.
 #pragma unroll
             for (int j = 0; j < ITEMS_PER_THREAD; ++j)
