@@ -80,6 +80,17 @@ def test_tile_boundaries(dtype, early_counts, rng):
         _check_exact(make_keys("uniform", dtype, n, rng), descending=bool(n % 2), config=config)
 
 
+def _keys_checker(dtype, config):
+    """check(a, descending, what): the plugin's sort of keys `a` alone under
+    `config` gives NumPy's keys."""
+    cupy = _cupy()
+
+    def check(a, descending, what):
+        keys, _ = _run(cupy.asarray(a), config, descending=descending)
+        assert_keys_equal(keys, reference_sort(a, descending), f"{dtype} {what} desc={descending}")
+    return check
+
+
 @pytest.mark.parametrize("dtype", ["uint32", "float32", "int16", "uint8", "uint64"])
 def test_unordered_first_pass(dtype, rng):
     """Keys alone whose first pass ranks in any order (unordered_first, the
@@ -87,15 +98,10 @@ def test_unordered_first_pass(dtype, rng):
     both directions, uniform and special keys; one sort in which some tiles'
     first digit is crowded (those rank in order) and the others' is not; and
     keys whose first pass is skipped (the next pass is the first to run)."""
-    cupy = _cupy()
     if np.dtype(dtype).itemsize <= 4:
         assert _plugin().default_config(np.dtype(dtype), 0)["unordered_first"] == 1
     config = dict(_plugin().default_config(np.dtype(dtype), 0), unordered_first=1)
-
-    def check(a, descending, what):
-        keys, _ = _run(cupy.asarray(a), config, descending=descending)
-        assert_keys_equal(keys, reference_sort(a, descending), f"{dtype} {what} desc={descending}")
-
+    check = _keys_checker(dtype, config)
     for n in _boundary_sizes(config):
         check(make_keys("uniform" if n % 3 else "special", dtype, n, rng), bool(n % 2), f"n={n}")
     tile = config["block_size"] * config["items_per_thread"]
@@ -120,16 +126,11 @@ def test_unordered_later_passes(dtype, first, rng):
     none alike (no warp does); runs that start and end inside warps; and
     sorted, reversed and few-valued inputs. With and without the first
     pass in any order."""
-    cupy = _cupy()
     if np.dtype(dtype).itemsize <= 4:
         assert _plugin().default_config(np.dtype(dtype), 0)["unordered_later"] == 1
     config = dict(_plugin().default_config(np.dtype(dtype), 0), unordered_later=1,
                   unordered_first=first)
-
-    def check(a, descending, what):
-        keys, _ = _run(cupy.asarray(a), config, descending=descending)
-        assert_keys_equal(keys, reference_sort(a, descending), f"{dtype} {what} desc={descending}")
-
+    check = _keys_checker(dtype, config)
     for n in _boundary_sizes(config):
         check(make_keys("uniform" if n % 3 else "special", dtype, n, rng), bool(n % 2), f"n={n}")
     tile = config["block_size"] * config["items_per_thread"]
