@@ -548,14 +548,16 @@ __device__ __forceinline__ unsigned os_rank_unordered(unsigned* words, unsigned 
                    d % OS_PACK);
 }
 
-// Whether this warp's keys may be ranked in any order in this pass: the
-// first active pass under UNORDERED_FIRST; a later one under
-// UNORDERED_LATER where the warp is whole and its first key (item 0 of lane
-// 0) and last key (the last item of lane 31) agree on every bit below
-// `shift`. The same answer in every lane.
+// Whether this warp's keys may be ranked in any order in this pass: never
+// with values (CSK_HAS_VALUES: they would show the order); else the first
+// active pass under UNORDERED_FIRST, and a later one under UNORDERED_LATER
+// where the warp is whole and its first key (item 0 of lane 0) and last key
+// (the last item of lane 31) agree on every bit below `shift`. The same
+// answer in every lane.
 __device__ __forceinline__ bool os_any_order(const csk_bits_t (&key)[ITEMS_PER_THREAD], bool first,
                                              bool whole_warp, int shift)
 {
+    if (CSK_HAS_VALUES) return false;
     if (first) return UNORDERED_FIRST;
 #if UNORDERED_LATER
     if (!whole_warp) return false;
@@ -874,7 +876,7 @@ os_pass(const csk_bits_t* __restrict__ keys_in, csk_bits_t* __restrict__ keys_ou
         // Look back now, before ranking (as CUB's onesweep does): our inclusive
         // prefix is out a whole ranking earlier, so successors walk back less.
         os_look_back(my_status, offsets, adjust, pass, tile, counts, starts);
-        if (!CSK_HAS_VALUES && os_any_order(key, first, whole_warp, shift) && !crowded) {
+        if (os_any_order(key, first, whole_warp, shift) && !crowded) {
             // Keys past n were taken off the counts: they are not ranked.
 #pragma unroll
             for (int j = 0; j < ITEMS_PER_THREAD; ++j)
