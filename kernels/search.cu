@@ -11,8 +11,16 @@
 //
 // Tunables: BLOCK_SIZE; SAMPLES (binary: keys of a one-row search cached in
 // shared memory, 0 for none); ITEMS_PER_THREAD (merge: merge-path steps per
-// thread).
+// thread). Each plugin sets only its own kernel's tunable; the other one
+// takes its neutral value here.
 #include "search.cuh"  // csk_before, csk_search_key
+
+#ifndef SAMPLES
+#define SAMPLES 0
+#endif
+#ifndef ITEMS_PER_THREAD
+#define ITEMS_PER_THREAD 1
+#endif
 
 // One thread per query. For one row (rows == 1) with SAMPLES > 0, every
 // block first caches the keys at SAMPLES evenly spaced positions p_s in

@@ -29,8 +29,9 @@ def word_dtype(bits: int) -> np.dtype:
 class NumpyLexsort(MultikeyPlugin):
     name = "numpy_lexsort"
     summary = "host keys: numpy.lexsort, or stable NumPy passes when a key descends"
+    #: The one plugin for host keys (device plugins take device keys only),
+    #: so it needs no priority.
     device = "cpu"
-    priority = 0
 
     def run(self, job):
         keys = job.host_keys()

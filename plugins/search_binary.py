@@ -15,7 +15,11 @@ class BinarySearch(SearchPlugin):
     name = "binary"
     summary = "a thread per query; the top of the search in shared memory"
     templates = ("search.cu",)
-    config = {"block_size": 256, "samples": 1024, "items_per_thread": 1}
+    config = {
+        "block_size": 256,
+        #: Keys of a one-row search cached in shared memory (0: none).
+        "samples": 1024,
+    }
     #: Repeats replay its launch: the grid comes from the query's shape and
     #: the device alone.
     replayable = True

@@ -29,7 +29,7 @@ class MergeSearch(SearchPlugin):
     summary = "queries sorted, then merge path against a (long v)"
     templates = ("search.cu",)
     needs_query_order = True
-    config = {"block_size": 256, "samples": 0, "items_per_thread": 8}
+    config = {"block_size": 256, "items_per_thread": 8}
 
     def unsupported(self, query: SearchQuery) -> str | None:
         if query.rows != 1:
