@@ -17,7 +17,7 @@ class BinarySearch(SearchPlugin):
     templates = ("search.cu",)
     config = {
         "block_size": 256,
-        #: Keys of a one-row search cached in shared memory (0: none).
+        # keys of a one-row search cached in shared memory (0: none)
         "samples": 1024,
     }
     #: Repeats replay its launch: the grid comes from the query's shape and
