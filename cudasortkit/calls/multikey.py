@@ -117,10 +117,11 @@ def order_of(keys, descending, selector, algorithm="auto", stream=None, then=Non
     """The stable int64 order of 1-D keys (most significant first): NumPy
     for host keys, an array of the keys' library for device keys; then(order,
     state, caller), when given, runs in the same stream ordering (device
-    keys) and its result is returned instead. `names`: what errors call
-    the keys (default keys[0], keys[1], ...)."""
+    keys) and its result is returned instead. `keys`: arrays, or Operands
+    of them (a caller's own, so strided keys are copied once). `names`:
+    what errors call the keys (default keys[0], keys[1], ...)."""
     names = names or [f"keys[{i}]" for i in range(len(keys))]
-    operands = [Operand(k, what) for k, what in zip(keys, names)]
+    operands = [k if isinstance(k, Operand) else Operand(k, what) for k, what in zip(keys, names)]
     n = operands[0].n
     for op in operands[1:]:
         if op.n != n:
@@ -401,7 +402,7 @@ def sort_by_keys(keys, values, descending, selector, algorithm="auto", stream=No
                       for op in operands),
                 gather("core", job, v.array, v.dtype, order))
 
-    return order_of(keys, flags, selector, algorithm, stream, then=take)
+    return order_of(operands, flags, selector, algorithm, stream, then=take)
 
 
 def _empty(like: Operand, dtype, state, caller):
